@@ -1,0 +1,36 @@
+/* A Llama-family model directory opened for serving: its config and the
+ * weight tensors it must have, each checked against the config. */
+#ifndef FOLIO_MODEL_H
+#define FOLIO_MODEL_H
+
+#include "model_config.h"
+#include "safetensors.h"
+
+struct folio_layer_weights {
+    const struct folio_tensor *attn_norm; /* [hidden] input_layernorm */
+    const struct folio_tensor *wq;        /* [heads*head_dim, hidden] */
+    const struct folio_tensor *wk;        /* [kv_heads*head_dim, hidden] */
+    const struct folio_tensor *wv;        /* [kv_heads*head_dim, hidden] */
+    const struct folio_tensor *wo;        /* [hidden, heads*head_dim] */
+    const struct folio_tensor *mlp_norm;  /* [hidden] post_attention_layernorm */
+    const struct folio_tensor *w_gate;    /* [intermediate, hidden] */
+    const struct folio_tensor *w_up;      /* [intermediate, hidden] */
+    const struct folio_tensor *w_down;    /* [hidden, intermediate] */
+};
+
+struct folio_model {
+    struct folio_model_config config;
+    struct folio_checkpoint *checkpoint;
+    const struct folio_tensor *embed;      /* [vocab, hidden] */
+    const struct folio_tensor *final_norm; /* [hidden] */
+    const struct folio_tensor *lm_head;    /* [vocab, hidden]; == embed when tied */
+    struct folio_layer_weights *layers;    /* [num_layers] */
+};
+
+/* Opens DIR (config.json + safetensors) and binds every weight by its Hugging
+ * Face name (model.layers.N.self_attn.q_proj.weight, ...). A missing or
+ * misshapen tensor is an error naming the file and the tensor. */
+int folio_model_open(const char *model_dir, struct folio_model **out, char *err, size_t errlen);
+void folio_model_close(struct folio_model *m);
+
+#endif

@@ -1,0 +1,48 @@
+/* The architecture of a Llama-family model, read from its config.json. */
+#ifndef FOLIO_MODEL_CONFIG_H
+#define FOLIO_MODEL_CONFIG_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#define FOLIO_MAX_EOS_IDS 8
+
+enum folio_rope_scaling_type {
+    FOLIO_ROPE_NONE = 0,
+    FOLIO_ROPE_LLAMA3, /* Llama-3.1 frequency-dependent scaling */
+    FOLIO_ROPE_LINEAR, /* positions divided by factor */
+};
+
+struct folio_rope_scaling {
+    enum folio_rope_scaling_type type;
+    float factor;
+    float low_freq_factor;
+    float high_freq_factor;
+    int original_max_position_embeddings;
+};
+
+struct folio_model_config {
+    char model_type[32]; /* "llama" */
+    int hidden_size;
+    int intermediate_size;
+    int num_layers;
+    int num_heads;
+    int num_kv_heads;
+    int head_dim; /* from config, or hidden_size / num_heads */
+    int vocab_size;
+    int max_position_embeddings;
+    float rms_norm_eps;
+    float rope_theta;
+    struct folio_rope_scaling rope_scaling;
+    bool tie_word_embeddings;
+    int bos_token_id;                  /* -1 when absent */
+    int eos_token_ids[FOLIO_MAX_EOS_IDS]; /* a number or a list in the file */
+    int num_eos_token_ids;
+};
+
+/* Reads DIR/config.json. Returns 0, or -1 with a message naming the file and
+ * the field in err. */
+int folio_model_config_load(const char *model_dir, struct folio_model_config *cfg, char *err,
+                            size_t errlen);
+
+#endif

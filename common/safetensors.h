@@ -1,0 +1,48 @@
+/* Safetensors files mapped with mmap and checked, never trusted: every
+ * header, offset, shape and dtype is validated before a pointer is handed out. */
+#ifndef FOLIO_SAFETENSORS_H
+#define FOLIO_SAFETENSORS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+enum folio_dtype { FOLIO_DTYPE_BF16 = 0, FOLIO_DTYPE_F16, FOLIO_DTYPE_F32 };
+
+size_t folio_dtype_size(enum folio_dtype dt);
+const char *folio_dtype_name(enum folio_dtype dt);
+
+#define FOLIO_MAX_DIMS 4
+
+struct folio_tensor {
+    const char *name;  /* owned by the checkpoint */
+    const char *file;  /* the file it lives in, for error messages */
+    enum folio_dtype dtype;
+    int ndim;
+    int64_t shape[FOLIO_MAX_DIMS];
+    const void *data; /* inside the mapping; valid while the checkpoint is open */
+    size_t nbytes;
+};
+
+/* One checkpoint: model.safetensors, or the shards listed in
+ * model.safetensors.index.json. */
+struct folio_checkpoint;
+
+int folio_checkpoint_open(const char *model_dir, struct folio_checkpoint **out, char *err,
+                          size_t errlen);
+void folio_checkpoint_close(struct folio_checkpoint *ck);
+
+/* NULL when absent. */
+const struct folio_tensor *folio_checkpoint_find(const struct folio_checkpoint *ck,
+                                                 const char *name);
+size_t folio_checkpoint_num_tensors(const struct folio_checkpoint *ck);
+const struct folio_tensor *folio_checkpoint_tensor(const struct folio_checkpoint *ck, size_t i);
+
+/* Element i of a tensor as float, whatever its dtype. */
+float folio_tensor_get_f32(const struct folio_tensor *t, size_t i);
+
+/* bf16/f16 <-> f32 conversions shared by every backend. */
+float folio_bf16_to_f32(uint16_t h);
+uint16_t folio_f32_to_bf16(float f); /* round to nearest even */
+float folio_f16_to_f32(uint16_t h);
+
+#endif

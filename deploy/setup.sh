@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# Installs everything Folio needs on a clean Debian 12 machine, then builds it.
+# Idempotent: run it again after a pull. Usage: deploy/setup.sh [--no-build]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+SUDO=""
+[ "$(id -u)" -eq 0 ] || SUDO="sudo"
+
+DEB_PACKAGES=(
+  build-essential cmake pkg-config clang clang-format
+  libh2o-evloop-dev libnng-dev libprotobuf-c-dev protobuf-c-compiler
+  libjemalloc-dev libjansson-dev libssl-dev zlib1g-dev libuv1-dev
+  nghttp2-client curl python3 python3-pip
+)
+missing=()
+for p in "${DEB_PACKAGES[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi
+
+# Python test tools: the references the C code is checked against.
+python3 -m pip install -q --disable-pip-version-check -r deploy/requirements-test.txt 2>/dev/null ||
+  python3 -m pip install -q --disable-pip-version-check --break-system-packages -r deploy/requirements-test.txt
+
+[ "${1:-}" = "--no-build" ] && exit 0
+cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+cmake --build build -j"$(nproc)"

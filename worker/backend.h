@@ -1,0 +1,109 @@
+/* The step interface every worker backend implements (CPU now, CUDA next).
+ *
+ * One step is one flattened token batch with no padding: the prefill chunks
+ * and decode tokens of all scheduled sequences side by side. Each sequence
+ * brings its range of new tokens, its context length after the step and its
+ * KV block table; the backend writes the new tokens' K/V into those blocks,
+ * attends over the whole context and, where asked, samples one token from the
+ * logits of the sequence's last new token.
+ *
+ * launch() and collect() are split so that a GPU backend can queue step N+1
+ * before step N's results reach the host (DESIGN.md, "The hot path"): a token
+ * given as FOLIO_TOKEN_FROM_PREV is the one that sequence's slot sampled in
+ * the latest step that sampled it, read where it already is (on the GPU). */
+#ifndef FOLIO_WORKER_BACKEND_H
+#define FOLIO_WORKER_BACKEND_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "model.h"
+
+#define FOLIO_KV_BLOCK_SIZE 16
+#define FOLIO_TOKEN_FROM_PREV (-1)
+#define FOLIO_MAX_LOGPROBS 20
+
+struct folio_sampling_params {
+    float temperature;        /* 0: greedy */
+    int32_t top_k;            /* <= 0: off */
+    float top_p;              /* 1: off */
+    float min_p;              /* 0: off */
+    float repetition_penalty; /* 1: off */
+    float frequency_penalty;  /* 0: off */
+    float presence_penalty;   /* 0: off */
+    uint64_t seed;            /* per request; the scheduler draws one when the client gave none */
+    int32_t num_logprobs;     /* top-N logprobs to return, 0..FOLIO_MAX_LOGPROBS */
+};
+
+struct folio_step_seq {
+    int32_t slot;               /* the sequence's slot, stable while it runs: [0, max_seqs) */
+    int32_t num_new_tokens;     /* a prefill chunk, or 1 for a decode token */
+    int32_t context_len;        /* tokens in the KV cache after this step, the new ones included */
+    int32_t num_blocks;         /* entries in block_table: >= ceil(context_len / 16) */
+    const int32_t *block_table; /* physical KV block of each logical 16-token block */
+    bool sample;                /* false for a prefill chunk that does not end the prompt */
+    int32_t output_index;       /* tokens sampled so far for this sequence: the RNG's counter */
+    struct folio_sampling_params sampling;
+};
+
+struct folio_step_batch {
+    int32_t num_seqs;
+    int32_t num_tokens;         /* sum of num_new_tokens */
+    const int32_t *token_ids;   /* [num_tokens], sequence after sequence */
+    const struct folio_step_seq *seqs;
+};
+
+struct folio_step_result {
+    int32_t *token_ids; /* [num_seqs]; -1 where the sequence did not sample */
+    float *logprobs;    /* [num_seqs] logprob of the sampled token under the
+                           unmodified distribution (as OpenAI/vLLM report it) */
+    int32_t *top_ids;   /* [num_seqs * FOLIO_MAX_LOGPROBS], -1 padded */
+    float *top_logprobs;/* [num_seqs * FOLIO_MAX_LOGPROBS] */
+    float *logits;      /* optional, NULL to skip: [num_sampling_seqs * vocab]
+                           raw final logits of each sampling sequence, in order;
+                           tests compare them with the references */
+};
+
+struct folio_backend_options {
+    int max_seqs;                 /* slots */
+    int max_num_tokens;           /* largest num_tokens of one step */
+    int num_kv_blocks;            /* 0: size the pool from memory */
+    float gpu_memory_utilization; /* CUDA: fraction of the card the worker may use */
+    size_t cpu_kv_bytes;          /* CPU: KV pool size when num_kv_blocks is 0 */
+    int num_threads;              /* CPU: 0 = all cores */
+};
+
+struct folio_backend;
+
+struct folio_backend_ops {
+    const char *name;
+    /* Queue one step. Its buffers may be reused as soon as launch returns. */
+    int (*launch)(struct folio_backend *b, const struct folio_step_batch *batch, char *err,
+                  size_t errlen);
+    /* Wait for the oldest launched step and write its results. */
+    int (*collect)(struct folio_backend *b, struct folio_step_result *res, char *err,
+                   size_t errlen);
+    void (*destroy)(struct folio_backend *b);
+};
+
+struct folio_backend {
+    const struct folio_backend_ops *ops;
+    const struct folio_model *model;
+    int num_kv_blocks; /* the pool the scheduler hands out, fixed at creation */
+    int max_seqs;
+    int max_num_tokens;
+};
+
+/* launch + collect: for callers without a pipeline (generate, tests). */
+int folio_backend_step(struct folio_backend *b, const struct folio_step_batch *batch,
+                       struct folio_step_result *res, char *err, size_t errlen);
+
+int folio_cpu_backend_create(const struct folio_model *m, const struct folio_backend_options *opt,
+                             struct folio_backend **out, char *err, size_t errlen);
+#ifdef FOLIO_HAVE_CUDA
+int folio_cuda_backend_create(const struct folio_model *m, const struct folio_backend_options *opt,
+                              struct folio_backend **out, char *err, size_t errlen);
+#endif
+
+#endif
