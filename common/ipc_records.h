@@ -1,0 +1,137 @@
+/* The records that travel on the shared-memory rings (the data plane).
+ *
+ * Rings carry raw records, not protobuf: the two ends are processes of the
+ * same build on one host (Register checks the version), and the hot path
+ * should not allocate. Every record is validated on decode against its own
+ * length, so a corrupt or hostile record is an error, never an overread.
+ *
+ *   scheduler -> worker    step plan     (folio_plan_*)
+ *   worker -> scheduler    step result   (folio_result_*)
+ *   scheduler -> frontend  token events  (folio_event_*)
+ */
+#ifndef FOLIO_IPC_RECORDS_H
+#define FOLIO_IPC_RECORDS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define FOLIO_VERSION "0.1.0"
+
+/* ---- step plan ---------------------------------------------------------- */
+
+struct folio_plan_seq {
+    uint64_t request_id; /* for logs */
+    int32_t slot;
+    int32_t num_new_tokens;
+    int32_t context_len;
+    int32_t num_blocks;
+    int32_t output_index;
+    int32_t sample; /* 0 or 1 */
+    float temperature, top_p, min_p;
+    float repetition_penalty, frequency_penalty, presence_penalty;
+    int32_t top_k;
+    int32_t num_logprobs;
+    uint64_t seed;
+};
+
+/* Layout: header, seqs[num_seqs], token_ids[num_tokens], block_ids[sum num_blocks]. */
+struct folio_plan_header {
+    uint32_t magic; /* FOLIO_PLAN_MAGIC */
+    int32_t num_seqs;
+    int32_t num_tokens;
+    int32_t num_block_ids;
+    uint64_t step_id;
+    uint64_t plan_unix_ns; /* when the scheduler wrote it: IPC timing */
+};
+#define FOLIO_PLAN_MAGIC 0x504c414eu /* "PLAN" */
+
+/* A decoded view into a plan record (pointers into the record). */
+struct folio_plan_view {
+    const struct folio_plan_header *hdr;
+    const struct folio_plan_seq *seqs;
+    const int32_t *token_ids;
+    const int32_t *block_ids;
+};
+
+size_t folio_plan_size(int32_t num_seqs, int32_t num_tokens, int32_t num_block_ids);
+/* Checks magic, counts and that every array lies inside len bytes, and that
+ * the per-sequence counts add up. */
+int folio_plan_decode(const void *rec, size_t len, struct folio_plan_view *v, char *err,
+                      size_t errlen);
+
+/* ---- step result -------------------------------------------------------- */
+
+struct folio_result_seq {
+    int32_t token_id; /* -1 when the sequence did not sample */
+    float logprob;
+    int32_t num_top; /* top logprobs that follow in the top arrays */
+    int32_t top_offset;
+};
+
+/* Layout: header, seqs[num_seqs], top_ids[num_top], top_logprobs[num_top]. */
+struct folio_result_header {
+    uint32_t magic; /* FOLIO_RESULT_MAGIC */
+    int32_t num_seqs;
+    int32_t num_top;
+    int32_t status; /* 0, or -1: the step failed; message follows the arrays */
+    uint64_t step_id;
+    uint64_t backend_ns; /* time inside launch+collect */
+    uint64_t plan_unix_ns; /* echoed from the plan */
+};
+#define FOLIO_RESULT_MAGIC 0x52534c54u /* "RSLT" */
+
+struct folio_result_view {
+    const struct folio_result_header *hdr;
+    const struct folio_result_seq *seqs;
+    const int32_t *top_ids;
+    const float *top_logprobs;
+};
+
+size_t folio_result_size(int32_t num_seqs, int32_t num_top);
+int folio_result_decode(const void *rec, size_t len, struct folio_result_view *v, char *err,
+                        size_t errlen);
+
+/* ---- token events ------------------------------------------------------- */
+
+enum folio_finish_reason {
+    FOLIO_FINISH_NONE = 0, /* more tokens follow */
+    FOLIO_FINISH_STOP,     /* EOS or a stop token id */
+    FOLIO_FINISH_LENGTH,   /* max_tokens or the model's context */
+    FOLIO_FINISH_ABORT,    /* the frontend asked */
+    FOLIO_FINISH_ERROR,    /* message holds why (e.g. the worker died) */
+    FOLIO_FINISH_REJECTED, /* never admitted: status holds 429/400/503 */
+};
+
+/* Layout: header, token_ids[num_tokens], logprobs[num_tokens],
+ * top_ids[num_tokens*num_top], top_logprobs[num_tokens*num_top],
+ * message[message_len] (not NUL-terminated). */
+struct folio_event_header {
+    uint32_t magic; /* FOLIO_EVENT_MAGIC */
+    uint32_t num_tokens;
+    uint64_t request_id;
+    uint32_t finish_reason; /* enum folio_finish_reason */
+    uint32_t status;        /* HTTP status for REJECTED/ERROR, else 0 */
+    uint32_t prompt_tokens;
+    uint32_t completion_tokens; /* so far, these included */
+    uint32_t cached_tokens;     /* prompt tokens served from the prefix cache */
+    uint32_t num_top;           /* top logprobs per token */
+    uint32_t message_len;
+    uint32_t retry_after_s; /* for 429 */
+};
+#define FOLIO_EVENT_MAGIC 0x45564e54u /* "EVNT" */
+
+struct folio_event_view {
+    const struct folio_event_header *hdr;
+    const int32_t *token_ids;
+    const float *logprobs;
+    const int32_t *top_ids;
+    const float *top_logprobs;
+    const char *message;
+};
+
+size_t folio_event_size(uint32_t num_tokens, uint32_t num_top, uint32_t message_len);
+int folio_event_decode(const void *rec, size_t len, struct folio_event_view *v, char *err,
+                       size_t errlen);
+
+#endif
