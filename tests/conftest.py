@@ -1,0 +1,41 @@
+"""Shared pytest helpers: where the built programs and ../shared are.
+
+FOLIO_BUILD names the build directory under test (the normal or the ASan
+build); every program is in its bin/ folder. FOLIO_SHARED names the shared
+folder (tokenizer files, ShareGPT data); it defaults to ../shared beside the
+repository."""
+import os
+import pathlib
+import sys
+
+import pytest
+
+REPO = pathlib.Path(__file__).resolve().parent.parent
+BUILD = pathlib.Path(os.environ.get("FOLIO_BUILD", REPO / "build"))
+SHARED = pathlib.Path(os.environ.get("FOLIO_SHARED", REPO.parent / "shared"))
+
+sys.path.insert(0, str(REPO / "tests" / "fixtures"))
+sys.path.insert(0, str(REPO / "tests" / "reference"))
+
+
+def bin_path(name: str) -> pathlib.Path:
+    """The built program NAME (folio, folio-scheduler, a tests/tools driver...)."""
+    p = BUILD / "bin" / name
+    if not p.exists():
+        pytest.fail(f"{p} is not built: build {BUILD} first (cmake --build)")
+    return p
+
+
+@pytest.fixture(scope="session")
+def shared_dir() -> pathlib.Path:
+    return SHARED
+
+
+@pytest.fixture(scope="session")
+def tiny_model(tmp_path_factory) -> pathlib.Path:
+    """The default tiny Llama (2 layers, hidden 64, GQA 4/2, bf16) with the Llama-2 tokenizer."""
+    from make_tiny_model import make_tiny_model
+
+    out = tmp_path_factory.mktemp("tiny-model")
+    make_tiny_model(str(out))
+    return out
