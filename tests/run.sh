@@ -1,0 +1,64 @@
+#!/usr/bin/env bash
+# Runs every Folio test that needs no GPU, twice: against the normal build and
+# against an AddressSanitizer + UndefinedBehaviorSanitizer build.
+# C unit tests run under ctest; the end-to-end and reference comparisons under
+# pytest (they drive the built programs as subprocesses, so they exercise the
+# sanitized binaries too). Prints "N passed, N failed" last.
+#
+# Usage: tests/run.sh [normal|asan]...   (default: both)
+set -uo pipefail
+cd "$(dirname "$0")/.."
+repo=$(pwd)
+export FOLIO_SHARED=${FOLIO_SHARED:-$repo/../shared}
+jobs=$(nproc)
+suites=("$@")
+[ ${#suites[@]} -gt 0 ] || suites=(normal asan)
+
+passed=0
+failed=0
+add_junit() { # file: adds its tests to the totals
+    [ -f "$1" ] || return 0
+    read -r p f < <(python3 - "$1" <<'PY'
+import sys, xml.etree.ElementTree as ET
+root = ET.parse(sys.argv[1]).getroot()
+cases = root.iter("testcase")
+p = f = 0
+for c in cases:
+    if c.find("failure") is not None or c.find("error") is not None:
+        f += 1
+    elif c.find("skipped") is None:
+        p += 1
+print(p, f)
+PY
+)
+    passed=$((passed + p))
+    failed=$((failed + f))
+}
+
+for suite in "${suites[@]}"; do
+    case $suite in
+    normal) dir=build flags=(-DCMAKE_BUILD_TYPE=RelWithDebInfo) ;;
+    asan) dir=build-asan flags=(-DCMAKE_BUILD_TYPE=Debug -DFOLIO_SANITIZE=ON) ;;
+    *) echo "unknown suite $suite" >&2; exit 2 ;;
+    esac
+    echo "=== $suite build ($dir)"
+    if ! { cmake -S . -B "$dir" "${flags[@]}" >/dev/null && cmake --build "$dir" -j"$jobs"; }; then
+        echo "build $dir failed"
+        failed=$((failed + 1))
+        continue
+    fi
+    export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=0:halt_on_error=1}
+    export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
+    echo "=== $suite: ctest"
+    rm -f "$dir/ctest.xml" "$dir/pytest.xml"
+    ctest --test-dir "$dir" --output-on-failure -j"$jobs" --output-junit "$repo/$dir/ctest.xml"
+    add_junit "$dir/ctest.xml"
+    echo "=== $suite: pytest"
+    FOLIO_BUILD=$repo/$dir python3 -m pytest tests -q -p no:cacheprovider --junitxml="$dir/pytest.xml"
+    rc=$?
+    [ $rc -eq 0 ] || [ $rc -eq 1 ] || [ $rc -eq 5 ] || failed=$((failed + 1)) # 5: none collected
+    add_junit "$dir/pytest.xml"
+done
+
+echo "$passed passed, $failed failed"
+[ "$failed" -eq 0 ]
