@@ -4,5 +4,6 @@
 
 int folio_generate_main(int argc, char **argv);
 int folio_tokenize_main(int argc, char **argv);
+int folio_serve_main(int argc, char **argv);
 
 #endif

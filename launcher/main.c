@@ -9,6 +9,7 @@ static const struct {
     int (*main)(int, char **);
     const char *help;
 } commands[] = {
+    {"serve", folio_serve_main, "serve a model over an OpenAI-compatible HTTP API"},
     {"generate", folio_generate_main, "complete one prompt and print tokens/s"},
     {"tokenize", folio_tokenize_main, "JSON strings in, JSON id arrays out (--decode: reverse)"},
 };
