@@ -14,12 +14,13 @@ const char *folio_dtype_name(enum folio_dtype dt);
 #define FOLIO_MAX_DIMS 4
 
 struct folio_tensor {
-    const char *name;  /* owned by the checkpoint */
-    const char *file;  /* the file it lives in, for error messages */
+    const char *name; /* owned by the checkpoint */
+    const char *file; /* the file it lives in, for error messages */
     enum folio_dtype dtype;
     int ndim;
     int64_t shape[FOLIO_MAX_DIMS];
-    const void *data; /* inside the mapping; valid while the checkpoint is open */
+    const void *data; /* inside the mapping (or an aligned copy): aligned to the element
+                         size; valid while the checkpoint is open */
     size_t nbytes;
 };
 
@@ -34,15 +35,24 @@ void folio_checkpoint_close(struct folio_checkpoint *ck);
 /* NULL when absent. */
 const struct folio_tensor *folio_checkpoint_find(const struct folio_checkpoint *ck,
                                                  const char *name);
+/* The file the checkpoint was opened from (model.safetensors or the index),
+ * for error messages. */
+const char *folio_checkpoint_source(const struct folio_checkpoint *ck);
+/* Tensors are sorted by name. */
 size_t folio_checkpoint_num_tensors(const struct folio_checkpoint *ck);
 const struct folio_tensor *folio_checkpoint_tensor(const struct folio_checkpoint *ck, size_t i);
 
 /* Element i of a tensor as float, whatever its dtype. */
 float folio_tensor_get_f32(const struct folio_tensor *t, size_t i);
+/* Elements [first, first+count) as floats into out. */
+void folio_tensor_read_f32(const struct folio_tensor *t, size_t first, size_t count, float *out);
+/* The product of the shape (1 for a scalar). */
+size_t folio_tensor_numel(const struct folio_tensor *t);
 
 /* bf16/f16 <-> f32 conversions shared by every backend. */
 float folio_bf16_to_f32(uint16_t h);
 uint16_t folio_f32_to_bf16(float f); /* round to nearest even */
-float folio_f16_to_f32(uint16_t h);
+float folio_f16_to_f32(uint16_t h);  /* subnormals, inf and NaN included */
+uint16_t folio_f32_to_f16(float f);  /* round to nearest even; overflow to inf */
 
 #endif

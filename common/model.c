@@ -1,0 +1,145 @@
+/* Binds a checkpoint's tensors to the Llama architecture its config.json
+ * describes: every weight by its Hugging Face name, each shape checked, so
+ * that the backends can index the weights without checking anything. */
+#include "model.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static void set_err(char *err, size_t errlen, const char *fmt, ...)
+{
+    if (!err || errlen == 0)
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err, errlen, fmt, ap);
+    va_end(ap);
+}
+
+static void format_shape(char *buf, size_t len, int ndim, const int64_t *shape)
+{
+    size_t off = (size_t)snprintf(buf, len, "[");
+    for (int d = 0; d < ndim && off < len; d++)
+        off += (size_t)snprintf(buf + off, len - off, "%s%lld", d ? ", " : "", (long long)shape[d]);
+    if (off < len)
+        snprintf(buf + off, len - off, "]");
+}
+
+/* Finds name and checks it has shape [rows, cols] (cols < 0: a vector of rows).
+ * what says where the expected sizes come from, for the message. */
+static const struct folio_tensor *bind(const struct folio_checkpoint *ck, const char *name,
+                                       int64_t rows, int64_t cols, const char *what, char *err,
+                                       size_t errlen)
+{
+    const struct folio_tensor *t = folio_checkpoint_find(ck, name);
+    if (!t) {
+        set_err(err, errlen, "%s: tensor '%s' not found", folio_checkpoint_source(ck), name);
+        return NULL;
+    }
+    int64_t want[2] = {rows, cols};
+    int want_ndim = cols < 0 ? 1 : 2;
+    bool ok = t->ndim == want_ndim;
+    for (int d = 0; ok && d < want_ndim; d++)
+        ok = t->shape[d] == want[d];
+    if (!ok) {
+        char found[96], expected[64];
+        format_shape(found, sizeof found, t->ndim, t->shape);
+        format_shape(expected, sizeof expected, want_ndim, want);
+        set_err(err, errlen, "%s: tensor '%s' has shape %s, expected %s (%s)", t->file, name, found,
+                expected, what);
+        return NULL;
+    }
+    return t;
+}
+
+static int bind_layer(const struct folio_checkpoint *ck, const struct folio_model_config *c, int i,
+                      struct folio_layer_weights *lw, char *err, size_t errlen)
+{
+    int64_t hidden = c->hidden_size, inter = c->intermediate_size;
+    int64_t q_dim = (int64_t)c->num_heads * c->head_dim;
+    int64_t kv_dim = (int64_t)c->num_kv_heads * c->head_dim;
+    struct {
+        const struct folio_tensor **slot;
+        const char *suffix;
+        int64_t rows, cols;
+        const char *what;
+    } w[] = {
+        {&lw->attn_norm, "input_layernorm.weight", hidden, -1, "hidden_size"},
+        {&lw->wq, "self_attn.q_proj.weight", q_dim, hidden,
+         "num_attention_heads*head_dim, hidden_size"},
+        {&lw->wk, "self_attn.k_proj.weight", kv_dim, hidden,
+         "num_key_value_heads*head_dim, hidden_size"},
+        {&lw->wv, "self_attn.v_proj.weight", kv_dim, hidden,
+         "num_key_value_heads*head_dim, hidden_size"},
+        {&lw->wo, "self_attn.o_proj.weight", hidden, q_dim,
+         "hidden_size, num_attention_heads*head_dim"},
+        {&lw->mlp_norm, "post_attention_layernorm.weight", hidden, -1, "hidden_size"},
+        {&lw->w_gate, "mlp.gate_proj.weight", inter, hidden, "intermediate_size, hidden_size"},
+        {&lw->w_up, "mlp.up_proj.weight", inter, hidden, "intermediate_size, hidden_size"},
+        {&lw->w_down, "mlp.down_proj.weight", hidden, inter, "hidden_size, intermediate_size"},
+    };
+    for (size_t k = 0; k < sizeof w / sizeof *w; k++) {
+        char name[128];
+        snprintf(name, sizeof name, "model.layers.%d.%s", i, w[k].suffix);
+        *w[k].slot = bind(ck, name, w[k].rows, w[k].cols, w[k].what, err, errlen);
+        if (!*w[k].slot)
+            return -1;
+    }
+    return 0;
+}
+
+int folio_model_open(const char *model_dir, struct folio_model **out, char *err, size_t errlen)
+{
+    *out = NULL;
+    struct folio_model *m = calloc(1, sizeof *m);
+    if (!m) {
+        set_err(err, errlen, "%s: out of memory", model_dir);
+        return -1;
+    }
+    if (folio_model_config_load(model_dir, &m->config, err, errlen) != 0 ||
+        folio_checkpoint_open(model_dir, &m->checkpoint, err, errlen) != 0)
+        goto fail;
+    const struct folio_model_config *c = &m->config;
+    const struct folio_checkpoint *ck = m->checkpoint;
+    m->embed = bind(ck, "model.embed_tokens.weight", c->vocab_size, c->hidden_size,
+                    "vocab_size, hidden_size", err, errlen);
+    if (!m->embed)
+        goto fail;
+    m->final_norm = bind(ck, "model.norm.weight", c->hidden_size, -1, "hidden_size", err, errlen);
+    if (!m->final_norm)
+        goto fail;
+    /* Tied embeddings use the embedding as the LM head, as transformers does,
+     * even where the file also carries an lm_head copy. */
+    if (c->tie_word_embeddings) {
+        m->lm_head = m->embed;
+    } else {
+        m->lm_head = bind(ck, "lm_head.weight", c->vocab_size, c->hidden_size,
+                          "vocab_size, hidden_size; tie_word_embeddings is false", err, errlen);
+        if (!m->lm_head)
+            goto fail;
+    }
+    m->layers = calloc((size_t)c->num_layers, sizeof *m->layers);
+    if (!m->layers) {
+        set_err(err, errlen, "%s: out of memory", model_dir);
+        goto fail;
+    }
+    for (int i = 0; i < c->num_layers; i++)
+        if (bind_layer(ck, c, i, &m->layers[i], err, errlen) != 0)
+            goto fail;
+    *out = m;
+    return 0;
+fail:
+    folio_model_close(m);
+    return -1;
+}
+
+void folio_model_close(struct folio_model *m)
+{
+    if (!m)
+        return;
+    folio_checkpoint_close(m->checkpoint);
+    free(m->layers);
+    free(m);
+}
