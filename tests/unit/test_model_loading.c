@@ -864,6 +864,89 @@ static void test_config(void)
     remove_dir(dir);
 }
 
+/* ---- the Python fixture's checkpoints ---- */
+
+/* Writes a fixture model with tests/fixtures/make_tiny_model.py (run from the
+ * repository root, as ctest does) into a new directory. */
+static char *make_fixture(const char *args)
+{
+    char *dir = make_dir();
+    char cmd[1024];
+    snprintf(cmd, sizeof cmd,
+             "python3 tests/fixtures/make_tiny_model.py %s --layers 2 --hidden 32 --heads 4 "
+             "--kv-heads 2 --intermediate 48 --vocab 512 --seed 3 %s >/dev/null",
+             dir, args);
+    int rc = system(cmd);
+    CHECK(rc == 0);
+    if (rc != 0)
+        fprintf(stderr, "  failed: %s\n", cmd);
+    return dir;
+}
+
+static struct folio_model *open_or_report(const char *dir)
+{
+    struct folio_model *m = NULL;
+    if (folio_model_open(dir, &m, err, sizeof err) != 0) {
+        fprintf(stderr, "  %s\n", err);
+        return NULL;
+    }
+    return m;
+}
+
+/* The fixture's bf16 and f16 checkpoints hold its f32 weights rounded as
+ * folio_f32_to_bf16 and folio_f32_to_f16 round them (numpy and this C code
+ * agree bit for bit), and every layout it writes opens. */
+static void test_fixture_checkpoints(void)
+{
+    char *d32 = make_fixture("--dtype f32");
+    char *d16 = make_fixture("--dtype f16 --shards 3");
+    char *dbf = make_fixture("--dtype bf16 --shards 2");
+    char *dtied = make_fixture("--dtype bf16 --tie-embeddings --rope-scaling-llama3");
+    struct folio_model *m32 = open_or_report(d32), *m16 = open_or_report(d16),
+                       *mbf = open_or_report(dbf), *mtied = open_or_report(dtied);
+    CHECK(m32 && m16 && mbf && mtied);
+    if (m32 && m16 && mbf) {
+        CHECK(folio_checkpoint_num_tensors(m32->checkpoint) == 21);
+        CHECK(contains(folio_checkpoint_source(m16->checkpoint), "index.json"));
+        size_t bad_bf = 0, bad_f16 = 0, total = 0;
+        for (size_t i = 0; i < folio_checkpoint_num_tensors(m32->checkpoint); i++) {
+            const struct folio_tensor *t32 = folio_checkpoint_tensor(m32->checkpoint, i);
+            const struct folio_tensor *tbf = folio_checkpoint_find(mbf->checkpoint, t32->name);
+            const struct folio_tensor *t16 = folio_checkpoint_find(m16->checkpoint, t32->name);
+            CHECK(tbf && t16 && tbf->dtype == FOLIO_DTYPE_BF16 && t16->dtype == FOLIO_DTYPE_F16);
+            if (!tbf || !t16 || folio_tensor_numel(tbf) != folio_tensor_numel(t32) ||
+                folio_tensor_numel(t16) != folio_tensor_numel(t32))
+                continue;
+            const float *x = t32->data;
+            const uint16_t *b = tbf->data, *h = t16->data;
+            for (size_t k = 0; k < folio_tensor_numel(t32); k++) {
+                bad_bf += b[k] != folio_f32_to_bf16(x[k]);
+                bad_f16 += h[k] != folio_f32_to_f16(x[k]);
+            }
+            total += folio_tensor_numel(t32);
+        }
+        CHECK(total > 40000);
+        CHECK(bad_bf == 0);
+        CHECK(bad_f16 == 0);
+        if (bad_bf || bad_f16)
+            fprintf(stderr, "  %zu bf16 and %zu f16 of %zu elements differ\n", bad_bf, bad_f16,
+                    total);
+    }
+    if (mtied) {
+        CHECK(mtied->lm_head == mtied->embed);
+        CHECK(mtied->config.rope_scaling.type == FOLIO_ROPE_LLAMA3);
+        CHECK(folio_checkpoint_find(mtied->checkpoint, "lm_head.weight") == NULL);
+    }
+    folio_model_close(m32);
+    folio_model_close(m16);
+    folio_model_close(mbf);
+    folio_model_close(mtied);
+    remove_dir(d32);
+    remove_dir(d16);
+    remove_dir(dbf);
+    remove_dir(dtied);
+}
+
 int main(void)
 {
     test_conversions();
@@ -873,5 +956,6 @@ int main(void)
     test_shards();
     test_model();
     test_config();
+    test_fixture_checkpoints();
     return check_report();
 }
