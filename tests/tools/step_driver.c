@@ -1,0 +1,334 @@
+/* step_driver: runs a JSON script of steps through a worker backend, so that
+ * Python tests can compare the C logits and tokens with the references.
+ *
+ *     step_driver [SCRIPT.json | -] [LOGITS.bin]
+ *
+ * The script:
+ *   {"model": DIR, "backend": "cpu", "max_seqs": 8, "max_num_tokens": 256,
+ *    "num_kv_blocks": 64, "threads": 1, "launch_ahead": false,
+ *    "gpu_memory_utilization": 0.5,
+ *    "steps": [[{"slot": 0, "tokens": [1, 2, 3], "context_len": 3,
+ *                "block_table": [5], "sample": true, "output_index": 0,
+ *                "temperature": 0, "top_k": 0, "top_p": 1, "min_p": 0,
+ *                "seed": 0, "num_logprobs": 0}, ...], ...]}
+ * A token -1 is FOLIO_TOKEN_FROM_PREV. With launch_ahead, step N+1 is launched
+ * before step N is collected (the scheduler's pipeline).
+ *
+ * Output: one JSON line per step on stdout,
+ *   {"step": N, "token_ids": [...], "logprobs": [...], "top_ids": [[...]],
+ *    "top_logprobs": [[...]]}
+ * and, when LOGITS.bin is given, the raw float32 logits of every sampling
+ * sequence of every step, in order, appended to it. Errors go to stderr with
+ * the step number, and the exit status is 1. */
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend.h"
+#include "model.h"
+
+struct parsed_step {
+    struct folio_step_batch batch;
+    struct folio_step_seq *seqs;
+    int32_t *tokens;
+    int32_t **tables;
+};
+
+static int int_field(json_t *obj, const char *key, long long def, long long *out)
+{
+    json_t *v = json_object_get(obj, key);
+    if (!v) {
+        *out = def;
+        return 0;
+    }
+    if (!json_is_integer(v))
+        return -1;
+    *out = json_integer_value(v);
+    return 0;
+}
+
+static int num_field(json_t *obj, const char *key, double def, double *out)
+{
+    json_t *v = json_object_get(obj, key);
+    if (!v) {
+        *out = def;
+        return 0;
+    }
+    if (!json_is_number(v))
+        return -1;
+    *out = json_number_value(v);
+    return 0;
+}
+
+static int32_t *int_array(json_t *arr, int32_t *n)
+{
+    if (!json_is_array(arr))
+        return NULL;
+    *n = (int32_t)json_array_size(arr);
+    int32_t *out = malloc(((size_t)*n + 1) * sizeof *out);
+    for (size_t i = 0; out && i < json_array_size(arr); i++) {
+        json_t *v = json_array_get(arr, i);
+        if (!json_is_integer(v)) {
+            free(out);
+            return NULL;
+        }
+        out[i] = (int32_t)json_integer_value(v);
+    }
+    return out;
+}
+
+static void free_step(struct parsed_step *p)
+{
+    if (p->tables)
+        for (int32_t i = 0; i < p->batch.num_seqs; i++)
+            free(p->tables[i]);
+    free(p->tables);
+    free(p->seqs);
+    free(p->tokens);
+}
+
+static int parse_step(json_t *jstep, struct parsed_step *p, char *err, size_t errlen)
+{
+    memset(p, 0, sizeof *p);
+    if (!json_is_array(jstep)) {
+        snprintf(err, errlen, "a step must be a list of sequences");
+        return -1;
+    }
+    int32_t nseq = (int32_t)json_array_size(jstep);
+    p->batch.num_seqs = nseq;
+    p->seqs = calloc((size_t)nseq + 1, sizeof *p->seqs);
+    p->tables = calloc((size_t)nseq + 1, sizeof *p->tables);
+    size_t total = 0;
+    for (int32_t i = 0; i < nseq; i++)
+        total += json_array_size(json_object_get(json_array_get(jstep, (size_t)i), "tokens"));
+    p->tokens = malloc((total + 1) * sizeof *p->tokens);
+    if (!p->seqs || !p->tables || !p->tokens) {
+        snprintf(err, errlen, "out of memory");
+        return -1;
+    }
+    size_t t = 0;
+    for (int32_t i = 0; i < nseq; i++) {
+        json_t *js = json_array_get(jstep, (size_t)i);
+        struct folio_step_seq *s = &p->seqs[i];
+        int32_t ntok = 0;
+        int32_t *toks = int_array(json_object_get(js, "tokens"), &ntok);
+        p->tables[i] = int_array(json_object_get(js, "block_table"), &s->num_blocks);
+        if (!toks || !p->tables[i]) {
+            free(toks);
+            snprintf(err, errlen, "seq %d: tokens and block_table must be integer lists", i);
+            return -1;
+        }
+        memcpy(p->tokens + t, toks, (size_t)ntok * sizeof *toks);
+        free(toks);
+        t += (size_t)ntok;
+        long long slot, ctx, out_idx, top_k, seed, nlp;
+        double temp, top_p, min_p;
+        if (int_field(js, "slot", -1, &slot) || int_field(js, "context_len", -1, &ctx) ||
+            int_field(js, "output_index", 0, &out_idx) || int_field(js, "top_k", 0, &top_k) ||
+            int_field(js, "seed", 0, &seed) || int_field(js, "num_logprobs", 0, &nlp) ||
+            num_field(js, "temperature", 0, &temp) || num_field(js, "top_p", 1, &top_p) ||
+            num_field(js, "min_p", 0, &min_p)) {
+            snprintf(err, errlen, "seq %d: a field has the wrong type", i);
+            return -1;
+        }
+        json_t *jsample = json_object_get(js, "sample");
+        s->slot = (int32_t)slot;
+        s->num_new_tokens = ntok;
+        s->context_len = (int32_t)ctx;
+        s->block_table = p->tables[i];
+        s->sample = jsample ? json_is_true(jsample) : true;
+        s->output_index = (int32_t)out_idx;
+        s->sampling = (struct folio_sampling_params){
+            .temperature = (float)temp,
+            .top_k = (int32_t)top_k,
+            .top_p = (float)top_p,
+            .min_p = (float)min_p,
+            .repetition_penalty = 1.0f,
+            .seed = (uint64_t)seed,
+            .num_logprobs = (int32_t)nlp,
+        };
+    }
+    p->batch.num_tokens = (int32_t)t;
+    p->batch.token_ids = p->tokens;
+    p->batch.seqs = p->seqs;
+    return 0;
+}
+
+static int print_result(int step, const struct parsed_step *p, const struct folio_step_result *r,
+                        FILE *logits_out, int vocab)
+{
+    int32_t n = p->batch.num_seqs, nlogits = 0;
+    printf("{\"step\": %d, \"token_ids\": [", step);
+    for (int32_t i = 0; i < n; i++)
+        printf("%s%d", i ? ", " : "", r->token_ids[i]);
+    printf("], \"logprobs\": [");
+    for (int32_t i = 0; i < n; i++)
+        printf("%s%.9g", i ? ", " : "", (double)r->logprobs[i]);
+    printf("], \"top_ids\": [");
+    for (int32_t i = 0; i < n; i++) {
+        printf("%s[", i ? ", " : "");
+        for (int32_t j = 0; j < p->seqs[i].sampling.num_logprobs; j++)
+            printf("%s%d", j ? ", " : "", r->top_ids[i * FOLIO_MAX_LOGPROBS + j]);
+        printf("]");
+    }
+    printf("], \"top_logprobs\": [");
+    for (int32_t i = 0; i < n; i++) {
+        printf("%s[", i ? ", " : "");
+        for (int32_t j = 0; j < p->seqs[i].sampling.num_logprobs; j++)
+            printf("%s%.9g", j ? ", " : "", (double)r->top_logprobs[i * FOLIO_MAX_LOGPROBS + j]);
+        printf("]");
+        nlogits += p->seqs[i].sample;
+    }
+    printf("]}\n");
+    fflush(stdout);
+    if (logits_out && nlogits &&
+        fwrite(r->logits, sizeof(float) * (size_t)vocab, (size_t)nlogits, logits_out) !=
+            (size_t)nlogits) {
+        fprintf(stderr, "step_driver: writing logits failed\n");
+        return -1;
+    }
+    return 0;
+}
+
+static int create_backend(const char *name, const struct folio_model *m,
+                          const struct folio_backend_options *opt, struct folio_backend **out,
+                          char *err, size_t errlen)
+{
+    if (!name || !strcmp(name, "cpu"))
+        return folio_cpu_backend_create(m, opt, out, err, errlen);
+    if (!strcmp(name, "cuda")) {
+#ifdef FOLIO_HAVE_CUDA
+        return folio_cuda_backend_create(m, opt, out, err, errlen);
+#else
+        snprintf(err, errlen, "backend \"cuda\": not built with CUDA");
+        return -1;
+#endif
+    }
+    snprintf(err, errlen, "backend \"%s\": must be \"cpu\" or \"cuda\"", name);
+    return -1;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc > 3 || (argc > 1 && !strcmp(argv[1], "--help"))) {
+        fprintf(stderr, "usage: step_driver [SCRIPT.json | -] [LOGITS.bin]\n");
+        return 2;
+    }
+    json_error_t jerr;
+    json_t *script = argc > 1 && strcmp(argv[1], "-") ? json_load_file(argv[1], 0, &jerr)
+                                                      : json_loadf(stdin, 0, &jerr);
+    if (!script) {
+        fprintf(stderr, "step_driver: %s: line %d: %s\n", argc > 1 ? argv[1] : "stdin", jerr.line,
+                jerr.text);
+        return 1;
+    }
+    const char *model_dir = json_string_value(json_object_get(script, "model"));
+    json_t *jsteps = json_object_get(script, "steps");
+    long long max_seqs, max_tokens, kv_blocks, threads;
+    if (!model_dir || !json_is_array(jsteps) || int_field(script, "max_seqs", 8, &max_seqs) ||
+        int_field(script, "max_num_tokens", 256, &max_tokens) ||
+        int_field(script, "num_kv_blocks", 64, &kv_blocks) ||
+        int_field(script, "threads", 1, &threads)) {
+        fprintf(stderr, "step_driver: the script needs \"model\" (a string), \"steps\" (a list) "
+                        "and integer options\n");
+        json_decref(script);
+        return 1;
+    }
+    bool launch_ahead = json_is_true(json_object_get(script, "launch_ahead"));
+    const char *backend = json_string_value(json_object_get(script, "backend"));
+    double gpu_util;
+    if (num_field(script, "gpu_memory_utilization", 0.5, &gpu_util) != 0) {
+        fprintf(stderr, "step_driver: \"gpu_memory_utilization\" must be a number\n");
+        json_decref(script);
+        return 1;
+    }
+
+    char err[512];
+    struct folio_model *model = NULL;
+    struct folio_backend *be = NULL;
+    FILE *logits_out = NULL;
+    struct parsed_step *steps = NULL;
+    size_t nsteps = json_array_size(jsteps);
+    int rc = 1;
+    if (folio_model_open(model_dir, &model, err, sizeof err) != 0) {
+        fprintf(stderr, "step_driver: %s\n", err);
+        goto done;
+    }
+    struct folio_backend_options opt = {
+        .max_seqs = (int)max_seqs,
+        .max_num_tokens = (int)max_tokens,
+        .num_kv_blocks = (int)kv_blocks,
+        .num_threads = (int)threads,
+        .gpu_memory_utilization = (float)gpu_util,
+    };
+    if (create_backend(backend, model, &opt, &be, err, sizeof err) != 0) {
+        fprintf(stderr, "step_driver: %s\n", err);
+        goto done;
+    }
+    if (argc > 2 && !(logits_out = fopen(argv[2], "wb"))) {
+        perror(argv[2]);
+        goto done;
+    }
+    steps = calloc(nsteps + 1, sizeof *steps);
+    for (size_t i = 0; steps && i < nsteps; i++) {
+        if (parse_step(json_array_get(jsteps, i), &steps[i], err, sizeof err) != 0) {
+            fprintf(stderr, "step_driver: step %zu: %s\n", i, err);
+            goto done;
+        }
+    }
+    int vocab = model->config.vocab_size;
+    size_t S = (size_t)max_seqs > 0 ? (size_t)max_seqs : 1;
+    struct folio_step_result res = {
+        .token_ids = malloc(S * sizeof(int32_t)),
+        .logprobs = malloc(S * sizeof(float)),
+        .top_ids = malloc(S * FOLIO_MAX_LOGPROBS * sizeof(int32_t)),
+        .top_logprobs = malloc(S * FOLIO_MAX_LOGPROBS * sizeof(float)),
+        .logits = malloc(S * (size_t)vocab * sizeof(float)),
+    };
+    if (!steps || !res.token_ids || !res.logprobs || !res.top_ids || !res.top_logprobs ||
+        !res.logits) {
+        fprintf(stderr, "step_driver: out of memory\n");
+        goto free_res;
+    }
+    /* launched counts steps launched, collected those collected; with
+     * launch_ahead one more step is in flight than without. */
+    size_t launched = 0, collected = 0, depth = launch_ahead ? 2 : 1;
+    while (collected < nsteps) {
+        while (launched < nsteps && launched - collected < depth) {
+            if (be->ops->launch(be, &steps[launched].batch, err, sizeof err) != 0) {
+                fprintf(stderr, "step_driver: step %zu: %s\n", launched, err);
+                goto free_res;
+            }
+            launched++;
+        }
+        if (be->ops->collect(be, &res, err, sizeof err) != 0) {
+            fprintf(stderr, "step_driver: step %zu: %s\n", collected, err);
+            goto free_res;
+        }
+        if (print_result((int)collected, &steps[collected], &res, logits_out, vocab) != 0)
+            goto free_res;
+        collected++;
+    }
+    rc = 0;
+free_res:
+    free(res.token_ids);
+    free(res.logprobs);
+    free(res.top_ids);
+    free(res.top_logprobs);
+    free(res.logits);
+done:
+    if (logits_out && fclose(logits_out) != 0 && rc == 0) {
+        perror("step_driver: logits file");
+        rc = 1;
+    }
+    if (steps)
+        for (size_t i = 0; i < nsteps; i++)
+            free_step(&steps[i]);
+    free(steps);
+    if (be)
+        be->ops->destroy(be);
+    folio_model_close(model);
+    json_decref(script);
+    return rc;
+}

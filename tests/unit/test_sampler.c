@@ -1,0 +1,263 @@
+/* The CPU sampler: greedy, the filters, per-request seeds and the
+ * distribution its exponential race draws from. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "check.h"
+#include "sampler.h"
+
+static struct folio_sampling_params params(float temperature)
+{
+    return (struct folio_sampling_params){
+        .temperature = temperature, .top_p = 1.0f, .repetition_penalty = 1.0f, .seed = 1234};
+}
+
+static int32_t draw(struct folio_sampler *s, const float *logits,
+                    const struct folio_sampling_params *p, uint32_t output_index)
+{
+    struct folio_sample_result r;
+    char err[256];
+    if (folio_sample(s, logits, p, output_index, &r, err, sizeof err) != 0) {
+        fprintf(stderr, "sample failed: %s\n", err);
+        return -2;
+    }
+    return r.token;
+}
+
+/* Softmax of logits / t, in double. */
+static void softmax(const float *logits, int n, double t, double *p)
+{
+    double max = -INFINITY, sum = 0;
+    for (int i = 0; i < n; i++)
+        max = fmax(max, logits[i] / t);
+    for (int i = 0; i < n; i++)
+        sum += p[i] = exp(logits[i] / t - max);
+    for (int i = 0; i < n; i++)
+        p[i] /= sum;
+}
+
+static void test_greedy(void)
+{
+    float logits[6] = {0.5f, 3.0f, -1.0f, 3.0f, 2.9f, 0.0f};
+    struct folio_sampler *s = folio_sampler_new(6);
+    struct folio_sampling_params p = params(0.0f);
+    for (uint32_t k = 0; k < 10; k++)
+        CHECK(draw(s, logits, &p, k) == 1); /* the tie 1/3 goes to the lowest id */
+    p.temperature = 1e-6f;                  /* below vLLM's epsilon: greedy as well */
+    CHECK(draw(s, logits, &p, 3) == 1);
+    folio_sampler_free(s);
+}
+
+static void test_filters_that_leave_the_argmax(void)
+{
+    enum { V = 1000 };
+    float logits[V];
+    srand(7);
+    for (int i = 0; i < V; i++)
+        logits[i] = (float)rand() / RAND_MAX * 4.0f;
+    logits[417] = 4.5f;
+    struct folio_sampler *s = folio_sampler_new(V);
+    struct folio_sampling_params p = params(1.0f);
+    p.top_k = 1;
+    int same = 0;
+    for (uint32_t k = 0; k < 200; k++)
+        same += draw(s, logits, &p, k) == 417;
+    CHECK(same == 200);
+    p = params(2.0f);
+    p.top_p = 1e-6f;
+    same = 0;
+    for (uint32_t k = 0; k < 200; k++)
+        same += draw(s, logits, &p, k) == 417;
+    CHECK(same == 200);
+    p = params(1.0f);
+    p.min_p = 1.0f;
+    same = 0;
+    for (uint32_t k = 0; k < 200; k++)
+        same += draw(s, logits, &p, k) == 417;
+    CHECK(same == 200);
+    /* Without filters, the same logits do not always give 417. */
+    p = params(1.0f);
+    same = 0;
+    for (uint32_t k = 0; k < 200; k++)
+        same += draw(s, logits, &p, k) == 417;
+    CHECK(same < 50);
+    folio_sampler_free(s);
+}
+
+/* Draws n samples over output indexes 0..n-1 and checks the frequencies
+ * against want[] (absolute tolerance tol; want 0 must never be drawn). */
+static void check_distribution(const float *logits, int v, const struct folio_sampling_params *p,
+                               const double *want, int n, double tol)
+{
+    struct folio_sampler *s = folio_sampler_new(v);
+    int counts[64] = {0};
+    for (int k = 0; k < n; k++) {
+        int32_t t = draw(s, logits, p, (uint32_t)k);
+        CHECK(t >= 0 && t < v);
+        if (t >= 0 && t < v)
+            counts[t]++;
+    }
+    for (int i = 0; i < v; i++) {
+        double f = (double)counts[i] / n;
+        if (want[i] == 0)
+            CHECK(counts[i] == 0);
+        else
+            CHECK(fabs(f - want[i]) < tol);
+        if (fabs(f - want[i]) >= tol)
+            fprintf(stderr, "token %d: frequency %.4f, expected %.4f\n", i, f, want[i]);
+    }
+    folio_sampler_free(s);
+}
+
+static void test_distributions(void)
+{
+    enum { V = 8, N = 20000 };
+    const float logits[V] = {1.0f, 0.2f, -0.5f, 2.0f, 0.0f, 1.5f, -2.0f, 0.7f};
+    double want[V];
+    /* A frequency's standard deviation is at most sqrt(0.25 / N) = 0.0035. */
+    const double tol = 0.015;
+    struct folio_sampling_params p = params(1.0f);
+    softmax(logits, V, 1.0, want);
+    check_distribution(logits, V, &p, want, N, tol);
+    p = params(0.5f);
+    softmax(logits, V, 0.5, want);
+    check_distribution(logits, V, &p, want, N, tol);
+
+    /* top-k 3 keeps tokens 3, 5 and 0, renormalised. */
+    p = params(1.0f);
+    p.top_k = 3;
+    softmax(logits, V, 1.0, want);
+    double kept = want[3] + want[5] + want[0];
+    for (int i = 0; i < V; i++)
+        want[i] = (i == 3 || i == 5 || i == 0) ? want[i] / kept : 0;
+    check_distribution(logits, V, &p, want, N, tol);
+
+    /* min-p 0.3: tokens with p >= 0.3 * p_max, i.e. logit >= 2 + ln 0.3 = 0.796. */
+    p = params(1.0f);
+    p.min_p = 0.3f;
+    softmax(logits, V, 1.0, want);
+    kept = 0;
+    for (int i = 0; i < V; i++)
+        kept += logits[i] >= 2.0f + logf(0.3f) ? want[i] : 0;
+    for (int i = 0; i < V; i++)
+        want[i] = logits[i] >= 2.0f + logf(0.3f) ? want[i] / kept : 0;
+    check_distribution(logits, V, &p, want, N, tol);
+}
+
+static void test_top_p(void)
+{
+    /* Probabilities 0.5, 0.3, 0.15, 0.05. With top_p 0.75 the smallest whose
+     * running sum stays <= 0.25 go: 0.05 and 0.15; 0.3 and 0.5 stay. */
+    enum { V = 4, N = 20000 };
+    const float logits[V] = {logf(0.15f), logf(0.5f), logf(0.05f), logf(0.3f)};
+    struct folio_sampling_params p = params(1.0f);
+    p.top_p = 0.75f;
+    double want[V] = {0, 0.5 / 0.8, 0, 0.3 / 0.8};
+    check_distribution(logits, V, &p, want, N, 0.015);
+    /* top_p 0.9: only 0.05 goes (0.05 + 0.15 > 0.1). */
+    p.top_p = 0.9f;
+    double want2[V] = {0.15 / 0.95, 0.5 / 0.95, 0, 0.3 / 0.95};
+    check_distribution(logits, V, &p, want2, N, 0.015);
+}
+
+static void test_seeds(void)
+{
+    enum { V = 500 };
+    float logits[V];
+    for (int i = 0; i < V; i++)
+        logits[i] = (float)sin(i * 0.37) * 2.0f;
+    struct folio_sampler *s = folio_sampler_new(V);
+    struct folio_sampling_params a = params(1.0f), b = params(1.0f);
+    b.seed = 99;
+    int same_seed_equal = 0, other_seed_equal = 0;
+    for (uint32_t k = 0; k < 100; k++) {
+        int32_t t1 = draw(s, logits, &a, k), t2 = draw(s, logits, &a, k);
+        same_seed_equal += t1 == t2;
+        other_seed_equal += t1 == draw(s, logits, &b, k);
+    }
+    CHECK(same_seed_equal == 100);
+    CHECK(other_seed_equal < 30);
+    /* A second sampler (another thread) draws the same tokens. */
+    struct folio_sampler *s2 = folio_sampler_new(V);
+    for (uint32_t k = 0; k < 20; k++)
+        CHECK(draw(s, logits, &a, k) == draw(s2, logits, &a, k));
+    folio_sampler_free(s2);
+    folio_sampler_free(s);
+}
+
+static void test_logprobs(void)
+{
+    enum { V = 6 };
+    const float logits[V] = {0.5f, 3.0f, -1.0f, 3.0f, 2.9f, 0.0f};
+    double p[V];
+    softmax(logits, V, 1.0, p);
+    struct folio_sampler *s = folio_sampler_new(V);
+    struct folio_sampling_params prm = params(0.0f);
+    prm.num_logprobs = 4;
+    struct folio_sample_result r;
+    char err[256];
+    CHECK(folio_sample(s, logits, &prm, 0, &r, err, sizeof err) == 0);
+    CHECK(r.token == 1);
+    CHECK(fabs(r.logprob - log(p[1])) < 1e-6);
+    CHECK(r.num_top == 4);
+    int32_t want_ids[4] = {1, 3, 4, 0};
+    for (int j = 0; j < 4; j++) {
+        CHECK(r.top_ids[j] == want_ids[j]);
+        CHECK(fabs(r.top_logprobs[j] - log(p[want_ids[j]])) < 1e-6);
+    }
+    CHECK(r.top_ids[4] == -1);
+    /* Logprobs ignore temperature and filters: the unmodified distribution. */
+    prm.temperature = 0.3f;
+    prm.top_k = 2;
+    CHECK(folio_sample(s, logits, &prm, 5, &r, err, sizeof err) == 0);
+    CHECK(r.token == 1 || r.token == 3);
+    CHECK(fabs(r.logprob - log(p[r.token])) < 1e-6);
+    CHECK(fabs(r.top_logprobs[2] - log(p[4])) < 1e-6);
+    folio_sampler_free(s);
+}
+
+static void test_bad_input(void)
+{
+    char err[256];
+    struct folio_sampling_params p = params(1.0f);
+    CHECK(folio_sampling_params_check(&p, err, sizeof err) == 0);
+    p.temperature = -1.0f;
+    CHECK(folio_sampling_params_check(&p, err, sizeof err) == -1 && strstr(err, "temperature"));
+    p = params(NAN);
+    CHECK(folio_sampling_params_check(&p, err, sizeof err) == -1);
+    p = params(1.0f);
+    p.top_p = 0.0f;
+    CHECK(folio_sampling_params_check(&p, err, sizeof err) == -1 && strstr(err, "top_p"));
+    p = params(1.0f);
+    p.min_p = 1.5f;
+    CHECK(folio_sampling_params_check(&p, err, sizeof err) == -1 && strstr(err, "min_p"));
+    p = params(1.0f);
+    p.num_logprobs = FOLIO_MAX_LOGPROBS + 1;
+    CHECK(folio_sampling_params_check(&p, err, sizeof err) == -1 && strstr(err, "logprobs"));
+    p = params(1.0f);
+    p.frequency_penalty = 0.5f;
+    CHECK(folio_sampling_params_check(&p, err, sizeof err) == -1 && strstr(err, "penalt"));
+
+    float logits[3] = {1.0f, NAN, 0.0f};
+    struct folio_sampler *s = folio_sampler_new(3);
+    struct folio_sample_result r;
+    p = params(1.0f);
+    CHECK(folio_sample(s, logits, &p, 0, &r, err, sizeof err) == -1 && strstr(err, "NaN"));
+    float neg[3] = {-INFINITY, -INFINITY, -INFINITY};
+    CHECK(folio_sample(s, neg, &p, 0, &r, err, sizeof err) == -1);
+    folio_sampler_free(s);
+    CHECK(folio_sampler_new(0) == NULL);
+}
+
+int main(void)
+{
+    test_greedy();
+    test_filters_that_leave_the_argmax();
+    test_distributions();
+    test_top_p();
+    test_seeds();
+    test_logprobs();
+    test_bad_input();
+    return check_report();
+}

@@ -1,0 +1,718 @@
+/* The CPU reference backend: a Llama forward pass in plain C over a paged KV
+ * cache, behind the step interface of backend.h.
+ *
+ * This is the oracle the GPU kernels are checked against, so it is written
+ * for clarity first: every weight is converted once to fp32 at creation
+ * (TinyLlama-1.1B takes 4.4 GB that way), all arithmetic is fp32 (sums of
+ * squares and softmax normalisers in double), and each token's computation
+ * does not depend on which other tokens share its step, so a prompt gives the
+ * same logits in one chunk, in many chunks or token by token. OpenMP threads
+ * split the rows of each matmul and the (token, head) pairs of attention.
+ *
+ * The step runs whole inside launch(); collect() hands back the results in
+ * launch order. Up to FOLIO_CPU_PIPELINE_DEPTH steps may be launched before
+ * they are collected, as the scheduler's one-step-ahead pipeline does. */
+#include <math.h>
+#include <omp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend.h"
+#include "sampler.h"
+
+#define FOLIO_CPU_PIPELINE_DEPTH 2
+
+struct cpu_layer {
+    float *attn_norm, *wq, *wk, *wv, *wo;
+    float *mlp_norm, *w_gate, *w_up, *w_down;
+    float *k_cache; /* [num_kv_blocks][16][kv_heads][head_dim] */
+    float *v_cache;
+};
+
+/* The results of one launched step, waiting for collect(). */
+struct cpu_step_out {
+    int32_t num_seqs;
+    int32_t num_logits; /* sequences that sampled */
+    int32_t *token_ids; /* [max_seqs] */
+    float *logprobs;    /* [max_seqs] */
+    int32_t *top_ids;   /* [max_seqs * FOLIO_MAX_LOGPROBS] */
+    float *top_logprobs;
+    float *logits; /* [max_seqs * vocab] */
+};
+
+struct cpu_backend {
+    struct folio_backend base;
+    struct folio_model_config cfg;
+    int num_threads;
+
+    float *embed, *final_norm, *lm_head; /* lm_head == embed when tied */
+    struct cpu_layer *layers;
+    double *inv_freq; /* [head_dim / 2], rope scaling applied */
+
+    int32_t *last_sampled; /* [max_seqs]: the token FOLIO_TOKEN_FROM_PREV stands for; -1 none */
+
+    /* Scratch for one step of up to max_num_tokens tokens. */
+    int32_t *tokens, *tok_pos, *tok_seq;
+    float *x, *xn, *q, *k, *v, *attn, *gate, *up;
+    float *rope_cos, *rope_sin; /* [max_num_tokens][head_dim / 2] */
+    float *final_x;             /* [max_seqs][hidden] */
+    int32_t *sample_seq;        /* [max_seqs]: which sequences sample, in order */
+    float *scores;              /* [num_threads][scores_cap] */
+    size_t scores_cap;
+    struct folio_sampler **samplers; /* one per thread */
+    int *sample_status;              /* [max_seqs] */
+    char (*sample_err)[256];         /* [max_seqs] */
+
+    struct cpu_step_out out[FOLIO_CPU_PIPELINE_DEPTH];
+    int out_head, out_count;
+};
+
+static void *alloc_floats(size_t n)
+{
+    /* 64-byte aligned so that vector loads never straddle cache lines. */
+    size_t bytes = (n * sizeof(float) + 63) / 64 * 64;
+    return aligned_alloc(64, bytes ? bytes : 64);
+}
+
+/* ---- weights ------------------------------------------------------------ */
+
+static int convert_tensor(const struct folio_tensor *t, size_t expect, const char *what,
+                          float **out, char *err, size_t errlen)
+{
+    if (!t) {
+        snprintf(err, errlen, "cpu backend: the model has no %s tensor", what);
+        return -1;
+    }
+    size_t esize = folio_dtype_size(t->dtype);
+    if (t->nbytes != expect * esize) {
+        snprintf(err, errlen, "cpu backend: tensor %s in %s has %zu bytes, expected %zu (%zu %s)",
+                 t->name, t->file, t->nbytes, expect * esize, expect, folio_dtype_name(t->dtype));
+        return -1;
+    }
+    float *dst = alloc_floats(expect);
+    if (!dst) {
+        snprintf(err, errlen, "cpu backend: out of memory converting %s (%zu floats)", t->name,
+                 expect);
+        return -1;
+    }
+    /* memcpy element by element: the mapping gives no alignment guarantee. */
+    const unsigned char *src = t->data;
+    if (t->dtype == FOLIO_DTYPE_F32) {
+        memcpy(dst, src, expect * sizeof(float));
+    } else {
+        for (size_t i = 0; i < expect; i++) {
+            uint16_t h;
+            memcpy(&h, src + 2 * i, 2);
+            dst[i] = t->dtype == FOLIO_DTYPE_BF16 ? folio_bf16_to_f32(h) : folio_f16_to_f32(h);
+        }
+    }
+    *out = dst;
+    return 0;
+}
+
+/* inv_freq[i] = theta^(-2i/d), then the config's scaling, as Hugging Face's
+ * _compute_default/linear/llama3_rope_parameters compute it. */
+static void compute_inv_freq(const struct folio_model_config *c, double *inv_freq)
+{
+    int half = c->head_dim / 2;
+    const struct folio_rope_scaling *rs = &c->rope_scaling;
+    for (int i = 0; i < half; i++) {
+        double f = 1.0 / pow((double)c->rope_theta, (2.0 * i) / c->head_dim);
+        if (rs->type == FOLIO_ROPE_LINEAR) {
+            f /= rs->factor;
+        } else if (rs->type == FOLIO_ROPE_LLAMA3) {
+            double old_ctx = rs->original_max_position_embeddings;
+            double low_wavelen = old_ctx / rs->low_freq_factor;
+            double high_wavelen = old_ctx / rs->high_freq_factor;
+            double wavelen = 2.0 * M_PI / f;
+            if (wavelen > low_wavelen) {
+                f /= rs->factor;
+            } else if (wavelen >= high_wavelen) {
+                double smooth = (old_ctx / wavelen - rs->low_freq_factor) /
+                                (rs->high_freq_factor - rs->low_freq_factor);
+                f = (1.0 - smooth) * f / rs->factor + smooth * f;
+            }
+        }
+        inv_freq[i] = f;
+    }
+}
+
+/* ---- the forward pass ----------------------------------------------------- */
+
+/* y[t][o] = sum_i x[t][i] * w[o][i]: threads split the output rows, each row
+ * of w stays in cache while it meets every token. */
+static void matmul(float *y, const float *x, const float *w, int ntok, int in, int out,
+                   int nthreads)
+{
+#pragma omp parallel for num_threads(nthreads) schedule(static)
+    for (int o = 0; o < out; o++) {
+        const float *wr = w + (size_t)o * in;
+        for (int t = 0; t < ntok; t++) {
+            const float *xr = x + (size_t)t * in;
+            float acc = 0.0f;
+#pragma omp simd reduction(+ : acc)
+            for (int i = 0; i < in; i++)
+                acc += wr[i] * xr[i];
+            y[(size_t)t * out + o] = acc;
+        }
+    }
+}
+
+static void rmsnorm(float *y, const float *x, const float *w, int ntok, int n, float eps)
+{
+    for (int t = 0; t < ntok; t++) {
+        const float *xr = x + (size_t)t * n;
+        float *yr = y + (size_t)t * n;
+        double ss = 0;
+        for (int i = 0; i < n; i++)
+            ss += (double)xr[i] * xr[i];
+        float inv = (float)(1.0 / sqrt(ss / n + eps));
+        for (int i = 0; i < n; i++)
+            yr[i] = xr[i] * inv * w[i];
+    }
+}
+
+/* Hugging Face's rotate-half convention: the pairs are (i, i + d/2). */
+static void rope(float *v, int nheads, int head_dim, const float *cos_t, const float *sin_t)
+{
+    int half = head_dim / 2;
+    for (int h = 0; h < nheads; h++) {
+        float *x = v + (size_t)h * head_dim;
+        for (int i = 0; i < half; i++) {
+            float a = x[i], b = x[i + half];
+            x[i] = a * cos_t[i] - b * sin_t[i];
+            x[i + half] = b * cos_t[i] + a * sin_t[i];
+        }
+    }
+}
+
+static size_t kv_offset(const struct folio_model_config *c, int32_t block, int32_t pos)
+{
+    return (((size_t)block * FOLIO_KV_BLOCK_SIZE + (size_t)(pos % FOLIO_KV_BLOCK_SIZE)) *
+            (size_t)c->num_kv_heads) *
+           (size_t)c->head_dim;
+}
+
+/* Causal grouped-query attention of every new token over its sequence's
+ * context up to and including its own position, read from the paged cache. */
+static void attention(struct cpu_backend *b, const struct folio_step_batch *batch,
+                      const struct cpu_layer *L, int ntok)
+{
+    const struct folio_model_config *c = &b->cfg;
+    int nh = c->num_heads, hd = c->head_dim, group = c->num_heads / c->num_kv_heads;
+    float scale = (float)(1.0 / sqrt((double)hd));
+#pragma omp parallel for collapse(2) num_threads(b->num_threads) schedule(dynamic, 4)
+    for (int t = 0; t < ntok; t++) {
+        for (int h = 0; h < nh; h++) {
+            const struct folio_step_seq *s = &batch->seqs[b->tok_seq[t]];
+            int32_t pos = b->tok_pos[t];
+            int kvh = h / group;
+            const float *q = b->q + ((size_t)t * nh + h) * hd;
+            float *scores = b->scores + (size_t)omp_get_thread_num() * b->scores_cap;
+            float max = -INFINITY;
+            for (int32_t p = 0; p <= pos; p++) {
+                const float *k = L->k_cache +
+                                 kv_offset(c, s->block_table[p / FOLIO_KV_BLOCK_SIZE], p) +
+                                 (size_t)kvh * hd;
+                float dot = 0.0f;
+#pragma omp simd reduction(+ : dot)
+                for (int i = 0; i < hd; i++)
+                    dot += q[i] * k[i];
+                scores[p] = dot * scale;
+                if (scores[p] > max)
+                    max = scores[p];
+            }
+            double sum = 0;
+            for (int32_t p = 0; p <= pos; p++) {
+                scores[p] = expf(scores[p] - max);
+                sum += scores[p];
+            }
+            float inv_sum = (float)(1.0 / sum);
+            float *o = b->attn + ((size_t)t * nh + h) * hd;
+            for (int i = 0; i < hd; i++)
+                o[i] = 0.0f;
+            for (int32_t p = 0; p <= pos; p++) {
+                const float *v = L->v_cache +
+                                 kv_offset(c, s->block_table[p / FOLIO_KV_BLOCK_SIZE], p) +
+                                 (size_t)kvh * hd;
+                float w = scores[p] * inv_sum;
+                for (int i = 0; i < hd; i++)
+                    o[i] += w * v[i];
+            }
+        }
+    }
+}
+
+static void forward_layer(struct cpu_backend *b, const struct folio_step_batch *batch,
+                          const struct cpu_layer *L, int ntok)
+{
+    const struct folio_model_config *c = &b->cfg;
+    int hidden = c->hidden_size, inter = c->intermediate_size, nt = b->num_threads;
+    int qdim = c->num_heads * c->head_dim, kvdim = c->num_kv_heads * c->head_dim;
+    int half = c->head_dim / 2;
+
+    rmsnorm(b->xn, b->x, L->attn_norm, ntok, hidden, c->rms_norm_eps);
+    matmul(b->q, b->xn, L->wq, ntok, hidden, qdim, nt);
+    matmul(b->k, b->xn, L->wk, ntok, hidden, kvdim, nt);
+    matmul(b->v, b->xn, L->wv, ntok, hidden, kvdim, nt);
+    for (int t = 0; t < ntok; t++) {
+        const float *cs = b->rope_cos + (size_t)t * half, *sn = b->rope_sin + (size_t)t * half;
+        rope(b->q + (size_t)t * qdim, c->num_heads, c->head_dim, cs, sn);
+        rope(b->k + (size_t)t * kvdim, c->num_kv_heads, c->head_dim, cs, sn);
+        const struct folio_step_seq *s = &batch->seqs[b->tok_seq[t]];
+        int32_t pos = b->tok_pos[t];
+        size_t off = kv_offset(c, s->block_table[pos / FOLIO_KV_BLOCK_SIZE], pos);
+        memcpy(L->k_cache + off, b->k + (size_t)t * kvdim, (size_t)kvdim * sizeof(float));
+        memcpy(L->v_cache + off, b->v + (size_t)t * kvdim, (size_t)kvdim * sizeof(float));
+    }
+    attention(b, batch, L, ntok);
+    matmul(b->xn, b->attn, L->wo, ntok, qdim, hidden, nt);
+    for (size_t i = 0; i < (size_t)ntok * hidden; i++)
+        b->x[i] += b->xn[i];
+
+    rmsnorm(b->xn, b->x, L->mlp_norm, ntok, hidden, c->rms_norm_eps);
+    matmul(b->gate, b->xn, L->w_gate, ntok, hidden, inter, nt);
+    matmul(b->up, b->xn, L->w_up, ntok, hidden, inter, nt);
+    for (size_t i = 0; i < (size_t)ntok * inter; i++) {
+        float g = b->gate[i];
+        b->gate[i] = g / (1.0f + expf(-g)) * b->up[i];
+    }
+    matmul(b->xn, b->gate, L->w_down, ntok, inter, hidden, nt);
+    for (size_t i = 0; i < (size_t)ntok * hidden; i++)
+        b->x[i] += b->xn[i];
+}
+
+/* ---- the step interface --------------------------------------------------- */
+
+static int validate_batch(struct cpu_backend *b, const struct folio_step_batch *batch, char *err,
+                          size_t errlen)
+{
+    const struct folio_model_config *c = &b->cfg;
+    if (!batch || batch->num_seqs < 1 || batch->num_seqs > b->base.max_seqs || !batch->seqs) {
+        snprintf(err, errlen, "step: num_seqs %d must be in [1, %d]", batch ? batch->num_seqs : 0,
+                 b->base.max_seqs);
+        return -1;
+    }
+    if (batch->num_tokens < 1 || batch->num_tokens > b->base.max_num_tokens || !batch->token_ids) {
+        snprintf(err, errlen, "step: num_tokens %d must be in [1, max_num_tokens %d]",
+                 batch->num_tokens, b->base.max_num_tokens);
+        return -1;
+    }
+    int64_t total = 0;
+    for (int32_t i = 0; i < batch->num_seqs; i++) {
+        const struct folio_step_seq *s = &batch->seqs[i];
+        if (s->slot < 0 || s->slot >= b->base.max_seqs) {
+            snprintf(err, errlen, "step: seq %d: slot %d out of range [0, %d)", i, s->slot,
+                     b->base.max_seqs);
+            return -1;
+        }
+        for (int32_t j = 0; j < i; j++) {
+            if (batch->seqs[j].slot == s->slot) {
+                snprintf(err, errlen, "step: seqs %d and %d share slot %d", j, i, s->slot);
+                return -1;
+            }
+        }
+        if (s->num_new_tokens < 1) {
+            snprintf(err, errlen, "step: seq %d (slot %d): num_new_tokens %d must be >= 1", i,
+                     s->slot, s->num_new_tokens);
+            return -1;
+        }
+        if (s->context_len < s->num_new_tokens) {
+            snprintf(err, errlen,
+                     "step: seq %d (slot %d): context_len %d is smaller than num_new_tokens %d", i,
+                     s->slot, s->context_len, s->num_new_tokens);
+            return -1;
+        }
+        int32_t need = (s->context_len + FOLIO_KV_BLOCK_SIZE - 1) / FOLIO_KV_BLOCK_SIZE;
+        if (s->num_blocks < need || !s->block_table) {
+            snprintf(err, errlen,
+                     "step: seq %d (slot %d): context_len %d needs %d KV blocks, block table has "
+                     "%d",
+                     i, s->slot, s->context_len, need, s->num_blocks);
+            return -1;
+        }
+        for (int32_t j = 0; j < need; j++) {
+            if (s->block_table[j] < 0 || s->block_table[j] >= b->base.num_kv_blocks) {
+                snprintf(err, errlen,
+                         "step: seq %d (slot %d): block_table[%d] = %d out of range [0, %d)", i,
+                         s->slot, j, s->block_table[j], b->base.num_kv_blocks);
+                return -1;
+            }
+        }
+        if (s->sample && folio_sampling_params_check(&s->sampling, err, errlen) != 0)
+            return -1;
+        total += s->num_new_tokens;
+    }
+    if (total != batch->num_tokens) {
+        snprintf(err, errlen, "step: num_tokens %d != %lld, the sum of num_new_tokens",
+                 batch->num_tokens, (long long)total);
+        return -1;
+    }
+    int32_t t = 0;
+    for (int32_t i = 0; i < batch->num_seqs; i++) {
+        const struct folio_step_seq *s = &batch->seqs[i];
+        for (int32_t j = 0; j < s->num_new_tokens; j++, t++) {
+            int32_t id = batch->token_ids[t];
+            if (id == FOLIO_TOKEN_FROM_PREV) {
+                id = b->last_sampled[s->slot];
+                if (id < 0) {
+                    snprintf(err, errlen,
+                             "step: token %d (seq %d) is FOLIO_TOKEN_FROM_PREV but slot %d has "
+                             "not sampled yet",
+                             t, i, s->slot);
+                    return -1;
+                }
+            } else if (id < 0 || id >= c->vocab_size) {
+                snprintf(err, errlen, "step: token %d (seq %d) id %d out of range [0, %d)", t, i,
+                         id, c->vocab_size);
+                return -1;
+            }
+            b->tokens[t] = id;
+            b->tok_seq[t] = i;
+            b->tok_pos[t] = s->context_len - s->num_new_tokens + j;
+        }
+    }
+    return 0;
+}
+
+static int ensure_scores(struct cpu_backend *b, const struct folio_step_batch *batch, char *err,
+                         size_t errlen)
+{
+    size_t need = 0;
+    for (int32_t i = 0; i < batch->num_seqs; i++)
+        if ((size_t)batch->seqs[i].context_len > need)
+            need = (size_t)batch->seqs[i].context_len;
+    if (need <= b->scores_cap)
+        return 0;
+    size_t cap = need < 1024 ? 1024 : need * 2;
+    float *s = alloc_floats(cap * (size_t)b->num_threads);
+    if (!s) {
+        snprintf(err, errlen, "cpu backend: out of memory for attention scores (context %zu)",
+                 need);
+        return -1;
+    }
+    free(b->scores);
+    b->scores = s;
+    b->scores_cap = cap;
+    return 0;
+}
+
+static int cpu_launch(struct folio_backend *base, const struct folio_step_batch *batch, char *err,
+                      size_t errlen)
+{
+    struct cpu_backend *b = (struct cpu_backend *)base;
+    const struct folio_model_config *c = &b->cfg;
+    if (b->out_count == FOLIO_CPU_PIPELINE_DEPTH) {
+        snprintf(err, errlen, "step: %d steps already launched and not collected",
+                 FOLIO_CPU_PIPELINE_DEPTH);
+        return -1;
+    }
+    if (validate_batch(b, batch, err, errlen) != 0 || ensure_scores(b, batch, err, errlen) != 0)
+        return -1;
+    int ntok = batch->num_tokens, hidden = c->hidden_size, half = c->head_dim / 2;
+
+    for (int t = 0; t < ntok; t++) {
+        memcpy(b->x + (size_t)t * hidden, b->embed + (size_t)b->tokens[t] * hidden,
+               (size_t)hidden * sizeof(float));
+        for (int i = 0; i < half; i++) {
+            double angle = (double)b->tok_pos[t] * b->inv_freq[i];
+            b->rope_cos[(size_t)t * half + i] = (float)cos(angle);
+            b->rope_sin[(size_t)t * half + i] = (float)sin(angle);
+        }
+    }
+    for (int l = 0; l < c->num_layers; l++)
+        forward_layer(b, batch, &b->layers[l], ntok);
+
+    /* Final norm and LM head only for the last new token of sampling sequences. */
+    int nsample = 0, t_end = 0;
+    for (int32_t i = 0; i < batch->num_seqs; i++) {
+        t_end += batch->seqs[i].num_new_tokens;
+        if (!batch->seqs[i].sample)
+            continue;
+        rmsnorm(b->final_x + (size_t)nsample * hidden, b->x + (size_t)(t_end - 1) * hidden,
+                b->final_norm, 1, hidden, c->rms_norm_eps);
+        b->sample_seq[nsample++] = i;
+    }
+    struct cpu_step_out *out = &b->out[(b->out_head + b->out_count) % FOLIO_CPU_PIPELINE_DEPTH];
+    out->num_seqs = batch->num_seqs;
+    out->num_logits = nsample;
+    for (int32_t i = 0; i < batch->num_seqs; i++) {
+        out->token_ids[i] = -1;
+        out->logprobs[i] = 0.0f;
+        for (int j = 0; j < FOLIO_MAX_LOGPROBS; j++) {
+            out->top_ids[(size_t)i * FOLIO_MAX_LOGPROBS + j] = -1;
+            out->top_logprobs[(size_t)i * FOLIO_MAX_LOGPROBS + j] = -INFINITY;
+        }
+    }
+    if (nsample > 0)
+        matmul(out->logits, b->final_x, b->lm_head, nsample, hidden, c->vocab_size, b->num_threads);
+
+#pragma omp parallel for num_threads(b->num_threads) schedule(dynamic, 1)
+    for (int j = 0; j < nsample; j++) {
+        int32_t i = b->sample_seq[j];
+        const struct folio_step_seq *s = &batch->seqs[i];
+        struct folio_sample_result r;
+        b->sample_status[j] = folio_sample(
+            b->samplers[omp_get_thread_num()], out->logits + (size_t)j * c->vocab_size,
+            &s->sampling, (uint32_t)s->output_index, &r, b->sample_err[j], sizeof b->sample_err[j]);
+        if (b->sample_status[j] == 0) {
+            out->token_ids[i] = r.token;
+            out->logprobs[i] = r.logprob;
+            memcpy(out->top_ids + (size_t)i * FOLIO_MAX_LOGPROBS, r.top_ids, sizeof r.top_ids);
+            memcpy(out->top_logprobs + (size_t)i * FOLIO_MAX_LOGPROBS, r.top_logprobs,
+                   sizeof r.top_logprobs);
+        }
+    }
+    for (int j = 0; j < nsample; j++) {
+        int32_t i = b->sample_seq[j];
+        if (b->sample_status[j] != 0) {
+            snprintf(err, errlen, "step: seq %d (slot %d): %s", i, batch->seqs[i].slot,
+                     b->sample_err[j]);
+            return -1;
+        }
+        b->last_sampled[batch->seqs[i].slot] = out->token_ids[i];
+    }
+    b->out_count++;
+    return 0;
+}
+
+static int cpu_collect(struct folio_backend *base, struct folio_step_result *res, char *err,
+                       size_t errlen)
+{
+    struct cpu_backend *b = (struct cpu_backend *)base;
+    if (b->out_count == 0) {
+        snprintf(err, errlen, "collect: no step was launched");
+        return -1;
+    }
+    const struct cpu_step_out *out = &b->out[b->out_head];
+    size_t n = (size_t)out->num_seqs, ntop = n * FOLIO_MAX_LOGPROBS;
+    if (res->token_ids)
+        memcpy(res->token_ids, out->token_ids, n * sizeof *res->token_ids);
+    if (res->logprobs)
+        memcpy(res->logprobs, out->logprobs, n * sizeof *res->logprobs);
+    if (res->top_ids)
+        memcpy(res->top_ids, out->top_ids, ntop * sizeof *res->top_ids);
+    if (res->top_logprobs)
+        memcpy(res->top_logprobs, out->top_logprobs, ntop * sizeof *res->top_logprobs);
+    if (res->logits)
+        memcpy(res->logits, out->logits,
+               (size_t)out->num_logits * (size_t)b->cfg.vocab_size * sizeof *res->logits);
+    b->out_head = (b->out_head + 1) % FOLIO_CPU_PIPELINE_DEPTH;
+    b->out_count--;
+    return 0;
+}
+
+static void cpu_destroy(struct folio_backend *base)
+{
+    struct cpu_backend *b = (struct cpu_backend *)base;
+    if (!b)
+        return;
+    if (b->lm_head != b->embed)
+        free(b->lm_head);
+    free(b->embed);
+    free(b->final_norm);
+    if (b->layers) {
+        for (int l = 0; l < b->cfg.num_layers; l++) {
+            struct cpu_layer *L = &b->layers[l];
+            float *all[] = {L->attn_norm, L->wq,     L->wk,     L->wv,      L->wo,     L->mlp_norm,
+                            L->w_up,      L->w_gate, L->w_down, L->k_cache, L->v_cache};
+            for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
+                free(all[i]);
+        }
+        free(b->layers);
+    }
+    free(b->inv_freq);
+    free(b->last_sampled);
+    free(b->tokens);
+    free(b->tok_pos);
+    free(b->tok_seq);
+    float *scratch[] = {b->x,    b->xn, b->q,        b->k,        b->v,       b->attn,
+                        b->gate, b->up, b->rope_cos, b->rope_sin, b->final_x, b->scores};
+    for (size_t i = 0; i < sizeof scratch / sizeof scratch[0]; i++)
+        free(scratch[i]);
+    free(b->sample_seq);
+    free(b->sample_status);
+    free(b->sample_err);
+    if (b->samplers)
+        for (int i = 0; i < b->num_threads; i++)
+            folio_sampler_free(b->samplers[i]);
+    free(b->samplers);
+    for (int i = 0; i < FOLIO_CPU_PIPELINE_DEPTH; i++) {
+        free(b->out[i].token_ids);
+        free(b->out[i].logprobs);
+        free(b->out[i].top_ids);
+        free(b->out[i].top_logprobs);
+        free(b->out[i].logits);
+    }
+    free(b);
+}
+
+static const struct folio_backend_ops cpu_ops = {
+    .name = "cpu",
+    .launch = cpu_launch,
+    .collect = cpu_collect,
+    .destroy = cpu_destroy,
+};
+
+static int check_config(const struct folio_model_config *c, char *err, size_t errlen)
+{
+    if (c->hidden_size <= 0 || c->intermediate_size <= 0 || c->num_layers <= 0 ||
+        c->num_heads <= 0 || c->num_kv_heads <= 0 || c->head_dim <= 0 || c->vocab_size <= 0) {
+        snprintf(err, errlen, "cpu backend: config has a non-positive size");
+        return -1;
+    }
+    if (c->num_heads % c->num_kv_heads != 0) {
+        snprintf(err, errlen,
+                 "cpu backend: num_attention_heads %d is not a multiple of "
+                 "num_key_value_heads %d",
+                 c->num_heads, c->num_kv_heads);
+        return -1;
+    }
+    if (c->head_dim % 2 != 0) {
+        snprintf(err, errlen, "cpu backend: head_dim %d must be even for RoPE", c->head_dim);
+        return -1;
+    }
+    return 0;
+}
+
+static int convert_weights(struct cpu_backend *b, const struct folio_model *m, char *err,
+                           size_t errlen)
+{
+    const struct folio_model_config *c = &b->cfg;
+    size_t hidden = (size_t)c->hidden_size, inter = (size_t)c->intermediate_size;
+    size_t qdim = (size_t)c->num_heads * c->head_dim, kvdim = (size_t)c->num_kv_heads * c->head_dim;
+    size_t vocab = (size_t)c->vocab_size;
+    if (convert_tensor(m->embed, vocab * hidden, "embedding", &b->embed, err, errlen) != 0 ||
+        convert_tensor(m->final_norm, hidden, "final norm", &b->final_norm, err, errlen) != 0)
+        return -1;
+    if (m->lm_head == m->embed || !m->lm_head)
+        b->lm_head = b->embed;
+    else if (convert_tensor(m->lm_head, vocab * hidden, "lm_head", &b->lm_head, err, errlen) != 0)
+        return -1;
+    for (int l = 0; l < c->num_layers; l++) {
+        const struct folio_layer_weights *w = &m->layers[l];
+        struct cpu_layer *L = &b->layers[l];
+        if (convert_tensor(w->attn_norm, hidden, "input_layernorm", &L->attn_norm, err, errlen) ||
+            convert_tensor(w->wq, qdim * hidden, "q_proj", &L->wq, err, errlen) ||
+            convert_tensor(w->wk, kvdim * hidden, "k_proj", &L->wk, err, errlen) ||
+            convert_tensor(w->wv, kvdim * hidden, "v_proj", &L->wv, err, errlen) ||
+            convert_tensor(w->wo, hidden * qdim, "o_proj", &L->wo, err, errlen) ||
+            convert_tensor(w->mlp_norm, hidden, "post_attention_layernorm", &L->mlp_norm, err,
+                           errlen) ||
+            convert_tensor(w->w_gate, inter * hidden, "gate_proj", &L->w_gate, err, errlen) ||
+            convert_tensor(w->w_up, inter * hidden, "up_proj", &L->w_up, err, errlen) ||
+            convert_tensor(w->w_down, hidden * inter, "down_proj", &L->w_down, err, errlen))
+            return -1;
+    }
+    return 0;
+}
+
+int folio_cpu_backend_create(const struct folio_model *m, const struct folio_backend_options *opt,
+                             struct folio_backend **out, char *err, size_t errlen)
+{
+    *out = NULL;
+    if (check_config(&m->config, err, errlen) != 0)
+        return -1;
+    if (opt->max_seqs < 1 || opt->max_num_tokens < 1) {
+        snprintf(err, errlen, "cpu backend: max_seqs %d and max_num_tokens %d must be >= 1",
+                 opt->max_seqs, opt->max_num_tokens);
+        return -1;
+    }
+    const struct folio_model_config *c = &m->config;
+    size_t kvdim = (size_t)c->num_kv_heads * c->head_dim;
+    size_t block_floats = FOLIO_KV_BLOCK_SIZE * kvdim;
+    size_t block_bytes = 2 * (size_t)c->num_layers * block_floats * sizeof(float);
+    size_t num_blocks =
+        opt->num_kv_blocks > 0 ? (size_t)opt->num_kv_blocks : opt->cpu_kv_bytes / block_bytes;
+    if (opt->num_kv_blocks < 0 || num_blocks < 1 || num_blocks > INT32_MAX) {
+        snprintf(err, errlen,
+                 "cpu backend: the KV pool needs num_kv_blocks > 0 or cpu_kv_bytes >= %zu (one "
+                 "block); got num_kv_blocks %d, cpu_kv_bytes %zu",
+                 block_bytes, opt->num_kv_blocks, opt->cpu_kv_bytes);
+        return -1;
+    }
+
+    struct cpu_backend *b = calloc(1, sizeof *b);
+    if (!b) {
+        snprintf(err, errlen, "cpu backend: out of memory");
+        return -1;
+    }
+    b->base.ops = &cpu_ops;
+    b->base.model = m;
+    b->base.num_kv_blocks = (int)num_blocks;
+    b->base.max_seqs = opt->max_seqs;
+    b->base.max_num_tokens = opt->max_num_tokens;
+    b->cfg = *c;
+    b->num_threads = opt->num_threads > 0 ? opt->num_threads : omp_get_num_procs();
+
+    b->layers = calloc((size_t)c->num_layers, sizeof *b->layers);
+    if (!b->layers) {
+        snprintf(err, errlen, "cpu backend: out of memory");
+        cpu_destroy(&b->base);
+        return -1;
+    }
+    if (convert_weights(b, m, err, errlen) != 0) {
+        cpu_destroy(&b->base);
+        return -1;
+    }
+
+    size_t T = (size_t)opt->max_num_tokens, S = (size_t)opt->max_seqs;
+    size_t hidden = (size_t)c->hidden_size, qdim = (size_t)c->num_heads * c->head_dim;
+    size_t half = (size_t)c->head_dim / 2, inter = (size_t)c->intermediate_size;
+    int ok = 1;
+    for (int l = 0; l < c->num_layers; l++) {
+        /* calloc: a block read before it is written holds zeros, not garbage. */
+        b->layers[l].k_cache = calloc(num_blocks * block_floats, sizeof(float));
+        b->layers[l].v_cache = calloc(num_blocks * block_floats, sizeof(float));
+        ok &= b->layers[l].k_cache && b->layers[l].v_cache;
+    }
+    b->inv_freq = malloc(half * sizeof *b->inv_freq);
+    b->last_sampled = malloc(S * sizeof *b->last_sampled);
+    b->tokens = malloc(T * sizeof *b->tokens);
+    b->tok_pos = malloc(T * sizeof *b->tok_pos);
+    b->tok_seq = malloc(T * sizeof *b->tok_seq);
+    b->x = alloc_floats(T * hidden);
+    b->xn = alloc_floats(T * hidden);
+    b->q = alloc_floats(T * qdim);
+    b->k = alloc_floats(T * kvdim);
+    b->v = alloc_floats(T * kvdim);
+    b->attn = alloc_floats(T * qdim);
+    b->gate = alloc_floats(T * inter);
+    b->up = alloc_floats(T * inter);
+    b->rope_cos = alloc_floats(T * half);
+    b->rope_sin = alloc_floats(T * half);
+    b->final_x = alloc_floats(S * hidden);
+    b->sample_seq = malloc(S * sizeof *b->sample_seq);
+    b->sample_status = malloc(S * sizeof *b->sample_status);
+    b->sample_err = malloc(S * sizeof *b->sample_err);
+    b->samplers = calloc((size_t)b->num_threads, sizeof *b->samplers);
+    ok &= b->inv_freq && b->last_sampled && b->tokens && b->tok_pos && b->tok_seq && b->x &&
+          b->xn && b->q && b->k && b->v && b->attn && b->gate && b->up && b->rope_cos &&
+          b->rope_sin && b->final_x && b->sample_seq && b->sample_status && b->sample_err &&
+          b->samplers;
+    for (int i = 0; ok && i < b->num_threads; i++)
+        ok &= (b->samplers[i] = folio_sampler_new(c->vocab_size)) != NULL;
+    for (int i = 0; i < FOLIO_CPU_PIPELINE_DEPTH; i++) {
+        struct cpu_step_out *o = &b->out[i];
+        o->token_ids = malloc(S * sizeof *o->token_ids);
+        o->logprobs = malloc(S * sizeof *o->logprobs);
+        o->top_ids = malloc(S * FOLIO_MAX_LOGPROBS * sizeof *o->top_ids);
+        o->top_logprobs = malloc(S * FOLIO_MAX_LOGPROBS * sizeof *o->top_logprobs);
+        o->logits = alloc_floats(S * (size_t)c->vocab_size);
+        ok &= o->token_ids && o->logprobs && o->top_ids && o->top_logprobs && o->logits;
+    }
+    if (!ok) {
+        snprintf(err, errlen,
+                 "cpu backend: out of memory (KV pool %zu blocks of %zu bytes, %d seqs, %d "
+                 "tokens per step)",
+                 num_blocks, block_bytes, opt->max_seqs, opt->max_num_tokens);
+        cpu_destroy(&b->base);
+        return -1;
+    }
+    for (size_t i = 0; i < S; i++)
+        b->last_sampled[i] = -1;
+    compute_inv_freq(c, b->inv_freq);
+    *out = &b->base;
+    return 0;
+}

@@ -1,0 +1,55 @@
+/* Sampling one token from a sequence's logits on the CPU.
+ *
+ * The order is vLLM's (V0 sampler): temperature, then the top-k, top-p and
+ * min-p filters, each over what the previous one kept. The draw is the
+ * exponential race that the GPU sampler uses too, so that the same seed gives
+ * the same token on both backends:
+ *
+ *     token = argmax over kept i of  p_i / E_i,
+ *     p_i   = exp(logit_i / T - max_j logit_j / T)      (unnormalised)
+ *     E_i   = -log(folio_rng_uniform(seed, output_index, i))
+ *
+ * which draws i with probability p_i / sum p (the E_i are i.i.d. Exp(1)), and
+ * depends only on (seed, output_index), never on the batch. Temperature 0 is
+ * greedy: the argmax, the lowest id among equal logits.
+ *
+ * Logprobs (the sampled token's and the top-N) are taken from the log-softmax
+ * of the raw logits, before temperature and filters, as OpenAI and vLLM report
+ * them.
+ *
+ * Not implemented yet: repetition, frequency and presence penalties (they need
+ * each sequence's token history). folio_sampling_params_check rejects
+ * non-neutral values with a clear error rather than ignoring them. */
+#ifndef FOLIO_WORKER_SAMPLER_H
+#define FOLIO_WORKER_SAMPLER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "backend.h"
+
+struct folio_sample_result {
+    int32_t token;
+    float logprob; /* of token, under the unmodified distribution */
+    int32_t num_top;
+    int32_t top_ids[FOLIO_MAX_LOGPROBS]; /* by logprob descending, ties lowest id first */
+    float top_logprobs[FOLIO_MAX_LOGPROBS];
+};
+
+/* Scratch buffers for one vocabulary size; one per thread that samples. */
+struct folio_sampler;
+
+struct folio_sampler *folio_sampler_new(int32_t vocab_size);
+void folio_sampler_free(struct folio_sampler *s);
+
+/* 0, or -1 with a message naming the field. */
+int folio_sampling_params_check(const struct folio_sampling_params *p, char *err, size_t errlen);
+
+/* Samples from logits[vocab_size] (not modified). p must have passed
+ * folio_sampling_params_check. Returns 0, or -1 when the logits hold a NaN
+ * (or are all -inf), with a message. */
+int folio_sample(struct folio_sampler *s, const float *logits,
+                 const struct folio_sampling_params *p, uint32_t output_index,
+                 struct folio_sample_result *out, char *err, size_t errlen);
+
+#endif
