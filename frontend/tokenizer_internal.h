@@ -1,0 +1,178 @@
+/* The parts of struct folio_tokenizer that tokenizer*.c share: the loaded
+ * tables and pipeline descriptions. Nothing outside frontend/tokenizer*.c
+ * includes this; the public interface is tokenizer.h. */
+#ifndef FOLIO_TOKENIZER_INTERNAL_H
+#define FOLIO_TOKENIZER_INTERNAL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "tokenizer.h"
+
+/* ---- string -> id hash table (open addressing, keys owned by the table) */
+struct tok_strmap {
+    struct tok_strmap_slot {
+        const char *key; /* NULL: empty slot */
+        uint32_t len;
+        int32_t id;
+    } * slots;
+    size_t mask; /* capacity - 1, capacity a power of two */
+    size_t count;
+};
+int tok_strmap_init(struct tok_strmap *m, size_t expected);
+void tok_strmap_free(struct tok_strmap *m);
+/* Inserts or overwrites; key must outlive the map. Returns -1 on allocation failure. */
+int tok_strmap_put(struct tok_strmap *m, const char *key, size_t len, int32_t id);
+int32_t tok_strmap_get(const struct tok_strmap *m, const char *key, size_t len); /* -1 */
+
+/* ---- the BPE model */
+struct tok_merge_slot {
+    uint64_t pair; /* (left id << 32) | right id; UINT64_MAX: empty */
+    uint32_t rank;
+    int32_t new_id;
+};
+
+struct tok_bpe {
+    struct tok_strmap vocab; /* model vocab, keys point into id_str */
+    int32_t *bmp_id;         /* id of the one-character token per BMP code point, -1 */
+    int32_t byte_id[256];    /* <0xXX> tokens, -1 when absent */
+    struct tok_merge_slot *merges;
+    size_t merge_mask;
+    int32_t unk_id; /* -1: no unk token */
+    bool byte_fallback, fuse_unk, ignore_merges;
+    char *subword_prefix, *word_suffix; /* continuing_subword_prefix, end_of_word_suffix */
+    /* Splitting a word before every metaspace that follows another character
+     * cannot change the result (no merge joins "x" + "▁..."): checked at load. */
+    bool split_at_metaspace;
+    char metaspace[5];
+    size_t metaspace_len;
+};
+
+/* Scratch space that one encode call reuses across words. */
+struct tok_bpe_scratch {
+    struct tok_symbol {
+        int32_t id;
+        int32_t prev, next;
+        uint32_t len;
+    } * sym;
+    size_t sym_cap;
+    struct tok_heap_item {
+        uint64_t key; /* rank << 32 | pos: a min-heap on (rank, pos) */
+        int32_t new_id;
+    } * heap;
+    size_t heap_cap;
+    char *buf; /* a word with prefix/suffix, for models that have them */
+    size_t buf_cap;
+};
+
+/* Appends the ids of one pre-tokenized word (valid UTF-8, non-empty). */
+int tok_bpe_word(const struct tok_bpe *bpe, struct tok_bpe_scratch *s, const char *w, size_t len,
+                 int32_t **ids, size_t *n, size_t *cap);
+void tok_bpe_scratch_free(struct tok_bpe_scratch *s);
+const struct tok_merge_slot *tok_bpe_merge(const struct tok_bpe *bpe, int32_t a, int32_t b);
+
+/* ---- added tokens */
+struct tok_added {
+    char *content;
+    size_t len;
+    char *pattern; /* what is matched: content, or its normalized form when normalized */
+    size_t pattern_len;
+    int32_t id;
+    bool single_word, lstrip, rstrip, normalized, special;
+};
+
+/* A byte trie over added-token patterns for leftmost-longest matching. */
+struct tok_trie {
+    struct tok_trie_node {
+        int32_t first_child, next_sibling;
+        int32_t token; /* index into added[], -1 */
+        uint8_t byte;
+    } * nodes;
+    size_t n, cap;
+    uint8_t first_byte[32]; /* bitmap of the bytes a pattern starts with */
+};
+
+/* ---- normalizer, pre-tokenizer, decoder descriptions */
+enum tok_norm_kind { TOK_NORM_PREPEND, TOK_NORM_REPLACE };
+struct tok_norm_op {
+    enum tok_norm_kind kind;
+    char *a; /* prepend string, or pattern */
+    size_t a_len;
+    char *b; /* replacement content */
+    size_t b_len;
+};
+
+enum tok_prepend_scheme { TOK_PREPEND_ALWAYS, TOK_PREPEND_FIRST, TOK_PREPEND_NEVER };
+struct tok_metaspace {
+    char repl[5];
+    size_t repl_len;
+    enum tok_prepend_scheme scheme;
+    bool split;
+};
+
+enum tok_dec_kind {
+    TOK_DEC_REPLACE,
+    TOK_DEC_BYTE_FALLBACK,
+    TOK_DEC_FUSE,
+    TOK_DEC_STRIP,
+    TOK_DEC_METASPACE,
+    TOK_DEC_JOIN_SPACE, /* no decoder: Hugging Face joins the tokens with " " */
+};
+struct tok_dec_op {
+    enum tok_dec_kind kind;
+    char *a; /* Replace pattern; Strip content char; Metaspace replacement */
+    size_t a_len;
+    char *b; /* Replace content */
+    size_t b_len;
+    size_t start, stop;    /* Strip */
+    bool metaspace_strips; /* Metaspace: prepend_scheme != never */
+};
+
+struct folio_tokenizer {
+    struct tok_bpe bpe;
+    int32_t n_ids; /* 1 + the largest id */
+    char **id_str; /* the string each id decodes from; NULL for holes */
+    uint32_t *id_len;
+    uint8_t *id_special; /* skipped by skip_special */
+
+    struct tok_added *added;
+    size_t n_added;
+    struct tok_trie raw_trie, norm_trie; /* normalized=false / normalized=true tokens */
+
+    struct tok_norm_op *norm;
+    size_t n_norm;
+    bool has_metaspace;
+    struct tok_metaspace metaspace;
+
+    int32_t *prefix_ids, *suffix_ids; /* post-processor, for one sequence */
+    size_t n_prefix, n_suffix;
+
+    struct tok_dec_op *dec;
+    size_t n_dec;
+
+    char *chat_template, *bos_token, *eos_token;
+    int32_t bos_id, eos_id;
+};
+
+/* ---- Unicode helpers (tokenizer_unicode.c) */
+/* Decodes one code point of valid UTF-8 at s; returns its length. */
+size_t tok_utf8_decode(const char *s, uint32_t *cp);
+size_t tok_utf8_encode(uint32_t cp, char out[4]);
+/* Length of the character that starts with byte b (valid UTF-8). */
+static inline size_t tok_utf8_len(unsigned char b)
+{
+    return b < 0x80 ? 1 : b < 0xE0 ? 2 : b < 0xF0 ? 3 : 4;
+}
+/* Returns 0 when s is valid UTF-8. Otherwise a malloc'ed copy with each
+ * maximal invalid subsequence replaced by U+FFFD (Rust's from_utf8_lossy,
+ * Python's errors="replace") in *out, -1 on allocation failure. */
+int tok_utf8_lossy(const char *s, size_t len, char **out, size_t *out_len);
+bool tok_is_word_char(uint32_t cp);  /* Rust regex \w */
+bool tok_is_whitespace(uint32_t cp); /* Rust regex \s: White_Space */
+
+/* ---- decoding (tokenizer_decode.c) */
+int tok_decoder_parse(struct folio_tokenizer *t, const void *json_decoder, char *err,
+                      size_t errlen);
+
+#endif
