@@ -23,6 +23,10 @@
 
 #define FOLIO_CPU_PIPELINE_DEPTH 2
 
+/* Work (multiply-adds) below which a loop runs on one thread: waking a team
+ * costs more than a small matmul, and far more on a busy machine. */
+#define FOLIO_CPU_PARALLEL_MIN_WORK (1 << 18)
+
 struct cpu_layer {
     float *attn_norm, *wq, *wk, *wv, *wo;
     float *mlp_norm, *w_gate, *w_up, *w_down;
@@ -145,7 +149,9 @@ static void compute_inv_freq(const struct folio_model_config *c, double *inv_fre
 static void matmul(float *y, const float *x, const float *w, int ntok, int in, int out,
                    int nthreads)
 {
-#pragma omp parallel for num_threads(nthreads) schedule(static)
+    size_t work = (size_t)ntok * (size_t)in * (size_t)out;
+#pragma omp parallel for num_threads(nthreads)                                                     \
+    schedule(static) if (work >= FOLIO_CPU_PARALLEL_MIN_WORK)
     for (int o = 0; o < out; o++) {
         const float *wr = w + (size_t)o * in;
         for (int t = 0; t < ntok; t++) {
@@ -202,7 +208,11 @@ static void attention(struct cpu_backend *b, const struct folio_step_batch *batc
     const struct folio_model_config *c = &b->cfg;
     int nh = c->num_heads, hd = c->head_dim, group = c->num_heads / c->num_kv_heads;
     float scale = (float)(1.0 / sqrt((double)hd));
-#pragma omp parallel for collapse(2) num_threads(b->num_threads) schedule(dynamic, 4)
+    size_t work = 0;
+    for (int t = 0; t < ntok; t++)
+        work += 2 * (size_t)(b->tok_pos[t] + 1) * (size_t)nh * (size_t)hd;
+#pragma omp parallel for collapse(2) num_threads(b->num_threads)                                   \
+    schedule(dynamic, 4) if (work >= FOLIO_CPU_PARALLEL_MIN_WORK)
     for (int t = 0; t < ntok; t++) {
         for (int h = 0; h < nh; h++) {
             const struct folio_step_seq *s = &batch->seqs[b->tok_seq[t]];
@@ -448,7 +458,7 @@ static int cpu_launch(struct folio_backend *base, const struct folio_step_batch 
     if (nsample > 0)
         matmul(out->logits, b->final_x, b->lm_head, nsample, hidden, c->vocab_size, b->num_threads);
 
-#pragma omp parallel for num_threads(b->num_threads) schedule(dynamic, 1)
+#pragma omp parallel for num_threads(b->num_threads) schedule(dynamic, 1) if (nsample > 1)
     for (int j = 0; j < nsample; j++) {
         int32_t i = b->sample_seq[j];
         const struct folio_step_seq *s = &batch->seqs[i];
