@@ -264,7 +264,8 @@ static int read_config(struct reader *r, struct folio_model_config *cfg)
         return -1;
     if (get_int(r, "num_key_value_heads", false, cfg->num_heads, 1, &cfg->num_kv_heads) != 0)
         return -1;
-    if (cfg->hidden_size % cfg->num_heads != 0 && !json_object_get(r->root, "head_dim")) {
+    json_t *jhd = json_object_get(r->root, "head_dim");
+    if (cfg->hidden_size % cfg->num_heads != 0 && (!jhd || json_is_null(jhd))) {
         set_err(r->err, r->errlen,
                 "%s: field \"hidden_size\" (%d) is not a multiple of \"num_attention_heads\" "
                 "(%d) and no \"head_dim\" is given",

@@ -541,7 +541,7 @@ static int open_sharded(struct folio_checkpoint *ck, const char *dir, char *err,
             /* Say which tensor needed the file, then why it failed. */
             char why[768];
             snprintf(why, sizeof why, "%s", err ? err : "");
-            set_err(err, errlen, "%s: shard '%s' (holding tensor '%s'): %s", index_path, fname,
+            set_err(err, errlen, "%s: shard '%s' (needed for tensor '%s'): %s", index_path, fname,
                     name, why);
             goto out;
         }

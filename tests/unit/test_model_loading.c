@@ -890,6 +890,11 @@ static void test_config(void)
                         "\"num_hidden_layers\":2,\"num_attention_heads\":4,\"vocab_size\":32000}",
                         "\"hidden_size\"", "head_dim");
     expect_config_error(dir, "{" BASE ",\"head_dim\":15}", "\"head_dim\"", "even");
+    expect_config_error(dir,
+                        "{\"model_type\":\"llama\",\"hidden_size\":65,\"intermediate_size\":128,"
+                        "\"num_hidden_layers\":2,\"num_attention_heads\":4,\"vocab_size\":32000,"
+                        "\"head_dim\":null}",
+                        "\"hidden_size\"", "head_dim");
     expect_config_error(dir, "{" BASE ",\"rms_norm_eps\":0}", "\"rms_norm_eps\"", NULL);
     expect_config_error(dir, "{" BASE ",\"tie_word_embeddings\":1}", "\"tie_word_embeddings\"",
                         NULL);
