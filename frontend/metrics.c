@@ -1,0 +1,213 @@
+#include "metrics.h"
+
+#include <stdbool.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+/* jemalloc's mallctl, when jemalloc is the allocator (the sanitizer build
+ * keeps ASan's): weak, so the frontend links and runs either way. */
+extern int mallctl(const char *name, void *oldp, size_t *oldlenp, void *newp, size_t newlen)
+    __attribute__((weak));
+
+static const int statuses[FOLIO_METRICS_STATUSES - 1] = {200, 400, 404, 405, 413,
+                                                         429, 500, 503, 504};
+
+static void hist_init(struct folio_histogram *h, const char *name, const char *help,
+                      const double *bounds, int n)
+{
+    memset(h, 0, sizeof *h);
+    h->name = name;
+    h->help = help;
+    h->num_bounds = n;
+    memcpy(h->bounds, bounds, (size_t)n * sizeof *bounds);
+}
+
+void folio_metrics_init(struct folio_metrics *m, uint32_t frontend_id)
+{
+    memset(m, 0, sizeof *m);
+    m->frontend_id = frontend_id;
+    /* vLLM's buckets, so dashboards built for it read these too. */
+    static const double ttft[] = {0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1,  0.25, 0.5,
+                                  0.75,  1.0,   2.5,  5.0,  7.5,  10.0, 20.0, 40.0, 80.0};
+    static const double itl[] = {0.001, 0.0025, 0.005, 0.01, 0.015, 0.02, 0.025, 0.03,
+                                 0.04,  0.05,   0.075, 0.1,  0.15,  0.2,  0.3,   0.4,
+                                 0.5,   0.75,   1.0,   2.5,  5.0,   7.5,  10.0,  20.0};
+    static const double e2e[] = {0.3,  0.5,  0.8,  1.0,  1.5,  2.0,  2.5,   5.0,   10.0,
+                                 15.0, 20.0, 30.0, 40.0, 50.0, 60.0, 120.0, 240.0, 480.0};
+    hist_init(&m->ttft, "folio_time_to_first_token_seconds",
+              "Time from request arrival to its first token", ttft,
+              (int)(sizeof ttft / sizeof *ttft));
+    hist_init(&m->itl, "folio_inter_token_latency_seconds", "Time between streamed tokens", itl,
+              (int)(sizeof itl / sizeof *itl));
+    hist_init(&m->e2e, "folio_e2e_request_latency_seconds", "Time from request arrival to its end",
+              e2e, (int)(sizeof e2e / sizeof *e2e));
+    hist_init(&m->queue, "folio_request_first_event_seconds",
+              "Time from submit to the scheduler's first answer", ttft,
+              (int)(sizeof ttft / sizeof *ttft));
+}
+
+void folio_metrics_count_response(struct folio_metrics *m, int status)
+{
+    for (int i = 0; i < FOLIO_METRICS_STATUSES - 1; i++)
+        if (statuses[i] == status) {
+            m->responses[i]++;
+            return;
+        }
+    m->responses[FOLIO_METRICS_STATUSES - 1]++;
+}
+
+void folio_histogram_observe(struct folio_histogram *h, double seconds)
+{
+    int i = 0;
+    while (i < h->num_bounds && seconds > h->bounds[i])
+        i++;
+    h->counts[i]++;
+    h->sum += seconds;
+    h->count++;
+}
+
+static void header(struct folio_jw *b, const char *name, const char *type, const char *help)
+{
+    folio_jw_printf(b, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
+}
+
+static void metric_u(struct folio_jw *b, const char *name, const char *type, const char *help,
+                     uint64_t v)
+{
+    header(b, name, type, help);
+    folio_jw_printf(b, "%s %llu\n", name, (unsigned long long)v);
+}
+
+static void metric_d(struct folio_jw *b, const char *name, const char *type, const char *help,
+                     double v)
+{
+    header(b, name, type, help);
+    folio_jw_printf(b, "%s %.9g\n", name, v);
+}
+
+static void render_hist(struct folio_jw *b, const struct folio_histogram *h)
+{
+    header(b, h->name, "histogram", h->help);
+    uint64_t cum = 0;
+    for (int i = 0; i < h->num_bounds; i++) {
+        cum += h->counts[i];
+        folio_jw_printf(b, "%s_bucket{le=\"%g\"} %llu\n", h->name, h->bounds[i],
+                        (unsigned long long)cum);
+    }
+    cum += h->counts[h->num_bounds];
+    folio_jw_printf(b, "%s_bucket{le=\"+Inf\"} %llu\n%s_sum %.9g\n%s_count %llu\n", h->name,
+                    (unsigned long long)cum, h->name, h->sum, h->name,
+                    (unsigned long long)h->count);
+}
+
+static uint64_t rss_bytes(void)
+{
+    FILE *f = fopen("/proc/self/statm", "r");
+    if (!f)
+        return 0;
+    unsigned long long size = 0, resident = 0;
+    int n = fscanf(f, "%llu %llu", &size, &resident);
+    fclose(f);
+    return n == 2 ? resident * (uint64_t)sysconf(_SC_PAGESIZE) : 0;
+}
+
+static void render_jemalloc(struct folio_jw *b)
+{
+    if (!mallctl)
+        return;
+    uint64_t epoch = 1;
+    size_t sz = sizeof epoch;
+    /* Writing the epoch refreshes the cached statistics. */
+    if (mallctl("epoch", &epoch, &sz, &epoch, sz) != 0)
+        return;
+    static const char *const names[] = {"allocated", "active", "metadata",
+                                        "resident",  "mapped", "retained"};
+    header(b, "folio_jemalloc_bytes", "gauge", "jemalloc's stats.* of this process");
+    for (size_t i = 0; i < sizeof names / sizeof *names; i++) {
+        char key[64];
+        size_t v = 0;
+        sz = sizeof v;
+        snprintf(key, sizeof key, "stats.%s", names[i]);
+        if (mallctl(key, &v, &sz, NULL, 0) == 0)
+            folio_jw_printf(b, "folio_jemalloc_bytes{stat=\"%s\"} %zu\n", names[i], v);
+    }
+}
+
+void folio_metrics_render(const struct folio_metrics *m, const struct folio_link_status *s,
+                          struct folio_jw *b)
+{
+    header(b, "folio_http_responses_total", "counter", "HTTP responses of this frontend by status");
+    for (int i = 0; i < FOLIO_METRICS_STATUSES; i++) {
+        if (i < FOLIO_METRICS_STATUSES - 1)
+            folio_jw_printf(b, "folio_http_responses_total{code=\"%d\"} %llu\n", statuses[i],
+                            (unsigned long long)m->responses[i]);
+        else
+            folio_jw_printf(b, "folio_http_responses_total{code=\"other\"} %llu\n",
+                            (unsigned long long)m->responses[i]);
+    }
+    header(b, "folio_requests_finished_total", "counter",
+           "Generation requests of this frontend by finish reason");
+    folio_jw_printf(b,
+                    "folio_requests_finished_total{reason=\"stop\"} %llu\n"
+                    "folio_requests_finished_total{reason=\"length\"} %llu\n"
+                    "folio_requests_finished_total{reason=\"abort\"} %llu\n"
+                    "folio_requests_finished_total{reason=\"error\"} %llu\n",
+                    (unsigned long long)m->finished_stop, (unsigned long long)m->finished_length,
+                    (unsigned long long)m->finished_abort, (unsigned long long)m->finished_error);
+    metric_u(b, "folio_client_disconnects_total", "counter",
+             "Requests whose client went away before the end (aborted)", m->client_disconnects);
+    metric_u(b, "folio_requests_in_flight", "gauge", "Generation requests open on this frontend",
+             (uint64_t)(m->requests_in_flight < 0 ? 0 : m->requests_in_flight));
+    metric_u(b, "folio_prompt_tokens_total", "counter", "Prompt tokens of this frontend's requests",
+             m->prompt_tokens);
+    metric_u(b, "folio_generation_tokens_total", "counter",
+             "Tokens generated for this frontend's requests", m->generation_tokens);
+    render_hist(b, &m->ttft);
+    render_hist(b, &m->itl);
+    render_hist(b, &m->e2e);
+    render_hist(b, &m->queue);
+
+    /* The scheduler's view, from the last StatusReply. */
+    metric_u(b, "folio_scheduler_up", "gauge", "1 when the scheduler answered within 1 s",
+             s->valid);
+    metric_u(b, "folio_worker_ready", "gauge", "1 when the scheduler reports its worker ready",
+             s->valid && s->worker_ready);
+    if (s->valid) {
+        metric_u(b, "folio_num_requests_waiting", "gauge", "Requests waiting for admission",
+                 s->num_waiting);
+        metric_u(b, "folio_num_requests_running", "gauge", "Requests being generated",
+                 s->num_running);
+        metric_u(b, "folio_kv_blocks_total", "gauge", "KV cache blocks of the worker",
+                 s->kv_blocks_total);
+        metric_u(b, "folio_kv_blocks_used", "gauge", "KV cache blocks in use", s->kv_blocks_used);
+        metric_d(b, "folio_kv_cache_usage_perc", "gauge", "Fraction of KV cache blocks in use",
+                 s->kv_blocks_total ? (double)s->kv_blocks_used / s->kv_blocks_total : 0.0);
+        metric_u(b, "folio_prefix_cache_queries_total", "counter",
+                 "Prompt blocks looked up in the prefix cache", s->prefix_cache_queries);
+        metric_u(b, "folio_prefix_cache_hits_total", "counter",
+                 "Prompt blocks found in the prefix cache", s->prefix_cache_hits);
+        metric_u(b, "folio_num_preemptions_total", "counter", "Sequences preempted",
+                 s->num_preemptions);
+        metric_u(b, "folio_steps_total", "counter", "Engine steps run", s->steps);
+        metric_d(b, "folio_step_plan_seconds_total", "counter", "Scheduler time planning steps",
+                 s->step_plan_seconds_total);
+        metric_d(b, "folio_step_backend_seconds_total", "counter",
+                 "Worker time inside the backend (GPU step)", s->step_gpu_seconds_total);
+        metric_d(b, "folio_step_ipc_seconds_total", "counter",
+                 "Step round trips minus planning and backend time", s->step_ipc_seconds_total);
+        metric_u(b, "folio_worker_restarts_total", "counter", "Workers restarted",
+                 s->worker_restarts);
+        metric_u(b, "folio_scheduler_requests_finished_total", "counter",
+                 "Requests finished by the scheduler (all frontends)", s->requests_finished);
+        metric_u(b, "folio_scheduler_requests_rejected_total", "counter",
+                 "Requests rejected by admission control (all frontends)", s->requests_rejected);
+        metric_u(b, "folio_scheduler_prompt_tokens_total", "counter",
+                 "Prompt tokens processed (all frontends)", s->prompt_tokens_total);
+        metric_u(b, "folio_scheduler_generation_tokens_total", "counter",
+                 "Tokens generated (all frontends)", s->generation_tokens_total);
+    }
+    metric_u(b, "process_resident_memory_bytes", "gauge", "Resident memory of this frontend",
+             rss_bytes());
+    render_jemalloc(b);
+}

@@ -1,0 +1,44 @@
+/* The frontend's /metrics in the Prometheus text format: its own request
+ * counters and latency histograms, the scheduler's and worker's figures from
+ * the latest StatusReply, and the process's memory (RSS and jemalloc's
+ * statistics). Updated and rendered on the HTTP loop thread only. */
+#ifndef FOLIO_METRICS_H
+#define FOLIO_METRICS_H
+
+#include <stdint.h>
+
+#include "json_writer.h"
+#include "scheduler_link.h"
+
+#define FOLIO_HIST_MAX_BUCKETS 24
+
+struct folio_histogram {
+    const char *name, *help;
+    int num_bounds;
+    double bounds[FOLIO_HIST_MAX_BUCKETS];
+    uint64_t counts[FOLIO_HIST_MAX_BUCKETS + 1]; /* the last is +Inf */
+    double sum;
+    uint64_t count;
+};
+
+#define FOLIO_METRICS_STATUSES 10
+
+struct folio_metrics {
+    uint32_t frontend_id;
+    /* responses by HTTP status (the last slot counts any other) */
+    uint64_t responses[FOLIO_METRICS_STATUSES];
+    uint64_t finished_stop, finished_length, finished_abort, finished_error;
+    uint64_t prompt_tokens, generation_tokens;
+    uint64_t client_disconnects;
+    int64_t requests_in_flight;
+    struct folio_histogram ttft, itl, e2e, queue;
+};
+
+void folio_metrics_init(struct folio_metrics *m, uint32_t frontend_id);
+void folio_metrics_count_response(struct folio_metrics *m, int status);
+void folio_histogram_observe(struct folio_histogram *h, double seconds);
+/* Appends the whole exposition to b. */
+void folio_metrics_render(const struct folio_metrics *m, const struct folio_link_status *s,
+                          struct folio_jw *b);
+
+#endif

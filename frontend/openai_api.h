@@ -1,0 +1,149 @@
+/* The OpenAI HTTP API as pure functions: a request body in, a validated
+ * request out (or a status + message); the response bodies and SSE chunks out,
+ * in the exact shape OpenAI's and vLLM's servers write them, so that the
+ * official clients, GuideLLM and curl scripts all read them. No I/O here:
+ * tests/unit/test_openai_api.c covers it without a server. */
+#ifndef FOLIO_OPENAI_API_H
+#define FOLIO_OPENAI_API_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "json_writer.h"
+
+enum folio_oai_endpoint {
+    FOLIO_OAI_COMPLETIONS,
+    FOLIO_OAI_CHAT,
+};
+
+#define FOLIO_OAI_MAX_LOGPROBS 20 /* vLLM's default max_logprobs */
+#define FOLIO_OAI_MAX_STOPS 64
+
+/* What went wrong, ready to send: status 400/404/..., a message naming the
+ * field, and the field's name in param (empty when none). */
+struct folio_oai_error {
+    int status;
+    char message[512];
+    char param[64];
+};
+
+struct folio_oai_message {
+    char *role;
+    char *content; /* the text parts joined; "" for null content */
+};
+
+struct folio_oai_request {
+    enum folio_oai_endpoint endpoint;
+    char *model; /* NULL when absent */
+
+    /* completions: a text prompt, or token ids */
+    char *prompt;
+    size_t prompt_len;
+    int32_t *prompt_ids;
+    size_t num_prompt_ids;
+    /* chat */
+    struct folio_oai_message *messages;
+    size_t num_messages;
+    bool add_generation_prompt; /* vLLM's extension; default true */
+
+    bool stream;
+    bool include_usage;    /* stream_options.include_usage */
+    bool continuous_usage; /* stream_options.continuous_usage_stats */
+
+    int32_t max_tokens; /* -1: not given (the model's context minus the prompt) */
+    int32_t min_tokens;
+    char **stop; /* stop strings, each non-empty UTF-8 */
+    size_t *stop_len;
+    size_t num_stop;
+    int32_t *stop_token_ids;
+    size_t num_stop_token_ids;
+    bool ignore_eos;
+    bool skip_special_tokens;
+
+    float temperature, top_p, min_p;
+    int32_t top_k; /* <= 0: off */
+    float presence_penalty, frequency_penalty, repetition_penalty;
+    bool has_seed;
+    uint64_t seed;
+    /* -1: no logprobs. completions: logprobs=N gives N top entries (0 gives
+     * just the sampled token's); chat: logprobs=true, top_logprobs=N. */
+    int32_t logprobs;
+};
+
+/* Parses and validates a request body. Unknown fields are ignored (as vLLM
+ * does); invalid JSON, invalid UTF-8, wrong types and out-of-range values
+ * give -1 with e filled (status 400). The request owns its strings; free it
+ * with folio_oai_request_free (also after a failed parse). */
+int folio_oai_parse_request(enum folio_oai_endpoint ep, const char *body, size_t len,
+                            struct folio_oai_request *r, struct folio_oai_error *e);
+void folio_oai_request_free(struct folio_oai_request *r);
+
+/* ---- responses ---------------------------------------------------------- */
+
+/* {"error": {"message", "type", "param", "code"}}; type follows the status
+ * (invalid_request_error, not_found_error, rate_limit_error, ...). */
+void folio_oai_write_error(struct folio_jw *b, int status, const char *message, const char *param);
+const char *folio_oai_error_type(int status);
+
+struct folio_oai_usage {
+    uint32_t prompt_tokens;
+    uint32_t completion_tokens;
+    uint32_t cached_tokens;
+};
+
+/* One generated token's logprob and its top alternatives, with the token's
+ * text (the caller decodes the ids). */
+struct folio_oai_top {
+    const char *text;
+    size_t len;
+    float logprob;
+};
+struct folio_oai_token_logprob {
+    const char *text;
+    size_t len;
+    float logprob;
+    uint32_t num_top;
+    struct folio_oai_top top[FOLIO_OAI_MAX_LOGPROBS];
+};
+
+/* What every chunk and response of one request shares. */
+struct folio_oai_response_ctx {
+    enum folio_oai_endpoint endpoint;
+    const char *id;  /* "cmpl-..." or "chatcmpl-..." */
+    int64_t created; /* unix seconds */
+    const char *model;
+    bool include_usage; /* write "usage": null in chunks without usage */
+};
+
+/* Writes "cmpl-" or "chatcmpl-" and 32 hex digits derived from request_id. */
+void folio_oai_make_id(enum folio_oai_endpoint ep, uint64_t request_id, uint64_t salt, char *out,
+                       size_t outlen);
+
+/* One SSE event "data: {...}\n\n". role_chunk: the first chat chunk (delta
+ * carries role "assistant"). finish_reason NULL while more follows. lp: the
+ * logprobs of this chunk's tokens (NULL when not asked); text_offset: where
+ * this chunk's text starts in the whole completion (completions logprobs).
+ * usage non-NULL: continuous usage stats in this chunk. */
+void folio_oai_write_chunk(struct folio_jw *b, const struct folio_oai_response_ctx *c,
+                           bool role_chunk, const char *text, size_t len, const char *finish_reason,
+                           const struct folio_oai_token_logprob *lp, size_t num_lp,
+                           size_t text_offset, const struct folio_oai_usage *usage);
+/* The final usage chunk of stream_options.include_usage: empty choices. */
+void folio_oai_write_usage_chunk(struct folio_jw *b, const struct folio_oai_response_ctx *c,
+                                 const struct folio_oai_usage *usage);
+/* An error inside a stream that has already started: "data: {"error":...}\n\n". */
+void folio_oai_write_stream_error(struct folio_jw *b, int status, const char *message);
+#define FOLIO_OAI_SSE_DONE "data: [DONE]\n\n"
+
+/* The whole non-streaming response: text_completion or chat.completion. */
+void folio_oai_write_response(struct folio_jw *b, const struct folio_oai_response_ctx *c,
+                              const char *text, size_t len, const char *finish_reason,
+                              const struct folio_oai_token_logprob *lp, size_t num_lp,
+                              const struct folio_oai_usage *usage);
+
+/* GET /v1/models */
+void folio_oai_write_models(struct folio_jw *b, const char *model, int64_t created,
+                            int32_t max_model_len);
+
+#endif

@@ -1,0 +1,462 @@
+#include "scheduler_link.h"
+
+#include <errno.h>
+#include <nng/nng.h>
+#include <nng/protocol/pipeline0/push.h>
+#include <nng/protocol/reqrep0/req.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "folio.pb-c.h"
+#include "ipc_records.h"
+#include "log.h"
+#include "shm_ring.h"
+
+struct folio_link {
+    struct folio_link_config cfg;
+    char submit_url[512], ctl_url[512], ring_name[256];
+    nng_socket push, req;
+    struct folio_ring *owner, *reader;
+    pthread_t ctl_thread, ring_thread;
+    bool ctl_started, ring_started;
+    atomic_bool stopping;
+    atomic_size_t pending_bytes;
+    uint32_t epoch; /* ours: Register says it, so the scheduler tells restarts apart */
+
+    pthread_mutex_t mu; /* guards status */
+    struct folio_link_status status;
+    struct timespec status_at;
+};
+
+static double mono_s(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+}
+
+static uint64_t unix_ns(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_REALTIME, &t);
+    return (uint64_t)t.tv_sec * 1000000000ull + (uint64_t)t.tv_nsec;
+}
+
+/* ---- messages to the loop ------------------------------------------------ */
+
+static struct folio_link_msg *msg_new(struct folio_link *l, enum folio_link_msg_kind kind,
+                                      size_t bytes)
+{
+    struct folio_link_msg *m = malloc(sizeof *m + bytes);
+    if (!m)
+        return NULL;
+    memset(m, 0, sizeof *m);
+    m->kind = kind;
+    m->link = l;
+    m->bytes = bytes;
+    atomic_fetch_add(&l->pending_bytes, sizeof *m + bytes);
+    return m;
+}
+
+void folio_link_msg_free(struct folio_link_msg *m)
+{
+    if (!m)
+        return;
+    atomic_fetch_sub(&m->link->pending_bytes, sizeof *m + m->bytes);
+    free(m);
+}
+
+int folio_link_msg_next(const struct folio_link_msg *m, size_t *pos, const void **rec,
+                        uint32_t *len)
+{
+    if (*pos + 8 > m->bytes)
+        return 0;
+    uint32_t n;
+    memcpy(&n, m->data + *pos, 4);
+    *rec = m->data + *pos + 8;
+    *len = n;
+    *pos += 8 + ((n + 7u) & ~7u);
+    return 1;
+}
+
+static void post(struct folio_link *l, enum folio_link_msg_kind kind, uint32_t epoch)
+{
+    struct folio_link_msg *m = msg_new(l, kind, 0);
+    if (!m) {
+        folio_log_error(0, "out of memory posting a link message");
+        return;
+    }
+    m->scheduler_epoch = epoch;
+    l->cfg.deliver(l->cfg.deliver_arg, m);
+}
+
+/* ---- the event ring reader thread --------------------------------------- */
+
+#define BATCH_MAX_BYTES (1u << 20)
+
+static void *ring_main(void *arg)
+{
+    struct folio_link *l = arg;
+    char err[256];
+    size_t cap = BATCH_MAX_BYTES + folio_ring_max_record(l->reader) + 16;
+    while (!atomic_load(&l->stopping)) {
+        /* Back-pressure: when the loop is behind, stop reading so the ring
+         * fills and the scheduler waits, instead of growing our heap. */
+        if (atomic_load(&l->pending_bytes) > l->cfg.max_pending_bytes) {
+            usleep(1000);
+            continue;
+        }
+        int rc = folio_ring_wait(l->reader, 200 * 1000000ll, err, sizeof err);
+        if (rc < 0) {
+            folio_log_error(0, "event ring %s: %s", l->ring_name, err);
+            usleep(100 * 1000);
+            continue;
+        }
+        if (rc == 0)
+            continue;
+        struct folio_link_msg *m = msg_new(l, FOLIO_LINK_EVENTS, cap);
+        if (!m) {
+            usleep(1000);
+            continue;
+        }
+        size_t pos = 0;
+        struct folio_ring_record rec;
+        while (pos < BATCH_MAX_BYTES &&
+               (rc = folio_ring_peek(l->reader, &rec, err, sizeof err)) == 1) {
+            memcpy(m->data + pos, &rec.len, 4);
+            memset(m->data + pos + 4, 0, 4);
+            memcpy(m->data + pos + 8, rec.data, rec.len);
+            pos += 8 + ((rec.len + 7u) & ~7u);
+            m->num_records++;
+            folio_ring_release(l->reader);
+        }
+        if (rc < 0)
+            folio_log_error(0, "event ring %s: %s", l->ring_name, err);
+        /* Give back the unused tail of the allocation to the accounting. */
+        atomic_fetch_sub(&l->pending_bytes, cap - pos);
+        m->bytes = pos;
+        if (m->num_records == 0) {
+            folio_link_msg_free(m);
+            continue;
+        }
+        l->cfg.deliver(l->cfg.deliver_arg, m);
+    }
+    return NULL;
+}
+
+/* ---- the control thread ------------------------------------------------- */
+
+/* One request/reply on the REQ socket; *reply must be freed with
+ * folio__envelope__free_unpacked. */
+static int ctl_call(struct folio_link *l, Folio__Envelope *env, Folio__Envelope **reply)
+{
+    size_t n = folio__envelope__get_packed_size(env);
+    uint8_t *buf = malloc(n ? n : 1);
+    if (!buf)
+        return -1;
+    folio__envelope__pack(env, buf);
+    int rv = nng_send(l->req, buf, n, 0);
+    free(buf);
+    if (rv != 0)
+        return -1;
+    void *in = NULL;
+    size_t inlen = 0;
+    if ((rv = nng_recv(l->req, &in, &inlen, NNG_FLAG_ALLOC)) != 0)
+        return -1;
+    *reply = folio__envelope__unpack(NULL, inlen, in);
+    nng_free(in, inlen);
+    return *reply ? 0 : -1;
+}
+
+static int do_register(struct folio_link *l)
+{
+    Folio__Register reg = FOLIO__REGISTER__INIT;
+    reg.role = FOLIO__REGISTER__ROLE__FRONTEND;
+    reg.id = l->cfg.frontend_id;
+    reg.pid = (uint32_t)getpid();
+    reg.epoch = l->epoch;
+    reg.version = (char *)FOLIO_VERSION;
+    reg.ring_name = l->ring_name;
+    Folio__Envelope env = FOLIO__ENVELOPE__INIT;
+    env.body_case = FOLIO__ENVELOPE__BODY_REGISTER;
+    env.register_ = &reg;
+    Folio__Envelope *reply = NULL;
+    if (ctl_call(l, &env, &reply) != 0)
+        return -1;
+    int rc = -1;
+    if (reply->body_case != FOLIO__ENVELOPE__BODY_REGISTER_REPLY) {
+        folio_log_error(0, "scheduler answered Register with message kind %d",
+                        (int)reply->body_case);
+    } else if (!reply->register_reply->ok) {
+        folio_log_error(0, "scheduler refused Register: %s", reply->register_reply->error);
+    } else {
+        Folio__RegisterReply *rr = reply->register_reply;
+        pthread_mutex_lock(&l->mu);
+        l->status.registered = true;
+        l->status.scheduler_epoch = rr->scheduler_epoch;
+        snprintf(l->status.model_name, sizeof l->status.model_name, "%s", rr->model_name);
+        l->status.max_model_len = rr->max_model_len;
+        l->status.vocab_size = rr->vocab_size;
+        pthread_mutex_unlock(&l->mu);
+        folio_log_info(0, "registered with the scheduler (epoch %u, model %s, max_model_len %d)",
+                       rr->scheduler_epoch, rr->model_name, rr->max_model_len);
+        rc = 0;
+        post(l, FOLIO_LINK_REGISTERED, rr->scheduler_epoch);
+    }
+    folio__envelope__free_unpacked(reply, NULL);
+    return rc;
+}
+
+static int do_status(struct folio_link *l)
+{
+    Folio__StatusRequest sr = FOLIO__STATUS_REQUEST__INIT;
+    sr.frontend_id = l->cfg.frontend_id;
+    Folio__Envelope env = FOLIO__ENVELOPE__INIT;
+    env.body_case = FOLIO__ENVELOPE__BODY_STATUS_REQUEST;
+    env.status_request = &sr;
+    Folio__Envelope *reply = NULL;
+    if (ctl_call(l, &env, &reply) != 0)
+        return -1;
+    if (reply->body_case != FOLIO__ENVELOPE__BODY_STATUS_REPLY) {
+        folio__envelope__free_unpacked(reply, NULL);
+        return -1;
+    }
+    Folio__StatusReply *s = reply->status_reply;
+    pthread_mutex_lock(&l->mu);
+    struct folio_link_status *o = &l->status;
+    o->worker_ready = s->worker_ready;
+    snprintf(o->worker_state, sizeof o->worker_state, "%s", s->worker_state);
+    o->num_waiting = s->num_waiting;
+    o->num_running = s->num_running;
+    o->kv_blocks_total = s->kv_blocks_total;
+    o->kv_blocks_used = s->kv_blocks_used;
+    o->prefix_cache_queries = s->prefix_cache_queries;
+    o->prefix_cache_hits = s->prefix_cache_hits;
+    o->num_preemptions = s->num_preemptions;
+    o->steps = s->steps;
+    o->step_plan_seconds_total = s->step_plan_seconds_total;
+    o->step_gpu_seconds_total = s->step_gpu_seconds_total;
+    o->step_ipc_seconds_total = s->step_ipc_seconds_total;
+    o->worker_restarts = s->worker_restarts;
+    o->requests_finished = s->requests_finished;
+    o->requests_rejected = s->requests_rejected;
+    o->prompt_tokens_total = s->prompt_tokens_total;
+    o->generation_tokens_total = s->generation_tokens_total;
+    clock_gettime(CLOCK_MONOTONIC, &l->status_at);
+    pthread_mutex_unlock(&l->mu);
+    folio__envelope__free_unpacked(reply, NULL);
+    return 0;
+}
+
+static void *ctl_main(void *arg)
+{
+    struct folio_link *l = arg;
+    bool registered = false, lost_posted = false;
+    double last_ok = mono_s();
+    while (!atomic_load(&l->stopping)) {
+        int rc = registered ? do_status(l) : do_register(l);
+        if (rc == 0) {
+            registered = true;
+            lost_posted = false;
+            last_ok = mono_s();
+        } else {
+            if (registered)
+                folio_log_warn(0, "the scheduler did not answer a StatusRequest; registering "
+                                  "again when it is back");
+            registered = false;
+            pthread_mutex_lock(&l->mu);
+            l->status.registered = false;
+            pthread_mutex_unlock(&l->mu);
+            if (!lost_posted && (mono_s() - last_ok) * 1000 > l->cfg.lost_after_ms) {
+                folio_log_error(0, "no answer from the scheduler for %d ms", l->cfg.lost_after_ms);
+                post(l, FOLIO_LINK_LOST, 0);
+                lost_posted = true;
+            }
+        }
+        usleep((useconds_t)l->cfg.status_interval_ms * 1000);
+    }
+    return NULL;
+}
+
+/* ---- start / stop -------------------------------------------------------- */
+
+static int open_sockets(struct folio_link *l, char *err, size_t errlen)
+{
+    int rv;
+    if ((rv = nng_push0_open(&l->push)) != 0 || (rv = nng_req0_open(&l->req)) != 0) {
+        snprintf(err, errlen, "nng socket: %s", nng_strerror(rv));
+        return -1;
+    }
+    /* A bounded send queue: past it, Submit fails and the client gets 503
+     * rather than the loop blocking. */
+    nng_socket_set_int(l->push, NNG_OPT_SENDBUF, 1024);
+    nng_socket_set_ms(l->push, NNG_OPT_RECONNMINT, 20);
+    nng_socket_set_ms(l->push, NNG_OPT_RECONNMAXT, 500);
+    nng_socket_set_ms(l->req, NNG_OPT_RECONNMINT, 20);
+    nng_socket_set_ms(l->req, NNG_OPT_RECONNMAXT, 500);
+    nng_socket_set_ms(l->req, NNG_OPT_SENDTIMEO, 1000);
+    nng_socket_set_ms(l->req, NNG_OPT_RECVTIMEO, 1000);
+    nng_socket_set_size(l->push, NNG_OPT_RECVMAXSZ, 0);
+    nng_socket_set_size(l->req, NNG_OPT_RECVMAXSZ, 1 << 20);
+    /* Non-blocking dials: the scheduler may start after us; nng keeps
+     * redialling, also after it restarts. */
+    if ((rv = nng_dial(l->push, l->submit_url, NULL, NNG_FLAG_NONBLOCK)) != 0) {
+        snprintf(err, errlen, "dial %s: %s", l->submit_url, nng_strerror(rv));
+        return -1;
+    }
+    if ((rv = nng_dial(l->req, l->ctl_url, NULL, NNG_FLAG_NONBLOCK)) != 0) {
+        snprintf(err, errlen, "dial %s: %s", l->ctl_url, nng_strerror(rv));
+        return -1;
+    }
+    return 0;
+}
+
+int folio_link_start(const struct folio_link_config *cfg, struct folio_link **out, char *err,
+                     size_t errlen)
+{
+    struct folio_link *l = calloc(1, sizeof *l);
+    if (!l) {
+        snprintf(err, errlen, "out of memory");
+        return -1;
+    }
+    l->cfg = *cfg;
+    if (l->cfg.status_interval_ms <= 0)
+        l->cfg.status_interval_ms = 100;
+    if (l->cfg.lost_after_ms <= 0)
+        l->cfg.lost_after_ms = 5000;
+    if (l->cfg.max_pending_bytes == 0)
+        l->cfg.max_pending_bytes = 64u << 20;
+    snprintf(l->submit_url, sizeof l->submit_url, "%s", cfg->submit_url);
+    snprintf(l->ctl_url, sizeof l->ctl_url, "%s", cfg->ctl_url);
+    snprintf(l->ring_name, sizeof l->ring_name, "%s", cfg->ring_name);
+    l->cfg.submit_url = l->submit_url;
+    l->cfg.ctl_url = l->ctl_url;
+    l->cfg.ring_name = l->ring_name;
+    l->epoch = (uint32_t)(unix_ns() / 1000000ull) ^ ((uint32_t)getpid() << 16);
+    pthread_mutex_init(&l->mu, NULL);
+    *out = l;
+
+    /* A predecessor killed with -9 left its ring: it is ours to replace. */
+    if (folio_ring_unlink(l->ring_name, err, errlen) != 0 ||
+        folio_ring_create(l->ring_name, cfg->ring_bytes, &l->owner, err, errlen) != 0 ||
+        folio_ring_attach_reader(l->ring_name, &l->reader, err, errlen) != 0)
+        return -1;
+    if (open_sockets(l, err, errlen) != 0)
+        return -1;
+    if (pthread_create(&l->ring_thread, NULL, ring_main, l) != 0) {
+        snprintf(err, errlen, "cannot start the event ring thread");
+        return -1;
+    }
+    l->ring_started = true;
+    if (pthread_create(&l->ctl_thread, NULL, ctl_main, l) != 0) {
+        snprintf(err, errlen, "cannot start the scheduler control thread");
+        return -1;
+    }
+    l->ctl_started = true;
+    return 0;
+}
+
+void folio_link_stop(struct folio_link *l)
+{
+    if (!l)
+        return;
+    atomic_store(&l->stopping, true);
+    if (l->ctl_started)
+        pthread_join(l->ctl_thread, NULL);
+    if (l->ring_started)
+        pthread_join(l->ring_thread, NULL);
+    nng_close(l->push);
+    nng_close(l->req);
+    folio_ring_close(l->reader);
+    folio_ring_close(l->owner); /* unlinks the name */
+    pthread_mutex_destroy(&l->mu);
+    free(l);
+}
+
+/* ---- submit / abort ------------------------------------------------------ */
+
+static int push_envelope(struct folio_link *l, Folio__Envelope *env, char *err, size_t errlen)
+{
+    size_t n = folio__envelope__get_packed_size(env);
+    nng_msg *msg;
+    int rv = nng_msg_alloc(&msg, n);
+    if (rv != 0) {
+        snprintf(err, errlen, "out of memory");
+        return -1;
+    }
+    folio__envelope__pack(env, nng_msg_body(msg));
+    if ((rv = nng_sendmsg(l->push, msg, NNG_FLAG_NONBLOCK)) != 0) {
+        nng_msg_free(msg);
+        snprintf(err, errlen, "%s",
+                 rv == NNG_EAGAIN ? "the scheduler is not reachable or its queue is full"
+                                  : nng_strerror(rv));
+        return -1;
+    }
+    return 0;
+}
+
+int folio_link_submit(struct folio_link *l, uint64_t request_id, const int32_t *prompt_ids,
+                      size_t num_prompt_ids, const struct folio_oai_request *r, int32_t max_tokens,
+                      char *err, size_t errlen)
+{
+    Folio__SamplingParams sp = FOLIO__SAMPLING_PARAMS__INIT;
+    sp.temperature = r->temperature;
+    sp.top_k = r->top_k;
+    sp.top_p = r->top_p;
+    sp.min_p = r->min_p;
+    sp.repetition_penalty = r->repetition_penalty;
+    sp.frequency_penalty = r->frequency_penalty;
+    sp.presence_penalty = r->presence_penalty;
+    sp.has_seed = r->has_seed;
+    sp.seed = r->seed;
+    sp.logprobs = r->logprobs < 0 ? 0 : r->logprobs;
+    Folio__Submit s = FOLIO__SUBMIT__INIT;
+    s.request_id = request_id;
+    s.frontend_id = l->cfg.frontend_id;
+    s.n_prompt_token_ids = num_prompt_ids;
+    s.prompt_token_ids = (int32_t *)prompt_ids;
+    s.sampling = &sp;
+    s.max_tokens = max_tokens;
+    s.min_tokens = r->min_tokens;
+    s.n_stop_token_ids = r->num_stop_token_ids;
+    s.stop_token_ids = r->stop_token_ids;
+    s.ignore_eos = r->ignore_eos;
+    s.arrival_unix_ns = unix_ns();
+    Folio__Envelope env = FOLIO__ENVELOPE__INIT;
+    env.body_case = FOLIO__ENVELOPE__BODY_SUBMIT;
+    env.submit = &s;
+    return push_envelope(l, &env, err, errlen);
+}
+
+int folio_link_abort(struct folio_link *l, uint64_t request_id)
+{
+    Folio__Abort a = FOLIO__ABORT__INIT;
+    a.request_id = request_id;
+    a.frontend_id = l->cfg.frontend_id;
+    Folio__Envelope env = FOLIO__ENVELOPE__INIT;
+    env.body_case = FOLIO__ENVELOPE__BODY_ABORT;
+    env.abort = &a;
+    char err[128];
+    if (push_envelope(l, &env, err, sizeof err) != 0) {
+        folio_log_warn(request_id, "abort not sent: %s", err);
+        return -1;
+    }
+    return 0;
+}
+
+void folio_link_get_status(struct folio_link *l, struct folio_link_status *s)
+{
+    pthread_mutex_lock(&l->mu);
+    *s = l->status;
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    double age = (double)(now.tv_sec - l->status_at.tv_sec) +
+                 (double)(now.tv_nsec - l->status_at.tv_nsec) * 1e-9;
+    s->valid = l->status_at.tv_sec != 0 && age < 1.0 && s->registered;
+    pthread_mutex_unlock(&l->mu);
+}
