@@ -843,6 +843,8 @@ int folio_tokenizer_load(const char *model_dir, struct folio_tokenizer **out, ch
         tok_decoder_parse(t, json_object_get(root, "decoder"), sub, sizeof sub))
         goto fail_sub;
     check_metaspace_split(t, json_object_get(json_object_get(root, "model"), "merges"));
+    /* Room was kept for added tokens past the vocab; the real size is less. */
+    t->n_ids = folio_tokenizer_vocab_size(t);
     if (load_config(t, model_dir, err, errlen))
         goto fail;
     if (t->bos_token)
