@@ -850,16 +850,14 @@ static void test_config(void)
                            &c) == 0);
     CHECK(strcmp(c.model_type, "mistral") == 0);
 
-    /* The real TinyLlama config, when the shared folder is there. */
-    const char *shared = getenv("FOLIO_SHARED");
-    if (shared) {
-        char p[512];
-        snprintf(p, sizeof p, "%s/models/tinyllama-1.1b-shape", shared);
-        CHECK(folio_model_config_load(p, &c, err, sizeof err) == 0);
-        CHECK(c.hidden_size == 2048 && c.num_layers == 22 && c.num_heads == 32 &&
-              c.num_kv_heads == 4 && c.head_dim == 64 && c.intermediate_size == 5632);
-        CHECK(c.bos_token_id == 1 && c.num_eos_token_ids == 1 && c.eos_token_ids[0] == 2);
-    }
+    /* The real TinyLlama config ($FOLIO_SHARED, by default ../shared beside the repository). */
+    const char *shared = getenv("FOLIO_SHARED") ? getenv("FOLIO_SHARED") : "../shared";
+    char p[512];
+    snprintf(p, sizeof p, "%s/models/tinyllama-1.1b-shape", shared);
+    CHECK(folio_model_config_load(p, &c, err, sizeof err) == 0);
+    CHECK(c.hidden_size == 2048 && c.num_layers == 22 && c.num_heads == 32 && c.num_kv_heads == 4 &&
+          c.head_dim == 64 && c.intermediate_size == 5632);
+    CHECK(c.bos_token_id == 1 && c.num_eos_token_ids == 1 && c.eos_token_ids[0] == 2);
 
     /* Errors name the file and the field. */
     expect_config_error(dir, "{\"model_type\":\"llama\"}", "\"hidden_size\"", "missing");
