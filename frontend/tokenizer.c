@@ -93,8 +93,7 @@ static int set_id_str(struct folio_tokenizer *t, int32_t id, const char *s, size
 static int merges_put(struct tok_bpe *bpe, int32_t a, int32_t b, uint32_t rank, int32_t new_id)
 {
     uint64_t pair = ((uint64_t)(uint32_t)a << 32) | (uint32_t)b;
-    uint64_t h = pair * 0x9E3779B97F4A7C15ull;
-    for (size_t i = (size_t)(h >> 20) & bpe->merge_mask;; i = (i + 1) & bpe->merge_mask) {
+    for (size_t i = tok_pair_slot(pair, bpe->merge_mask);; i = (i + 1) & bpe->merge_mask) {
         struct tok_merge_slot *s = &bpe->merges[i];
         if (s->pair == UINT64_MAX || s->pair == pair) {
             s->pair = pair;
@@ -313,7 +312,13 @@ static int load_model(struct folio_tokenizer *t, json_t *root, char *err, size_t
         }
         free(unk);
     }
-    return load_merges(t, merges, err, errlen);
+    if (load_merges(t, merges, err, errlen))
+        return -1;
+    if (tok_bpe_mark_self(bpe, t->id_str, t->id_len, max_id + 1)) {
+        snprintf(err, errlen, "tokenizer.json: out of memory");
+        return -1;
+    }
+    return 0;
 }
 
 /* ---- normalizer and pre-tokenizer */
@@ -882,6 +887,7 @@ void folio_tokenizer_free(struct folio_tokenizer *t)
     tok_strmap_free(&t->bpe.vocab);
     free(t->bpe.bmp_id);
     free(t->bpe.merges);
+    free(t->bpe.self_word);
     free(t->bpe.subword_prefix);
     free(t->bpe.word_suffix);
     for (size_t k = 0; k < t->n_added; k++) {

@@ -89,16 +89,10 @@ int32_t tok_strmap_get(const struct tok_strmap *m, const char *key, size_t len)
     }
 }
 
-static inline size_t pair_slot(uint64_t pair, size_t mask)
-{
-    uint64_t h = pair * 0x9E3779B97F4A7C15ull;
-    return (size_t)(h >> 20) & mask;
-}
-
 const struct tok_merge_slot *tok_bpe_merge(const struct tok_bpe *bpe, int32_t a, int32_t b)
 {
     uint64_t pair = ((uint64_t)(uint32_t)a << 32) | (uint32_t)b;
-    for (size_t i = pair_slot(pair, bpe->merge_mask);; i = (i + 1) & bpe->merge_mask) {
+    for (size_t i = tok_pair_slot(pair, bpe->merge_mask);; i = (i + 1) & bpe->merge_mask) {
         const struct tok_merge_slot *s = &bpe->merges[i];
         if (s->pair == pair)
             return s;
@@ -313,6 +307,11 @@ static int bpe_one(const struct tok_bpe *bpe, struct tok_bpe_scratch *s, const c
         if (id >= 0)
             return push_id(ids, n, cap, id);
     }
+    if (bpe->self_word) {
+        int32_t id = tok_strmap_get(&bpe->vocab, w, len);
+        if (id >= 0 && id < bpe->n_self && bpe->self_word[id])
+            return push_id(ids, n, cap, id);
+    }
     size_t ns;
     if (initial_symbols(bpe, s, w, len, &ns))
         return -1;
@@ -343,6 +342,33 @@ int tok_bpe_word(const struct tok_bpe *bpe, struct tok_bpe_scratch *s, const cha
         }
     }
     return bpe_one(bpe, s, w + start, len - start, ids, n, cap);
+}
+
+int tok_bpe_mark_self(struct tok_bpe *bpe, char *const *strs, const uint32_t *lens, int32_t n)
+{
+    struct tok_bpe_scratch s = {0};
+    uint8_t *self = calloc(n ? (size_t)n : 1, 1);
+    int32_t *ids = NULL;
+    size_t cap = 0;
+    if (!self)
+        return -1;
+    for (int32_t id = 0; id < n; id++) {
+        size_t k = 0;
+        if (!strs[id] || !lens[id])
+            continue;
+        if (bpe_one(bpe, &s, strs[id], lens[id], &ids, &k, &cap)) {
+            free(self);
+            free(ids);
+            tok_bpe_scratch_free(&s);
+            return -1;
+        }
+        self[id] = k == 1 && ids[0] == id;
+    }
+    free(ids);
+    tok_bpe_scratch_free(&s);
+    bpe->self_word = self;
+    bpe->n_self = n;
+    return 0;
 }
 
 void tok_bpe_scratch_free(struct tok_bpe_scratch *s)

@@ -185,13 +185,19 @@ static int normalize(struct encoder *e, const char *s, size_t len, size_t *out_l
         } else {
             /* Replace every non-overlapping occurrence, left to right. */
             size_t count = 0;
-            for (size_t i = 0; i + op->a_len <= n;)
-                if (!memcmp(e->norm + i, op->a, op->a_len)) {
+            for (size_t i = 0; i + op->a_len <= n;) {
+                /* memchr finds candidates fast; most patterns are one byte. */
+                const char *hit = memchr(e->norm + i, op->a[0], n - i);
+                if (!hit || (size_t)(hit - e->norm) + op->a_len > n)
+                    break;
+                i = (size_t)(hit - e->norm);
+                if (!memcmp(hit, op->a, op->a_len)) {
                     count++;
                     i += op->a_len;
                 } else {
                     i++;
                 }
+            }
             if (!count)
                 continue;
             size_t nn = n - count * op->a_len + count * op->b_len;
@@ -199,7 +205,8 @@ static int normalize(struct encoder *e, const char *s, size_t len, size_t *out_l
                 return -1;
             size_t o = 0;
             for (size_t i = 0; i < n;)
-                if (i + op->a_len <= n && !memcmp(e->norm + i, op->a, op->a_len)) {
+                if (e->norm[i] == op->a[0] && i + op->a_len <= n &&
+                    !memcmp(e->norm + i, op->a, op->a_len)) {
                     memcpy(e->pre + o, op->b, op->b_len);
                     o += op->b_len;
                     i += op->a_len;

@@ -45,6 +45,11 @@ struct tok_bpe {
     /* Splitting a word before every metaspace that follows another character
      * cannot change the result (no merge joins "x" + "▁..."): checked at load. */
     bool split_at_metaspace;
+    /* self_word[id]: the BPE of the token's own text is just that token, so
+     * a word found in the vocab with this flag needs no merging. Computed at
+     * load by the same BPE, so the shortcut cannot change a result. */
+    uint8_t *self_word;
+    int32_t n_self;
     char metaspace[5];
     size_t metaspace_len;
 };
@@ -67,8 +72,19 @@ struct tok_bpe_scratch {
 };
 
 /* Appends the ids of one pre-tokenized word (valid UTF-8, non-empty). */
+/* Home slot of a merge pair (splitmix64's finalizer: pair ids are dense). */
+static inline size_t tok_pair_slot(uint64_t pair, size_t mask)
+{
+    uint64_t h = pair;
+    h = (h ^ (h >> 30)) * 0xBF58476D1CE4E5B9ull;
+    h = (h ^ (h >> 27)) * 0x94D049BB133111EBull;
+    return (size_t)(h ^ (h >> 31)) & mask;
+}
+
 int tok_bpe_word(const struct tok_bpe *bpe, struct tok_bpe_scratch *s, const char *w, size_t len,
                  int32_t **ids, size_t *n, size_t *cap);
+/* Fills bpe->self_word for ids [0, n) whose text is strs[id] (NULL: hole). */
+int tok_bpe_mark_self(struct tok_bpe *bpe, char *const *strs, const uint32_t *lens, int32_t n);
 void tok_bpe_scratch_free(struct tok_bpe_scratch *s);
 const struct tok_merge_slot *tok_bpe_merge(const struct tok_bpe *bpe, int32_t a, int32_t b);
 
