@@ -70,11 +70,13 @@ struct server {
     size_t num_open;
     uint64_t next_seq, id_salt;
     uint32_t sched_epoch;
+    bool registered_once;
     int64_t started_unix;
     const char *model_name;
 };
 
 static volatile sig_atomic_t stop_requested;
+static struct server *volatile last_server; /* see the end of folio_server_run */
 
 static void on_signal(int sig)
 {
@@ -458,6 +460,7 @@ static void on_link_messages(h2o_multithread_receiver_t *receiver, h2o_linklist_
             handle_events(s, m);
             break;
         case FOLIO_LINK_REGISTERED:
+            s->registered_once = true;
             if (s->sched_epoch && m->scheduler_epoch != s->sched_epoch)
                 fail_all(s, "the scheduler restarted; the request was lost");
             s->sched_epoch = m->scheduler_epoch;
@@ -900,6 +903,11 @@ int folio_server_run(const struct folio_server_config *cfg, char *err, size_t er
     };
     if (folio_link_start(&lc, &s->link, err, errlen) != 0)
         goto out;
+    /* Listen once registered (up to 10 s): a restarted frontend beside
+     * others should not take connections it can only answer with 503. */
+    double listen_at = now_s() + 10;
+    while (!stop_requested && !s->registered_once && now_s() < listen_at)
+        h2o_evloop_run(s->ctx.loop, 50);
     if (open_listener(s, err, errlen) != 0)
         goto out;
     folio_log_info(0, "serving %s on %s:%d (%s)", s->model_name,
@@ -930,6 +938,10 @@ out:
     if (s->listener)
         h2o_socket_close(s->listener);
     h2o_multithread_unregister_receiver(s->ctx.queue, &s->receiver);
-    free(s);
+    /* h2o 2.2.5 asserts when a context is disposed while connections (even
+     * idle keep-alive ones being closed) are still registered, and the
+     * process exits right after this: h2o's state stays reachable from here
+     * instead of being torn down. */
+    last_server = s;
     return rc;
 }
