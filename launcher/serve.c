@@ -255,9 +255,7 @@ static void cleanup(const char *run_dir, const char *instance)
         while ((e = readdir(d))) {
             if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
                 continue;
-            char path[PATH_MAX];
-            snprintf(path, sizeof path, "%s/%s", run_dir, e->d_name);
-            unlink(path);
+            unlinkat(dirfd(d), e->d_name, 0);
         }
         closedir(d);
         rmdir(run_dir);
