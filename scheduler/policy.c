@@ -1,0 +1,985 @@
+#include "policy.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "block_manager.h"
+#include "log.h"
+#include "rng.h"
+
+enum seq_state { SEQ_WAITING, SEQ_RUNNING, SEQ_FINISHED };
+
+struct seq {
+    uint64_t request_id;
+    uint32_t frontend_id;
+    enum seq_state state;
+    int32_t *tokens; /* prompt, then the generated tokens known so far */
+    int num_tokens, cap_tokens;
+    int num_prompt;
+    int num_outputs;  /* sampled or being sampled by a step in flight */
+    int num_computed; /* tokens whose KV is written or being written */
+    int max_outputs;  /* max_tokens, capped by the context length */
+    int *blocks;
+    int num_blocks, cap_blocks;
+    int num_hashed; /* leading full blocks registered in the prefix cache */
+    uint64_t last_hash;
+    int slot;          /* -1 when none */
+    int inflight;      /* steps in flight that include this sequence */
+    int cached_tokens; /* prompt tokens the first admission found cached */
+    bool admitted_once;
+    struct folio_plan_seq sampling;
+    int min_tokens;
+    bool ignore_eos;
+    int num_stop_ids;
+    int32_t stop_ids[FOLIO_POLICY_MAX_STOP_IDS];
+    struct seq *hnext;               /* request-id map chain */
+    struct seq *all_prev, *all_next; /* every live sequence */
+};
+
+struct step_entry {
+    struct seq *seq;
+    int num_new;
+    bool sample;
+};
+
+struct inflight_step {
+    uint64_t step_id;
+    int num_entries;
+    struct step_entry *entries;
+};
+
+struct folio_policy {
+    struct folio_policy_config cfg;
+    folio_emit_fn emit;
+    void *emit_ctx;
+    struct folio_block_manager *bm;
+
+    struct seq **map; /* request id -> sequence, chained */
+    size_t map_mask;
+    struct seq *all_head;
+
+    /* waiting: a deque, oldest at head; preempted sequences go back in front */
+    struct seq **waiting;
+    int waiting_cap, waiting_head, num_waiting;
+    int64_t pending_prompt_tokens;
+
+    struct seq **running; /* in admission order: the last one is the newest */
+    int num_running;
+    int *free_slots;
+    int num_free_slots;
+
+    struct inflight_step inflight[FOLIO_POLICY_MAX_INFLIGHT];
+    int inflight_head, num_inflight;
+    uint64_t next_step_id;
+    uint64_t seed_counter;
+
+    struct step_entry *scratch; /* the step being planned */
+    int num_scratch;
+    int *scratch_blocks; /* a prefix match, before it is taken */
+    bool preempted_this_step;
+    char *plan_buf;
+    size_t plan_cap;
+    int max_blocks_per_seq;
+
+    /* event scratch for logprobs */
+    int32_t *ev_top_ids;
+    float *ev_top_lps;
+
+    struct folio_policy_stats st;
+};
+
+/* ---- small helpers ------------------------------------------------------ */
+
+static int ceil_blocks(int tokens)
+{
+    return (tokens + FOLIO_BLOCK_TOKENS - 1) / FOLIO_BLOCK_TOKENS;
+}
+
+static size_t map_index(const struct folio_policy *p, uint64_t id)
+{
+    return folio_splitmix64(id) & p->map_mask;
+}
+
+static struct seq *map_find(const struct folio_policy *p, uint64_t id)
+{
+    for (struct seq *s = p->map[map_index(p, id)]; s; s = s->hnext)
+        if (s->request_id == id)
+            return s;
+    return NULL;
+}
+
+static void map_remove(struct folio_policy *p, struct seq *s)
+{
+    struct seq **pp = &p->map[map_index(p, s->request_id)];
+    while (*pp != s)
+        pp = &(*pp)->hnext;
+    *pp = s->hnext;
+}
+
+static struct seq *waiting_at(const struct folio_policy *p, int i)
+{
+    return p->waiting[(p->waiting_head + i) % p->waiting_cap];
+}
+
+static void waiting_push_back(struct folio_policy *p, struct seq *s)
+{
+    p->waiting[(p->waiting_head + p->num_waiting) % p->waiting_cap] = s;
+    p->num_waiting++;
+}
+
+static void waiting_push_front(struct folio_policy *p, struct seq *s)
+{
+    p->waiting_head = (p->waiting_head + p->waiting_cap - 1) % p->waiting_cap;
+    p->waiting[p->waiting_head] = s;
+    p->num_waiting++;
+}
+
+static void waiting_remove(struct folio_policy *p, struct seq *s)
+{
+    int i = 0;
+    while (i < p->num_waiting && waiting_at(p, i) != s)
+        i++;
+    if (i == p->num_waiting)
+        return;
+    for (; i + 1 < p->num_waiting; i++)
+        p->waiting[(p->waiting_head + i) % p->waiting_cap] = waiting_at(p, i + 1);
+    p->num_waiting--;
+}
+
+static void running_remove(struct folio_policy *p, struct seq *s)
+{
+    for (int i = 0; i < p->num_running; i++) {
+        if (p->running[i] == s) {
+            memmove(&p->running[i], &p->running[i + 1],
+                    (size_t)(p->num_running - i - 1) * sizeof *p->running);
+            p->num_running--;
+            return;
+        }
+    }
+}
+
+static int seq_pending_prompt(const struct seq *s)
+{
+    return s->num_tokens; /* what admission will have to prefill (recompute included) */
+}
+
+static void seq_release_blocks(struct folio_policy *p, struct seq *s)
+{
+    /* Last block first: a sequence's tail is the least likely prefix of
+     * another request, so it should be evicted before its head. */
+    for (int i = s->num_blocks - 1; i >= 0; i--)
+        folio_bm_release(p->bm, s->blocks[i]);
+    s->num_blocks = 0;
+    s->num_hashed = 0;
+    s->last_hash = 0;
+}
+
+static void seq_release_slot(struct folio_policy *p, struct seq *s)
+{
+    if (s->slot >= 0)
+        p->free_slots[p->num_free_slots++] = s->slot;
+    s->slot = -1;
+}
+
+static void seq_free(struct folio_policy *p, struct seq *s)
+{
+    seq_release_blocks(p, s);
+    seq_release_slot(p, s);
+    map_remove(p, s);
+    if (s->all_prev)
+        s->all_prev->all_next = s->all_next;
+    else
+        p->all_head = s->all_next;
+    if (s->all_next)
+        s->all_next->all_prev = s->all_prev;
+    free(s->tokens);
+    free(s->blocks);
+    free(s);
+}
+
+/* Registers the sequence's full blocks whose tokens are all known and whose
+ * KV is written or being written by a planned step. */
+static void seq_cache_full_blocks(struct folio_policy *p, struct seq *s)
+{
+    int limit = s->num_computed < s->num_tokens ? s->num_computed : s->num_tokens;
+    int full = limit / FOLIO_BLOCK_TOKENS;
+    if (full > s->num_blocks)
+        full = s->num_blocks;
+    for (; s->num_hashed < full; s->num_hashed++) {
+        const int32_t *t = s->tokens + (size_t)s->num_hashed * FOLIO_BLOCK_TOKENS;
+        uint64_t h = folio_bm_hash(s->last_hash, t);
+        folio_bm_register(p->bm, s->blocks[s->num_hashed], h, s->last_hash, t);
+        s->last_hash = h;
+    }
+}
+
+/* Grows the block table to cover `tokens` tokens; false when the pool is dry
+ * (the blocks taken so far stay with the sequence). */
+static bool seq_grow_blocks(struct folio_policy *p, struct seq *s, int tokens)
+{
+    int need = ceil_blocks(tokens);
+    while (s->num_blocks < need) {
+        int b = folio_bm_alloc(p->bm);
+        if (b < 0)
+            return false;
+        s->blocks[s->num_blocks++] = b;
+    }
+    return true;
+}
+
+/* ---- events ------------------------------------------------------------- */
+
+static void emit_simple(struct folio_policy *p, const struct seq *s, uint64_t request_id,
+                        uint32_t frontend_id, enum folio_finish_reason finish, uint32_t status,
+                        uint32_t retry_after_s, const char *message)
+{
+    struct folio_token_event ev = {
+        .request_id = request_id,
+        .frontend_id = frontend_id,
+        .finish = finish,
+        .status = status,
+        .retry_after_s = retry_after_s,
+        .message = message,
+    };
+    if (s) {
+        ev.prompt_tokens = (uint32_t)s->num_prompt;
+        ev.completion_tokens = (uint32_t)(s->num_tokens - s->num_prompt);
+        ev.cached_tokens = (uint32_t)s->cached_tokens;
+    }
+    p->emit(p->emit_ctx, &ev);
+}
+
+/* ---- creation ----------------------------------------------------------- */
+
+int folio_policy_create(const struct folio_policy_config *cfg, folio_emit_fn emit, void *emit_ctx,
+                        struct folio_policy **out, char *err, size_t errlen)
+{
+    if (cfg->max_num_seqs <= 0 || cfg->num_kv_blocks <= 0 || cfg->max_model_len <= 1 ||
+        cfg->max_waiting_requests <= 0 || cfg->vocab_size <= 0) {
+        snprintf(err, errlen,
+                 "scheduler: max-num-seqs, num-kv-blocks, max-waiting-requests, vocab size must "
+                 "be positive and the model length above 1");
+        return -1;
+    }
+    if (cfg->max_num_batched_tokens < cfg->max_num_seqs) {
+        /* Every running sequence gets its decode token each step. */
+        snprintf(err, errlen,
+                 "scheduler: --max-num-batched-tokens (%d) must be at least --max-num-seqs (%d)",
+                 cfg->max_num_batched_tokens, cfg->max_num_seqs);
+        return -1;
+    }
+    struct folio_policy *p = calloc(1, sizeof *p);
+    if (!p) {
+        snprintf(err, errlen, "scheduler: out of memory");
+        return -1;
+    }
+    p->cfg = *cfg;
+    /* A sequence longer than the pool could never run, even alone. */
+    if (p->cfg.max_model_len > cfg->num_kv_blocks * FOLIO_BLOCK_TOKENS)
+        p->cfg.max_model_len = cfg->num_kv_blocks * FOLIO_BLOCK_TOKENS;
+    p->emit = emit;
+    p->emit_ctx = emit_ctx;
+    p->bm = folio_bm_create(cfg->num_kv_blocks);
+    size_t map_cap = 64;
+    while (map_cap < (size_t)(cfg->max_waiting_requests + cfg->max_num_seqs) * 2)
+        map_cap <<= 1;
+    p->map = calloc(map_cap, sizeof *p->map);
+    p->map_mask = map_cap - 1;
+    /* Preempted sequences return to waiting beyond the admission limit. */
+    p->waiting_cap = cfg->max_waiting_requests + cfg->max_num_seqs + 1;
+    p->waiting = calloc((size_t)p->waiting_cap, sizeof *p->waiting);
+    p->running = calloc((size_t)cfg->max_num_seqs, sizeof *p->running);
+    p->free_slots = calloc((size_t)cfg->max_num_seqs, sizeof *p->free_slots);
+    for (int i = 0; i < FOLIO_POLICY_MAX_INFLIGHT; i++)
+        p->inflight[i].entries = calloc((size_t)cfg->max_num_seqs, sizeof(struct step_entry));
+    p->scratch = calloc((size_t)cfg->max_num_seqs, sizeof *p->scratch);
+    p->max_blocks_per_seq = ceil_blocks(p->cfg.max_model_len);
+    p->scratch_blocks = calloc((size_t)p->max_blocks_per_seq, sizeof *p->scratch_blocks);
+    p->plan_cap = folio_policy_max_plan_bytes(p);
+    p->plan_buf = malloc(p->plan_cap);
+    p->ev_top_ids = calloc(FOLIO_POLICY_MAX_LOGPROBS, sizeof(int32_t));
+    p->ev_top_lps = calloc(FOLIO_POLICY_MAX_LOGPROBS, sizeof(float));
+    bool ok = p->bm && p->map && p->waiting && p->running && p->free_slots && p->scratch &&
+              p->plan_buf && p->ev_top_ids && p->ev_top_lps;
+    for (int i = 0; i < FOLIO_POLICY_MAX_INFLIGHT; i++)
+        ok = ok && p->inflight[i].entries;
+    if (!ok) {
+        folio_policy_destroy(p);
+        snprintf(err, errlen, "scheduler: out of memory");
+        return -1;
+    }
+    /* Slot 0 is handed out first. */
+    for (int i = cfg->max_num_seqs - 1; i >= 0; i--)
+        p->free_slots[p->num_free_slots++] = i;
+    p->seed_counter = cfg->seed;
+    p->next_step_id = 1;
+    *out = p;
+    return 0;
+}
+
+void folio_policy_destroy(struct folio_policy *p)
+{
+    if (!p)
+        return;
+    while (p->all_head)
+        seq_free(p, p->all_head);
+    folio_bm_destroy(p->bm);
+    free(p->map);
+    free(p->waiting);
+    free(p->running);
+    free(p->free_slots);
+    for (int i = 0; i < FOLIO_POLICY_MAX_INFLIGHT; i++)
+        free(p->inflight[i].entries);
+    free(p->scratch);
+    free(p->scratch_blocks);
+    free(p->plan_buf);
+    free(p->ev_top_ids);
+    free(p->ev_top_lps);
+    free(p);
+}
+
+size_t folio_policy_max_plan_bytes(const struct folio_policy *p)
+{
+    int per_seq = p->max_blocks_per_seq;
+    if (per_seq > p->cfg.num_kv_blocks)
+        per_seq = p->cfg.num_kv_blocks;
+    return folio_plan_size(p->cfg.max_num_seqs, p->cfg.max_num_batched_tokens,
+                           p->cfg.max_num_seqs * per_seq);
+}
+
+/* ---- submit / abort ----------------------------------------------------- */
+
+void folio_policy_submit(struct folio_policy *p, const struct folio_request *r)
+{
+    char msg[256];
+    int room = p->cfg.max_model_len - 1;
+    if (r->num_prompt <= 0 || r->num_prompt > room) {
+        snprintf(msg, sizeof msg,
+                 r->num_prompt <= 0
+                     ? "the prompt is empty"
+                     : "the prompt has %d tokens; this model takes at most %d (with room for "
+                       "one generated token)",
+                 r->num_prompt, room);
+        p->st.requests_rejected++;
+        emit_simple(p, NULL, r->request_id, r->frontend_id, FOLIO_FINISH_REJECTED, 400, 0, msg);
+        return;
+    }
+    for (int i = 0; i < r->num_prompt; i++) {
+        if (r->prompt[i] < 0 || r->prompt[i] >= p->cfg.vocab_size) {
+            snprintf(msg, sizeof msg, "prompt token %d is id %d, outside the vocabulary [0, %d)", i,
+                     r->prompt[i], p->cfg.vocab_size);
+            p->st.requests_rejected++;
+            emit_simple(p, NULL, r->request_id, r->frontend_id, FOLIO_FINISH_REJECTED, 400, 0, msg);
+            return;
+        }
+    }
+    if (map_find(p, r->request_id)) {
+        snprintf(msg, sizeof msg, "request id %016llx is already in use",
+                 (unsigned long long)r->request_id);
+        p->st.requests_rejected++;
+        emit_simple(p, NULL, r->request_id, r->frontend_id, FOLIO_FINISH_REJECTED, 409, 0, msg);
+        return;
+    }
+    if (p->num_waiting >= p->cfg.max_waiting_requests ||
+        p->pending_prompt_tokens + r->num_prompt > p->cfg.max_pending_prompt_tokens) {
+        snprintf(msg, sizeof msg,
+                 "the server is busy: %d requests and %lld prompt tokens are waiting",
+                 p->num_waiting, (long long)p->pending_prompt_tokens);
+        p->st.requests_rejected++;
+        /* A rough wait: one second per budget's worth of queued prompt tokens. */
+        uint32_t retry = 1 + (uint32_t)(p->pending_prompt_tokens /
+                                        ((int64_t)p->cfg.max_num_batched_tokens * 50));
+        emit_simple(p, NULL, r->request_id, r->frontend_id, FOLIO_FINISH_REJECTED, 429, retry, msg);
+        return;
+    }
+    struct seq *s = calloc(1, sizeof *s);
+    int cap = r->num_prompt + 16;
+    if (s) {
+        s->tokens = malloc((size_t)cap * sizeof *s->tokens);
+        s->cap_blocks = p->max_blocks_per_seq;
+        s->blocks = malloc((size_t)s->cap_blocks * sizeof *s->blocks);
+    }
+    if (!s || !s->tokens || !s->blocks) {
+        if (s) {
+            free(s->tokens);
+            free(s->blocks);
+        }
+        free(s);
+        p->st.requests_rejected++;
+        emit_simple(p, NULL, r->request_id, r->frontend_id, FOLIO_FINISH_REJECTED, 503, 1,
+                    "the scheduler is out of memory");
+        return;
+    }
+    s->request_id = r->request_id;
+    s->frontend_id = r->frontend_id;
+    s->state = SEQ_WAITING;
+    memcpy(s->tokens, r->prompt, (size_t)r->num_prompt * sizeof *s->tokens);
+    s->num_tokens = s->num_prompt = r->num_prompt;
+    s->cap_tokens = cap;
+    s->max_outputs = p->cfg.max_model_len - r->num_prompt;
+    if (r->max_tokens > 0 && r->max_tokens < s->max_outputs)
+        s->max_outputs = r->max_tokens;
+    s->slot = -1;
+    s->sampling = r->sampling;
+    s->sampling.request_id = r->request_id;
+    if (!r->has_seed)
+        s->sampling.seed = folio_splitmix64(p->seed_counter++);
+    if (s->sampling.num_logprobs > FOLIO_POLICY_MAX_LOGPROBS)
+        s->sampling.num_logprobs = FOLIO_POLICY_MAX_LOGPROBS;
+    if (s->sampling.num_logprobs < 0)
+        s->sampling.num_logprobs = 0;
+    s->min_tokens = r->min_tokens;
+    s->ignore_eos = r->ignore_eos;
+    s->num_stop_ids =
+        r->num_stop_ids < FOLIO_POLICY_MAX_STOP_IDS ? r->num_stop_ids : FOLIO_POLICY_MAX_STOP_IDS;
+    if (s->num_stop_ids > 0)
+        memcpy(s->stop_ids, r->stop_ids, (size_t)s->num_stop_ids * sizeof *s->stop_ids);
+    size_t h = map_index(p, s->request_id);
+    s->hnext = p->map[h];
+    p->map[h] = s;
+    s->all_next = p->all_head;
+    if (p->all_head)
+        p->all_head->all_prev = s;
+    p->all_head = s;
+    waiting_push_back(p, s);
+    p->pending_prompt_tokens += seq_pending_prompt(s);
+    p->st.prompt_tokens_total += (uint64_t)r->num_prompt;
+}
+
+/* Ends a live sequence: out of the queues now; its blocks and slot go back
+ * now when no step in flight uses it, else when the last such step returns. */
+static void seq_finish(struct folio_policy *p, struct seq *s)
+{
+    if (s->state == SEQ_WAITING) {
+        waiting_remove(p, s);
+        p->pending_prompt_tokens -= seq_pending_prompt(s);
+    } else if (s->state == SEQ_RUNNING) {
+        running_remove(p, s);
+    }
+    s->state = SEQ_FINISHED;
+    p->st.requests_finished++;
+    if (s->inflight == 0)
+        seq_free(p, s);
+}
+
+void folio_policy_abort(struct folio_policy *p, uint64_t request_id)
+{
+    struct seq *s = map_find(p, request_id);
+    if (!s || s->state == SEQ_FINISHED)
+        return;
+    p->st.requests_aborted++;
+    emit_simple(p, s, s->request_id, s->frontend_id, FOLIO_FINISH_ABORT, 0, 0, NULL);
+    seq_finish(p, s);
+}
+
+void folio_policy_drop_frontend(struct folio_policy *p, uint32_t frontend_id)
+{
+    struct seq *s = p->all_head;
+    while (s) {
+        struct seq *next = s->all_next;
+        if (s->frontend_id == frontend_id && s->state != SEQ_FINISHED) {
+            p->st.requests_aborted++;
+            seq_finish(p, s);
+        }
+        s = next;
+    }
+}
+
+/* ---- planning ----------------------------------------------------------- */
+
+static void preempt(struct folio_policy *p, struct seq *s)
+{
+    running_remove(p, s);
+    seq_release_blocks(p, s);
+    seq_release_slot(p, s);
+    s->num_computed = 0;
+    s->state = SEQ_WAITING;
+    waiting_push_front(p, s);
+    p->pending_prompt_tokens += seq_pending_prompt(s);
+    p->st.num_preemptions++;
+    p->preempted_this_step = true;
+    folio_log_debug(s->request_id, "preempted by recompute (%d tokens to re-prefill)",
+                    s->num_tokens);
+}
+
+static bool seq_in_scratch(const struct folio_policy *p, const struct seq *s)
+{
+    for (int i = 0; i < p->num_scratch; i++)
+        if (p->scratch[i].seq == s)
+            return true;
+    return false;
+}
+
+static void schedule(struct folio_policy *p, struct seq *s, int n)
+{
+    int length = s->num_prompt + s->num_outputs;
+    bool sample = s->num_computed + n == length;
+    p->scratch[p->num_scratch++] = (struct step_entry){.seq = s, .num_new = n, .sample = sample};
+}
+
+/* The logical length of a sequence: its prompt and every output sampled or
+ * being sampled. A step computes [num_computed, num_computed + n) and samples
+ * when it reaches the end. */
+static int seq_length(const struct seq *s)
+{
+    return s->num_prompt + s->num_outputs;
+}
+
+static bool seq_is_decoding(const struct seq *s)
+{
+    return s->num_outputs > 0 && s->num_computed == seq_length(s) - 1;
+}
+
+/* Pass 1: one token for every generating sequence, preempting the newest
+ * running sequence while the pool has no block for it. */
+static int plan_decodes(struct folio_policy *p, int budget)
+{
+    for (int i = 0; i < p->num_running && budget > 0; i++) {
+        struct seq *s = p->running[i];
+        if (!seq_is_decoding(s) || s->num_outputs >= s->max_outputs)
+            continue;
+        bool preempted_self = false;
+        while (!seq_grow_blocks(p, s, s->num_computed + 1)) {
+            struct seq *victim = p->running[p->num_running - 1];
+            preempt(p, victim);
+            if (victim == s) {
+                preempted_self = true;
+                break;
+            }
+        }
+        if (preempted_self)
+            break; /* s was the newest: everything older is planned */
+        schedule(p, s, 1);
+        budget--;
+    }
+    return budget;
+}
+
+/* Pass 2: prefill chunks for running sequences still in their prompt (or in
+ * a recompute). Blocks short: preempt newer sequences not in this step; if
+ * none is left, the chunk shrinks to the blocks there are. */
+static int plan_running_prefills(struct folio_policy *p, int budget)
+{
+    for (int i = 0; i < p->num_running && budget > 0; i++) {
+        struct seq *s = p->running[i];
+        int left = seq_length(s) - s->num_computed;
+        if (seq_is_decoding(s) || left <= 0)
+            continue;
+        int n = left < budget ? left : budget;
+        while (!seq_grow_blocks(p, s, s->num_computed + n)) {
+            struct seq *victim = p->running[p->num_running - 1];
+            if (victim == s || seq_in_scratch(p, victim))
+                break;
+            preempt(p, victim);
+        }
+        int fits = s->num_blocks * FOLIO_BLOCK_TOKENS - s->num_computed;
+        if (n > fits)
+            n = fits;
+        if (n <= 0)
+            continue;
+        schedule(p, s, n);
+        budget -= n;
+    }
+    return budget;
+}
+
+/* The cached full blocks that start s's tokens (never all of them: the last
+ * token is computed so that there are logits to sample from). */
+static int match_prefix(struct folio_policy *p, const struct seq *s, int *num_free_matched)
+{
+    int max_blocks = (s->num_tokens - 1) / FOLIO_BLOCK_TOKENS;
+    uint64_t parent = 0;
+    int m = 0;
+    *num_free_matched = 0;
+    for (; m < max_blocks; m++) {
+        const int32_t *t = s->tokens + (size_t)m * FOLIO_BLOCK_TOKENS;
+        uint64_t h = folio_bm_hash(parent, t);
+        int b = folio_bm_lookup(p->bm, h, parent, t);
+        if (b < 0)
+            break;
+        if (folio_bm_refcount(p->bm, b) == 0)
+            (*num_free_matched)++;
+        p->scratch_blocks[m] = b;
+        parent = h;
+    }
+    return m;
+}
+
+/* Pass 3: admit waiting sequences, oldest first, while slots, budget and
+ * blocks last. A small watermark of free blocks is kept for the decodes of
+ * the sequences already running, so that admission does not cause an
+ * immediate preemption. */
+static int plan_admissions(struct folio_policy *p, int budget)
+{
+    int watermark = p->cfg.num_kv_blocks / 100;
+    while (!p->preempted_this_step && budget > 0 && p->num_waiting > 0 && p->num_free_slots > 0) {
+        struct seq *s = waiting_at(p, 0);
+        if (s->inflight > 0)
+            break; /* preempted with a step still in flight: wait for its tokens */
+        int free_matched;
+        int m = match_prefix(p, s, &free_matched);
+        int length = seq_length(s);
+        int n = length - m * FOLIO_BLOCK_TOKENS;
+        if (n > budget)
+            n = budget;
+        int available = folio_bm_num_free(p->bm) - free_matched - watermark;
+        int new_blocks = ceil_blocks(m * FOLIO_BLOCK_TOKENS + n) - m;
+        if (new_blocks > available) {
+            n = available * FOLIO_BLOCK_TOKENS;
+            new_blocks = available;
+        }
+        if (n <= 0)
+            break;
+        /* Admit: take the cached blocks by reference, then fresh ones. */
+        p->waiting_head = (p->waiting_head + 1) % p->waiting_cap;
+        p->num_waiting--;
+        p->pending_prompt_tokens -= seq_pending_prompt(s);
+        for (int i = 0; i < m; i++) {
+            folio_bm_ref(p->bm, p->scratch_blocks[i]);
+            s->blocks[i] = p->scratch_blocks[i];
+        }
+        s->num_blocks = m;
+        s->num_computed = m * FOLIO_BLOCK_TOKENS;
+        s->num_hashed = 0;
+        s->last_hash = 0;
+        seq_cache_full_blocks(p, s); /* recomputes the chain hash of the matched blocks */
+        if (!seq_grow_blocks(p, s, s->num_computed + n))
+            abort(); /* counted above */
+        p->st.prefix_cache_queries += (uint64_t)length;
+        p->st.prefix_cache_hits += (uint64_t)s->num_computed;
+        if (!s->admitted_once) {
+            s->cached_tokens = s->num_computed;
+            s->admitted_once = true;
+        }
+        s->slot = p->free_slots[--p->num_free_slots];
+        s->state = SEQ_RUNNING;
+        p->running[p->num_running++] = s;
+        schedule(p, s, n);
+        budget -= n;
+        folio_log_debug(s->request_id, "admitted to slot %d: %d tokens, %d cached", s->slot, length,
+                        s->num_computed);
+    }
+    return budget;
+}
+
+static void encode_plan(struct folio_policy *p, uint64_t step_id, uint64_t plan_unix_ns,
+                        size_t *len)
+{
+    int num_tokens = 0, num_block_ids = 0;
+    for (int i = 0; i < p->num_scratch; i++) {
+        const struct step_entry *e = &p->scratch[i];
+        num_tokens += e->num_new;
+        num_block_ids += ceil_blocks(e->seq->num_computed + e->num_new);
+    }
+    struct folio_plan_header *h = (struct folio_plan_header *)p->plan_buf;
+    *h = (struct folio_plan_header){.magic = FOLIO_PLAN_MAGIC,
+                                    .num_seqs = p->num_scratch,
+                                    .num_tokens = num_tokens,
+                                    .num_block_ids = num_block_ids,
+                                    .step_id = step_id,
+                                    .plan_unix_ns = plan_unix_ns};
+    struct folio_plan_seq *out = (struct folio_plan_seq *)(h + 1);
+    int32_t *tok = (int32_t *)(out + p->num_scratch);
+    int32_t *blk = tok + num_tokens;
+    for (int i = 0; i < p->num_scratch; i++) {
+        const struct step_entry *e = &p->scratch[i];
+        struct seq *s = e->seq;
+        int start = s->num_computed, context = start + e->num_new;
+        struct folio_plan_seq *o = &out[i];
+        *o = s->sampling; /* the sampling fields and the request id */
+        o->slot = s->slot;
+        o->num_new_tokens = e->num_new;
+        o->context_len = context;
+        o->num_blocks = ceil_blocks(context);
+        o->output_index = s->num_outputs;
+        o->sample = e->sample;
+        /* A token not known yet is the one this slot's previous step samples. */
+        for (int pos = start; pos < context; pos++)
+            *tok++ = pos < s->num_tokens ? s->tokens[pos] : FOLIO_PLAN_TOKEN_FROM_PREV;
+        memcpy(blk, s->blocks, (size_t)o->num_blocks * sizeof *blk);
+        blk += o->num_blocks;
+    }
+    *len = folio_plan_size(p->num_scratch, num_tokens, num_block_ids);
+}
+
+int folio_policy_plan(struct folio_policy *p, uint64_t plan_unix_ns, const void **rec, size_t *len)
+{
+    if (p->num_inflight >= FOLIO_POLICY_MAX_INFLIGHT)
+        return 0;
+    p->num_scratch = 0;
+    p->preempted_this_step = false;
+    int budget = p->cfg.max_num_batched_tokens;
+    budget = plan_decodes(p, budget);
+    budget = plan_running_prefills(p, budget);
+    plan_admissions(p, budget);
+    if (p->num_scratch == 0)
+        return 0;
+
+    uint64_t step_id = p->next_step_id++;
+    encode_plan(p, step_id, plan_unix_ns, len);
+    *rec = p->plan_buf;
+
+    /* The step is in flight: advance every sequence past it. */
+    struct inflight_step *st =
+        &p->inflight[(p->inflight_head + p->num_inflight) % FOLIO_POLICY_MAX_INFLIGHT];
+    st->step_id = step_id;
+    st->num_entries = p->num_scratch;
+    memcpy(st->entries, p->scratch, (size_t)p->num_scratch * sizeof *st->entries);
+    p->num_inflight++;
+    for (int i = 0; i < p->num_scratch; i++) {
+        struct seq *s = p->scratch[i].seq;
+        s->num_computed += p->scratch[i].num_new;
+        if (p->scratch[i].sample)
+            s->num_outputs++;
+        s->inflight++;
+        seq_cache_full_blocks(p, s);
+    }
+    p->st.steps++;
+    return p->num_scratch;
+}
+
+bool folio_policy_has_work(const struct folio_policy *p)
+{
+    if (p->num_inflight >= FOLIO_POLICY_MAX_INFLIGHT)
+        return false;
+    for (int i = 0; i < p->num_running; i++) {
+        const struct seq *s = p->running[i];
+        if (seq_is_decoding(s) ? s->num_outputs < s->max_outputs : s->num_computed < seq_length(s))
+            return true;
+    }
+    return p->num_waiting > 0 && p->num_free_slots > 0 && waiting_at(p, 0)->inflight == 0;
+}
+
+/* ---- results ------------------------------------------------------------ */
+
+static bool is_stop_token(const struct folio_policy *p, const struct seq *s, int32_t tok)
+{
+    if (!s->ignore_eos)
+        for (int i = 0; i < p->cfg.num_eos_ids; i++)
+            if (p->cfg.eos_ids[i] == tok)
+                return true;
+    for (int i = 0; i < s->num_stop_ids; i++)
+        if (s->stop_ids[i] == tok)
+            return true;
+    return false;
+}
+
+static bool seq_push_token(struct seq *s, int32_t tok)
+{
+    if (s->num_tokens == s->cap_tokens) {
+        int cap = s->cap_tokens * 2;
+        int32_t *t = realloc(s->tokens, (size_t)cap * sizeof *t);
+        if (!t)
+            return false;
+        s->tokens = t;
+        s->cap_tokens = cap;
+    }
+    s->tokens[s->num_tokens++] = tok;
+    return true;
+}
+
+/* A token the worker sampled for a live sequence: keep it, check the stop
+ * conditions, send it to the frontend. */
+static void seq_take_token(struct folio_policy *p, struct seq *s, const struct folio_result_view *v,
+                           int i)
+{
+    const struct folio_result_seq *r = &v->seqs[i];
+    if (r->token_id < 0 || r->token_id >= p->cfg.vocab_size || !seq_push_token(s, r->token_id)) {
+        char msg[128];
+        snprintf(msg, sizeof msg, "the worker returned token id %d (vocabulary %d) in step %llu",
+                 r->token_id, p->cfg.vocab_size, (unsigned long long)v->hdr->step_id);
+        folio_log_error(s->request_id, "%s", msg);
+        emit_simple(p, s, s->request_id, s->frontend_id, FOLIO_FINISH_ERROR, 500, 0, msg);
+        seq_finish(p, s);
+        return;
+    }
+    p->st.generation_tokens_total++;
+    if (s->state == SEQ_WAITING)
+        p->pending_prompt_tokens++; /* preempted: one more token to re-prefill */
+    int generated = s->num_tokens - s->num_prompt;
+    enum folio_finish_reason finish = FOLIO_FINISH_NONE;
+    if (generated >= s->min_tokens && is_stop_token(p, s, r->token_id))
+        finish = FOLIO_FINISH_STOP;
+    else if (generated >= s->max_outputs)
+        finish = FOLIO_FINISH_LENGTH;
+
+    int num_top = s->sampling.num_logprobs;
+    for (int k = 0; k < num_top; k++) {
+        bool have = k < r->num_top;
+        p->ev_top_ids[k] = have ? v->top_ids[r->top_offset + k] : -1;
+        p->ev_top_lps[k] = have ? v->top_logprobs[r->top_offset + k] : -1e30f;
+    }
+    struct folio_token_event ev = {
+        .request_id = s->request_id,
+        .frontend_id = s->frontend_id,
+        .num_tokens = 1,
+        .token_ids = &r->token_id,
+        .logprobs = &r->logprob,
+        .num_top = num_top,
+        .top_ids = p->ev_top_ids,
+        .top_logprobs = p->ev_top_lps,
+        .finish = finish,
+        .prompt_tokens = (uint32_t)s->num_prompt,
+        .completion_tokens = (uint32_t)generated,
+        .cached_tokens = (uint32_t)s->cached_tokens,
+    };
+    p->emit(p->emit_ctx, &ev);
+    if (finish != FOLIO_FINISH_NONE)
+        seq_finish(p, s);
+    else
+        seq_cache_full_blocks(p, s);
+}
+
+int folio_policy_apply_result(struct folio_policy *p, const struct folio_result_view *v, char *err,
+                              size_t errlen)
+{
+    struct inflight_step *st = &p->inflight[p->inflight_head];
+    if (p->num_inflight == 0 || v->hdr->step_id != st->step_id ||
+        v->hdr->num_seqs != st->num_entries) {
+        snprintf(err, errlen,
+                 "step result %llu with %d sequences does not match the oldest step in flight "
+                 "(%llu with %d)",
+                 (unsigned long long)v->hdr->step_id, v->hdr->num_seqs,
+                 (unsigned long long)(p->num_inflight ? st->step_id : 0),
+                 p->num_inflight ? st->num_entries : 0);
+        return -1;
+    }
+    p->inflight_head = (p->inflight_head + 1) % FOLIO_POLICY_MAX_INFLIGHT;
+    p->num_inflight--;
+    for (int i = 0; i < st->num_entries; i++) {
+        struct seq *s = st->entries[i].seq;
+        s->inflight--;
+        if (s->state == SEQ_FINISHED) {
+            /* Sampled one step past its stop, or aborted: never sent. */
+            if (st->entries[i].sample)
+                p->st.tokens_discarded++;
+            if (s->inflight == 0)
+                seq_free(p, s);
+            continue;
+        }
+        if (st->entries[i].sample)
+            seq_take_token(p, s, v, i);
+    }
+    return 0;
+}
+
+void folio_policy_fail_all(struct folio_policy *p, uint32_t status, const char *message)
+{
+    while (p->all_head) {
+        struct seq *s = p->all_head;
+        if (s->state != SEQ_FINISHED) {
+            emit_simple(p, s, s->request_id, s->frontend_id, FOLIO_FINISH_ERROR, status, 0,
+                        message);
+            p->st.requests_finished++;
+        }
+        seq_free(p, s);
+    }
+    p->num_waiting = p->waiting_head = 0;
+    p->pending_prompt_tokens = 0;
+    p->num_running = 0;
+    p->num_inflight = p->inflight_head = 0;
+    p->num_free_slots = 0;
+    for (int i = p->cfg.max_num_seqs - 1; i >= 0; i--)
+        p->free_slots[p->num_free_slots++] = i;
+    folio_bm_reset(p->bm);
+}
+
+/* ---- introspection ------------------------------------------------------ */
+
+bool folio_policy_idle(const struct folio_policy *p)
+{
+    return p->all_head == NULL && p->num_inflight == 0;
+}
+
+int folio_policy_inflight(const struct folio_policy *p)
+{
+    return p->num_inflight;
+}
+
+void folio_policy_stats(const struct folio_policy *p, struct folio_policy_stats *s)
+{
+    *s = p->st;
+    struct folio_block_stats b;
+    folio_bm_stats(p->bm, &b);
+    s->num_waiting = p->num_waiting;
+    s->num_running = p->num_running;
+    s->kv_blocks_total = b.num_blocks;
+    s->kv_blocks_used = b.num_blocks - b.num_free;
+    s->inflight_steps = p->num_inflight;
+    s->pending_prompt_tokens = p->pending_prompt_tokens;
+}
+
+int folio_policy_check(const struct folio_policy *p, char *err, size_t errlen)
+{
+    struct folio_block_stats b;
+    folio_bm_stats(p->bm, &b);
+    int *refs = calloc((size_t)b.num_blocks, sizeof *refs);
+    bool *slot_used = calloc((size_t)p->cfg.max_num_seqs, sizeof *slot_used);
+    int rc = -1;
+    if (!refs || !slot_used) {
+        snprintf(err, errlen, "check: out of memory");
+        goto out;
+    }
+    int64_t pending = 0;
+    int live_running = 0, live_waiting = 0;
+    for (const struct seq *s = p->all_head; s; s = s->all_next) {
+        for (int i = 0; i < s->num_blocks; i++)
+            refs[s->blocks[i]]++;
+        if (s->slot >= 0) {
+            if (slot_used[s->slot]) {
+                snprintf(err, errlen, "check: slot %d held twice", s->slot);
+                goto out;
+            }
+            slot_used[s->slot] = true;
+        }
+        if (s->state == SEQ_WAITING) {
+            live_waiting++;
+            pending += seq_pending_prompt(s);
+            if (s->num_blocks || s->slot >= 0) {
+                snprintf(err, errlen, "check: waiting request %llx holds blocks or a slot",
+                         (unsigned long long)s->request_id);
+                goto out;
+            }
+        } else if (s->state == SEQ_RUNNING) {
+            live_running++;
+            if (s->slot < 0 || s->num_blocks < ceil_blocks(s->num_computed)) {
+                snprintf(err, errlen, "check: running request %llx lacks a slot or blocks",
+                         (unsigned long long)s->request_id);
+                goto out;
+            }
+        } else if (s->inflight == 0) {
+            snprintf(err, errlen, "check: finished request %llx was not freed",
+                     (unsigned long long)s->request_id);
+            goto out;
+        }
+    }
+    int num_free = 0;
+    for (int i = 0; i < b.num_blocks; i++) {
+        if (refs[i] != folio_bm_refcount(p->bm, i)) {
+            snprintf(err, errlen, "check: block %d has %d references, sequences hold %d", i,
+                     folio_bm_refcount(p->bm, i), refs[i]);
+            goto out;
+        }
+        num_free += refs[i] == 0;
+    }
+    int slots_held = 0;
+    for (int i = 0; i < p->cfg.max_num_seqs; i++)
+        slots_held += slot_used[i];
+    if (num_free != b.num_free || live_running != p->num_running ||
+        live_waiting != p->num_waiting || pending != p->pending_prompt_tokens ||
+        slots_held + p->num_free_slots != p->cfg.max_num_seqs) {
+        snprintf(err, errlen,
+                 "check: counts disagree (free blocks %d/%d, running %d/%d, waiting %d/%d, "
+                 "pending %lld/%lld, slots %d+%d)",
+                 num_free, b.num_free, live_running, p->num_running, live_waiting, p->num_waiting,
+                 (long long)pending, (long long)p->pending_prompt_tokens, slots_held,
+                 p->num_free_slots);
+        goto out;
+    }
+    rc = 0;
+out:
+    free(refs);
+    free(slot_used);
+    return rc;
+}

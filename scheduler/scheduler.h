@@ -1,0 +1,54 @@
+/* folio-scheduler's event loop: one thread that owns every request and every
+ * KV block (through the policy), its worker process and the links to the
+ * frontends.
+ *
+ * Each turn of the loop:
+ *   - signals (signalfd): SIGCHLD -> reap the worker; SIGTERM/SIGINT -> drain;
+ *   - the worker-ctl socket: LoadReply (ready, or a load error), Heartbeat;
+ *   - the ctl socket (REP): Register (attach the frontend's event ring),
+ *     StatusRequest (StatusReply from the real counters);
+ *   - the submit socket (PULL): Submit and Abort, as many as are queued;
+ *   - the result ring: every step result there, applied in order;
+ *   - plan: while fewer than two steps are in flight and there is work, the
+ *     next step goes to the plan ring (so the worker always has step N+1
+ *     queued when it finishes step N);
+ *   - the frontend backlogs are retried;
+ *   - then wait: on the result ring (a futex, 1 ms at most, so sockets are
+ *     still seen) while steps are in flight, else in poll() on the sockets'
+ *     receive fds and the signalfd, so a new request is seen at once. */
+#ifndef FOLIO_SCHEDULER_H
+#define FOLIO_SCHEDULER_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+struct folio_scheduler_options {
+    const char *model_dir; /* NULL only with simulate */
+    const char *backend;   /* cpu | cuda */
+    const char *run_dir;
+    const char *instance;
+    const char *worker_bin;
+    const char *submit_url, *ctl_url, *worker_url; /* default ipc:// in run_dir */
+    int max_num_seqs;
+    int max_num_batched_tokens;
+    int num_kv_blocks;
+    int max_model_len; /* 0: the model's */
+    float gpu_memory_utilization;
+    uint64_t cpu_kv_bytes;
+    int threads;
+    int max_waiting_requests;
+    int64_t max_pending_prompt_tokens;
+    bool simulate;
+    double sim_time_scale;
+    double sim_eos_probability;
+    double drain_seconds;
+    double heartbeat_timeout_seconds;
+    uint64_t seed;
+};
+
+/* Runs until SIGTERM/SIGINT (then drains) or a fatal error. Returns the
+ * process exit status. */
+int folio_scheduler_run(const struct folio_scheduler_options *o);
+
+#endif

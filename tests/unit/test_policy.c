@@ -1,0 +1,322 @@
+/* The scheduler policy, step by step: pipelining with FROM_PREV tokens,
+ * stops seen one step late, chunked prefill, decodes first, prefix caching,
+ * preemption by recompute, admission limits, aborts and worker failure. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "check.h"
+#include "policy.h"
+
+#define MAX_EVENTS 256
+
+struct ev {
+    uint64_t id;
+    int num_tokens;
+    int32_t token;
+    int finish;
+    uint32_t status, completion, cached, retry;
+};
+static struct ev events[MAX_EVENTS];
+static int num_events;
+
+static void on_event(void *ctx, const struct folio_token_event *e)
+{
+    (void)ctx;
+    if (num_events < MAX_EVENTS)
+        events[num_events++] =
+            (struct ev){e->request_id,    e->num_tokens,   e->num_tokens ? e->token_ids[0] : -1,
+                        e->finish,        e->status,       e->completion_tokens,
+                        e->cached_tokens, e->retry_after_s};
+}
+
+/* Plans kept by the test, oldest first (the policy reuses its buffer). */
+static char plans[2][1 << 16];
+static int plans_head, plans_count;
+
+static struct folio_policy *make(int seqs, int budget, int blocks, int max_len)
+{
+    struct folio_policy_config cfg = {.max_num_seqs = seqs,
+                                      .max_num_batched_tokens = budget,
+                                      .num_kv_blocks = blocks,
+                                      .max_model_len = max_len,
+                                      .vocab_size = 1000,
+                                      .max_waiting_requests = 4,
+                                      .max_pending_prompt_tokens = 1000,
+                                      .eos_ids = {2},
+                                      .num_eos_ids = 1,
+                                      .seed = 7};
+    struct folio_policy *p;
+    char err[256];
+    CHECK(folio_policy_create(&cfg, on_event, NULL, &p, err, sizeof err) == 0);
+    num_events = 0;
+    plans_head = plans_count = 0;
+    return p;
+}
+
+static void submit(struct folio_policy *p, uint64_t id, int n, int first, int max_tokens)
+{
+    int32_t prompt[512];
+    for (int i = 0; i < n; i++)
+        prompt[i] = first + i;
+    struct folio_request r = {.request_id = id,
+                              .frontend_id = 1,
+                              .prompt = prompt,
+                              .num_prompt = n,
+                              .max_tokens = max_tokens};
+    folio_policy_submit(p, &r);
+}
+
+/* Plans one step; returns its view (into the test's copy) or NULL. */
+static const struct folio_plan_view *plan(struct folio_policy *p)
+{
+    static struct folio_plan_view v[2];
+    const void *rec;
+    size_t len;
+    if (folio_policy_plan(p, 0, &rec, &len) == 0)
+        return NULL;
+    int k = (plans_head + plans_count++) % 2;
+    memcpy(plans[k], rec, len);
+    char err[256];
+    CHECK(folio_plan_decode(plans[k], len, &v[k], err, sizeof err) == 0);
+    return &v[k];
+}
+
+/* Answers the oldest planned step: every sampling sequence gets `token`. */
+static void answer(struct folio_policy *p, int32_t token)
+{
+    struct folio_plan_view pv;
+    char err[256];
+    const struct folio_plan_header *h = (const void *)plans[plans_head];
+    CHECK(folio_plan_decode(plans[plans_head],
+                            folio_plan_size(h->num_seqs, h->num_tokens, h->num_block_ids), &pv, err,
+                            sizeof err) == 0);
+    static char buf[1 << 14];
+    struct folio_result_header *rh = (void *)buf;
+    *rh = (struct folio_result_header){
+        .magic = FOLIO_RESULT_MAGIC, .num_seqs = h->num_seqs, .step_id = h->step_id};
+    struct folio_result_seq *rs = (void *)(rh + 1);
+    for (int i = 0; i < h->num_seqs; i++)
+        rs[i] = (struct folio_result_seq){.token_id = pv.seqs[i].sample ? token : -1};
+    struct folio_result_view rv;
+    CHECK(folio_result_decode(buf, folio_result_size(h->num_seqs, 0), &rv, err, sizeof err) == 0);
+    CHECK(folio_policy_apply_result(p, &rv, err, sizeof err) == 0);
+    plans_head = (plans_head + 1) % 2;
+    plans_count--;
+}
+
+static void checked(struct folio_policy *p)
+{
+    char err[256];
+    int rc = folio_policy_check(p, err, sizeof err);
+    if (rc)
+        fprintf(stderr, "%s\n", err);
+    CHECK(rc == 0);
+}
+
+static void test_pipeline_and_length(void)
+{
+    struct folio_policy *p = make(4, 64, 16, 256);
+    submit(p, 1, 20, 10, 3);
+    const struct folio_plan_view *v = plan(p);
+    CHECK(v && v->hdr->num_seqs == 1 && v->hdr->num_tokens == 20);
+    CHECK(v->seqs[0].sample == 1 && v->seqs[0].output_index == 0 && v->seqs[0].num_blocks == 2);
+    CHECK(v->seqs[0].seed != 0); /* drawn by the scheduler */
+    v = plan(p);                 /* planned before step 1's token is known */
+    CHECK(v && v->hdr->num_tokens == 1 && v->token_ids[0] == FOLIO_PLAN_TOKEN_FROM_PREV);
+    CHECK(v->seqs[0].context_len == 21 && v->seqs[0].output_index == 1);
+    CHECK(plan(p) == NULL); /* two in flight */
+    answer(p, 5);
+    CHECK(num_events == 1 && events[0].token == 5 && events[0].finish == FOLIO_FINISH_NONE);
+    v = plan(p);
+    CHECK(v && v->seqs[0].output_index == 2 && v->token_ids[0] == FOLIO_PLAN_TOKEN_FROM_PREV);
+    answer(p, 6);
+    /* Three outputs planned = max_tokens: nothing more to plan. */
+    CHECK(plan(p) == NULL);
+    CHECK(!folio_policy_has_work(p));
+    answer(p, 7);
+    CHECK(num_events == 3 && events[2].finish == FOLIO_FINISH_LENGTH && events[2].completion == 3);
+    CHECK(folio_policy_idle(p));
+    struct folio_policy_stats st;
+    folio_policy_stats(p, &st);
+    CHECK(st.kv_blocks_used == 0 && st.requests_finished == 1);
+    checked(p);
+    folio_policy_destroy(p);
+}
+
+static void test_stop_one_step_late(void)
+{
+    struct folio_policy *p = make(4, 64, 16, 256);
+    submit(p, 1, 5, 10, 100);
+    plan(p);
+    plan(p);
+    answer(p, 2); /* EOS */
+    CHECK(num_events == 1 && events[0].finish == FOLIO_FINISH_STOP);
+    CHECK(!folio_policy_idle(p)); /* step 2 still uses its blocks */
+    checked(p);
+    CHECK(plan(p) == NULL);
+    answer(p, 9); /* the extra token: discarded */
+    CHECK(num_events == 1);
+    CHECK(folio_policy_idle(p));
+    struct folio_policy_stats st;
+    folio_policy_stats(p, &st);
+    CHECK(st.tokens_discarded == 1 && st.kv_blocks_used == 0);
+    folio_policy_destroy(p);
+}
+
+static void test_min_tokens_and_stop_ids(void)
+{
+    struct folio_policy *p = make(4, 64, 16, 256);
+    int32_t prompt[4] = {10, 11, 12, 13}, stops[1] = {77};
+    struct folio_request r = {.request_id = 3,
+                              .prompt = prompt,
+                              .num_prompt = 4,
+                              .max_tokens = 10,
+                              .min_tokens = 2,
+                              .stop_ids = stops,
+                              .num_stop_ids = 1};
+    folio_policy_submit(p, &r);
+    plan(p);
+    plan(p);
+    answer(p, 2); /* EOS before min_tokens: goes on */
+    CHECK(events[0].finish == FOLIO_FINISH_NONE);
+    plan(p);
+    answer(p, 77); /* stop id, min reached */
+    CHECK(num_events == 2 && events[1].finish == FOLIO_FINISH_STOP && events[1].token == 77);
+    answer(p, 1);
+    CHECK(folio_policy_idle(p));
+    folio_policy_destroy(p);
+}
+
+static void test_chunked_prefill_decodes_first(void)
+{
+    struct folio_policy *p = make(4, 16, 32, 256);
+    submit(p, 1, 4, 10, 50);
+    plan(p);
+    answer(p, 5);
+    submit(p, 2, 40, 100, 5);
+    const struct folio_plan_view *v = plan(p);
+    /* The decode first, then a 15-token chunk of the new prompt. */
+    CHECK(v && v->hdr->num_seqs == 2 && v->seqs[0].request_id == 1 &&
+          v->seqs[0].num_new_tokens == 1);
+    CHECK(v->seqs[1].request_id == 2 && v->seqs[1].num_new_tokens == 15 && !v->seqs[1].sample);
+    CHECK(v->hdr->num_tokens <= 16);
+    answer(p, 5);
+    v = plan(p);
+    CHECK(v && v->seqs[1].num_new_tokens == 15 && v->seqs[1].context_len == 30);
+    answer(p, 5);
+    v = plan(p);
+    CHECK(v && v->seqs[1].num_new_tokens == 10 && v->seqs[1].sample);
+    folio_policy_destroy(p);
+}
+
+static void test_prefix_cache(void)
+{
+    struct folio_policy *p = make(4, 256, 32, 256);
+    submit(p, 1, 40, 10, 1);
+    plan(p);
+    answer(p, 5);
+    CHECK(folio_policy_idle(p));
+    submit(p, 2, 45, 10, 1); /* same first 40 tokens: two full blocks cached */
+    const struct folio_plan_view *v = plan(p);
+    CHECK(v && v->seqs[0].num_new_tokens == 13 && v->seqs[0].context_len == 45);
+    answer(p, 5);
+    CHECK(num_events == 2 && events[1].cached == 32);
+    struct folio_policy_stats st;
+    folio_policy_stats(p, &st);
+    CHECK(st.prefix_cache_hits == 32 && st.prefix_cache_queries == 85);
+    /* A whole-prompt hit still computes the last token. */
+    submit(p, 3, 32, 10, 1);
+    v = plan(p);
+    CHECK(v && v->seqs[0].num_new_tokens == 16);
+    answer(p, 5);
+    checked(p);
+    folio_policy_destroy(p);
+}
+
+static void test_preemption(void)
+{
+    /* 5 blocks: two 30-token prompts take 2 each; growing past 32 tokens
+     * needs a third each, so the newest is preempted and recomputed later. */
+    struct folio_policy *p = make(4, 64, 5, 80);
+    submit(p, 1, 30, 10, 6);
+    submit(p, 2, 30, 500, 6);
+    int steps = 0;
+    while (!folio_policy_idle(p) && steps < 100) {
+        while (plan(p))
+            ;
+        if (plans_count)
+            answer(p, 9);
+        checked(p);
+        steps++;
+    }
+    struct folio_policy_stats st;
+    folio_policy_stats(p, &st);
+    CHECK(folio_policy_idle(p));
+    CHECK(st.num_preemptions >= 1);
+    CHECK(st.requests_finished == 2 && st.kv_blocks_used == 0);
+    int finished = 0, tokens = 0;
+    for (int i = 0; i < num_events; i++) {
+        finished += events[i].finish == FOLIO_FINISH_LENGTH;
+        tokens += events[i].num_tokens;
+    }
+    CHECK(finished == 2 && tokens == 12); /* nothing lost or repeated */
+    folio_policy_destroy(p);
+}
+
+static void test_admission(void)
+{
+    struct folio_policy *p = make(4, 64, 16, 100);
+    submit(p, 1, 200, 0, 1);
+    CHECK(num_events == 1 && events[0].finish == FOLIO_FINISH_REJECTED && events[0].status == 400);
+    for (uint64_t id = 10; id < 14; id++)
+        submit(p, id, 10, 0, 1);
+    CHECK(num_events == 1);
+    submit(p, 20, 10, 0, 1); /* a fifth waiting request */
+    CHECK(num_events == 2 && events[1].status == 429 && events[1].retry >= 1);
+    submit(p, 10, 10, 0, 1); /* a live id */
+    CHECK(num_events == 3 && events[2].status == 409);
+    folio_policy_destroy(p);
+}
+
+static void test_abort_in_flight(void)
+{
+    struct folio_policy *p = make(4, 64, 16, 256);
+    submit(p, 1, 20, 10, 50);
+    submit(p, 2, 20, 40, 50);
+    plan(p);
+    folio_policy_abort(p, 2); /* in step 1: freed when it returns */
+    folio_policy_abort(p, 2); /* twice: ignored */
+    CHECK(num_events == 1 && events[0].finish == FOLIO_FINISH_ABORT);
+    struct folio_policy_stats st;
+    folio_policy_stats(p, &st);
+    CHECK(st.kv_blocks_used == 4);
+    checked(p);
+    const struct folio_plan_view *v = plan(p);
+    CHECK(v && v->hdr->num_seqs == 1);
+    answer(p, 5);
+    folio_policy_stats(p, &st);
+    CHECK(st.kv_blocks_used == 2);
+    CHECK(num_events == 2 && events[1].id == 1);
+    checked(p);
+    folio_policy_fail_all(p, 503, "worker exited: killed by signal 9");
+    CHECK(num_events == 3 && events[2].id == 1 && events[2].finish == FOLIO_FINISH_ERROR &&
+          events[2].status == 503);
+    CHECK(folio_policy_idle(p));
+    folio_policy_stats(p, &st);
+    CHECK(st.kv_blocks_used == 0);
+    checked(p);
+    folio_policy_destroy(p);
+}
+
+int main(void)
+{
+    test_pipeline_and_length();
+    test_stop_one_step_late();
+    test_min_tokens_and_stop_ids();
+    test_chunked_prefill_decodes_first();
+    test_prefix_cache();
+    test_preemption();
+    test_admission();
+    test_abort_in_flight();
+    return check_report();
+}

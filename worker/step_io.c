@@ -1,0 +1,134 @@
+#include "step_io.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+int folio_step_io_init(struct folio_step_io *io, int max_seqs, char *err, size_t errlen)
+{
+    memset(io, 0, sizeof *io);
+    io->max_seqs = max_seqs;
+    size_t n = (size_t)max_seqs;
+    io->seqs = calloc(n, sizeof *io->seqs);
+    io->res.token_ids = calloc(n, sizeof(int32_t));
+    io->res.logprobs = calloc(n, sizeof(float));
+    io->res.top_ids = calloc(n * FOLIO_MAX_LOGPROBS, sizeof(int32_t));
+    io->res.top_logprobs = calloc(n * FOLIO_MAX_LOGPROBS, sizeof(float));
+    io->num_logprobs = calloc(n, sizeof(int32_t));
+    io->sampled = calloc(n, sizeof(int32_t));
+    io->result_cap = folio_result_size(max_seqs, max_seqs * FOLIO_MAX_LOGPROBS) + 1024;
+    io->result_buf = calloc(1, io->result_cap);
+    if (!io->seqs || !io->res.token_ids || !io->res.logprobs || !io->res.top_ids ||
+        !io->res.top_logprobs || !io->num_logprobs || !io->sampled || !io->result_buf) {
+        folio_step_io_free(io);
+        snprintf(err, errlen, "worker: out of memory for steps of %d sequences", max_seqs);
+        return -1;
+    }
+    return 0;
+}
+
+void folio_step_io_free(struct folio_step_io *io)
+{
+    free(io->seqs);
+    free(io->res.token_ids);
+    free(io->res.logprobs);
+    free(io->res.top_ids);
+    free(io->res.top_logprobs);
+    free(io->num_logprobs);
+    free(io->sampled);
+    free(io->result_buf);
+    memset(io, 0, sizeof *io);
+}
+
+int folio_step_io_batch(struct folio_step_io *io, const struct folio_plan_view *v,
+                        struct folio_step_batch *batch, char *err, size_t errlen)
+{
+    const struct folio_plan_header *h = v->hdr;
+    if (h->num_seqs > io->max_seqs) {
+        snprintf(err, errlen, "step plan %llu: %d sequences, the worker has %d slots",
+                 (unsigned long long)h->step_id, h->num_seqs, io->max_seqs);
+        return -1;
+    }
+    const int32_t *blocks = v->block_ids;
+    for (int32_t i = 0; i < h->num_seqs; i++) {
+        const struct folio_plan_seq *p = &v->seqs[i];
+        if (p->num_logprobs < 0 || p->num_logprobs > FOLIO_MAX_LOGPROBS) {
+            snprintf(err, errlen, "step plan %llu: sequence %d asks for %d logprobs (max %d)",
+                     (unsigned long long)h->step_id, i, p->num_logprobs, FOLIO_MAX_LOGPROBS);
+            return -1;
+        }
+        io->seqs[i] = (struct folio_step_seq){
+            .slot = p->slot,
+            .num_new_tokens = p->num_new_tokens,
+            .context_len = p->context_len,
+            .num_blocks = p->num_blocks,
+            .block_table = blocks,
+            .sample = p->sample != 0,
+            .output_index = p->output_index,
+            .sampling = {.temperature = p->temperature,
+                         .top_k = p->top_k,
+                         .top_p = p->top_p,
+                         .min_p = p->min_p,
+                         .repetition_penalty = p->repetition_penalty,
+                         .frequency_penalty = p->frequency_penalty,
+                         .presence_penalty = p->presence_penalty,
+                         .seed = p->seed,
+                         .num_logprobs = p->num_logprobs},
+        };
+        io->num_logprobs[i] = p->sample ? p->num_logprobs : 0;
+        blocks += p->num_blocks; /* the decoder checked the sum */
+    }
+    *batch = (struct folio_step_batch){.num_seqs = h->num_seqs,
+                                       .num_tokens = h->num_tokens,
+                                       .token_ids = v->token_ids,
+                                       .seqs = io->seqs};
+    return 0;
+}
+
+size_t folio_step_io_encode_result(struct folio_step_io *io, const struct folio_plan_header *plan,
+                                   int32_t num_seqs, const int32_t *num_logprobs,
+                                   uint64_t backend_ns)
+{
+    int32_t num_top = 0;
+    for (int32_t i = 0; i < num_seqs; i++)
+        num_top += num_logprobs[i];
+    struct folio_result_header *h = io->result_buf;
+    *h = (struct folio_result_header){.magic = FOLIO_RESULT_MAGIC,
+                                      .num_seqs = num_seqs,
+                                      .num_top = num_top,
+                                      .status = 0,
+                                      .step_id = plan->step_id,
+                                      .backend_ns = backend_ns,
+                                      .plan_unix_ns = plan->plan_unix_ns};
+    struct folio_result_seq *seqs = (struct folio_result_seq *)(h + 1);
+    int32_t *top_ids = (int32_t *)(seqs + num_seqs);
+    float *top_lps = (float *)(top_ids + num_top);
+    int32_t off = 0;
+    for (int32_t i = 0; i < num_seqs; i++) {
+        seqs[i] = (struct folio_result_seq){.token_id = io->res.token_ids[i],
+                                            .logprob = io->res.logprobs[i],
+                                            .num_top = num_logprobs[i],
+                                            .top_offset = off};
+        for (int32_t k = 0; k < num_logprobs[i]; k++, off++) {
+            top_ids[off] = io->res.top_ids[(size_t)i * FOLIO_MAX_LOGPROBS + k];
+            top_lps[off] = io->res.top_logprobs[(size_t)i * FOLIO_MAX_LOGPROBS + k];
+        }
+    }
+    return folio_result_size(num_seqs, num_top);
+}
+
+size_t folio_step_io_encode_failure(struct folio_step_io *io, uint64_t step_id,
+                                    uint64_t plan_unix_ns, const char *message)
+{
+    struct folio_result_header *h = io->result_buf;
+    *h = (struct folio_result_header){.magic = FOLIO_RESULT_MAGIC,
+                                      .status = -1,
+                                      .step_id = step_id,
+                                      .plan_unix_ns = plan_unix_ns};
+    size_t room = io->result_cap - sizeof *h - 1;
+    size_t n = strlen(message);
+    if (n > room)
+        n = room;
+    memcpy(h + 1, message, n);
+    return sizeof *h + n;
+}

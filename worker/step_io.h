@@ -1,0 +1,44 @@
+/* The worker's side of the step records: a decoded plan record (common/
+ * ipc_records.h) becomes the backend's step batch (backend.h), and the
+ * backend's step result becomes a result record. Kept apart from the
+ * worker's main loop so that the scheduler's simulation test runs the very
+ * same conversions. */
+#ifndef FOLIO_WORKER_STEP_IO_H
+#define FOLIO_WORKER_STEP_IO_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "backend.h"
+#include "ipc_records.h"
+
+/* Buffers for steps of up to max_seqs sequences. */
+struct folio_step_io {
+    int max_seqs;
+    struct folio_step_seq *seqs;
+    struct folio_step_result res;
+    int32_t *num_logprobs; /* per sequence of the step being collected */
+    int32_t *sampled;      /* per sequence: 1 when it sampled */
+    void *result_buf;
+    size_t result_cap;
+};
+
+int folio_step_io_init(struct folio_step_io *io, int max_seqs, char *err, size_t errlen);
+void folio_step_io_free(struct folio_step_io *io);
+
+/* The batch for a plan (pointers into the plan record and io). Checks what
+ * the plan record decoder cannot: block tables inside the plan, logprob
+ * counts, num_seqs within max_seqs. */
+int folio_step_io_batch(struct folio_step_io *io, const struct folio_plan_view *v,
+                        struct folio_step_batch *batch, char *err, size_t errlen);
+
+/* Encodes io->res (filled by collect for the plan v) as a result record in
+ * io->result_buf; returns its length. status -1 with a message encodes a
+ * failed step (num_seqs 0, the message after the header). */
+size_t folio_step_io_encode_result(struct folio_step_io *io, const struct folio_plan_header *plan,
+                                   int32_t num_seqs, const int32_t *num_logprobs,
+                                   uint64_t backend_ns);
+size_t folio_step_io_encode_failure(struct folio_step_io *io, uint64_t step_id,
+                                    uint64_t plan_unix_ns, const char *message);
+
+#endif

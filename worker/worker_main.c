@@ -1,0 +1,422 @@
+/* folio-worker: one backend (cpu, cuda, or the scheduler's simulation) behind
+ * two shared-memory rings. The scheduler starts it with flags, it loads the
+ * model, says so with a LoadReply on the worker-ctl socket, then runs every
+ * step plan that arrives and writes back its result, with a Heartbeat every
+ * 500 ms from a small thread.
+ *
+ * Pipeline (DESIGN.md, "The hot path"): when plan N+1 is already in the ring
+ * while step N runs, N+1 is launched before N is collected, so a GPU backend
+ * queues it behind N and its FROM_PREV tokens never visit the host.
+ *
+ * A backend error ends the process: a failed step's result (status -1 with
+ * the message) tells the scheduler why, and exit status 1 follows; the
+ * scheduler restarts a fresh worker. */
+#include <errno.h>
+#include <nng/nng.h>
+#include <nng/protocol/pipeline0/push.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "backend.h"
+#include "folio.pb-c.h"
+#include "ipc_records.h"
+#include "log.h"
+#include "model.h"
+#include "shm_ring.h"
+#include "sim_worker.h"
+#include "step_io.h"
+
+#define PIPELINE_DEPTH 2
+
+struct worker_args {
+    const char *model_dir, *backend, *plan_ring, *result_ring, *ctl_url;
+    int max_seqs, max_num_tokens, num_kv_blocks, threads;
+    float gpu_memory_utilization;
+    size_t cpu_kv_bytes;
+    double sim_time_scale, sim_eos_probability;
+    int sim_vocab, sim_eos_id;
+};
+
+static void usage(FILE *f)
+{
+    fprintf(f, "usage: folio-worker --plan-ring NAME --result-ring NAME --ctl-url URL\n"
+               "                    [--model DIR] [--backend cpu|cuda|sim] [--max-seqs N]\n"
+               "                    [--max-num-tokens N] [--num-kv-blocks N]\n"
+               "                    [--gpu-memory-utilization F] [--cpu-kv-bytes N] [--threads N]\n"
+               "                    [--sim-time-scale F] [--sim-vocab N] [--sim-eos-id N]\n"
+               "                    [--sim-eos-probability F]\n"
+               "Started by folio-scheduler, which creates the rings and listens on the URL.\n");
+}
+
+static uint64_t unix_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static uint64_t mono_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static int parse_args(int argc, char **argv, struct worker_args *a)
+{
+    *a = (struct worker_args){.backend = "cpu",
+                              .max_seqs = 64,
+                              .max_num_tokens = 2048,
+                              .gpu_memory_utilization = 0.9f,
+                              .cpu_kv_bytes = (size_t)1 << 30,
+                              .sim_vocab = 32000,
+                              .sim_eos_id = 2,
+                              .sim_eos_probability = 0.01};
+    for (int i = 1; i < argc; i++) {
+        const char *k = argv[i];
+        if (!strcmp(k, "--help") || !strcmp(k, "-h")) {
+            usage(stdout);
+            exit(0);
+        }
+        if (i + 1 >= argc) {
+            fprintf(stderr, "folio-worker: %s needs a value\n", k);
+            return -1;
+        }
+        const char *v = argv[++i];
+        if (!strcmp(k, "--model"))
+            a->model_dir = v;
+        else if (!strcmp(k, "--backend"))
+            a->backend = v;
+        else if (!strcmp(k, "--plan-ring"))
+            a->plan_ring = v;
+        else if (!strcmp(k, "--result-ring"))
+            a->result_ring = v;
+        else if (!strcmp(k, "--ctl-url"))
+            a->ctl_url = v;
+        else if (!strcmp(k, "--max-seqs"))
+            a->max_seqs = atoi(v);
+        else if (!strcmp(k, "--max-num-tokens"))
+            a->max_num_tokens = atoi(v);
+        else if (!strcmp(k, "--num-kv-blocks"))
+            a->num_kv_blocks = atoi(v);
+        else if (!strcmp(k, "--threads"))
+            a->threads = atoi(v);
+        else if (!strcmp(k, "--gpu-memory-utilization"))
+            a->gpu_memory_utilization = strtof(v, NULL);
+        else if (!strcmp(k, "--cpu-kv-bytes"))
+            a->cpu_kv_bytes = strtoull(v, NULL, 10);
+        else if (!strcmp(k, "--sim-time-scale"))
+            a->sim_time_scale = strtod(v, NULL);
+        else if (!strcmp(k, "--sim-vocab"))
+            a->sim_vocab = atoi(v);
+        else if (!strcmp(k, "--sim-eos-id"))
+            a->sim_eos_id = atoi(v);
+        else if (!strcmp(k, "--sim-eos-probability"))
+            a->sim_eos_probability = strtod(v, NULL);
+        else {
+            fprintf(stderr, "folio-worker: unknown option %s\n", k);
+            return -1;
+        }
+    }
+    if (!a->plan_ring || !a->result_ring || !a->ctl_url) {
+        fprintf(stderr, "folio-worker: --plan-ring, --result-ring and --ctl-url are required\n");
+        return -1;
+    }
+    if (a->max_seqs <= 0 || a->max_num_tokens <= 0) {
+        fprintf(stderr, "folio-worker: --max-seqs and --max-num-tokens must be positive\n");
+        return -1;
+    }
+    return 0;
+}
+
+/* ---- control socket: LoadReply and heartbeats ----------------------------- */
+
+static nng_socket ctl_sock;
+static atomic_bool heartbeat_stop;
+
+static int send_envelope(Folio__Envelope *env)
+{
+    size_t n = folio__envelope__get_packed_size(env);
+    void *buf = nng_alloc(n ? n : 1);
+    if (!buf)
+        return -1;
+    folio__envelope__pack(env, buf);
+    int rv = nng_send(ctl_sock, buf, n, NNG_FLAG_ALLOC);
+    if (rv != 0) {
+        nng_free(buf, n ? n : 1);
+        return -1;
+    }
+    return 0;
+}
+
+static void *heartbeat_main(void *arg)
+{
+    (void)arg;
+    while (!atomic_load(&heartbeat_stop)) {
+        Folio__Heartbeat hb = FOLIO__HEARTBEAT__INIT;
+        hb.pid = (uint32_t)getpid();
+        hb.unix_ns = unix_ns();
+        Folio__Envelope env = FOLIO__ENVELOPE__INIT;
+        env.body_case = FOLIO__ENVELOPE__BODY_HEARTBEAT;
+        env.heartbeat = &hb;
+        send_envelope(&env);
+        usleep(500 * 1000);
+    }
+    return NULL;
+}
+
+static void send_load_reply(bool ok, const char *error, const struct folio_backend *b, int vocab,
+                            int max_len)
+{
+    Folio__LoadReply r = FOLIO__LOAD_REPLY__INIT;
+    r.ok = ok;
+    r.error = (char *)(error ? error : "");
+    if (b) {
+        r.num_kv_blocks = b->num_kv_blocks;
+        r.vocab_size = vocab;
+        r.max_model_len = max_len;
+    }
+    Folio__Envelope env = FOLIO__ENVELOPE__INIT;
+    env.body_case = FOLIO__ENVELOPE__BODY_LOAD_REPLY;
+    env.load_reply = &r;
+    send_envelope(&env);
+}
+
+/* ---- the step loop -------------------------------------------------------- */
+
+struct launched {
+    struct folio_plan_header hdr; /* copied: the plan record is released at launch */
+    int32_t *num_logprobs;
+    uint64_t launch_ns;
+};
+
+static volatile sig_atomic_t stop_requested;
+
+static void on_term(int sig)
+{
+    (void)sig;
+    stop_requested = 1;
+}
+
+static int write_result(struct folio_ring *ring, const void *rec, size_t len, char *err,
+                        size_t errlen)
+{
+    for (;;) {
+        int rc = folio_ring_try_write(ring, rec, (uint32_t)len, err, errlen);
+        if (rc != 0)
+            return rc < 0 ? -1 : 0;
+        /* Full: the scheduler is behind; wait for it (back-pressure). */
+        if (folio_ring_wait_space(ring, (uint32_t)len, 100 * 1000000ll, err, errlen) < 0)
+            return -1;
+        if (stop_requested)
+            return -1;
+    }
+}
+
+static int run_steps(struct folio_backend *b, struct folio_ring *plans, struct folio_ring *results,
+                     struct folio_step_io *io, char *err, size_t errlen)
+{
+    struct launched q[PIPELINE_DEPTH];
+    for (int i = 0; i < PIPELINE_DEPTH; i++) {
+        q[i].num_logprobs = calloc((size_t)io->max_seqs, sizeof(int32_t));
+        if (!q[i].num_logprobs) {
+            snprintf(err, errlen, "worker: out of memory");
+            return -1;
+        }
+    }
+    /* The CPU backend runs a step whole inside launch(): launching N+1
+     * before collecting N would hold N's tokens back for a whole step.
+     * Asynchronous backends (CUDA, the simulation) queue N+1 behind N. */
+    int depth = strcmp(b->ops->name, "cpu") == 0 ? 1 : PIPELINE_DEPTH;
+    int head = 0, count = 0, rc = 0;
+    uint64_t failed_step = 0, failed_plan_ns = 0;
+    while (!stop_requested) {
+        if (count == 0) {
+            int w = folio_ring_wait(plans, 100 * 1000000ll, err, errlen);
+            if (w < 0) {
+                rc = -1;
+                break;
+            }
+            if (w == 0)
+                continue;
+        }
+        /* Launch every plan already waiting, up to the pipeline depth. */
+        while (count < depth) {
+            struct folio_ring_record rec;
+            int r = folio_ring_peek(plans, &rec, err, errlen);
+            if (r < 0) {
+                rc = -1;
+                break;
+            }
+            if (r == 0)
+                break;
+            struct folio_plan_view v;
+            struct folio_step_batch batch;
+            struct launched *l = &q[(head + count) % PIPELINE_DEPTH];
+            if (folio_plan_decode(rec.data, rec.len, &v, err, errlen) != 0 ||
+                folio_step_io_batch(io, &v, &batch, err, errlen) != 0) {
+                const struct folio_plan_header *h = rec.data;
+                failed_step = rec.len >= sizeof *h ? h->step_id : 0;
+                failed_plan_ns = rec.len >= sizeof *h ? h->plan_unix_ns : 0;
+                folio_ring_release(plans);
+                rc = -1;
+                break;
+            }
+            l->hdr = *v.hdr;
+            memcpy(l->num_logprobs, io->num_logprobs, (size_t)v.hdr->num_seqs * sizeof(int32_t));
+            l->launch_ns = mono_ns();
+            int lr = b->ops->launch(b, &batch, err, errlen);
+            folio_ring_release(plans);
+            if (lr != 0) {
+                failed_step = v.hdr->step_id;
+                failed_plan_ns = v.hdr->plan_unix_ns;
+                rc = -1;
+                break;
+            }
+            count++;
+        }
+        if (rc != 0)
+            break;
+        if (count == 0)
+            continue;
+        struct launched *l = &q[head];
+        if (b->ops->collect(b, &io->res, err, errlen) != 0) {
+            failed_step = l->hdr.step_id;
+            failed_plan_ns = l->hdr.plan_unix_ns;
+            rc = -1;
+            break;
+        }
+        /* Pipelined, a step's backend time runs from its own launch or from
+         * the end of the previous collect, whichever is later. */
+        uint64_t done = mono_ns();
+        size_t len = folio_step_io_encode_result(io, &l->hdr, l->hdr.num_seqs, l->num_logprobs,
+                                                 done - l->launch_ns);
+        if (write_result(results, io->result_buf, len, err, errlen) != 0) {
+            rc = stop_requested ? 0 : -1;
+            break;
+        }
+        head = (head + 1) % PIPELINE_DEPTH;
+        count--;
+        if (count > 0)
+            q[head].launch_ns = q[head].launch_ns > done ? q[head].launch_ns : done;
+    }
+    if (rc != 0 && failed_step) {
+        size_t len = folio_step_io_encode_failure(io, failed_step, failed_plan_ns, err);
+        char werr[128];
+        folio_ring_try_write(results, io->result_buf, (uint32_t)len, werr, sizeof werr);
+    }
+    for (int i = 0; i < PIPELINE_DEPTH; i++)
+        free(q[i].num_logprobs);
+    return rc;
+}
+
+static int create_backend(const struct worker_args *a, struct folio_model **model,
+                          struct folio_backend **b, int *vocab, int *max_len, char *err,
+                          size_t errlen)
+{
+    struct folio_backend_options opt = {.max_seqs = a->max_seqs,
+                                        .max_num_tokens = a->max_num_tokens,
+                                        .num_kv_blocks = a->num_kv_blocks,
+                                        .gpu_memory_utilization = a->gpu_memory_utilization,
+                                        .cpu_kv_bytes = a->cpu_kv_bytes,
+                                        .num_threads = a->threads};
+    if (!strcmp(a->backend, "sim")) {
+        struct folio_sim_options so;
+        folio_sim_options_default(&so);
+        so.vocab_size = a->sim_vocab;
+        so.eos_id = a->sim_eos_id;
+        so.eos_probability = a->sim_eos_probability;
+        so.time_scale = a->sim_time_scale;
+        *vocab = a->sim_vocab;
+        *max_len = 1 << 20;
+        return folio_sim_backend_create(&opt, &so, b, err, errlen);
+    }
+    if (!a->model_dir) {
+        snprintf(err, errlen, "--model is required for the %s backend", a->backend);
+        return -1;
+    }
+    if (folio_model_open(a->model_dir, model, err, errlen) != 0)
+        return -1;
+    *vocab = (*model)->config.vocab_size;
+    *max_len = (*model)->config.max_position_embeddings;
+    if (!strcmp(a->backend, "cpu"))
+        return folio_cpu_backend_create(*model, &opt, b, err, errlen);
+#ifdef FOLIO_HAVE_CUDA
+    if (!strcmp(a->backend, "cuda"))
+        return folio_cuda_backend_create(*model, &opt, b, err, errlen);
+#endif
+    snprintf(err, errlen, "backend '%s' is not built in (cpu%s, sim)", a->backend,
+#ifdef FOLIO_HAVE_CUDA
+             ", cuda"
+#else
+             ""
+#endif
+    );
+    return -1;
+}
+
+int main(int argc, char **argv)
+{
+    folio_log_init("folio-worker");
+    struct worker_args a;
+    if (parse_args(argc, argv, &a) != 0) {
+        usage(stderr);
+        return 2;
+    }
+    struct sigaction sa = {.sa_handler = on_term};
+    sigaction(SIGTERM, &sa, NULL);
+    sigaction(SIGINT, &sa, NULL);
+    signal(SIGPIPE, SIG_IGN);
+
+    int rv = nng_push0_open(&ctl_sock);
+    if (rv == 0)
+        rv = nng_dial(ctl_sock, a.ctl_url, NULL, 0);
+    if (rv != 0) {
+        folio_log_error(0, "cannot dial the scheduler at %s: %s", a.ctl_url, nng_strerror(rv));
+        return 1;
+    }
+    char err[1024];
+    struct folio_ring *plans = NULL, *results = NULL;
+    struct folio_model *model = NULL;
+    struct folio_backend *b = NULL;
+    struct folio_step_io io = {0};
+    int vocab = 0, max_len = 0, status = 1;
+    if (folio_ring_attach_reader(a.plan_ring, &plans, err, sizeof err) != 0 ||
+        folio_ring_attach_writer(a.result_ring, &results, err, sizeof err) != 0 ||
+        create_backend(&a, &model, &b, &vocab, &max_len, err, sizeof err) != 0 ||
+        folio_step_io_init(&io, a.max_seqs, err, sizeof err) != 0) {
+        folio_log_error(0, "load failed: %s", err);
+        send_load_reply(false, err, NULL, 0, 0);
+        usleep(100 * 1000); /* let the reply leave before the socket closes */
+        goto out;
+    }
+    folio_log_info(0, "%s backend ready: %d KV blocks, %d slots, %d tokens per step", a.backend,
+                   b->num_kv_blocks, a.max_seqs, a.max_num_tokens);
+    send_load_reply(true, NULL, b, vocab, max_len);
+    pthread_t hb;
+    pthread_create(&hb, NULL, heartbeat_main, NULL);
+    if (run_steps(b, plans, results, &io, err, sizeof err) != 0) {
+        folio_log_error(0, "step failed, exiting: %s", err);
+    } else {
+        status = 0;
+        folio_log_info(0, "stopping");
+    }
+    atomic_store(&heartbeat_stop, true);
+    pthread_join(hb, NULL);
+out:
+    folio_step_io_free(&io);
+    if (b)
+        b->ops->destroy(b);
+    folio_model_close(model);
+    folio_ring_close(plans);
+    folio_ring_close(results);
+    nng_close(ctl_sock);
+    return status;
+}
