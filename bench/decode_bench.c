@@ -1,0 +1,379 @@
+/* decode_bench: in-process timings of the CUDA backend (issue 4's kernel-level
+ * figures), each printed with the bytes or FLOPs that set its floor.
+ *
+ *     decode_bench MODEL_DIR decode BATCH CONTEXT [STEPS]
+ *     decode_bench MODEL_DIR prefill TOKENS [REPEATS]
+ *     decode_bench MODEL_DIR attention BATCH CONTEXT [REPEATS]
+ *
+ * decode: BATCH sequences are prefilled to CONTEXT tokens, then STEPS decode
+ * steps run as the worker runs them (step N+1 launched before N is collected,
+ * tokens fed back on the GPU); the figure is wall time per step in steady
+ * state. prefill: one chunk of TOKENS new tokens, median over REPEATS.
+ * attention: the paged attention kernel of one layer alone on a decode batch,
+ * timed with CUDA events. Each result is one line:
+ *     RESULT name=... ms=... bytes=... flops=...
+ * (bytes: what must cross device memory; flops: the matrix work), so the
+ * caller sets them against its measured bandwidth and GEMM rate. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <cuda_runtime_api.h>
+
+#include "backend.h"
+#include "folio_kernels.h"
+#include "model.h"
+
+static double now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+static double median(double *v, int n)
+{
+    qsort(v, (size_t)n, sizeof(double), cmp_double);
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+/* Bytes of the linear weights one forward pass reads (QKV, O, gate/up, down
+ * per layer, the LM head). */
+static double linear_weight_bytes(const struct folio_model_config *c)
+{
+    double h = c->hidden_size, qd = (double)c->num_heads * c->head_dim,
+           kd = (double)c->num_kv_heads * c->head_dim, in = c->intermediate_size;
+    double per_layer = (qd + 2 * kd) * h + h * qd + 2 * in * h + h * in;
+    return 2.0 * (per_layer * c->num_layers + (double)c->vocab_size * h);
+}
+
+static double kv_bytes_per_token(const struct folio_model_config *c)
+{
+    return 2.0 * 2.0 * c->num_layers * c->num_kv_heads * c->head_dim;
+}
+
+struct bench {
+    struct folio_model *model;
+    struct folio_backend *be;
+    struct folio_step_result res;
+    uint32_t rng;
+};
+
+static int next_token(struct bench *b)
+{
+    b->rng = b->rng * 1664525u + 1013904223u;
+    return 3 + (int)((b->rng >> 8) % (uint32_t)(b->model->config.vocab_size - 3));
+}
+
+static int step(struct bench *b, const struct folio_step_batch *batch)
+{
+    char err[512];
+    if (folio_backend_step(b->be, batch, &b->res, err, sizeof err) != 0) {
+        fprintf(stderr, "decode_bench: %s\n", err);
+        return -1;
+    }
+    return 0;
+}
+
+/* Prefills nseq sequences (slot i, blocks i*nb..) to ctx tokens, chunked to
+ * the backend's max_num_tokens. */
+static int prefill_all(struct bench *b, int nseq, int ctx, int nb, int32_t *tables)
+{
+    int max_t = b->be->max_num_tokens;
+    int32_t *ids = malloc(sizeof(int32_t) * (size_t)max_t);
+    struct folio_step_seq *seqs = calloc((size_t)nseq, sizeof(*seqs));
+    if (!ids || !seqs)
+        return -1;
+    int *done = calloc((size_t)nseq, sizeof(int));
+    int rc = 0, remaining = nseq;
+    while (remaining > 0 && rc == 0) {
+        int ns = 0, nt = 0;
+        for (int i = 0; i < nseq && nt < max_t && ns < b->be->max_seqs; i++) {
+            if (done[i] == ctx)
+                continue;
+            int take = ctx - done[i] < max_t - nt ? ctx - done[i] : max_t - nt;
+            for (int j = 0; j < take; j++)
+                ids[nt + j] = next_token(b);
+            done[i] += take;
+            seqs[ns] = (struct folio_step_seq){
+                .slot = i,
+                .num_new_tokens = take,
+                .context_len = done[i],
+                .num_blocks = nb,
+                .block_table = tables + (size_t)i * nb,
+                .sample = done[i] == ctx,
+                .sampling = {.top_p = 1.0f, .repetition_penalty = 1.0f},
+            };
+            if (done[i] == ctx)
+                remaining--;
+            ns++;
+            nt += take;
+        }
+        struct folio_step_batch batch = {ns, nt, ids, seqs};
+        rc = step(b, &batch);
+    }
+    free(done);
+    free(ids);
+    free(seqs);
+    return rc;
+}
+
+static int bench_decode(struct bench *b, int batch_size, int ctx, int steps)
+{
+    int nb = (ctx + steps + 2 + 15) / 16;
+    int32_t *tables = malloc(sizeof(int32_t) * (size_t)batch_size * nb);
+    int32_t *ids = malloc(sizeof(int32_t) * (size_t)batch_size);
+    struct folio_step_seq *seqs = calloc((size_t)batch_size, sizeof(*seqs));
+    double *t = malloc(sizeof(double) * (size_t)steps);
+    if (!tables || !ids || !seqs || !t)
+        return -1;
+    for (int i = 0; i < batch_size * nb; i++)
+        tables[i] = i;
+    if (batch_size * nb > b->be->num_kv_blocks) {
+        fprintf(stderr, "decode_bench: the pool has %d blocks, %d needed\n", b->be->num_kv_blocks,
+                batch_size * nb);
+        return -1;
+    }
+    if (prefill_all(b, batch_size, ctx, nb, tables) != 0)
+        return -1;
+    char err[512];
+    int launched = 0, collected = 0;
+    double t_prev = now_ms(), t_start = 0;
+    int warm = 3;
+    struct folio_step_batch batch[2];
+    while (collected < steps + warm) {
+        while (launched < steps + warm && launched - collected < 2) {
+            for (int i = 0; i < batch_size; i++) {
+                ids[i] = FOLIO_TOKEN_FROM_PREV;
+                seqs[i] = (struct folio_step_seq){
+                    .slot = i,
+                    .num_new_tokens = 1,
+                    .context_len = ctx + launched + 1,
+                    .num_blocks = nb,
+                    .block_table = tables + (size_t)i * nb,
+                    .sample = true,
+                    .output_index = launched + 1,
+                    .sampling = {.top_p = 1.0f, .repetition_penalty = 1.0f},
+                };
+            }
+            batch[launched % 2] = (struct folio_step_batch){batch_size, batch_size, ids, seqs};
+            if (b->be->ops->launch(b->be, &batch[launched % 2], err, sizeof err) != 0) {
+                fprintf(stderr, "decode_bench: %s\n", err);
+                return -1;
+            }
+            launched++;
+        }
+        if (b->be->ops->collect(b->be, &b->res, err, sizeof err) != 0) {
+            fprintf(stderr, "decode_bench: %s\n", err);
+            return -1;
+        }
+        double tn = now_ms();
+        if (collected == warm - 1)
+            t_start = tn;
+        if (collected >= warm)
+            t[collected - warm] = tn - t_prev;
+        t_prev = tn;
+        collected++;
+    }
+    double total = now_ms() - t_start;
+    const struct folio_model_config *c = &b->model->config;
+    double bytes = linear_weight_bytes(c) + kv_bytes_per_token(c) * batch_size * (ctx + steps / 2);
+    printf("RESULT name=decode_b%d_ctx%d ms=%.4f median_ms=%.4f bytes=%.0f flops=0\n", batch_size,
+           ctx, total / steps, median(t, steps), bytes);
+    free(tables);
+    free(ids);
+    free(seqs);
+    free(t);
+    return 0;
+}
+
+static int bench_prefill(struct bench *b, int n, int repeats)
+{
+    int nb = (n + 15) / 16;
+    int32_t *tables = malloc(sizeof(int32_t) * (size_t)nb);
+    int32_t *ids = malloc(sizeof(int32_t) * (size_t)n);
+    double *t = malloc(sizeof(double) * (size_t)repeats);
+    if (!tables || !ids || !t)
+        return -1;
+    for (int i = 0; i < nb; i++)
+        tables[i] = i;
+    for (int i = 0; i < n; i++)
+        ids[i] = next_token(b);
+    struct folio_step_seq seq = {
+        .slot = 0,
+        .num_new_tokens = n,
+        .context_len = n,
+        .num_blocks = nb,
+        .block_table = tables,
+        .sample = true,
+        .sampling = {.top_p = 1.0f, .repetition_penalty = 1.0f},
+    };
+    struct folio_step_batch batch = {1, n, ids, &seq};
+    for (int r = 0; r < repeats + 2; r++) {
+        double t0 = now_ms();
+        if (step(b, &batch) != 0)
+            return -1;
+        if (r >= 2)
+            t[r - 2] = now_ms() - t0;
+    }
+    const struct folio_model_config *c = &b->model->config;
+    double lin = linear_weight_bytes(c) / 2 - (double)c->vocab_size * c->hidden_size;
+    double flops = 2.0 * lin * n + 2.0 * c->vocab_size * c->hidden_size +
+                   /* causal attention: QK^T and PV over n(n+1)/2 pairs per head */
+                   4.0 * c->num_layers * c->num_heads * c->head_dim * (double)n * (n + 1) / 2;
+    printf("RESULT name=prefill_%d ms=%.4f median_ms=%.4f bytes=%.0f flops=%.0f\n", n,
+           median(t, repeats), median(t, repeats), linear_weight_bytes(c), flops);
+    free(tables);
+    free(ids);
+    free(t);
+    return 0;
+}
+
+/* The attention kernel of one layer alone, on synthetic data. */
+static int bench_attention(const struct folio_model_config *c, int batch_size, int ctx, int repeats)
+{
+    int H = c->num_heads, Hkv = c->num_kv_heads, D = c->head_dim;
+    int nb = (ctx + 15) / 16;
+    size_t nblocks = (size_t)batch_size * nb;
+    size_t cache_elems = nblocks * Hkv * 16 * D;
+    size_t qkv_elems = (size_t)batch_size * (H + 2 * Hkv) * D;
+    uint16_t *h_cache = malloc(sizeof(uint16_t) * cache_elems);
+    int32_t *h_meta = malloc(sizeof(int32_t) * (3 * batch_size + nblocks));
+    if (!h_cache || !h_meta)
+        return -1;
+    uint32_t r = 12345;
+    for (size_t i = 0; i < cache_elems; i++) {
+        r = r * 1664525u + 1013904223u;
+        h_cache[i] = (uint16_t)(0x3c00 + ((r >> 16) & 0x7f)) ^ ((r >> 8) & 0x8000); /* ~[-2, 2] */
+    }
+    int32_t *seq = h_meta, *pos = seq + batch_size, *ctxl = pos + batch_size,
+            *tables = ctxl + batch_size;
+    for (int i = 0; i < batch_size; i++) {
+        seq[i] = i;
+        pos[i] = ctx - 1;
+        ctxl[i] = ctx;
+    }
+    for (size_t i = 0; i < nblocks; i++)
+        tables[i] = (int32_t)((i * 7919) % nblocks); /* scattered blocks */
+    uint16_t *k, *v, *qkv, *out;
+    int32_t *meta;
+    cudaEvent_t e0, e1;
+    cudaStream_t s;
+#define CK(x)                                                                                      \
+    do {                                                                                           \
+        cudaError_t e_ = (x);                                                                      \
+        if (e_ != cudaSuccess) {                                                                   \
+            fprintf(stderr, "decode_bench: %s: %s\n", #x, cudaGetErrorString(e_));                 \
+            return -1;                                                                             \
+        }                                                                                          \
+    } while (0)
+    CK(cudaStreamCreate(&s));
+    CK(cudaMalloc((void **)&k, sizeof(uint16_t) * cache_elems));
+    CK(cudaMalloc((void **)&v, sizeof(uint16_t) * cache_elems));
+    CK(cudaMalloc((void **)&qkv, sizeof(uint16_t) * qkv_elems));
+    CK(cudaMalloc((void **)&out, sizeof(uint16_t) * (size_t)batch_size * H * D));
+    CK(cudaMalloc((void **)&meta, sizeof(int32_t) * (3 * batch_size + nblocks)));
+    CK(cudaMemcpy(k, h_cache, sizeof(uint16_t) * cache_elems, cudaMemcpyHostToDevice));
+    CK(cudaMemcpy(v, h_cache, sizeof(uint16_t) * cache_elems, cudaMemcpyHostToDevice));
+    CK(cudaMemcpy(qkv, h_cache, sizeof(uint16_t) * qkv_elems, cudaMemcpyHostToDevice));
+    CK(cudaMemcpy(meta, h_meta, sizeof(int32_t) * (3 * batch_size + nblocks),
+                  cudaMemcpyHostToDevice));
+    struct folio_k_batch kb = {batch_size,
+                               batch_size,
+                               meta,
+                               meta + batch_size,
+                               meta + 2 * batch_size,
+                               meta + 3 * batch_size,
+                               nb};
+    CK(cudaEventCreate(&e0));
+    CK(cudaEventCreate(&e1));
+    double *t = malloc(sizeof(double) * (size_t)repeats);
+    for (int i = 0; i < repeats + 3; i++) {
+        CK(cudaEventRecord(e0, s));
+        CK(folio_k_paged_attention(out, qkv, k, v, kb, H, Hkv, D, s));
+        CK(cudaEventRecord(e1, s));
+        CK(cudaEventSynchronize(e1));
+        float ms;
+        CK(cudaEventElapsedTime(&ms, e0, e1));
+        if (i >= 3)
+            t[i - 3] = ms;
+    }
+    double bytes = 2.0 * 2.0 * Hkv * D * (double)batch_size * ctx;
+    printf("RESULT name=attention_b%d_ctx%d ms=%.4f median_ms=%.4f bytes=%.0f flops=0\n",
+           batch_size, ctx, median(t, repeats), median(t, repeats), bytes);
+    cudaFree(k);
+    cudaFree(v);
+    cudaFree(qkv);
+    cudaFree(out);
+    cudaFree(meta);
+    cudaStreamDestroy(s);
+    free(t);
+    free(h_cache);
+    free(h_meta);
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 4) {
+        fprintf(stderr, "usage: decode_bench MODEL_DIR decode BATCH CONTEXT [STEPS]\n"
+                        "       decode_bench MODEL_DIR prefill TOKENS [REPEATS]\n"
+                        "       decode_bench MODEL_DIR attention BATCH CONTEXT [REPEATS]\n");
+        return 2;
+    }
+    char err[512];
+    struct bench b = {.rng = 1};
+    if (folio_model_open(argv[1], &b.model, err, sizeof err) != 0) {
+        fprintf(stderr, "decode_bench: %s\n", err);
+        return 1;
+    }
+    const char *mode = argv[2];
+    int a = atoi(argv[3]), a2 = argc > 4 ? atoi(argv[4]) : 0, a3 = argc > 5 ? atoi(argv[5]) : 0;
+    int rc;
+    if (!strcmp(mode, "attention")) {
+        rc = bench_attention(&b.model->config, a, a2, a3 > 0 ? a3 : 20);
+        folio_model_close(b.model);
+        return rc ? 1 : 0;
+    }
+    int max_seqs = !strcmp(mode, "decode") ? a : 1;
+    struct folio_backend_options opt = {
+        .max_seqs = max_seqs < 8 ? 8 : max_seqs,
+        .max_num_tokens = !strcmp(mode, "prefill") ? a : 4096,
+        .gpu_memory_utilization = 0.5f,
+    };
+    const char *kvb = getenv("FOLIO_NUM_KV_BLOCKS"); /* a small pool, e.g. under the sanitizer */
+    if (kvb)
+        opt.num_kv_blocks = atoi(kvb);
+    if (folio_cuda_backend_create(b.model, &opt, &b.be, err, sizeof err) != 0) {
+        fprintf(stderr, "decode_bench: %s\n", err);
+        folio_model_close(b.model);
+        return 1;
+    }
+    size_t S = (size_t)b.be->max_seqs;
+    b.res.token_ids = malloc(S * sizeof(int32_t));
+    b.res.logprobs = malloc(S * sizeof(float));
+    b.res.top_ids = malloc(S * FOLIO_MAX_LOGPROBS * sizeof(int32_t));
+    b.res.top_logprobs = malloc(S * FOLIO_MAX_LOGPROBS * sizeof(float));
+    if (!strcmp(mode, "decode"))
+        rc = bench_decode(&b, a, a2 > 0 ? a2 : 512, a3 > 0 ? a3 : 64);
+    else if (!strcmp(mode, "prefill"))
+        rc = bench_prefill(&b, a, a2 > 0 ? a2 : 10);
+    else {
+        fprintf(stderr, "decode_bench: unknown mode %s\n", mode);
+        rc = -1;
+    }
+    free(b.res.token_ids);
+    free(b.res.logprobs);
+    free(b.res.top_ids);
+    free(b.res.top_logprobs);
+    b.be->ops->destroy(b.be);
+    folio_model_close(b.model);
+    return rc ? 1 : 0;
+}

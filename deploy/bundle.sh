@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# Builds Folio (Release, CUDA on) and gathers what the GPU machine needs into
+# bundle/ (ignored by git), which travels with a device call:
+#   bundle/bin     the programs and tools
+#   bundle/lib     the non-system shared libraries they link (jansson, nng, h2o, ...);
+#                  never libc/libm/libstdc++ or the CUDA libraries, which the device has
+#   bundle/models  the Llama-2 tokenizer and the TinyLlama-shaped config.json
+#   bundle/tests   the fixture writer and reference helpers the device scripts use
+# Run it there with LD_LIBRARY_PATH=bundle/lib (a RUNPATH would not reach the
+# libraries' own dependencies, such as h2o's libwslay).
+#
+# Usage: deploy/bundle.sh [TARGET...]   (default: all targets)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ROOT=$(pwd)
+BUILD=${FOLIO_BUNDLE_BUILD:-$ROOT/build-bundle}
+SHARED=${FOLIO_SHARED:-$ROOT/../shared}
+OUT=$ROOT/bundle
+
+cmake -S . -B "$BUILD" -DCMAKE_BUILD_TYPE=Release -DFOLIO_CUDA=ON >/dev/null
+if [ $# -gt 0 ]; then
+  cmake --build "$BUILD" -j2 --target "$@"
+else
+  cmake --build "$BUILD" -j2
+fi
+
+rm -rf "$OUT"
+mkdir -p "$OUT/bin" "$OUT/lib" "$OUT/models" "$OUT/tests"
+find "$BUILD/bin" -maxdepth 1 -type f -perm -u+x -exec cp {} "$OUT/bin/" \;
+strip --strip-debug "$OUT"/bin/* 2>/dev/null || true
+
+# Shared libraries from ldd, minus what every Linux and the CUDA toolkit provide.
+system_lib='^(linux-vdso|ld-linux|libc\.|libm\.|libdl\.|librt\.|libpthread\.|libstdc\+\+|libgcc_s|libcuda\.|libcudart|libcublas|libcublasLt|libnvidia|libgomp)'
+for exe in "$OUT"/bin/*; do
+  ldd "$exe" 2>/dev/null | awk '/=> \// {print $1, $3}'
+done | sort -u | while read -r name path; do
+  if ! [[ $name =~ $system_lib ]]; then
+    cp -L "$path" "$OUT/lib/$name"
+  fi
+done
+# libgomp (OpenMP) is not on every machine: carry it too.
+for exe in "$OUT"/bin/*; do ldd "$exe" 2>/dev/null | awk '/libgomp/ {print $3}'; done | sort -u |
+  while read -r path; do cp -L "$path" "$OUT/lib/"; done
+
+cp -r "$SHARED/models/llama2-tokenizer" "$OUT/models/"
+mkdir -p "$OUT/models/tinyllama-1.1b-shape"
+cp "$SHARED/models/tinyllama-1.1b-shape/config.json" "$OUT/models/tinyllama-1.1b-shape/"
+cp tests/fixtures/make_tiny_model.py "$OUT/tests/"
+
+du -sh "$OUT"
+ls "$OUT/bin" "$OUT/lib"

@@ -1,0 +1,155 @@
+/* Paged attention over the mixed flattened batch (prefill chunks and decode
+ * tokens side by side) with grouped-query heads.
+ *
+ * One CTA per (query token, KV head): its warps are the query heads that
+ * share that KV head, so each K/V tile is read from memory once for all of
+ * them. Keys come in tiles of 32 (two 16-token cache blocks), staged as f32 in
+ * shared memory; lane j scores key j, a warp keeps its head's online softmax
+ * (running max and sum in f32, FlashAttention-style) and lane l accumulates
+ * output dims l, l+32, ... Causality: a token at position p sees keys 0..p,
+ * which also covers earlier chunks already in the cache.
+ *
+ * Left for later (issue 4): several query tokens per CTA for prefill, split-KV
+ * for long contexts at small batch, tensor-core tiles. */
+#include "common.cuh"
+
+#define TILE 32
+
+template <int D>
+__global__ void paged_attention_kernel(folio_bf16_bits *out, const folio_bf16_bits *qkv,
+                                       const folio_bf16_bits *k_cache,
+                                       const folio_bf16_bits *v_cache, struct folio_k_batch b,
+                                       int num_heads, int num_kv_heads)
+{
+    constexpr int C = D / 32; /* output dims per lane */
+    extern __shared__ float smem[];
+    int group = num_heads / num_kv_heads;
+    float *q_s = smem;                     /* [group][D], pre-scaled */
+    float *k_s = q_s + group * D;          /* [TILE][D + 1]: padded, conflict-free by key */
+    float *v_s = k_s + TILE * (D + 1);     /* [TILE][D] */
+
+    int t = blockIdx.x, kvh = blockIdx.y;
+    int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    int h = kvh * group + warp;
+    int pos = b.token_pos[t];
+    folio_bf16_bits *o = out + (int64_t)t * num_heads * D + (int64_t)h * D;
+    if (pos < 0) { /* padding row: defined output */
+        for (int c = 0; c < C; c++)
+            o[lane + 32 * c] = 0;
+        return;
+    }
+    int seq = b.token_seq[t];
+    const int32_t *table = b.block_tables + (int64_t)seq * b.block_stride;
+    int n_keys = pos + 1;
+    int qkv_stride = (num_heads + 2 * num_kv_heads) * D;
+    const float scale = rsqrtf((float)D);
+
+    for (int e = threadIdx.x; e < group * D; e += blockDim.x)
+        q_s[e] = bf16_to_f32(qkv[(int64_t)t * qkv_stride + (int64_t)kvh * group * D + e]) * scale;
+
+    float m = -INFINITY, l = 0.0f, acc[C];
+#pragma unroll
+    for (int c = 0; c < C; c++)
+        acc[c] = 0.0f;
+
+    const int64_t head_stride = (int64_t)FOLIO_K_BLOCK * D;
+    for (int t0 = 0; t0 < n_keys; t0 += TILE) {
+        __syncthreads(); /* previous tile consumed, q_s written */
+        /* Stage the tile: 8 bf16 (16 bytes) per access. */
+        for (int e = threadIdx.x; e < TILE * D / 8; e += blockDim.x) {
+            int j = e / (D / 8), d8 = (e - j * (D / 8)) * 8;
+            int key = t0 + j;
+            float kf[8], vf[8];
+            if (key < n_keys) {
+                int blk = table[key / FOLIO_K_BLOCK];
+                int64_t off = ((int64_t)blk * num_kv_heads + kvh) * head_stride +
+                              (int64_t)(key % FOLIO_K_BLOCK) * D + d8;
+                uint4 kv4 = *(const uint4 *)(k_cache + off);
+                uint4 vv4 = *(const uint4 *)(v_cache + off);
+                const folio_bf16_bits *ke = (const folio_bf16_bits *)&kv4;
+                const folio_bf16_bits *ve = (const folio_bf16_bits *)&vv4;
+#pragma unroll
+                for (int i = 0; i < 8; i++) {
+                    kf[i] = bf16_to_f32(ke[i]);
+                    vf[i] = bf16_to_f32(ve[i]);
+                }
+            } else {
+#pragma unroll
+                for (int i = 0; i < 8; i++)
+                    kf[i] = vf[i] = 0.0f;
+            }
+#pragma unroll
+            for (int i = 0; i < 8; i++) {
+                k_s[j * (D + 1) + d8 + i] = kf[i];
+                v_s[j * D + d8 + i] = vf[i];
+            }
+        }
+        __syncthreads();
+
+        const float *q = q_s + warp * D;
+        float score = -INFINITY;
+        if (t0 + lane < n_keys) {
+            float dot = 0.0f;
+#pragma unroll 16
+            for (int d = 0; d < D; d++)
+                dot += q[d] * k_s[lane * (D + 1) + d];
+            score = dot;
+        }
+        float m_new = fmaxf(m, warp_max(score));
+        float p = __expf(score - m_new);
+        float correction = __expf(m - m_new);
+        l = l * correction + warp_sum(p);
+        m = m_new;
+#pragma unroll
+        for (int c = 0; c < C; c++)
+            acc[c] *= correction;
+        int jmax = min(TILE, n_keys - t0);
+        for (int j = 0; j < jmax; j++) {
+            float pj = __shfl_sync(0xffffffffu, p, j);
+#pragma unroll
+            for (int c = 0; c < C; c++)
+                acc[c] += pj * v_s[j * D + lane + 32 * c];
+        }
+    }
+    float inv_l = 1.0f / l;
+#pragma unroll
+    for (int c = 0; c < C; c++)
+        o[lane + 32 * c] = f32_to_bf16(acc[c] * inv_l);
+}
+
+template <int D>
+static cudaError_t launch(folio_bf16_bits *out, const folio_bf16_bits *qkv,
+                          const folio_bf16_bits *k_cache, const folio_bf16_bits *v_cache,
+                          struct folio_k_batch b, int num_heads, int num_kv_heads, cudaStream_t s)
+{
+    int group = num_heads / num_kv_heads;
+    size_t smem = sizeof(float) * ((size_t)group * D + TILE * (D + 1) + TILE * D);
+    if (smem > 48 * 1024) {
+        cudaError_t e = cudaFuncSetAttribute(paged_attention_kernel<D>,
+                                             cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                             (int)smem);
+        if (e != cudaSuccess)
+            return e;
+    }
+    dim3 grid(b.num_tokens, num_kv_heads);
+    paged_attention_kernel<D>
+        <<<grid, 32 * group, smem, s>>>(out, qkv, k_cache, v_cache, b, num_heads, num_kv_heads);
+    return cudaGetLastError();
+}
+
+extern "C" cudaError_t folio_k_paged_attention(folio_bf16_bits *out, const folio_bf16_bits *qkv,
+                                               const folio_bf16_bits *k_cache,
+                                               const folio_bf16_bits *v_cache,
+                                               struct folio_k_batch b, int num_heads,
+                                               int num_kv_heads, int head_dim, cudaStream_t s)
+{
+    if (b.num_tokens <= 0)
+        return cudaSuccess;
+    if (num_kv_heads <= 0 || num_heads % num_kv_heads != 0 || num_heads / num_kv_heads > 32)
+        return cudaErrorInvalidValue;
+    if (head_dim == 64)
+        return launch<64>(out, qkv, k_cache, v_cache, b, num_heads, num_kv_heads, s);
+    if (head_dim == 128)
+        return launch<128>(out, qkv, k_cache, v_cache, b, num_heads, num_kv_heads, s);
+    return cudaErrorInvalidValue;
+}

@@ -1,0 +1,67 @@
+/* Small device helpers shared by the kernels: bf16 rounding as PyTorch does it
+ * and warp/block reductions. */
+#ifndef FOLIO_KERNELS_COMMON_CUH
+#define FOLIO_KERNELS_COMMON_CUH
+
+#include <cuda_bf16.h>
+#include <stdint.h>
+
+#include "folio_kernels.h"
+
+__device__ __forceinline__ float bf16_to_f32(folio_bf16_bits h)
+{
+    return __uint_as_float((uint32_t)h << 16);
+}
+
+/* Round to nearest even, NaN kept a NaN (the same rule as folio_f32_to_bf16). */
+__device__ __forceinline__ folio_bf16_bits f32_to_bf16(float f)
+{
+    return __bfloat16_as_ushort(__float2bfloat16_rn(f));
+}
+
+/* x rounded through bf16 and back: where PyTorch stores a bf16 intermediate. */
+__device__ __forceinline__ float round_bf16(float f)
+{
+    return bf16_to_f32(f32_to_bf16(f));
+}
+
+__device__ __forceinline__ float warp_sum(float v)
+{
+    for (int o = 16; o > 0; o >>= 1)
+        v += __shfl_xor_sync(0xffffffffu, v, o);
+    return v;
+}
+
+__device__ __forceinline__ float warp_max(float v)
+{
+    for (int o = 16; o > 0; o >>= 1)
+        v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+    return v;
+}
+
+/* Sum over the block; every thread gets the result. scratch: 32 floats. */
+__device__ __forceinline__ float block_sum(float v, float *scratch)
+{
+    int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nwarps = (blockDim.x + 31) >> 5;
+    v = warp_sum(v);
+    __syncthreads();
+    if (lane == 0)
+        scratch[warp] = v;
+    __syncthreads();
+    v = lane < nwarps ? scratch[lane] : 0.0f;
+    return warp_sum(v);
+}
+
+__device__ __forceinline__ float block_max(float v, float *scratch)
+{
+    int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nwarps = (blockDim.x + 31) >> 5;
+    v = warp_max(v);
+    __syncthreads();
+    if (lane == 0)
+        scratch[warp] = v;
+    __syncthreads();
+    v = lane < nwarps ? scratch[lane] : -INFINITY;
+    return warp_max(v);
+}
+
+#endif

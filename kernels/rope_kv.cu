@@ -1,0 +1,64 @@
+/* Fused RoPE (rotate-half convention) and K/V cache write. One CTA per token;
+ * the token's position is its place in its sequence (context_len - num_new +
+ * i, computed by the host into token_pos). cos and sin are rounded to bf16 and
+ * each product is rounded, as Hugging Face's bf16 apply_rotary_pos_emb does. */
+#include "common.cuh"
+
+__device__ __forceinline__ void rotate_pair(folio_bf16_bits *x1p, folio_bf16_bits *x2p, float c,
+                                            float s)
+{
+    float x1 = bf16_to_f32(*x1p), x2 = bf16_to_f32(*x2p);
+    *x1p = f32_to_bf16(round_bf16(x1 * c) + round_bf16(-x2 * s));
+    *x2p = f32_to_bf16(round_bf16(x2 * c) + round_bf16(x1 * s));
+}
+
+__global__ void rope_kv_write_kernel(folio_bf16_bits *qkv, folio_bf16_bits *k_cache,
+                                     folio_bf16_bits *v_cache, const float *inv_freq,
+                                     struct folio_k_batch b, int num_heads, int num_kv_heads,
+                                     int head_dim)
+{
+    int t = blockIdx.x;
+    int pos = b.token_pos[t];
+    if (pos < 0)
+        return; /* padding row of a CUDA-graph bucket */
+    int half = head_dim / 2;
+    int stride = (num_heads + 2 * num_kv_heads) * head_dim;
+    folio_bf16_bits *row = qkv + (int64_t)t * stride;
+    int seq = b.token_seq[t];
+    int block = b.block_tables[(int64_t)seq * b.block_stride + pos / FOLIO_K_BLOCK];
+    int64_t cache_base = (int64_t)block * num_kv_heads * FOLIO_K_BLOCK * head_dim +
+                         (int64_t)(pos % FOLIO_K_BLOCK) * head_dim;
+
+    int rot_pairs = (num_heads + num_kv_heads) * half;
+    for (int p = threadIdx.x; p < rot_pairs; p += blockDim.x) {
+        int h = p / half, i = p - h * half;
+        float ang = (float)pos * inv_freq[i];
+        float c = round_bf16(cosf(ang)), s = round_bf16(sinf(ang));
+        folio_bf16_bits *x = row + h * head_dim;
+        rotate_pair(&x[i], &x[i + half], c, s);
+        if (h >= num_heads) {
+            int kh = h - num_heads;
+            folio_bf16_bits *dst = k_cache + cache_base + (int64_t)kh * FOLIO_K_BLOCK * head_dim;
+            dst[i] = x[i];
+            dst[i + half] = x[i + half];
+        }
+    }
+    int v_elems = num_kv_heads * head_dim;
+    const folio_bf16_bits *v = row + (num_heads + num_kv_heads) * head_dim;
+    for (int e = threadIdx.x; e < v_elems; e += blockDim.x) {
+        int kh = e / head_dim, d = e - kh * head_dim;
+        v_cache[cache_base + (int64_t)kh * FOLIO_K_BLOCK * head_dim + d] = v[e];
+    }
+}
+
+extern "C" cudaError_t folio_k_rope_kv_write(folio_bf16_bits *qkv, folio_bf16_bits *k_cache,
+                                             folio_bf16_bits *v_cache, const float *inv_freq,
+                                             struct folio_k_batch b, int num_heads,
+                                             int num_kv_heads, int head_dim, cudaStream_t s)
+{
+    if (b.num_tokens <= 0)
+        return cudaSuccess;
+    rope_kv_write_kernel<<<b.num_tokens, 128, 0, s>>>(qkv, k_cache, v_cache, inv_freq, b,
+                                                      num_heads, num_kv_heads, head_dim);
+    return cudaGetLastError();
+}

@@ -1,0 +1,974 @@
+/* The CUDA backend of backend.h: weights in bf16 on the GPU, a paged KV pool,
+ * cuBLASLt GEMMs, the kernels of kernels/, GPU sampling and CUDA graphs for
+ * decode-only steps.
+ *
+ * A step is queued on one stream: one host-to-device copy of the step's
+ * metadata (packed in pinned memory), the forward pass, sampling, and one
+ * device-to-host copy per result array into pinned memory, then an event.
+ * collect() waits on the event of the oldest step. Up to two steps are in
+ * flight, each with its own pinned staging, so step N+1 is queued before N's
+ * results are read; FOLIO_TOKEN_FROM_PREV ids are read on the GPU from the ids
+ * each slot sampled last (the embedding kernel does it), never from the host.
+ *
+ * Any CUDA or cuBLAS error returns -1 with a message and marks the backend
+ * failed: the worker exits and the scheduler starts a fresh one. */
+#include <math.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cublasLt.h>
+#include <cuda_runtime_api.h>
+
+#include "backend.h"
+#include "folio_kernels.h"
+
+#define MAX_INFLIGHT 2
+#define GEMM_CACHE_SIZE 1024 /* open-addressed, power of two */
+#define WORKSPACE_BYTES (32u << 20)
+#define NUM_GRAPH_BUCKETS 16
+
+#define CUDA_CHECK(call)                                                                           \
+    do {                                                                                           \
+        cudaError_t e_ = (call);                                                                   \
+        if (e_ != cudaSuccess) {                                                                   \
+            snprintf(err, errlen, "cuda backend: %s failed: %s (%s:%d)", #call,                    \
+                     cudaGetErrorString(e_), __FILE__, __LINE__);                                  \
+            return -1;                                                                             \
+        }                                                                                          \
+    } while (0)
+
+#define CUBLAS_CHECK(call)                                                                         \
+    do {                                                                                           \
+        cublasStatus_t s_ = (call);                                                                \
+        if (s_ != CUBLAS_STATUS_SUCCESS) {                                                         \
+            snprintf(err, errlen, "cuda backend: %s failed: %s (%s:%d)", #call,                    \
+                     cublasLtGetStatusString(s_), __FILE__, __LINE__);                             \
+            return -1;                                                                             \
+        }                                                                                          \
+    } while (0)
+
+typedef folio_bf16_bits bf16;
+
+/* One cached GEMM shape: y[M, N] = x[M, K] * w[N, K]^T, algorithm picked once. */
+struct gemm_plan {
+    bool used;
+    int m, n, k;
+    bool out_f32;
+    cublasLtMatmulDesc_t desc;
+    cublasLtMatrixLayout_t a, b, c;
+    cublasLtMatmulAlgo_t algo;
+};
+
+struct cuda_layer {
+    bf16 *attn_norm, *wqkv, *wo, *mlp_norm, *w_gate_up, *w_down;
+};
+
+/* Byte offsets of the step's metadata sections in the packed buffer, for T
+ * token rows and S sequence rows (a graph bucket uses T = S = bucket). */
+struct step_layout {
+    size_t token_ids, token_slot, token_seq, token_pos, seq_ctx, sample_rows, params, tables;
+    size_t total;
+};
+
+struct inflight {
+    cudaEvent_t done;
+    unsigned char *staging; /* pinned: the packed metadata */
+    int32_t *h_tokens;      /* pinned outputs, [S rows] */
+    float *h_logprobs;
+    int32_t *h_top_ids;
+    float *h_top_logprobs;
+    int num_seqs;
+    int *seq_row; /* [max_seqs]: sampling row of each sequence, -1 if none */
+    int num_sample_rows;
+    bool logits_on_device; /* the rows live in d_logits until a later step */
+    float *d_logits_keep;  /* FOLIO_CUDA_KEEP_LOGITS: a copy that outlives the next launch */
+    bool logits_kept;
+};
+
+struct graph_entry {
+    int bucket;
+    bool captured;
+    cudaGraphExec_t exec;
+};
+
+struct cuda_backend {
+    struct folio_backend base;
+    bool failed;
+
+    /* model shape */
+    int hidden, inter, layers, heads, kv_heads, head_dim, vocab, qkv_dim;
+    float eps;
+
+    cudaStream_t stream;
+    cublasLtHandle_t lt;
+    void *workspace;
+    struct gemm_plan *plans;
+
+    /* weights */
+    bf16 *embed, *final_norm, *lm_head;
+    struct cuda_layer *lw;
+    float *inv_freq;
+    void *weight_blocks[8]; /* allocations to free */
+    int num_weight_blocks;
+
+    /* KV pool: [layer][K|V][block][kv_head][16][head_dim] */
+    bf16 *kv_pool;
+    size_t kv_layer_stride; /* elements of one layer's K (or V) */
+
+    /* activations, [max_num_tokens, ...] */
+    bf16 *res, *normed, *qkv, *attn_out, *proj_out, *gate_up, *act, *final_h;
+    float *d_logits;         /* [max_seqs, vocab] */
+    int32_t *d_tokens;       /* [max_seqs] */
+    float *d_logprobs;       /* [max_seqs] */
+    int32_t *d_top_ids;      /* [max_seqs * FOLIO_MAX_LOGPROBS] */
+    float *d_top_logprobs;   /* same */
+    int32_t *d_last_sampled; /* [max_seqs], by slot */
+    unsigned char *d_meta;   /* the packed metadata */
+    int block_stride;        /* block-table entries per sequence */
+
+    struct inflight fl[MAX_INFLIGHT];
+    int fl_head, fl_count;
+
+    bool graphs_enabled;
+    bool keep_logits; /* tests that pipeline steps and still read logits */
+    struct graph_entry graphs[NUM_GRAPH_BUCKETS];
+    int num_graphs;
+};
+
+static size_t align_up(size_t x, size_t a)
+{
+    return (x + a - 1) / a * a;
+}
+
+static void layout_for(int t_rows, int s_rows, int stride, struct step_layout *l)
+{
+    size_t o = 0;
+    l->token_ids = o;
+    o = align_up(o + sizeof(int32_t) * t_rows, 16);
+    l->token_slot = o;
+    o = align_up(o + sizeof(int32_t) * t_rows, 16);
+    l->token_seq = o;
+    o = align_up(o + sizeof(int32_t) * t_rows, 16);
+    l->token_pos = o;
+    o = align_up(o + sizeof(int32_t) * t_rows, 16);
+    l->seq_ctx = o;
+    o = align_up(o + sizeof(int32_t) * s_rows, 16);
+    l->sample_rows = o;
+    o = align_up(o + sizeof(int32_t) * s_rows, 16);
+    l->params = o;
+    o = align_up(o + sizeof(struct folio_k_sample_params) * s_rows, 16);
+    l->tables = o;
+    o = align_up(o + sizeof(int32_t) * (size_t)s_rows * stride, 16);
+    l->total = o;
+}
+
+/* ---------------------------------------------------------------- GEMM */
+
+static int gemm_plan_get(struct cuda_backend *cb, int m, int n, int k, bool out_f32,
+                         struct gemm_plan **out, char *err, size_t errlen)
+{
+    uint64_t h = ((uint64_t)m * 0x9e3779b97f4a7c15ull) ^ ((uint64_t)n * 0xbf58476d1ce4e5b9ull) ^
+                 ((uint64_t)k * 0x94d049bb133111ebull) ^ (uint64_t)out_f32;
+    h ^= h >> 29;
+    for (int probe = 0; probe < GEMM_CACHE_SIZE; probe++) {
+        struct gemm_plan *p = &cb->plans[(h + probe) & (GEMM_CACHE_SIZE - 1)];
+        if (p->used && p->m == m && p->n == n && p->k == k && p->out_f32 == out_f32) {
+            *out = p;
+            return 0;
+        }
+        if (p->used)
+            continue;
+        /* A new shape: describe it and ask the heuristic once. */
+        cublasOperation_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
+        cudaDataType_t ct = out_f32 ? CUDA_R_32F : CUDA_R_16BF;
+        CUBLAS_CHECK(cublasLtMatmulDescCreate(&p->desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+        CUBLAS_CHECK(
+            cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof(ta)));
+        CUBLAS_CHECK(
+            cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof(tb)));
+        /* Column-major view: w is K x N (op T gives N x K), x is K x M, y is N x M. */
+        CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p->a, CUDA_R_16BF, k, n, k));
+        CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p->b, CUDA_R_16BF, k, m, k));
+        CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p->c, ct, n, m, n));
+        cublasLtMatmulPreference_t pref;
+        CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
+        size_t ws = WORKSPACE_BYTES;
+        cublasStatus_t st = cublasLtMatmulPreferenceSetAttribute(
+            pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof(ws));
+        cublasLtMatmulHeuristicResult_t res;
+        int found = 0;
+        if (st == CUBLAS_STATUS_SUCCESS)
+            st = cublasLtMatmulAlgoGetHeuristic(cb->lt, p->desc, p->a, p->b, p->c, p->c, pref, 1,
+                                                &res, &found);
+        cublasLtMatmulPreferenceDestroy(pref);
+        CUBLAS_CHECK(st);
+        if (found < 1) {
+            snprintf(err, errlen, "cuda backend: cuBLASLt has no algorithm for %dx%dx%d", m, n, k);
+            return -1;
+        }
+        p->algo = res.algo;
+        p->m = m;
+        p->n = n;
+        p->k = k;
+        p->out_f32 = out_f32;
+        p->used = true;
+        *out = p;
+        return 0;
+    }
+    snprintf(err, errlen, "cuda backend: GEMM plan cache full (%d shapes)", GEMM_CACHE_SIZE);
+    return -1;
+}
+
+/* y[m, n] = x[m, k] * w[n, k]^T, bf16 in, f32 accumulate, bf16 or f32 out. */
+static int gemm(struct cuda_backend *cb, const bf16 *x, const bf16 *w, void *y, int m, int n, int k,
+                bool out_f32, char *err, size_t errlen)
+{
+    if (m <= 0)
+        return 0;
+    struct gemm_plan *p;
+    if (gemm_plan_get(cb, m, n, k, out_f32, &p, err, errlen) != 0)
+        return -1;
+    const float alpha = 1.0f, beta = 0.0f;
+    CUBLAS_CHECK(cublasLtMatmul(cb->lt, p->desc, &alpha, w, p->a, x, p->b, &beta, y, p->c, y, p->c,
+                                &p->algo, cb->workspace, WORKSPACE_BYTES, cb->stream));
+    return 0;
+}
+
+/* ---------------------------------------------------------------- forward */
+
+/* The whole step on the stream, metadata already in d_meta with layout l:
+ * t_rows tokens, s_rows sequence rows, n_sample LM-head rows. */
+static int forward(struct cuda_backend *cb, const struct step_layout *l, int t_rows, int s_rows,
+                   int n_sample, char *err, size_t errlen)
+{
+    cudaStream_t s = cb->stream;
+    const int32_t *token_ids = (const int32_t *)(cb->d_meta + l->token_ids);
+    const int32_t *token_slot = (const int32_t *)(cb->d_meta + l->token_slot);
+    struct folio_k_batch kb = {
+        .num_tokens = t_rows,
+        .num_seqs = s_rows,
+        .token_seq = (const int32_t *)(cb->d_meta + l->token_seq),
+        .token_pos = (const int32_t *)(cb->d_meta + l->token_pos),
+        .seq_ctx_len = (const int32_t *)(cb->d_meta + l->seq_ctx),
+        .block_tables = (const int32_t *)(cb->d_meta + l->tables),
+        .block_stride = cb->block_stride,
+    };
+    const int32_t *sample_rows = (const int32_t *)(cb->d_meta + l->sample_rows);
+    const struct folio_k_sample_params *params =
+        (const struct folio_k_sample_params *)(cb->d_meta + l->params);
+
+    CUDA_CHECK(folio_k_embed(cb->res, cb->embed, token_ids, token_slot, cb->d_last_sampled, t_rows,
+                             cb->hidden, cb->vocab, s));
+    for (int li = 0; li < cb->layers; li++) {
+        struct cuda_layer *L = &cb->lw[li];
+        bf16 *kc = cb->kv_pool + (size_t)li * 2 * cb->kv_layer_stride;
+        bf16 *vc = kc + cb->kv_layer_stride;
+        CUDA_CHECK(folio_k_add_rmsnorm(cb->normed, cb->res, li == 0 ? NULL : cb->proj_out,
+                                       L->attn_norm, NULL, t_rows, cb->hidden, cb->eps, s));
+        if (gemm(cb, cb->normed, L->wqkv, cb->qkv, t_rows, cb->qkv_dim, cb->hidden, false, err,
+                 errlen) != 0)
+            return -1;
+        CUDA_CHECK(folio_k_rope_kv_write(cb->qkv, kc, vc, cb->inv_freq, kb, cb->heads, cb->kv_heads,
+                                         cb->head_dim, s));
+        CUDA_CHECK(folio_k_paged_attention(cb->attn_out, cb->qkv, kc, vc, kb, cb->heads,
+                                           cb->kv_heads, cb->head_dim, s));
+        if (gemm(cb, cb->attn_out, L->wo, cb->proj_out, t_rows, cb->hidden,
+                 cb->heads * cb->head_dim, false, err, errlen) != 0)
+            return -1;
+        CUDA_CHECK(folio_k_add_rmsnorm(cb->normed, cb->res, cb->proj_out, L->mlp_norm, NULL, t_rows,
+                                       cb->hidden, cb->eps, s));
+        if (gemm(cb, cb->normed, L->w_gate_up, cb->gate_up, t_rows, 2 * cb->inter, cb->hidden,
+                 false, err, errlen) != 0)
+            return -1;
+        CUDA_CHECK(folio_k_silu_mul(cb->act, cb->gate_up, t_rows, cb->inter, s));
+        if (gemm(cb, cb->act, L->w_down, cb->proj_out, t_rows, cb->hidden, cb->inter, false, err,
+                 errlen) != 0)
+            return -1;
+    }
+    if (n_sample <= 0)
+        return 0;
+    /* Only the rows that sample go through the final norm and the LM head. */
+    CUDA_CHECK(folio_k_add_rmsnorm(cb->final_h, cb->res, cb->proj_out, cb->final_norm, sample_rows,
+                                   n_sample, cb->hidden, cb->eps, s));
+    if (gemm(cb, cb->final_h, cb->lm_head, cb->d_logits, n_sample, cb->vocab, cb->hidden, true, err,
+             errlen) != 0)
+        return -1;
+    CUDA_CHECK(folio_k_sample(cb->d_logits, n_sample, cb->vocab, params, cb->d_tokens,
+                              cb->d_logprobs, cb->d_top_ids, cb->d_top_logprobs, FOLIO_MAX_LOGPROBS,
+                              cb->d_last_sampled, s));
+    return 0;
+}
+
+static int graph_bucket(int n)
+{
+    int b = 1;
+    while (b < n)
+        b <<= 1;
+    return b;
+}
+
+/* Replays (capturing on first use) the decode graph of one bucket. */
+static int run_decode_graph(struct cuda_backend *cb, int bucket, const struct step_layout *l,
+                            char *err, size_t errlen)
+{
+    struct graph_entry *g = NULL;
+    for (int i = 0; i < cb->num_graphs; i++)
+        if (cb->graphs[i].bucket == bucket)
+            g = &cb->graphs[i];
+    if (!g) {
+        if (cb->num_graphs == NUM_GRAPH_BUCKETS) {
+            snprintf(err, errlen, "cuda backend: too many graph buckets");
+            return -1;
+        }
+        /* The first step of a bucket runs eagerly with the same padded shapes:
+         * modules load, cuBLASLt picks its algorithms, and nothing of that
+         * happens inside the capture. */
+        g = &cb->graphs[cb->num_graphs++];
+        g->bucket = bucket;
+        g->captured = false;
+        return forward(cb, l, bucket, bucket, bucket, err, errlen);
+    }
+    if (!g->captured) {
+        cudaGraph_t graph;
+        CUDA_CHECK(cudaStreamBeginCapture(cb->stream, cudaStreamCaptureModeThreadLocal));
+        int rc = forward(cb, l, bucket, bucket, bucket, err, errlen);
+        cudaError_t e = cudaStreamEndCapture(cb->stream, &graph);
+        if (rc != 0)
+            return -1;
+        if (e != cudaSuccess) {
+            snprintf(err, errlen, "cuda backend: capturing the decode graph of batch %d: %s",
+                     bucket, cudaGetErrorString(e));
+            return -1;
+        }
+        e = cudaGraphInstantiate(&g->exec, graph, 0);
+        cudaGraphDestroy(graph);
+        CUDA_CHECK(e);
+        g->captured = true;
+    }
+    CUDA_CHECK(cudaGraphLaunch(g->exec, cb->stream));
+    return 0;
+}
+
+/* ---------------------------------------------------------------- steps */
+
+static int validate_batch(const struct cuda_backend *cb, const struct folio_step_batch *batch,
+                          char *err, size_t errlen)
+{
+    const struct folio_backend *b = &cb->base;
+    if (batch->num_seqs <= 0 || batch->num_seqs > b->max_seqs) {
+        snprintf(err, errlen, "step: num_seqs %d outside 1..%d", batch->num_seqs, b->max_seqs);
+        return -1;
+    }
+    if (batch->num_tokens <= 0 || batch->num_tokens > b->max_num_tokens) {
+        snprintf(err, errlen, "step: num_tokens %d outside 1..%d", batch->num_tokens,
+                 b->max_num_tokens);
+        return -1;
+    }
+    int sum = 0;
+    for (int i = 0; i < batch->num_seqs; i++) {
+        const struct folio_step_seq *q = &batch->seqs[i];
+        if (q->slot < 0 || q->slot >= b->max_seqs) {
+            snprintf(err, errlen, "step: seq %d: slot %d outside 0..%d", i, q->slot,
+                     b->max_seqs - 1);
+            return -1;
+        }
+        if (q->num_new_tokens < 1 || q->context_len < q->num_new_tokens) {
+            snprintf(err, errlen, "step: seq %d: num_new_tokens %d, context_len %d", i,
+                     q->num_new_tokens, q->context_len);
+            return -1;
+        }
+        int need = (q->context_len + FOLIO_KV_BLOCK_SIZE - 1) / FOLIO_KV_BLOCK_SIZE;
+        if (need > cb->block_stride || q->num_blocks < need || !q->block_table) {
+            snprintf(err, errlen,
+                     "step: seq %d: context_len %d needs %d blocks (has %d, at most %d)", i,
+                     q->context_len, need, q->num_blocks, cb->block_stride);
+            return -1;
+        }
+        for (int j = 0; j < need; j++)
+            if (q->block_table[j] < 0 || q->block_table[j] >= b->num_kv_blocks) {
+                snprintf(err, errlen, "step: seq %d: block_table[%d] = %d outside 0..%d", i, j,
+                         q->block_table[j], b->num_kv_blocks - 1);
+                return -1;
+            }
+        if (q->sampling.num_logprobs < 0 || q->sampling.num_logprobs > FOLIO_MAX_LOGPROBS) {
+            snprintf(err, errlen, "step: seq %d: num_logprobs %d outside 0..%d", i,
+                     q->sampling.num_logprobs, FOLIO_MAX_LOGPROBS);
+            return -1;
+        }
+        sum += q->num_new_tokens;
+    }
+    if (sum != batch->num_tokens) {
+        snprintf(err, errlen, "step: num_tokens %d but the sequences bring %d", batch->num_tokens,
+                 sum);
+        return -1;
+    }
+    for (int t = 0; t < batch->num_tokens; t++) {
+        int id = batch->token_ids[t];
+        if (id != FOLIO_TOKEN_FROM_PREV && (id < 0 || id >= cb->vocab)) {
+            snprintf(err, errlen, "step: token_ids[%d] = %d outside 0..%d", t, id, cb->vocab - 1);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+/* Writes the step's metadata into fl->staging; rows beyond the batch (a graph
+ * bucket's padding) read as padding. Returns the number of LM-head rows. */
+static int pack_step(struct cuda_backend *cb, const struct folio_step_batch *batch, int t_rows,
+                     int s_rows, bool row_per_seq, const struct step_layout *l, struct inflight *fl)
+{
+    unsigned char *st = fl->staging;
+    int32_t *ids = (int32_t *)(st + l->token_ids), *slot = (int32_t *)(st + l->token_slot);
+    int32_t *tseq = (int32_t *)(st + l->token_seq), *tpos = (int32_t *)(st + l->token_pos);
+    int32_t *ctx = (int32_t *)(st + l->seq_ctx), *srows = (int32_t *)(st + l->sample_rows);
+    struct folio_k_sample_params *prm = (struct folio_k_sample_params *)(st + l->params);
+    int32_t *tables = (int32_t *)(st + l->tables);
+
+    int t = 0, n_sample = 0;
+    for (int i = 0; i < batch->num_seqs; i++) {
+        const struct folio_step_seq *q = &batch->seqs[i];
+        int start = q->context_len - q->num_new_tokens;
+        for (int j = 0; j < q->num_new_tokens; j++, t++) {
+            ids[t] = batch->token_ids[t];
+            slot[t] = q->slot;
+            tseq[t] = i;
+            tpos[t] = start + j;
+        }
+        ctx[i] = q->context_len;
+        int need = (q->context_len + FOLIO_KV_BLOCK_SIZE - 1) / FOLIO_KV_BLOCK_SIZE;
+        memcpy(tables + (size_t)i * cb->block_stride, q->block_table, sizeof(int32_t) * need);
+        fl->seq_row[i] = -1;
+        int row = row_per_seq ? i : n_sample;
+        if (q->sample || row_per_seq) {
+            srows[row] = t - 1;
+            struct folio_k_sample_params *p = &prm[row];
+            memset(p, 0, sizeof(*p));
+            p->temperature = q->sampling.temperature;
+            p->top_k = q->sampling.top_k;
+            p->top_p = q->sampling.top_p;
+            p->min_p = q->sampling.min_p;
+            p->seed = q->sampling.seed;
+            p->output_index = q->output_index;
+            p->num_logprobs = q->sampling.num_logprobs;
+            p->slot = q->sample ? q->slot : -1;
+            if (q->sample)
+                fl->seq_row[i] = row;
+            n_sample = row + 1;
+        }
+    }
+    for (; t < t_rows; t++) { /* padding tokens: one per padding sequence */
+        ids[t] = 0;
+        slot[t] = -1;
+        tseq[t] = t < s_rows ? t : 0;
+        tpos[t] = -1;
+    }
+    for (int i = batch->num_seqs; i < s_rows; i++) {
+        ctx[i] = 0;
+        memset(tables + (size_t)i * cb->block_stride, 0, sizeof(int32_t) * cb->block_stride);
+        if (row_per_seq) {
+            srows[i] = 0;
+            memset(&prm[i], 0, sizeof(prm[i]));
+            prm[i].slot = -1;
+            n_sample = i + 1;
+        }
+    }
+    return n_sample;
+}
+
+static int cuda_launch(struct folio_backend *b, const struct folio_step_batch *batch, char *err,
+                       size_t errlen)
+{
+    struct cuda_backend *cb = (struct cuda_backend *)b;
+    if (cb->failed) {
+        snprintf(err, errlen, "cuda backend: unusable after an earlier CUDA error");
+        return -1;
+    }
+    if (cb->fl_count == MAX_INFLIGHT) {
+        snprintf(err, errlen, "cuda backend: %d steps already in flight; collect first",
+                 MAX_INFLIGHT);
+        return -1;
+    }
+    if (validate_batch(cb, batch, err, errlen) != 0)
+        return -1;
+    /* An earlier step's logits stay readable only until the next launch,
+     * unless FOLIO_CUDA_KEEP_LOGITS asks for a copy (off the hot path). */
+    for (int i = 0; i < cb->fl_count; i++) {
+        struct inflight *prev = &cb->fl[(cb->fl_head + i) % MAX_INFLIGHT];
+        if (prev->logits_on_device && cb->keep_logits && prev->num_sample_rows > 0) {
+            cb->failed = true;
+            CUDA_CHECK(cudaMemcpyAsync(prev->d_logits_keep, cb->d_logits,
+                                       sizeof(float) * prev->num_sample_rows * cb->vocab,
+                                       cudaMemcpyDeviceToDevice, cb->stream));
+            cb->failed = false;
+            prev->logits_kept = true;
+        }
+        prev->logits_on_device = false;
+    }
+
+    struct inflight *fl = &cb->fl[(cb->fl_head + cb->fl_count) % MAX_INFLIGHT];
+    bool decode_only = batch->num_tokens == batch->num_seqs;
+    int bucket = graph_bucket(batch->num_seqs);
+    bool use_graph = cb->graphs_enabled && decode_only && bucket <= cb->base.max_seqs &&
+                     bucket <= cb->base.max_num_tokens;
+    int t_rows = use_graph ? bucket : batch->num_tokens;
+    int s_rows = use_graph ? bucket : batch->num_seqs;
+    struct step_layout l;
+    layout_for(t_rows, s_rows, cb->block_stride, &l);
+    int n_sample = pack_step(cb, batch, t_rows, s_rows, use_graph, &l, fl);
+    fl->num_seqs = batch->num_seqs;
+    fl->num_sample_rows = n_sample;
+    fl->logits_on_device = true;
+    fl->logits_kept = false;
+
+    cb->failed = true; /* until the step is queued */
+    CUDA_CHECK(
+        cudaMemcpyAsync(cb->d_meta, fl->staging, l.total, cudaMemcpyHostToDevice, cb->stream));
+    if (use_graph) {
+        if (run_decode_graph(cb, bucket, &l, err, errlen) != 0)
+            return -1;
+    } else if (forward(cb, &l, t_rows, s_rows, n_sample, err, errlen) != 0) {
+        return -1;
+    }
+    if (n_sample > 0) {
+        CUDA_CHECK(cudaMemcpyAsync(fl->h_tokens, cb->d_tokens, sizeof(int32_t) * n_sample,
+                                   cudaMemcpyDeviceToHost, cb->stream));
+        CUDA_CHECK(cudaMemcpyAsync(fl->h_logprobs, cb->d_logprobs, sizeof(float) * n_sample,
+                                   cudaMemcpyDeviceToHost, cb->stream));
+        CUDA_CHECK(cudaMemcpyAsync(fl->h_top_ids, cb->d_top_ids,
+                                   sizeof(int32_t) * n_sample * FOLIO_MAX_LOGPROBS,
+                                   cudaMemcpyDeviceToHost, cb->stream));
+        CUDA_CHECK(cudaMemcpyAsync(fl->h_top_logprobs, cb->d_top_logprobs,
+                                   sizeof(float) * n_sample * FOLIO_MAX_LOGPROBS,
+                                   cudaMemcpyDeviceToHost, cb->stream));
+    }
+    CUDA_CHECK(cudaEventRecord(fl->done, cb->stream));
+    cb->failed = false;
+    cb->fl_count++;
+    return 0;
+}
+
+static int cuda_collect(struct folio_backend *b, struct folio_step_result *res, char *err,
+                        size_t errlen)
+{
+    struct cuda_backend *cb = (struct cuda_backend *)b;
+    if (cb->failed) {
+        snprintf(err, errlen, "cuda backend: unusable after an earlier CUDA error");
+        return -1;
+    }
+    if (cb->fl_count == 0) {
+        snprintf(err, errlen, "cuda backend: collect without a launched step");
+        return -1;
+    }
+    struct inflight *fl = &cb->fl[cb->fl_head];
+    cudaError_t e = cudaEventSynchronize(fl->done);
+    if (e != cudaSuccess) {
+        cb->failed = true;
+        snprintf(err, errlen, "cuda backend: step failed on the GPU: %s", cudaGetErrorString(e));
+        return -1;
+    }
+    cb->fl_head = (cb->fl_head + 1) % MAX_INFLIGHT;
+    cb->fl_count--;
+
+    int out = 0;
+    for (int i = 0; i < fl->num_seqs; i++) {
+        int row = fl->seq_row[i];
+        if (res->token_ids)
+            res->token_ids[i] = row < 0 ? -1 : fl->h_tokens[row];
+        if (res->logprobs)
+            res->logprobs[i] = row < 0 ? 0.0f : fl->h_logprobs[row];
+        for (int n = 0; n < FOLIO_MAX_LOGPROBS; n++) {
+            size_t o = (size_t)i * FOLIO_MAX_LOGPROBS + n,
+                   ro = (size_t)row * FOLIO_MAX_LOGPROBS + n;
+            if (res->top_ids)
+                res->top_ids[o] = row < 0 ? -1 : fl->h_top_ids[ro];
+            if (res->top_logprobs)
+                res->top_logprobs[o] = row < 0 ? -INFINITY : fl->h_top_logprobs[ro];
+        }
+        if (res->logits && row >= 0) {
+            const float *src = fl->logits_kept ? fl->d_logits_keep : cb->d_logits;
+            if (!fl->logits_on_device && !fl->logits_kept) {
+                snprintf(err, errlen,
+                         "cuda backend: logits are kept only for the latest step; collect "
+                         "before launching the next one when you need them");
+                return -1;
+            }
+            cb->failed = true;
+            /* Stream-ordered: a kept copy is queued behind this step's event. */
+            CUDA_CHECK(cudaMemcpyAsync(res->logits + (size_t)out * cb->vocab,
+                                       src + (size_t)row * cb->vocab, sizeof(float) * cb->vocab,
+                                       cudaMemcpyDeviceToHost, cb->stream));
+            CUDA_CHECK(cudaStreamSynchronize(cb->stream));
+            cb->failed = false;
+            out++;
+        }
+    }
+    return 0;
+}
+
+/* ---------------------------------------------------------------- setup */
+
+static void cuda_destroy(struct folio_backend *b)
+{
+    struct cuda_backend *cb = (struct cuda_backend *)b;
+    if (!cb)
+        return;
+    if (cb->stream)
+        cudaStreamSynchronize(cb->stream);
+    for (int i = 0; i < cb->num_graphs; i++)
+        if (cb->graphs[i].captured)
+            cudaGraphExecDestroy(cb->graphs[i].exec);
+    if (cb->plans) {
+        for (int i = 0; i < GEMM_CACHE_SIZE; i++) {
+            struct gemm_plan *p = &cb->plans[i];
+            if (!p->used)
+                continue;
+            cublasLtMatrixLayoutDestroy(p->a);
+            cublasLtMatrixLayoutDestroy(p->b);
+            cublasLtMatrixLayoutDestroy(p->c);
+            cublasLtMatmulDescDestroy(p->desc);
+        }
+        free(cb->plans);
+    }
+    for (int i = 0; i < MAX_INFLIGHT; i++) {
+        struct inflight *fl = &cb->fl[i];
+        if (fl->done)
+            cudaEventDestroy(fl->done);
+        cudaFreeHost(fl->staging);
+        cudaFreeHost(fl->h_tokens);
+        cudaFreeHost(fl->h_logprobs);
+        cudaFreeHost(fl->h_top_ids);
+        cudaFreeHost(fl->h_top_logprobs);
+        free(fl->seq_row);
+        cudaFree(fl->d_logits_keep);
+    }
+    for (int i = 0; i < cb->num_weight_blocks; i++)
+        cudaFree(cb->weight_blocks[i]);
+    void *bufs[] = {cb->kv_pool,        cb->res,
+                    cb->normed,         cb->qkv,
+                    cb->attn_out,       cb->proj_out,
+                    cb->gate_up,        cb->act,
+                    cb->final_h,        cb->d_logits,
+                    cb->d_tokens,       cb->d_logprobs,
+                    cb->d_top_ids,      cb->d_top_logprobs,
+                    cb->d_last_sampled, cb->d_meta,
+                    cb->inv_freq,       cb->workspace};
+    for (size_t i = 0; i < sizeof(bufs) / sizeof(bufs[0]); i++)
+        cudaFree(bufs[i]);
+    free(cb->lw);
+    if (cb->lt)
+        cublasLtDestroy(cb->lt);
+    if (cb->stream)
+        cudaStreamDestroy(cb->stream);
+    free(cb);
+}
+
+static const struct folio_backend_ops cuda_ops = {
+    .name = "cuda",
+    .launch = cuda_launch,
+    .collect = cuda_collect,
+    .destroy = cuda_destroy,
+};
+
+static int check_shape(const struct folio_tensor *t, const char *what, int64_t rows, int64_t cols,
+                       char *err, size_t errlen)
+{
+    if (!t) {
+        snprintf(err, errlen, "cuda backend: tensor %s missing", what);
+        return -1;
+    }
+    int64_t r = t->ndim >= 1 ? t->shape[0] : 0, c = t->ndim == 2 ? t->shape[1] : 1;
+    if (t->ndim < 1 || t->ndim > 2 || r != rows || c != cols) {
+        snprintf(err, errlen,
+                 "cuda backend: tensor %s (%s) has shape [%lld, %lld], want [%lld, %lld]", t->name,
+                 what, (long long)r, (long long)c, (long long)rows, (long long)cols);
+        return -1;
+    }
+    return 0;
+}
+
+/* Copies a checkpoint tensor into dst as bf16, through a device staging buffer. */
+static int upload(struct cuda_backend *cb, bf16 *dst, const struct folio_tensor *t, void *staging,
+                  char *err, size_t errlen)
+{
+    int64_t n = 1;
+    for (int i = 0; i < t->ndim; i++)
+        n *= t->shape[i];
+    /* On the step stream: a plain cudaMemcpy from pageable memory may return before its
+     * DMA lands, and the non-blocking stream would not wait for it. */
+    CUDA_CHECK(cudaMemcpyAsync(staging, t->data, t->nbytes, cudaMemcpyHostToDevice, cb->stream));
+    int code = t->dtype == FOLIO_DTYPE_F32 ? 2 : t->dtype == FOLIO_DTYPE_F16 ? 1 : 0;
+    CUDA_CHECK(folio_k_convert_to_bf16(dst, staging, code, n, cb->stream));
+    CUDA_CHECK(cudaStreamSynchronize(cb->stream));
+    return 0;
+}
+
+static int alloc_weights(struct cuda_backend *cb, void **out, size_t bytes, char *err,
+                         size_t errlen)
+{
+    CUDA_CHECK(cudaMalloc(out, bytes));
+    cb->weight_blocks[cb->num_weight_blocks++] = *out;
+    return 0;
+}
+
+/* inv_freq[i] = theta^(-2i/D), with Llama-3 or linear scaling as Hugging Face
+ * computes it (f32 arithmetic). */
+static void rope_inv_freq(const struct folio_model_config *c, float *inv)
+{
+    int half = c->head_dim / 2;
+    for (int i = 0; i < half; i++) {
+        float expo = (float)(2 * i) / (float)c->head_dim;
+        inv[i] = 1.0f / powf(c->rope_theta, expo);
+    }
+    const struct folio_rope_scaling *s = &c->rope_scaling;
+    if (s->type == FOLIO_ROPE_LINEAR && s->factor > 0.0f) {
+        for (int i = 0; i < half; i++)
+            inv[i] /= s->factor;
+    } else if (s->type == FOLIO_ROPE_LLAMA3) {
+        float old_ctx = (float)s->original_max_position_embeddings;
+        float low_wavelen = old_ctx / s->low_freq_factor;
+        float high_wavelen = old_ctx / s->high_freq_factor;
+        for (int i = 0; i < half; i++) {
+            float wavelen = 2.0f * (float)M_PI / inv[i];
+            float f = wavelen > low_wavelen ? inv[i] / s->factor : inv[i];
+            if (!(wavelen < high_wavelen) && !(wavelen > low_wavelen)) {
+                float smooth = (old_ctx / wavelen - s->low_freq_factor) /
+                               (s->high_freq_factor - s->low_freq_factor);
+                f = (1.0f - smooth) * f / s->factor + smooth * f;
+            }
+            inv[i] = f;
+        }
+    }
+}
+
+static int create(struct cuda_backend *cb, const struct folio_model *m,
+                  const struct folio_backend_options *opt, char *err, size_t errlen)
+{
+    const struct folio_model_config *c = &m->config;
+    cb->hidden = c->hidden_size;
+    cb->inter = c->intermediate_size;
+    cb->layers = c->num_layers;
+    cb->heads = c->num_heads;
+    cb->kv_heads = c->num_kv_heads;
+    cb->head_dim = c->head_dim;
+    cb->vocab = c->vocab_size;
+    cb->eps = c->rms_norm_eps;
+    cb->qkv_dim = (cb->heads + 2 * cb->kv_heads) * cb->head_dim;
+    if (cb->hidden % 8 || cb->inter % 8 || (cb->head_dim != 64 && cb->head_dim != 128) ||
+        cb->kv_heads <= 0 || cb->heads % cb->kv_heads || cb->heads / cb->kv_heads > 32) {
+        snprintf(
+            err, errlen,
+            "cuda backend: unsupported shape (hidden %d and intermediate %d must be "
+            "multiples of 8, head_dim %d must be 64 or 128, heads %d / kv_heads %d at most 32)",
+            cb->hidden, cb->inter, cb->head_dim, cb->heads, cb->kv_heads);
+        return -1;
+    }
+    if (opt->max_seqs <= 0 || opt->max_num_tokens <= 0) {
+        snprintf(err, errlen, "cuda backend: max_seqs %d and max_num_tokens %d must be positive",
+                 opt->max_seqs, opt->max_num_tokens);
+        return -1;
+    }
+    cb->base.ops = &cuda_ops;
+    cb->base.model = m;
+    cb->base.max_seqs = opt->max_seqs;
+    cb->base.max_num_tokens = opt->max_num_tokens;
+    const char *g = getenv("FOLIO_CUDA_GRAPHS");
+    cb->graphs_enabled = !(g && strcmp(g, "0") == 0);
+    const char *k = getenv("FOLIO_CUDA_KEEP_LOGITS");
+    cb->keep_logits = k && strcmp(k, "1") == 0;
+
+    CUDA_CHECK(cudaSetDevice(0));
+    CUDA_CHECK(cudaStreamCreateWithFlags(&cb->stream, cudaStreamNonBlocking));
+    CUBLAS_CHECK(cublasLtCreate(&cb->lt));
+    CUDA_CHECK(cudaMalloc(&cb->workspace, WORKSPACE_BYTES));
+    cb->plans = calloc(GEMM_CACHE_SIZE, sizeof(*cb->plans));
+    cb->lw = calloc((size_t)cb->layers, sizeof(*cb->lw));
+    if (!cb->plans || !cb->lw) {
+        snprintf(err, errlen, "cuda backend: out of host memory");
+        return -1;
+    }
+
+    /* Check every tensor's shape before any upload. */
+    int64_t H = cb->hidden, I = cb->inter, QD = (int64_t)cb->heads * cb->head_dim,
+            KD = (int64_t)cb->kv_heads * cb->head_dim;
+    if (check_shape(m->embed, "embed_tokens", cb->vocab, H, err, errlen) ||
+        check_shape(m->final_norm, "norm", H, 1, err, errlen) ||
+        check_shape(m->lm_head, "lm_head", cb->vocab, H, err, errlen))
+        return -1;
+    size_t max_bytes =
+        m->embed->nbytes > m->lm_head->nbytes ? m->embed->nbytes : m->lm_head->nbytes;
+    for (int i = 0; i < cb->layers; i++) {
+        const struct folio_layer_weights *L = &m->layers[i];
+        const struct folio_tensor *ts[] = {L->attn_norm, L->wq,     L->wk,   L->wv,    L->wo,
+                                           L->mlp_norm,  L->w_gate, L->w_up, L->w_down};
+        int64_t rows[] = {H, QD, KD, KD, H, H, I, I, H}, cols[] = {1, H, H, H, QD, 1, H, H, I};
+        for (int j = 0; j < 9; j++) {
+            char what[64];
+            snprintf(what, sizeof(what), "layer %d weight %d", i, j);
+            if (check_shape(ts[j], what, rows[j], cols[j], err, errlen))
+                return -1;
+            if (ts[j]->nbytes > max_bytes)
+                max_bytes = ts[j]->nbytes;
+        }
+    }
+
+    /* Weights: one allocation per kind, QKV and gate/up fused row-wise. */
+    size_t lin = (size_t)(cb->qkv_dim * H + H * QD + 2 * I * H + H * I + 2 * H);
+    bool tied = m->lm_head == m->embed || m->lm_head->data == m->embed->data;
+    size_t glob = (size_t)(cb->vocab * H * (tied ? 1 : 2) + H);
+    void *wl, *wg, *staging;
+    if (alloc_weights(cb, &wl, sizeof(bf16) * lin * cb->layers, err, errlen) ||
+        alloc_weights(cb, &wg, sizeof(bf16) * glob, err, errlen))
+        return -1;
+    CUDA_CHECK(cudaMalloc(&staging, max_bytes));
+    int rc = 0;
+    bf16 *p = wg;
+    cb->embed = p;
+    p += (size_t)cb->vocab * H;
+    cb->lm_head = tied ? cb->embed : p;
+    if (!tied)
+        p += (size_t)cb->vocab * H;
+    cb->final_norm = p;
+    rc |= upload(cb, cb->embed, m->embed, staging, err, errlen);
+    if (!rc && !tied)
+        rc |= upload(cb, cb->lm_head, m->lm_head, staging, err, errlen);
+    if (!rc)
+        rc |= upload(cb, cb->final_norm, m->final_norm, staging, err, errlen);
+    p = wl;
+    for (int i = 0; i < cb->layers && !rc; i++) {
+        const struct folio_layer_weights *L = &m->layers[i];
+        struct cuda_layer *D = &cb->lw[i];
+        D->wqkv = p;
+        p += (size_t)cb->qkv_dim * H;
+        D->wo = p;
+        p += (size_t)H * QD;
+        D->w_gate_up = p;
+        p += (size_t)2 * I * H;
+        D->w_down = p;
+        p += (size_t)H * I;
+        D->attn_norm = p;
+        p += H;
+        D->mlp_norm = p;
+        p += H;
+        rc |= upload(cb, D->wqkv, L->wq, staging, err, errlen) ||
+              upload(cb, D->wqkv + QD * H, L->wk, staging, err, errlen) ||
+              upload(cb, D->wqkv + (QD + KD) * H, L->wv, staging, err, errlen) ||
+              upload(cb, D->wo, L->wo, staging, err, errlen) ||
+              upload(cb, D->w_gate_up, L->w_gate, staging, err, errlen) ||
+              upload(cb, D->w_gate_up + I * H, L->w_up, staging, err, errlen) ||
+              upload(cb, D->w_down, L->w_down, staging, err, errlen) ||
+              upload(cb, D->attn_norm, L->attn_norm, staging, err, errlen) ||
+              upload(cb, D->mlp_norm, L->mlp_norm, staging, err, errlen);
+    }
+    cudaFree(staging);
+    if (rc)
+        return -1;
+
+    float *inv = malloc(sizeof(float) * cb->head_dim / 2);
+    if (!inv) {
+        snprintf(err, errlen, "cuda backend: out of host memory");
+        return -1;
+    }
+    rope_inv_freq(c, inv);
+    cudaError_t e = cudaMalloc((void **)&cb->inv_freq, sizeof(float) * cb->head_dim / 2);
+    if (e == cudaSuccess)
+        e = cudaMemcpyAsync(cb->inv_freq, inv, sizeof(float) * cb->head_dim / 2,
+                            cudaMemcpyHostToDevice, cb->stream);
+    if (e == cudaSuccess)
+        e = cudaStreamSynchronize(cb->stream);
+    free(inv);
+    CUDA_CHECK(e);
+
+    /* Activations for max_num_tokens rows, logits and outputs for max_seqs rows. */
+    size_t T = (size_t)opt->max_num_tokens, S = (size_t)opt->max_seqs;
+    int max_ctx = c->max_position_embeddings > opt->max_num_tokens ? c->max_position_embeddings
+                                                                   : opt->max_num_tokens;
+    cb->block_stride = (max_ctx + FOLIO_KV_BLOCK_SIZE - 1) / FOLIO_KV_BLOCK_SIZE;
+    CUDA_CHECK(cudaMalloc((void **)&cb->res, sizeof(bf16) * T * H));
+    CUDA_CHECK(cudaMalloc((void **)&cb->normed, sizeof(bf16) * T * H));
+    CUDA_CHECK(cudaMalloc((void **)&cb->qkv, sizeof(bf16) * T * cb->qkv_dim));
+    CUDA_CHECK(cudaMalloc((void **)&cb->attn_out, sizeof(bf16) * T * QD));
+    CUDA_CHECK(cudaMalloc((void **)&cb->proj_out, sizeof(bf16) * T * H));
+    CUDA_CHECK(cudaMalloc((void **)&cb->gate_up, sizeof(bf16) * T * 2 * I));
+    CUDA_CHECK(cudaMalloc((void **)&cb->act, sizeof(bf16) * T * I));
+    CUDA_CHECK(cudaMalloc((void **)&cb->final_h, sizeof(bf16) * S * H));
+    CUDA_CHECK(cudaMalloc((void **)&cb->d_logits, sizeof(float) * S * cb->vocab));
+    CUDA_CHECK(cudaMalloc((void **)&cb->d_tokens, sizeof(int32_t) * S));
+    CUDA_CHECK(cudaMalloc((void **)&cb->d_logprobs, sizeof(float) * S));
+    CUDA_CHECK(cudaMalloc((void **)&cb->d_top_ids, sizeof(int32_t) * S * FOLIO_MAX_LOGPROBS));
+    CUDA_CHECK(cudaMalloc((void **)&cb->d_top_logprobs, sizeof(float) * S * FOLIO_MAX_LOGPROBS));
+    CUDA_CHECK(cudaMalloc((void **)&cb->d_last_sampled, sizeof(int32_t) * S));
+    CUDA_CHECK(cudaMemsetAsync(cb->d_last_sampled, 0, sizeof(int32_t) * S, cb->stream));
+    /* The largest layout: the eager maximum, or a graph bucket of max_seqs rows. */
+    struct step_layout l1, l2;
+    layout_for((int)T, (int)S, cb->block_stride, &l1);
+    layout_for(graph_bucket((int)S), graph_bucket((int)S), cb->block_stride, &l2);
+    size_t meta = l1.total > l2.total ? l1.total : l2.total;
+    CUDA_CHECK(cudaMalloc((void **)&cb->d_meta, meta));
+    for (int i = 0; i < MAX_INFLIGHT; i++) {
+        struct inflight *fl = &cb->fl[i];
+        CUDA_CHECK(cudaEventCreateWithFlags(&fl->done, cudaEventDisableTiming));
+        CUDA_CHECK(cudaMallocHost((void **)&fl->staging, meta));
+        CUDA_CHECK(cudaMallocHost((void **)&fl->h_tokens, sizeof(int32_t) * S));
+        CUDA_CHECK(cudaMallocHost((void **)&fl->h_logprobs, sizeof(float) * S));
+        CUDA_CHECK(
+            cudaMallocHost((void **)&fl->h_top_ids, sizeof(int32_t) * S * FOLIO_MAX_LOGPROBS));
+        CUDA_CHECK(
+            cudaMallocHost((void **)&fl->h_top_logprobs, sizeof(float) * S * FOLIO_MAX_LOGPROBS));
+        if (cb->keep_logits)
+            CUDA_CHECK(cudaMalloc((void **)&fl->d_logits_keep, sizeof(float) * S * cb->vocab));
+        fl->seq_row = calloc(S, sizeof(int));
+        if (!fl->seq_row) {
+            snprintf(err, errlen, "cuda backend: out of host memory");
+            return -1;
+        }
+    }
+
+    /* KV pool: what the memory budget leaves after everything above. */
+    size_t block_elems = (size_t)cb->kv_heads * FOLIO_KV_BLOCK_SIZE * cb->head_dim;
+    size_t block_bytes_all = sizeof(bf16) * block_elems * 2 * cb->layers;
+    size_t nblocks;
+    if (opt->num_kv_blocks > 0) {
+        nblocks = (size_t)opt->num_kv_blocks;
+    } else {
+        size_t free_b, total_b;
+        CUDA_CHECK(cudaMemGetInfo(&free_b, &total_b));
+        float util = opt->gpu_memory_utilization > 0.0f ? opt->gpu_memory_utilization : 0.9f;
+        double budget = (double)util * (double)total_b - (double)(total_b - free_b);
+        /* Room for CUDA graphs, cuBLASLt and the runtime beyond what is allocated now. */
+        budget -= 256.0 * (1 << 20);
+        if (budget > (double)free_b)
+            budget = (double)free_b;
+        nblocks = budget > 0 ? (size_t)(budget / (double)block_bytes_all) : 0;
+        if (nblocks > (size_t)0x7fffffff)
+            nblocks = 0x7fffffff;
+    }
+    if (nblocks < 1) {
+        snprintf(err, errlen,
+                 "cuda backend: no memory left for the KV cache at gpu_memory_utilization %.2f",
+                 (double)opt->gpu_memory_utilization);
+        return -1;
+    }
+    cb->kv_layer_stride = block_elems * nblocks;
+    CUDA_CHECK(cudaMalloc((void **)&cb->kv_pool, block_bytes_all * nblocks));
+    cb->base.num_kv_blocks = (int)nblocks;
+    CUDA_CHECK(cudaStreamSynchronize(cb->stream));
+    return 0;
+}
+
+int folio_cuda_backend_create(const struct folio_model *m, const struct folio_backend_options *opt,
+                              struct folio_backend **out, char *err, size_t errlen)
+{
+    struct cuda_backend *cb = calloc(1, sizeof(*cb));
+    if (!cb) {
+        snprintf(err, errlen, "cuda backend: out of host memory");
+        return -1;
+    }
+    if (create(cb, m, opt, err, errlen) != 0) {
+        cuda_destroy(&cb->base);
+        return -1;
+    }
+    *out = &cb->base;
+    return 0;
+}
