@@ -43,6 +43,7 @@ struct gen_req {
     bool started; /* streaming: 200 and headers sent */
     bool sending; /* h2o_send issued, proceed not yet called */
     bool final_queued;
+    bool got_event;
     bool done; /* the last byte is handed to h2o: later events are ignored */
     struct folio_jw pending, inflight;
     struct folio_jw text;                /* non-streaming: the whole completion */
@@ -287,6 +288,10 @@ static void handle_event(struct gen_req *g, const struct folio_event_view *v)
     const struct folio_event_header *h = v->hdr;
     double now = now_s();
 
+    if (!g->got_event) {
+        g->got_event = true;
+        folio_histogram_observe(&s->metrics.queue, now - g->t_arrival);
+    }
     if (h->finish_reason == FOLIO_FINISH_REJECTED) {
         char msg[512];
         snprintf(msg, sizeof msg, "%.*s", (int)h->message_len, v->message);

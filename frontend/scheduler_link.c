@@ -103,7 +103,14 @@ static void *ring_main(void *arg)
 {
     struct folio_link *l = arg;
     char err[256];
+    /* Records are gathered here, then copied into one message of the exact
+     * size: a batch is usually a few hundred bytes. */
     size_t cap = BATCH_MAX_BYTES + folio_ring_max_record(l->reader) + 16;
+    unsigned char *buf = malloc(cap);
+    if (!buf) {
+        folio_log_error(0, "event ring %s: out of memory for the batch buffer", l->ring_name);
+        return NULL;
+    }
     while (!atomic_load(&l->stopping)) {
         /* Back-pressure: when the loop is behind, stop reading so the ring
          * fills and the scheduler waits, instead of growing our heap. */
@@ -119,33 +126,34 @@ static void *ring_main(void *arg)
         }
         if (rc == 0)
             continue;
-        struct folio_link_msg *m = msg_new(l, FOLIO_LINK_EVENTS, cap);
-        if (!m) {
-            usleep(1000);
-            continue;
-        }
         size_t pos = 0;
+        uint32_t num = 0;
         struct folio_ring_record rec;
         while (pos < BATCH_MAX_BYTES &&
                (rc = folio_ring_peek(l->reader, &rec, err, sizeof err)) == 1) {
-            memcpy(m->data + pos, &rec.len, 4);
-            memset(m->data + pos + 4, 0, 4);
-            memcpy(m->data + pos + 8, rec.data, rec.len);
-            pos += 8 + ((rec.len + 7u) & ~7u);
-            m->num_records++;
+            memcpy(buf + pos, &rec.len, 4);
+            memset(buf + pos + 4, 0, 4);
+            memcpy(buf + pos + 8, rec.data, rec.len);
+            size_t padded = (rec.len + 7u) & ~7u;
+            memset(buf + pos + 8 + rec.len, 0, padded - rec.len);
+            pos += 8 + padded;
+            num++;
             folio_ring_release(l->reader);
         }
         if (rc < 0)
             folio_log_error(0, "event ring %s: %s", l->ring_name, err);
-        /* Give back the unused tail of the allocation to the accounting. */
-        atomic_fetch_sub(&l->pending_bytes, cap - pos);
-        m->bytes = pos;
-        if (m->num_records == 0) {
-            folio_link_msg_free(m);
+        if (num == 0)
             continue;
-        }
+        struct folio_link_msg *m;
+        while (!(m = msg_new(l, FOLIO_LINK_EVENTS, pos)) && !atomic_load(&l->stopping))
+            usleep(1000);
+        if (!m)
+            break;
+        memcpy(m->data, buf, pos);
+        m->num_records = num;
         l->cfg.deliver(l->cfg.deliver_arg, m);
     }
+    free(buf);
     return NULL;
 }
 
@@ -172,6 +180,8 @@ static int ctl_call(struct folio_link *l, Folio__Envelope *env, Folio__Envelope 
     nng_free(in, inlen);
     return *reply ? 0 : -1;
 }
+
+static int do_status(struct folio_link *l);
 
 static int do_register(struct folio_link *l)
 {
@@ -206,6 +216,9 @@ static int do_register(struct folio_link *l)
         folio_log_info(0, "registered with the scheduler (epoch %u, model %s, max_model_len %d)",
                        rr->scheduler_epoch, rr->model_name, rr->max_model_len);
         rc = 0;
+        /* A status first, so the loop sees a valid one when it learns it is
+         * registered (it starts listening then). */
+        do_status(l);
         post(l, FOLIO_LINK_REGISTERED, rr->scheduler_epoch);
     }
     folio__envelope__free_unpacked(reply, NULL);

@@ -1,0 +1,385 @@
+"""`folio serve` end to end on the CPU backend: one scheduler, its worker and two frontends serve
+real HTTP clients (the official openai client, curl, httpx, nghttp2's client) on one port.
+
+The server is started once for the module (it takes a few seconds) and stopped with SIGTERM at the
+end, which must exit 0 and leave no shared-memory segment or socket file behind. The destructive
+tests (kill -9 the worker, kill -9 a frontend) run last."""
+
+import asyncio
+import json
+import os
+import re
+import signal
+import socket
+import subprocess
+import time
+from pathlib import Path
+
+import httpx
+import openai
+import pytest
+
+from conftest import bin_path
+
+MAX_WAIT_S = 90
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def children(pid):
+    """(pid, cmdline) of the direct children of pid."""
+    out = []
+    for d in Path("/proc").iterdir():
+        if not d.name.isdigit():
+            continue
+        try:
+            stat = (d / "stat").read_text()
+            ppid = int(stat.rsplit(")", 1)[1].split()[1])
+            if ppid == pid:
+                cmd = (d / "cmdline").read_bytes().replace(b"\0", b" ").decode()
+                out.append((int(d.name), cmd))
+        except (OSError, ValueError, IndexError):
+            continue
+    return out
+
+
+class Server:
+    def __init__(self, model, port):
+        self.model = model
+        self.port = port
+        self.base = f"http://127.0.0.1:{port}"
+        self.log = open(Path(model).parent / f"serve-{port}.log", "w+")
+        self.proc = subprocess.Popen(
+            [str(bin_path("folio")), "serve", "--model", str(model), "--port", str(port),
+             "--frontends", "2", "--backend", "cpu", "--drain-seconds", "10"],
+            stdout=self.log, stderr=subprocess.STDOUT)
+
+    def logs(self):
+        self.log.flush()
+        self.log.seek(0)
+        return self.log.read()[-6000:]
+
+    def health(self):
+        try:
+            return httpx.get(self.base + "/health", timeout=2).status_code
+        except httpx.HTTPError:
+            return None
+
+    def wait_health(self, want=200, timeout=MAX_WAIT_S):
+        deadline = time.time() + timeout
+        while time.time() < deadline:
+            assert self.proc.poll() is None, "folio serve exited:\n" + self.logs()
+            if self.health() == want:
+                return
+            time.sleep(0.1)
+        pytest.fail(f"/health did not become {want} within {timeout} s:\n" + self.logs())
+
+    def metric(self, name):
+        text = httpx.get(self.base + "/metrics", timeout=5).text
+        m = re.search(rf"^{name} ([0-9.e+-]+)$", text, re.M)
+        return float(m.group(1)) if m else None
+
+    def child_pids(self, name):
+        return [p for p, cmd in children(self.proc.pid) if name in cmd.split()[0]]
+
+
+@pytest.fixture(scope="module")
+def server(tiny_model):
+    s = Server(tiny_model, free_port())
+    try:
+        s.wait_health(200)
+        yield s
+    finally:
+        pid = s.proc.pid
+        if s.proc.poll() is None:
+            s.proc.send_signal(signal.SIGTERM)
+        try:
+            rc = s.proc.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            s.proc.kill()
+            pytest.fail("folio serve did not stop within 60 s of SIGTERM:\n" + s.logs())
+        assert rc == 0, s.logs()
+        left = [f for f in os.listdir("/dev/shm") if f.startswith(f"folio-{pid}-")]
+        assert left == [], f"shared memory left behind: {left}"
+        assert not Path(f"/tmp/folio-{pid}").exists(), "run directory left behind"
+
+
+@pytest.fixture(scope="module")
+def client(server):
+    return openai.OpenAI(base_url=server.base + "/v1", api_key="none", max_retries=0,
+                         timeout=120)
+
+
+def model_name(server):
+    return Path(server.model).name
+
+
+def sse_events(lines):
+    """The data payloads of an SSE stream, [DONE] included."""
+    return [line[len("data: "):] for line in lines if line.startswith("data: ")]
+
+
+def test_models_and_health(server):
+    r = httpx.get(server.base + "/v1/models")
+    assert r.status_code == 200
+    assert r.json()["data"][0]["id"] == model_name(server)
+    assert httpx.get(server.base + "/health").status_code == 200
+    m = httpx.get(server.base + "/metrics").text
+    assert "folio_time_to_first_token_seconds_bucket" in m
+    assert "process_resident_memory_bytes" in m
+
+
+def test_completion(client, server):
+    r = client.completions.create(model=model_name(server), prompt="Hello, my name is",
+                                  max_tokens=12, temperature=0, extra_body={"ignore_eos": True})
+    assert r.object == "text_completion" and r.id.startswith("cmpl-")
+    assert r.choices[0].finish_reason == "length"
+    assert r.usage.completion_tokens == 12
+    assert r.usage.total_tokens == r.usage.prompt_tokens + 12
+    assert len(r.choices[0].text) > 0
+
+
+def test_completion_stream_with_usage(client, server):
+    chunks = list(client.completions.create(
+        model=model_name(server), prompt="Once upon a time", max_tokens=10, temperature=0,
+        stream=True, stream_options={"include_usage": True}, extra_body={"ignore_eos": True}))
+    assert chunks[-1].choices == [] and chunks[-1].usage.completion_tokens == 10
+    assert all(c.usage is None for c in chunks[:-1])
+    assert chunks[-2].choices[0].finish_reason == "length"
+    text = "".join(c.choices[0].text for c in chunks[:-1])
+    full = client.completions.create(model=model_name(server), prompt="Once upon a time",
+                                     max_tokens=10, temperature=0,
+                                     extra_body={"ignore_eos": True})
+    assert text == full.choices[0].text
+
+
+def test_chat(client, server):
+    msgs = [{"role": "system", "content": "You are brief."},
+            {"role": "user", "content": "Say hello."}]
+    r = client.chat.completions.create(model=model_name(server), messages=msgs, max_tokens=8,
+                                       temperature=0, extra_body={"ignore_eos": True})
+    assert r.object == "chat.completion" and r.id.startswith("chatcmpl-")
+    assert r.choices[0].message.role == "assistant"
+    assert r.usage.completion_tokens == 8
+    chunks = list(client.chat.completions.create(
+        model=model_name(server), messages=msgs, max_tokens=8, temperature=0, stream=True,
+        extra_body={"ignore_eos": True}))
+    assert chunks[0].choices[0].delta.role == "assistant"
+    assert all(c.object == "chat.completion.chunk" for c in chunks)
+    assert chunks[-1].choices[0].finish_reason == "length"
+    assert "".join(c.choices[0].delta.content or "" for c in chunks) == r.choices[0].message.content
+
+
+def test_curl_stream(server):
+    body = json.dumps({"model": model_name(server), "prompt": "The sky is", "max_tokens": 5,
+                       "stream": True, "ignore_eos": True, "stop": None})
+    out = subprocess.run(["curl", "-sN", "-H", "Content-Type: application/json", "-d", body,
+                          server.base + "/v1/completions"], capture_output=True, text=True,
+                         timeout=60)
+    assert out.returncode == 0
+    assert out.stdout.endswith("data: [DONE]\n\n")
+    events = sse_events(out.stdout.split("\n"))
+    chunks = [json.loads(e) for e in events[:-1]]
+    assert all(c["object"] == "text_completion" for c in chunks)
+    assert chunks[-1]["choices"][0]["finish_reason"] == "length"
+
+
+def test_continuous_usage_stats(server):
+    body = {"model": model_name(server), "prompt": "One two three", "max_tokens": 6,
+            "stream": True, "ignore_eos": True,
+            "stream_options": {"include_usage": True, "continuous_usage_stats": True}}
+    with httpx.stream("POST", server.base + "/v1/completions", json=body, timeout=60) as r:
+        assert r.status_code == 200
+        assert r.headers["content-type"].startswith("text/event-stream")
+        events = sse_events(list(r.iter_lines()))
+    assert events[-1] == "[DONE]"
+    chunks = [json.loads(e) for e in events[:-1]]
+    assert all(c["usage"] is not None for c in chunks)
+    counts = [c["usage"]["completion_tokens"] for c in chunks]
+    assert counts == sorted(counts) and counts[-1] == 6
+
+
+def test_errors(server):
+    url = server.base + "/v1/completions"
+    bad = [
+        (b"{not json", 400),
+        (json.dumps({"prompt": "x", "n": 2}).encode(), 400),
+        (json.dumps({"prompt": "x", "model": "no-such-model"}).encode(), 404),
+        (json.dumps({"prompt": "x", "max_tokens": -1}).encode(), 400),
+        (b'{"prompt": "\xff\xfe"}', 400),
+        (json.dumps({"prompt": "x", "max_tokens": 10 ** 6}).encode(), 400),
+    ]
+    for body, status in bad:
+        r = httpx.post(url, content=body, headers={"content-type": "application/json"})
+        assert r.status_code == status, (body, r.text)
+        err = r.json()["error"]
+        assert err["message"] and err["type"] and err["code"] == status
+    assert httpx.get(url).status_code == 405
+    assert httpx.get(server.base + "/v2/nothing").status_code == 404
+    # 17 MB: over the 16 MB limit. curl sends "Expect: 100-continue" for a body this size, so
+    # the server can refuse it before it is uploaded.
+    big = Path(server.model).parent / "big-body.json"
+    big.write_bytes(b'{"prompt": "' + b"a" * (17 << 20) + b'"}')
+    out = subprocess.run(["curl", "-s", "-o", "/dev/null", "-w", "%{http_code}",
+                          "--data-binary", f"@{big}", url], capture_output=True, text=True,
+                         timeout=60)
+    assert out.stdout == "413"
+    with pytest.raises(openai.BadRequestError):
+        openai.OpenAI(base_url=server.base + "/v1", api_key="x", max_retries=0).completions.create(
+            model=model_name(server), prompt="x", n=2)
+
+
+def test_stop_strings(client, server):
+    kw = dict(model=model_name(server), prompt="The meaning of life is", temperature=0,
+              max_tokens=24, extra_body={"ignore_eos": True})
+    full = client.completions.create(**kw).choices[0].text
+    assert len(full) > 12
+    stop = full[len(full) // 2:len(full) // 2 + 3]
+    want = full[:full.index(stop)]
+    r = client.completions.create(**kw, stop=[stop, "never-appears-in-it"])
+    assert r.choices[0].text == want and r.choices[0].finish_reason == "stop"
+    chunks = list(client.completions.create(**kw, stop=stop, stream=True))
+    assert "".join(c.choices[0].text for c in chunks) == want
+    assert chunks[-1].choices[0].finish_reason == "stop"
+
+
+def test_served_greedy_equals_folio_generate(client, server):
+    prompt = "The quick brown fox jumps over the lazy dog."
+    out = subprocess.run([str(bin_path("folio")), "generate", "--model", str(server.model),
+                          "--prompt", prompt, "--max-tokens", "16", "--ignore-eos",
+                          "--threads", "1"], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    r = client.completions.create(model=model_name(server), prompt=prompt, max_tokens=16,
+                                  temperature=0, extra_body={"ignore_eos": True})
+    assert r.choices[0].text + "\n" == out.stdout
+
+
+def test_64_concurrent_streams(server):
+    async def one(c, i):
+        body = {"model": model_name(server), "prompt": f"Request number {i} says", "stream": True,
+                "max_tokens": 8, "ignore_eos": True,
+                "stream_options": {"include_usage": True}}
+        async with c.stream("POST", server.base + "/v1/completions", json=body) as r:
+            assert r.status_code == 200
+            events = sse_events([line async for line in r.aiter_lines()])
+        assert events[-1] == "[DONE]"
+        return json.loads(events[-2])["usage"]["completion_tokens"]
+
+    async def main():
+        limits = httpx.Limits(max_connections=64)
+        async with httpx.AsyncClient(timeout=180, limits=limits) as c:
+            return await asyncio.gather(*(one(c, i) for i in range(64)))
+
+    assert asyncio.run(main()) == [8] * 64
+
+
+def test_http2(server):
+    host = f"http://127.0.0.1:{server.port}"
+    # nghttp speaks h2c with prior knowledge by default; -u does the HTTP/1.1 Upgrade dance.
+    for flags in ([], ["-u"]):
+        out = subprocess.run(["nghttp", "-nv", *flags, host + "/health"], capture_output=True,
+                             text=True, timeout=30)
+        assert out.returncode == 0, out.stdout + out.stderr
+        assert ":status: 200" in out.stdout
+    body = Path(server.model).parent / "h2-body.json"
+    body.write_text(json.dumps({"model": model_name(server), "prompt": "Hi", "max_tokens": 4,
+                                "stream": True, "ignore_eos": True}))
+    out = subprocess.run(["nghttp", "-d", str(body), host + "/v1/completions"],
+                         capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.endswith("data: [DONE]\n\n")
+    r = httpx.Client(http2=False).get(server.base + "/v1/models")
+    assert r.status_code == 200
+
+
+def wait_until(pred, timeout, what):
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        if pred():
+            return
+        time.sleep(0.1)
+    pytest.fail(f"{what} within {timeout} s")
+
+
+def test_client_disconnect_frees_request(server):
+    body = {"model": model_name(server), "prompt": "Tell me a long story", "stream": True,
+            "max_tokens": 1500, "ignore_eos": True}
+    with httpx.stream("POST", server.base + "/v1/completions", json=body, timeout=60) as r:
+        it = r.iter_lines()
+        got = 0
+        for line in it:
+            got += line.startswith("data: ")
+            if got >= 3:
+                break
+        assert server.metric("folio_num_requests_running") >= 1
+    # The connection is closed: the frontend aborts and the scheduler frees the request.
+    wait_until(lambda: server.metric("folio_num_requests_running") == 0, 30,
+               "the disconnected request was not freed")
+
+
+def test_kill_worker_mid_stream(server):
+    body = {"model": model_name(server), "prompt": "Keep going", "stream": True,
+            "max_tokens": 1500, "ignore_eos": True}
+
+    async def one(c, started):
+        async with c.stream("POST", server.base + "/v1/completions", json=body) as r:
+            if r.status_code != 200:
+                return "status"
+            last = None
+            async for line in r.aiter_lines():
+                if line.startswith("data: "):
+                    started.set()
+                    last = line[6:]
+                    if last != "[DONE]" and "error" in json.loads(last):
+                        return "error"
+            return "done" if last == "[DONE]" else "cut"
+
+    async def main():
+        async with httpx.AsyncClient(timeout=120) as c:
+            started = asyncio.Event()
+            tasks = [asyncio.create_task(one(c, started)) for _ in range(4)]
+            await asyncio.wait_for(started.wait(), 60)
+            await asyncio.sleep(0.3)
+            sched = server.child_pids("folio-scheduler")
+            assert len(sched) == 1
+            workers = [p for p, cmd in children(sched[0]) if "folio-worker" in cmd]
+            assert workers, "no folio-worker under the scheduler"
+            for p in workers:
+                os.kill(p, signal.SIGKILL)
+            return await asyncio.wait_for(asyncio.gather(*tasks), 60)
+
+    results = asyncio.run(main())
+    # Every open request ended, none hangs; none claims a normal end.
+    assert all(r in ("error", "status") for r in results), results
+    server.wait_health(200, timeout=MAX_WAIT_S)
+    r = httpx.post(server.base + "/v1/completions", timeout=60,
+                   json={"model": model_name(server), "prompt": "After", "max_tokens": 4})
+    assert r.status_code == 200, r.text
+
+
+def test_health_503_while_worker_down(server):
+    sched = server.child_pids("folio-scheduler")[0]
+    workers = [p for p, cmd in children(sched) if "folio-worker" in cmd]
+    for p in workers:
+        os.kill(p, signal.SIGKILL)
+    wait_until(lambda: server.health() == 503, 10, "/health did not go 503")
+    server.wait_health(200, timeout=MAX_WAIT_S)
+
+
+def test_kill_one_frontend(server):
+    frontends = server.child_pids("folio-frontend")
+    assert len(frontends) == 2
+    os.kill(frontends[0], signal.SIGKILL)
+    time.sleep(0.2)
+    for i in range(20):
+        r = httpx.post(server.base + "/v1/completions", timeout=60,
+                       json={"model": model_name(server), "prompt": f"still {i}",
+                             "max_tokens": 2})
+        assert r.status_code == 200, r.text
+    # The launcher brings the killed one back.
+    wait_until(lambda: len(server.child_pids("folio-frontend")) == 2, 30,
+               "the killed frontend was not restarted")
