@@ -89,7 +89,7 @@ static void pin(int cpu)
 static struct folio_ring *make_ring(char *name, size_t n, const char *what)
 {
     snprintf(name, n, "/folio-ring-bench-%d-%s", (int)getpid(), what);
-    struct folio_ring *owner;
+    struct folio_ring *owner = NULL;
     if (folio_ring_unlink(name, err, sizeof err) ||
         folio_ring_create(name, opt_capacity, &owner, err, sizeof err))
         die("create");

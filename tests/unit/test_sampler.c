@@ -55,7 +55,7 @@ static void test_filters_that_leave_the_argmax(void)
     float logits[V];
     srand(7);
     for (int i = 0; i < V; i++)
-        logits[i] = (float)rand() / RAND_MAX * 4.0f;
+        logits[i] = (float)rand() / (float)RAND_MAX * 4.0f;
     logits[417] = 4.5f;
     struct folio_sampler *s = folio_sampler_new(V);
     struct folio_sampling_params p = params(1.0f);
