@@ -34,6 +34,8 @@ static size_t opt_capacity = 1 << 20;
 static bool opt_pin = true;
 static int cpu_a = -1, cpu_b = -1;
 static char err[256];
+/* Rings this run created, unlinked by die() so that a failed run leaves none. */
+static char created[3][96];
 
 static int64_t now_ns(void)
 {
@@ -54,6 +56,9 @@ static inline void cpu_relax(void)
 static void die(const char *what)
 {
     fprintf(stderr, "ring_bench: %s: %s\n", what, err);
+    for (int i = 0; i < 3; i++)
+        if (created[i][0])
+            folio_ring_unlink(created[i], NULL, 0);
     exit(1);
 }
 
@@ -89,6 +94,12 @@ static void pin(int cpu)
 static struct folio_ring *make_ring(char *name, size_t n, const char *what)
 {
     snprintf(name, n, "/folio-ring-bench-%d-%s", (int)getpid(), what);
+    for (int i = 0; i < 3; i++) {
+        if (!created[i][0] || !strcmp(created[i], name)) {
+            snprintf(created[i], sizeof created[i], "%s", name);
+            break;
+        }
+    }
     struct folio_ring *owner = NULL;
     if (folio_ring_unlink(name, err, sizeof err) ||
         folio_ring_create(name, opt_capacity, &owner, err, sizeof err))
@@ -174,8 +185,10 @@ static void throughput(const char *label, uint32_t min_len, uint32_t max_len, ui
     int64_t t0 = 0;
     uint64_t bytes = 0;
     unsigned char *copy = malloc(max_len);
-    if (!copy)
-        die("malloc");
+    if (!copy) {
+        snprintf(err, sizeof err, "out of memory");
+        die("throughput");
+    }
     for (uint64_t i = 0; i < n; i++) {
         struct folio_ring_record rec;
         next_record(r, &rec, sleep);
@@ -187,9 +200,9 @@ static void throughput(const char *label, uint32_t min_len, uint32_t max_len, ui
         if (i == 0)
             memcpy(&t0, copy + 8, sizeof t0);
         if (seq != i || (rec.len > 16 && copy[rec.len - 1] != (unsigned char)(i & 0xff))) {
-            fprintf(stderr, "ring_bench: record %llu arrived as %llu\n", (unsigned long long)i,
-                    (unsigned long long)seq);
-            exit(1);
+            snprintf(err, sizeof err, "record %llu arrived as %llu", (unsigned long long)i,
+                     (unsigned long long)seq);
+            die("throughput");
         }
         bytes += rec.len;
     }
@@ -261,8 +274,8 @@ static void latency(int iters, bool sleep)
     int64_t *one_way = malloc(sizeof(int64_t) * (size_t)iters);
     int64_t *half_rtt = malloc(sizeof(int64_t) * (size_t)iters);
     if (!one_way || !half_rtt) {
-        fprintf(stderr, "ring_bench: out of memory\n");
-        exit(1);
+        snprintf(err, sizeof err, "out of memory");
+        die("latency");
     }
     for (int i = 0; i < total; i++) {
         struct ping *p = reserve(out, sizeof *p, sleep);
@@ -278,8 +291,8 @@ static void latency(int iters, bool sleep)
         memcpy(&got, rec.data, sizeof got);
         folio_ring_release(in);
         if (got.seq != (uint64_t)i) {
-            fprintf(stderr, "ring_bench: pong %llu for ping %d\n", (unsigned long long)got.seq, i);
-            exit(1);
+            snprintf(err, sizeof err, "pong %llu for ping %d", (unsigned long long)got.seq, i);
+            die("latency");
         }
         if (i >= warmup) {
             one_way[i - warmup] = got.received - got.sent;

@@ -104,6 +104,20 @@ static int64_t now_ns(void)
     return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
+/* The absolute deadline of a wait; a timeout too long to add to the clock
+ * (INT64_MAX, say) becomes "for ever" (-1) instead of an overflow. */
+static int64_t deadline_of(int64_t *timeout_ns)
+{
+    if (*timeout_ns < 0)
+        return 0;
+    int64_t now = now_ns();
+    if (*timeout_ns > INT64_MAX - now) {
+        *timeout_ns = -1;
+        return 0;
+    }
+    return now + *timeout_ns;
+}
+
 /* Shared (not FUTEX_PRIVATE): the word lives in memory mapped by two processes. */
 static void futex_wait(_Atomic uint32_t *word, uint32_t expected, int64_t timeout_ns)
 {
@@ -519,7 +533,7 @@ int folio_ring_wait_space(struct folio_ring *r, uint32_t len, int64_t timeout_ns
         check_len(r, len, err, errlen))
         return -1;
     uint64_t need = bytes_needed(r, padded_total(len));
-    int64_t deadline = timeout_ns >= 0 ? now_ns() + timeout_ns : 0;
+    int64_t deadline = deadline_of(&timeout_ns);
     _Atomic uint32_t *sleeping = &r->h->writer_sleeping;
     for (;;) {
         int fits = writer_fits(r, need, err, errlen);
@@ -680,7 +694,7 @@ int folio_ring_wait(struct folio_ring *r, int64_t timeout_ns, char *err, size_t 
 {
     if (need_role(r, FOLIO_RING_READER, "wait", err, errlen))
         return -1;
-    int64_t deadline = timeout_ns >= 0 ? now_ns() + timeout_ns : 0;
+    int64_t deadline = deadline_of(&timeout_ns);
     _Atomic uint32_t *sleeping = &r->h->reader_sleeping;
     for (;;) {
         int rc = reader_next(r, err, errlen);

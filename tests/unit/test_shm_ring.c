@@ -288,6 +288,7 @@ static void test_empty_full(void)
         written++;
     }
     CHECK(written == 36);
+    CHECK(folio_ring_wait(rd, INT64_MAX, err, sizeof err) == 1); /* no overflow of the deadline */
     CHECK(folio_ring_used_bytes(own) == 36 * 112);
     CHECK(folio_ring_wait_space(w, 100, 1000000, err, sizeof err) == 0);
     /* A record of 56 bytes (64 with its header) still fits at the end. */
