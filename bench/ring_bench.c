@@ -53,7 +53,7 @@ static inline void cpu_relax(void)
 #endif
 }
 
-static void die(const char *what)
+static _Noreturn void die(const char *what)
 {
     fprintf(stderr, "ring_bench: %s: %s\n", what, err);
     for (int i = 0; i < 3; i++)
