@@ -471,7 +471,7 @@ static void on_link_messages(h2o_multithread_receiver_t *receiver, h2o_linklist_
             s->sched_epoch = m->scheduler_epoch;
             break;
         case FOLIO_LINK_LOST:
-            fail_all(s, "the scheduler stopped answering");
+            fail_all(s, "the scheduler stopped answering or restarted; the request was lost");
             break;
         }
         folio_link_msg_free(m);

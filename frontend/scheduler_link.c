@@ -25,6 +25,7 @@ struct folio_link {
     pthread_t ctl_thread, ring_thread;
     bool ctl_started, ring_started;
     atomic_bool stopping;
+    atomic_bool pipe_lost; /* a connection to the scheduler broke */
     atomic_size_t pending_bytes;
     uint32_t epoch; /* ours: Register says it, so the scheduler tells restarts apart */
 
@@ -266,12 +267,33 @@ static int do_status(struct folio_link *l)
     return 0;
 }
 
+/* nng calls this on its own thread when a connection to the scheduler
+ * closes: the scheduler died or restarted, and with it every request it held
+ * (a restarted one answers StatusRequests at once, so a broken pipe is the
+ * only sign). */
+static void on_pipe_removed(nng_pipe p, nng_pipe_ev ev, void *arg)
+{
+    (void)p;
+    (void)ev;
+    struct folio_link *l = arg;
+    atomic_store(&l->pipe_lost, true);
+}
+
 static void *ctl_main(void *arg)
 {
     struct folio_link *l = arg;
     bool registered = false, lost_posted = false;
     double last_ok = mono_s();
     while (!atomic_load(&l->stopping)) {
+        if (atomic_exchange(&l->pipe_lost, false) && registered) {
+            folio_log_warn(0, "the connection to the scheduler closed: its requests are lost; "
+                              "registering again");
+            registered = false;
+            pthread_mutex_lock(&l->mu);
+            l->status.registered = false;
+            pthread_mutex_unlock(&l->mu);
+            post(l, FOLIO_LINK_LOST, 0);
+        }
         int rc = registered ? do_status(l) : do_register(l);
         if (rc == 0) {
             registered = true;
@@ -316,6 +338,8 @@ static int open_sockets(struct folio_link *l, char *err, size_t errlen)
     nng_socket_set_ms(l->req, NNG_OPT_RECVTIMEO, 1000);
     nng_socket_set_size(l->push, NNG_OPT_RECVMAXSZ, 0);
     nng_socket_set_size(l->req, NNG_OPT_RECVMAXSZ, 1 << 20);
+    nng_pipe_notify(l->push, NNG_PIPE_EV_REM_POST, on_pipe_removed, l);
+    nng_pipe_notify(l->req, NNG_PIPE_EV_REM_POST, on_pipe_removed, l);
     /* Non-blocking dials: the scheduler may start after us; nng keeps
      * redialling, also after it restarts. */
     if ((rv = nng_dial(l->push, l->submit_url, NULL, NNG_FLAG_NONBLOCK)) != 0) {

@@ -370,6 +370,26 @@ def test_health_503_while_worker_down(server):
     server.wait_health(200, timeout=MAX_WAIT_S)
 
 
+def test_kill_scheduler_mid_stream(server):
+    """The frontends see the scheduler's connection close, end its requests with an error,
+    register with the restarted one and serve again."""
+    body = {"model": model_name(server), "prompt": "Go on", "stream": True, "max_tokens": 1500,
+            "ignore_eos": True}
+    with httpx.stream("POST", server.base + "/v1/completions", json=body, timeout=60) as r:
+        assert r.status_code == 200
+        lines = r.iter_lines()
+        for line in lines:
+            if line.startswith("data: "):
+                break
+        os.kill(server.child_pids("folio-scheduler")[0], signal.SIGKILL)
+        rest = [line[6:] for line in lines if line.startswith("data: ")]
+    assert rest[-1] == "[DONE]" and "error" in json.loads(rest[-2])
+    server.wait_health(200, timeout=MAX_WAIT_S)
+    r = httpx.post(server.base + "/v1/completions", timeout=60,
+                   json={"model": model_name(server), "prompt": "Again", "max_tokens": 3})
+    assert r.status_code == 200, r.text
+
+
 def test_kill_one_frontend(server):
     frontends = server.child_pids("folio-frontend")
     assert len(frontends) == 2
