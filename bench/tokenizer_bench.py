@@ -47,7 +47,7 @@ def main():
     nbytes = sum(len(p.encode()) for p in prompts)
 
     out = subprocess.run(
-        [str(BUILD / "bench" / "tokenizer_bench"), args.model, args.prompts, str(args.rounds)],
+        [str(BUILD / "bin" / "tokenizer_bench"), args.model, args.prompts, str(args.rounds)],
         check=True, capture_output=True, text=True).stdout
     folio = json.loads(out)
     if folio["bytes"] != nbytes:

@@ -16,7 +16,7 @@ from tokenizers import Tokenizer
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 SHARED = pathlib.Path(os.environ.get("FOLIO_SHARED", ROOT.parent / "shared"))
 BUILD = pathlib.Path(os.environ.get("FOLIO_BUILD", ROOT / "build"))
-FOLIO = BUILD / "launcher" / "folio"
+FOLIO = BUILD / "bin" / "folio"
 LLAMA2 = SHARED / "models" / "llama2-tokenizer"
 SHAREGPT = ["sharegpt_v3_first_turns_1000.json", "sharegpt_v3_first_turns_500.json"]
 
