@@ -8,7 +8,7 @@ SUDO=""
 [ "$(id -u)" -eq 0 ] || SUDO="sudo"
 
 DEB_PACKAGES=(
-  build-essential cmake pkg-config clang clang-format
+  build-essential cmake pkg-config clang clang-format libclang-rt-14-dev
   libh2o-evloop-dev libnng-dev libprotobuf-c-dev protobuf-c-compiler
   libjemalloc-dev libjansson-dev libssl-dev zlib1g-dev libuv1-dev
   nghttp2-client curl python3 python3-pip
