@@ -88,36 +88,50 @@ static void logf_(const char *fmt, ...)
 
 static void usage(FILE *f)
 {
-    fprintf(f,
-            "usage: folio serve [--model DIR] [--host ADDR] [--port 8000] [--frontends N]\n"
-            "                   [--backend cpu|cuda] [--tls-cert FILE --tls-key FILE]\n"
-            "                   [--served-model-name NAME] [--drain-seconds 30]\n"
-            "                   [scheduler options...]\n\n"
-            "Serves the model in DIR (Hugging Face layout) over an OpenAI-compatible API.\n"
-            "Without --model it serves the small demo model made at build time (random\n"
-            "weights: the text is noise, the serving path is real).\n"
-            "Any other --flag VALUE is passed to folio-scheduler as given, e.g.\n"
-            "--max-num-seqs, --max-num-batched-tokens, --num-kv-blocks,\n"
-            "--gpu-memory-utilization, --threads, --max-waiting-requests\n"
-            "(see folio-scheduler --help).\n");
+    fprintf(f, "usage: folio serve [--model DIR] [--host ADDR] [--port 8000] [--frontends N]\n"
+               "                   [--backend cpu|cuda] [--tls-cert FILE --tls-key FILE]\n"
+               "                   [--served-model-name NAME] [--drain-seconds 30]\n"
+               "                   [scheduler options...]\n\n"
+               "Serves the model in DIR (Hugging Face layout) over an OpenAI-compatible API.\n"
+               "Without --model it serves the small demo model made at build time (random\n"
+               "weights: the text is noise, the serving path is real).\n"
+               "Any other --flag [VALUE] is passed to folio-scheduler as given, e.g.\n"
+               "--max-num-seqs, --max-num-batched-tokens, --num-kv-blocks,\n"
+               "--gpu-memory-utilization, --threads, --max-waiting-requests, --simulate\n"
+               "(see folio-scheduler --help).\n");
 }
 
 static int parse_options(int argc, char **argv, struct serve_options *o)
 {
-    *o = (struct serve_options){.host = "0.0.0.0",
-                                .port = "8000",
-                                .frontends = 1,
-                                .backend = "cpu",
-                                .drain_seconds = 30};
+    *o = (struct serve_options){
+        .host = "0.0.0.0", .port = "8000", .frontends = 1, .backend = "cpu", .drain_seconds = 30};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
             usage(stdout);
             exit(0);
         }
-        if (strncmp(a, "--", 2) != 0 || i + 1 >= argc) {
-            fprintf(stderr, "folio serve: expected --flag VALUE, got '%s'\n", a);
+        if (strncmp(a, "--", 2) != 0) {
+            fprintf(stderr, "folio serve: expected --flag [VALUE], got '%s'\n", a);
             return -1;
+        }
+        /* A scheduler flag without a value (--simulate) is passed alone. */
+        bool has_value = i + 1 < argc && strncmp(argv[i + 1], "--", 2) != 0;
+        static const char *const own_flags[] = {
+            "--model",   "--host",      "--port",          "--backend",          "--tls-cert",
+            "--tls-key", "--frontends", "--drain-seconds", "--served-model-name"};
+        for (size_t k = 0; !has_value && k < sizeof own_flags / sizeof own_flags[0]; k++)
+            if (!strcmp(a, own_flags[k])) {
+                fprintf(stderr, "folio serve: %s needs a value\n", a);
+                return -1;
+            }
+        if (!has_value) {
+            if (o->num_passthrough + 1 > MAX_ARGS - 32) {
+                fprintf(stderr, "folio serve: too many options\n");
+                return -1;
+            }
+            o->passthrough[o->num_passthrough++] = a;
+            continue;
         }
         const char *v = argv[++i];
         if (!strcmp(a, "--model"))
@@ -138,8 +152,8 @@ static int parse_options(int argc, char **argv, struct serve_options *o)
             char *end;
             long n = strtol(v, &end, 10);
             if (*end || n < 1 || n > MAX_FRONTENDS) {
-                fprintf(stderr, "folio serve: --frontends must be 1..%d, got '%s'\n",
-                        MAX_FRONTENDS, v);
+                fprintf(stderr, "folio serve: --frontends must be 1..%d, got '%s'\n", MAX_FRONTENDS,
+                        v);
                 return -1;
             }
             o->frontends = (int)n;
