@@ -409,11 +409,64 @@ const char *folio_oai_error_type(int status)
     }
 }
 
+/* Length of the valid UTF-8 character at s (shortest form, no surrogates,
+ * at most U+10FFFF), or 0 when s does not start one. */
+static size_t utf8_char_len(const unsigned char *s, size_t n)
+{
+    size_t k;
+    uint32_t cp, min;
+    if (s[0] < 0x80)
+        return 1;
+    if ((s[0] & 0xe0) == 0xc0)
+        k = 2, cp = s[0] & 0x1f, min = 0x80;
+    else if ((s[0] & 0xf0) == 0xe0)
+        k = 3, cp = s[0] & 0x0f, min = 0x800;
+    else if ((s[0] & 0xf8) == 0xf0)
+        k = 4, cp = s[0] & 0x07, min = 0x10000;
+    else
+        return 0;
+    if (k > n)
+        return 0;
+    for (size_t i = 1; i < k; i++) {
+        if ((s[i] & 0xc0) != 0x80)
+            return 0;
+        cp = (cp << 6) | (s[i] & 0x3f);
+    }
+    return cp < min || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff) ? 0 : k;
+}
+
+/* An error message may quote the client's bytes cut short (jansson's "near
+ * '...'" ends at the error position, inside a multi-byte character, and
+ * snprintf truncates anywhere), but the body must be valid UTF-8 JSON: each
+ * byte that does not start a whole valid character is written as U+FFFD. */
+static void write_message_string(struct folio_jw *b, const char *s)
+{
+    size_t n = strlen(s);
+    char *fixed = malloc(3 * n + 1);
+    if (!fixed) {
+        b->failed = true;
+        return;
+    }
+    size_t o = 0;
+    for (size_t i = 0; i < n;) {
+        size_t k = utf8_char_len((const unsigned char *)s + i, n - i);
+        if (k) {
+            memcpy(fixed + o, s + i, k);
+            o += k, i += k;
+        } else {
+            memcpy(fixed + o, "\xef\xbf\xbd", 3);
+            o += 3, i++;
+        }
+    }
+    folio_jw_string(b, fixed, o);
+    free(fixed);
+}
+
 static void write_error_object(struct folio_jw *b, int status, const char *message,
                                const char *param)
 {
     folio_jw_str(b, "{\"error\":{\"message\":");
-    folio_jw_string(b, message, strlen(message));
+    write_message_string(b, message);
     folio_jw_str(b, ",\"type\":");
     const char *type = folio_oai_error_type(status);
     folio_jw_string(b, type, strlen(type));
