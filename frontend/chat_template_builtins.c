@@ -979,10 +979,83 @@ static struct ct_value min_max(struct ct_render *r, const struct ct_node *at,
     return items.u.list->items[best];
 }
 
+/* The parameters of each filter after its operand, as Python declares
+ * them: keyword arguments must be among them and positional ones no more
+ * than them. NULL: any (the filter passes them on to a test or filter). */
+static const char *const filter_params[] = {
+    [F_ABS] = "",
+    [F_ATTR] = "name",
+    [F_CAPITALIZE] = "",
+    [F_COUNT] = "",
+    [F_DEFAULT] = "default_value boolean",
+    [F_DICTSORT] = "case_sensitive by reverse",
+    [F_ESCAPE] = "",
+    [F_FIRST] = "",
+    [F_FLOAT] = "default",
+    [F_INDENT] = "width first blank",
+    [F_INT] = "default base",
+    [F_ITEMS] = "",
+    [F_JOIN] = "d attribute",
+    [F_LAST] = "",
+    [F_LENGTH] = "",
+    [F_LIST] = "",
+    [F_LOWER] = "",
+    [F_MAP] = NULL,
+    [F_MAX] = "case_sensitive attribute",
+    [F_MIN] = "case_sensitive attribute",
+    [F_REJECT] = NULL,
+    [F_REJECTATTR] = NULL,
+    [F_REPLACE] = "old new count",
+    [F_REVERSE] = "",
+    [F_ROUND] = "precision method",
+    [F_SAFE] = "",
+    [F_SELECT] = NULL,
+    [F_SELECTATTR] = NULL,
+    [F_SORT] = "reverse case_sensitive attribute",
+    [F_STRING] = "",
+    [F_SUM] = "attribute start",
+    [F_TITLE] = "",
+    [F_TOJSON] = "ensure_ascii indent separators sort_keys",
+    [F_TRIM] = "chars",
+    [F_UNIQUE] = "case_sensitive attribute",
+    [F_UPPER] = "",
+    [F_WORDCOUNT] = "",
+};
+
+static void check_filter_args(struct ct_render *r, const struct ct_node *at, int id,
+                              const struct ct_args *args)
+{
+    const char *params = filter_params[id];
+    if (!params)
+        return;
+    size_t count = 0;
+    for (const char *q = params; *q;) {
+        count++;
+        q += strcspn(q, " ");
+        q += *q == ' ';
+    }
+    if (args->npos > count)
+        ct_error(r, at, "%.*s() takes at most %zu argument(s), got %zu", (int)at->name_len,
+                 at->name, count, args->npos);
+    for (size_t k = 0; k < args->nkw; k++) {
+        bool known = false;
+        for (const char *q = params; *q && !known;) {
+            size_t len = strcspn(q, " ");
+            known = len == args->kw_lens[k] && memcmp(q, args->kw_names[k], len) == 0;
+            q += len;
+            q += *q == ' ';
+        }
+        if (!known)
+            ct_error(r, at, "%.*s() got an unexpected keyword argument '%.*s'", (int)at->name_len,
+                     at->name, (int)args->kw_lens[k], args->kw_names[k]);
+    }
+}
+
 struct ct_value ct_apply_filter(struct ct_render *r, const struct ct_node *at, int id,
                                 struct ct_value v, const struct ct_args *args)
 {
     struct ct_arena *a = &r->arena;
+    check_filter_args(r, at, id, args);
     switch ((enum filter_id)id) {
     case F_ABS:
         if (v.type == CT_INT)

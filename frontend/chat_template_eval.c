@@ -756,12 +756,16 @@ static struct ct_value eval(struct ct_render *r, const struct ct_node *n)
         return ct_call_value(r, n, &callee, &args);
     }
     case N_FILTER: {
+        if (n->op < 0)
+            ct_error(r, n, "No filter named '%.*s' found.", (int)n->name_len, n->name);
         struct ct_value v = eval(r, n->a);
         struct ct_args args;
         eval_args(r, n, 0, &args);
         return ct_apply_filter(r, n, n->op, v, &args);
     }
     case N_TEST: {
+        if (n->op < 0)
+            ct_error(r, n, "No test named '%.*s' found.", (int)n->name_len, n->name);
         struct ct_value v = eval(r, n->a);
         struct ct_args args;
         eval_args(r, n, 0, &args);

@@ -472,6 +472,8 @@ void ct_lex(struct ct_arena *a, const char *src, struct ct_tokens *out)
         lx.pos = tag + 2 + (sign == '-' || sign == '+');
         if (kind == '#') {
             size_t q = lx.pos;
+            if (q >= lx.len)
+                break; /* jinja2 drops a "{#" that ends the template */
             for (;;) {
                 if (q + 1 >= lx.len)
                     lex_fail(&lx, tag, "missing end of comment tag");

@@ -27,6 +27,7 @@ static const struct ct_token *peek(struct parser *p, size_t k)
     return p->pos + k < p->n ? &p->t[p->pos + k] : &p->t[p->n - 1];
 }
 
+/* fmt takes one "%.*s" argument (arg, arglen). */
 static _Noreturn void parse_fail_at(struct parser *p, const struct ct_token *tok, const char *fmt,
                                     const char *arg, size_t arglen)
 {
@@ -67,9 +68,8 @@ static _Noreturn void unexpected(struct parser *p, const char *expected)
 {
     size_t len;
     const char *what = describe(cur(p), &len);
-    char msg[256];
-    snprintf(msg, sizeof(msg), "expected %s, got '%%.*s'", expected);
-    parse_fail_at(p, cur(p), msg, what, len);
+    ct_fail(p->a, "chat template syntax error at line %d, column %d: expected %s, got '%.*s'",
+            cur(p)->line, cur(p)->col, expected, (int)len, what);
 }
 
 static bool is_op(const struct ct_token *t, const char *op)
@@ -220,19 +220,32 @@ static void parse_call_args(struct parser *p, struct ct_node *call)
     call->n = args.n;
 }
 
+/* A filter or test name, which jinja2 lets be dotted ("a.b"); returns
+ * its length in the source from the first token's start. */
+static size_t dotted_name(struct parser *p, const char *what)
+{
+    const struct ct_token *first = cur(p);
+    expect_type(p, TK_NAME, what);
+    const struct ct_token *last = first;
+    while (is_op(cur(p), ".")) {
+        p->pos++;
+        last = cur(p);
+        expect_type(p, TK_NAME, what);
+    }
+    return (size_t)(last->s - first->s) + last->len;
+}
+
 static struct ct_node *parse_filter(struct parser *p, struct ct_node *operand)
 {
     const struct ct_token *at = cur(p);
     expect_op(p, "|");
     const struct ct_token *name = cur(p);
-    expect_type(p, TK_NAME, "a filter name");
-    int id = ct_filter_id(name->s, name->len);
-    if (id < 0)
-        parse_fail_at(p, name, "no filter named '%.*s'", name->s, name->len);
+    size_t name_len = dotted_name(p, "a filter name");
+    int id = ct_filter_id(name->s, name_len); /* -1: checked by check_names */
     struct ct_node *f = node(p, N_FILTER, at);
     f->op = id;
     f->name = name->s;
-    f->name_len = name->len;
+    f->name_len = name_len;
     f->a = operand;
     if (is_op(cur(p), "("))
         parse_call_args(p, f);
@@ -245,15 +258,13 @@ static struct ct_node *parse_test(struct parser *p, struct ct_node *operand)
     p->pos++; /* "is" */
     bool negated = skip_name(p, "not");
     const struct ct_token *name = cur(p);
-    expect_type(p, TK_NAME, "a test name");
-    int id = ct_test_id(name->s, name->len);
-    if (id < 0)
-        parse_fail_at(p, name, "no test named '%.*s'", name->s, name->len);
+    size_t name_len = dotted_name(p, "a test name");
+    int id = ct_test_id(name->s, name_len); /* -1: checked by check_names */
     struct ct_node *t = node(p, N_TEST, at);
     t->op = id;
     t->flag = negated;
     t->name = name->s;
-    t->name_len = name->len;
+    t->name_len = name_len;
     t->a = operand;
     const struct ct_token *c = cur(p);
     if (is_op(c, "(")) {
@@ -272,20 +283,35 @@ static struct ct_node *parse_test(struct parser *p, struct ct_node *operand)
     return t;
 }
 
+/* x[a], x[a:b:c], and as in jinja2 x[a, b] and x[] (a tuple key). */
 static struct ct_node *parse_subscript(struct parser *p, struct ct_node *obj,
                                        const struct ct_token *at)
 {
     struct ct_node *parts[3] = {NULL, NULL, NULL};
     bool slice = false;
-    if (!is_op(cur(p), ":")) {
-        parts[0] = parse_expression(p, true);
-        if (!is_op(cur(p), ":")) {
+    if (is_op(cur(p), "]") || !is_op(cur(p), ":")) {
+        struct nodes keys = {0};
+        while (!is_op(cur(p), "]")) {
+            if (keys.n)
+                expect_op(p, ",");
+            push(p, &keys, parse_expression(p, true));
+            if (keys.n == 1 && is_op(cur(p), ":"))
+                break;
+        }
+        if (!is_op(cur(p), ":") || keys.n != 1) {
             expect_op(p, "]");
             struct ct_node *g = node(p, N_GETITEM, at);
             g->a = obj;
-            g->b = parts[0];
+            if (keys.n == 1) {
+                g->b = keys.v[0];
+            } else {
+                g->b = node(p, N_TUPLE, at);
+                g->b->list = keys.v;
+                g->b->n = keys.n;
+            }
             return g;
         }
+        parts[0] = keys.v[0];
     }
     slice = true;
     expect_op(p, ":");
@@ -625,6 +651,14 @@ static void expect_block_end(struct parser *p)
     expect_type(p, TK_BLOCK_END, "'%}'");
 }
 
+/* The end of a tag that opens a body; jinja2 allows a colon before it
+ * ("{% if x: %}"), for Python's sake. */
+static void expect_body_start(struct parser *p)
+{
+    skip_op(p, ":");
+    expect_block_end(p);
+}
+
 /* After parse_body stopped at an end tag: the tag's name. */
 static const struct ct_token *end_tag(struct parser *p)
 {
@@ -645,7 +679,7 @@ static struct ct_node *parse_if(struct parser *p, const struct ct_token *at)
 {
     struct ct_node *n = node(p, N_IF, at);
     n->a = parse_tuple(p, false, NULL, false);
-    expect_block_end(p);
+    expect_body_start(p);
     n->b = parse_body(p, if_ends);
     const struct ct_token *t = end_tag(p);
     if (is_name(t, "elif")) {
@@ -653,7 +687,7 @@ static struct ct_node *parse_if(struct parser *p, const struct ct_token *at)
         return n;
     }
     if (is_name(t, "else")) {
-        expect_block_end(p);
+        expect_body_start(p);
         n->c = parse_body(p, endif_end);
         end_tag(p);
     }
@@ -707,10 +741,10 @@ static struct ct_node *parse_for(struct parser *p, const struct ct_token *at)
         n->c = parse_expression(p, true);
     if (is_name(cur(p), "recursive"))
         parse_fail_at(p, cur(p), "%.*s", "recursive loops are not supported", 33);
-    expect_block_end(p);
+    expect_body_start(p);
     n->d = parse_body(p, for_ends);
     if (is_name(end_tag(p), "else")) {
-        expect_block_end(p);
+        expect_body_start(p);
         n->e = parse_body(p, endfor_end);
         end_tag(p);
     }
@@ -732,7 +766,7 @@ static struct ct_node *parse_set(struct parser *p, const struct ct_token *at)
         unexpected(p, "'='");
     struct ct_node *n = node(p, N_SET_BLOCK, at);
     n->a = target;
-    expect_block_end(p);
+    expect_body_start(p);
     n->d = parse_body(p, endset_end);
     end_tag(p);
     expect_block_end(p);
@@ -765,7 +799,7 @@ static struct ct_node *parse_macro(struct parser *p, const struct ct_token *at)
     expect_op(p, ")");
     n->list = params.v;
     n->n = params.n;
-    expect_block_end(p);
+    expect_body_start(p);
     n->d = parse_body(p, endmacro_end);
     end_tag(p);
     if (cur(p)->type == TK_NAME)
@@ -857,8 +891,52 @@ static struct ct_node *parse_body(struct parser *p, const char *const *end_tags)
     return body;
 }
 
+/* Unknown filters and tests fail at load time, except inside an if
+ * statement or an inline if, where jinja2 lets them fail only when they
+ * run (its "soft frames"); loop and macro bodies are not soft. */
+static void check_names(struct parser *p, const struct ct_node *n, bool soft)
+{
+    if (!n)
+        return;
+    if ((n->kind == N_FILTER || n->kind == N_TEST) && n->op < 0 && !soft) {
+        struct ct_token at = {.line = n->line, .col = n->col};
+        parse_fail_at(p, &at,
+                      n->kind == N_FILTER ? "no filter named '%.*s'" : "no test named '%.*s'",
+                      n->name, n->name_len);
+    }
+    bool inner = soft;
+    switch (n->kind) {
+    case N_IF:
+    case N_CONDEXPR:
+        inner = true;
+        break;
+    case N_FOR:
+        check_names(p, n->b, soft);
+        check_names(p, n->a, false);
+        check_names(p, n->c, false);
+        check_names(p, n->d, false);
+        check_names(p, n->e, false);
+        return;
+    case N_MACRO:
+    case N_SET_BLOCK:
+        inner = false;
+        break;
+    default:
+        break;
+    }
+    check_names(p, n->a, inner);
+    check_names(p, n->b, inner);
+    check_names(p, n->c, inner);
+    check_names(p, n->d, inner);
+    check_names(p, n->e, inner);
+    for (size_t i = 0; i < n->n; i++)
+        check_names(p, n->list[i], inner);
+}
+
 struct ct_node *ct_parse(struct ct_arena *a, const struct ct_tokens *toks)
 {
     struct parser p = {.a = a, .t = toks->v, .n = toks->n};
-    return parse_body(&p, NULL);
+    struct ct_node *body = parse_body(&p, NULL);
+    check_names(&p, body, false);
+    return body;
 }

@@ -531,6 +531,8 @@ static void put_value(struct ct_arena *a, struct ct_buf *b, const struct ct_valu
         ct_fail(a, "chat template: value nested too deeply to print");
     switch (v->type) {
     case CT_UNDEF:
+        if (repr) /* inside a list or tuple Python prints the object */
+            ct_buf_put(a, b, "Undefined", 9);
         return;
     case CT_NONE:
         ct_buf_put(a, b, "None", 4);

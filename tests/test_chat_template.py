@@ -8,6 +8,7 @@ with the very message when the template called raise_exception."""
 
 import json
 import pathlib
+import random
 import subprocess
 from datetime import datetime
 
@@ -397,3 +398,32 @@ def test_limits_stop_hostile_templates():
     for (src, word), got in zip(hostile, render_batch(cases)):
         assert got.get("stage") == "render", (src, got)
         assert word in got["error"], (src, got)
+
+
+def test_mutated_templates_match_jinja2():
+    """Differential fuzzing: the fixture templates with random edits must
+    compile where jinja2 compiles them, fail where it fails, and render the
+    same bytes (the renderer must also never crash on them)."""
+    rng = random.Random(20240601)
+    sources = [p.read_text() for p in TEMPLATES]
+    pieces = list("{}%#-+()[]'\".|:,=~*/ \n") + [
+        "{{", "}}", "{%", "%}", "{#", "#}", "-%}", "{%-", "{{-", "-}}", "loop", "ns", "messages",
+        "if ", "endif", "for ", "endfor", "not ", "in ", "is ", "  "]
+    msgs = [m("system", "s"), m("user", "hi"), m("assistant", "yo")]
+    cases = []
+    for _ in range(600):
+        s = list(rng.choice(sources))
+        for _ in range(rng.randint(1, 4)):
+            op, pos = rng.random(), rng.randrange(len(s) + 1)
+            if op < 0.4:
+                del s[pos:pos + rng.randint(1, 5)]
+            elif op < 0.8:
+                s[pos:pos] = list(rng.choice(pieces))
+            else:
+                i, j = rng.randrange(len(s)), rng.randrange(len(s))
+                s[i], s[j] = s[j], s[i]
+        cases.append({"template": "".join(s), "messages": msgs, "add_generation_prompt": True,
+                      "bos_token": "<s>", "eos_token": "</s>",
+                      "vars": {"tools": [{"type": "function", "function": {"name": "f"}}]}})
+    failures = compare(cases, [f"mutation {i}" for i in range(len(cases))])
+    assert not failures, "\n".join(failures[:5])
