@@ -71,6 +71,14 @@ int folio_links_register(struct folio_frontend_links *l, uint32_t id, uint32_t p
     return -1;
 }
 
+/* memcpy that accepts an empty NULL source (memcpy itself must not get NULL). */
+static char *put(char *p, const void *src, size_t len)
+{
+    if (len)
+        memcpy(p, src, len);
+    return p + len;
+}
+
 static void encode_event(void *dst, const struct folio_token_event *ev, uint32_t msg_len)
 {
     struct folio_event_header *h = dst;
@@ -87,15 +95,11 @@ static void encode_event(void *dst, const struct folio_token_event *ev, uint32_t
                                      .message_len = msg_len,
                                      .retry_after_s = ev->retry_after_s};
     char *p = (char *)(h + 1);
-    memcpy(p, ev->token_ids, n * 4u);
-    p += n * 4u;
-    memcpy(p, ev->logprobs, n * 4u);
-    p += n * 4u;
-    memcpy(p, ev->top_ids, (size_t)n * top * 4u);
-    p += (size_t)n * top * 4u;
-    memcpy(p, ev->top_logprobs, (size_t)n * top * 4u);
-    p += (size_t)n * top * 4u;
-    memcpy(p, ev->message, msg_len);
+    p = put(p, ev->token_ids, n * 4u);
+    p = put(p, ev->logprobs, n * 4u);
+    p = put(p, ev->top_ids, (size_t)n * top * 4u);
+    p = put(p, ev->top_logprobs, (size_t)n * top * 4u);
+    put(p, ev->message, msg_len);
 }
 
 /* 1 written, 0 ring full, -1 error. */

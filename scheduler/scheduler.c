@@ -27,6 +27,9 @@
 #include "worker_supervisor.h"
 
 #define MAX_SUBMITS_PER_TURN 4096
+/* Exit status for a configuration error (a model the worker cannot load):
+ * `folio serve` stops rather than restart a scheduler that would fail again. */
+#define FOLIO_EXIT_CONFIG 2
 
 struct step_timing {
     uint64_t plan_start_ns, plan_ns;
@@ -217,7 +220,7 @@ static void handle_load_reply(struct sched *s, const Folio__LoadReply *r)
             /* A bad model directory is a configuration error: say so and stop
              * rather than restart in a loop. */
             folio_log_error(0, "%s", why);
-            s->exit_status = 1;
+            s->exit_status = FOLIO_EXIT_CONFIG;
             s->done = true;
             return;
         }
@@ -234,8 +237,11 @@ static void handle_load_reply(struct sched *s, const Folio__LoadReply *r)
         return;
     }
     if (r->num_kv_blocks != s->pcfg.num_kv_blocks) {
-        /* The pool is the worker's to size; the policy is idle here (nothing
-         * is admitted while no worker is ready), so it is rebuilt to match. */
+        /* The pool is the worker's to size, so the policy is rebuilt to
+         * match. Only requests that waited for a restarted worker can be in
+         * it (nothing is admitted before the first worker is ready): they
+         * end with a clear error rather than vanish. */
+        folio_policy_fail_all(s->policy, 503, "the restarted worker has a different KV pool");
         struct folio_policy_stats st;
         folio_policy_stats(s->policy, &st);
         struct folio_policy_config cfg = s->pcfg;
@@ -295,7 +301,7 @@ static void supervise(struct sched *s)
             /* Died before its LoadReply on the first start: a configuration
              * problem (it printed why); do not loop. */
             folio_log_error(0, "%s before it loaded", why);
-            s->exit_status = 1;
+            s->exit_status = FOLIO_EXIT_CONFIG;
             s->done = true;
             return;
         }
@@ -356,7 +362,12 @@ static void handle_submit(struct sched *s, const Folio__Submit *m)
     const char *refusal = NULL;
     if (s->draining)
         refusal = "the server is shutting down";
-    else if (s->ws.state != FOLIO_WORKER_READY)
+    else if (s->ws.state != FOLIO_WORKER_READY &&
+             (s->ws.state == FOLIO_WORKER_STOPPED || !s->ws.ever_ready))
+        /* No worker has loaded yet (the KV pool, and so the policy, is not
+         * sized), or it is stopped for good. A worker that is restarting
+         * after a crash only delays the request: it waits, bounded by
+         * admission control, and runs once the new worker is ready. */
         refusal = s->ws.state_text[0] ? s->ws.state_text : "the worker is not ready";
     if (refusal) {
         char msg[600];
