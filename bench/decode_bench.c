@@ -9,8 +9,9 @@
  * steps run as the worker runs them (step N+1 launched before N is collected,
  * tokens fed back on the GPU); the figure is wall time per step in steady
  * state. prefill: one chunk of TOKENS new tokens, median over REPEATS.
- * attention: the paged attention kernel of one layer alone on a decode batch,
- * timed with CUDA events. Each result is one line:
+ * attention: the decode attention of one layer alone on a decode batch (the
+ * split-KV tensor-core kernel as the worker runs it, then the reference kernel
+ * as "attnref"), timed with CUDA events. Each result is one line:
  *     RESULT name=... ms=... bytes=... flops=...
  * (bytes: what must cross device memory; flops: the matrix work), so the
  * caller sets them against its measured bandwidth and GEMM rate. */
@@ -294,20 +295,39 @@ static int bench_attention(const struct folio_model_config *c, int batch_size, i
                                nb};
     CK(cudaEventCreate(&e0));
     CK(cudaEventCreate(&e1));
+    int num_sms, bucket = 1;
+    CK(cudaDeviceGetAttribute(&num_sms, cudaDevAttrMultiProcessorCount, 0));
+    while (bucket < batch_size)
+        bucket <<= 1;
+    int splits = folio_k_attention_decode_splits(bucket, Hkv, num_sms);
+    size_t ws_bytes = folio_k_attention_workspace_bytes(batch_size, splits, H, D);
+    void *ws = NULL;
+    if (ws_bytes)
+        CK(cudaMalloc(&ws, ws_bytes));
+    int mma = folio_k_attention_tile_tokens(H, Hkv, D) > 0;
+    if (mma)
+        CK(folio_k_attention_prepare(D));
     double *t = malloc(sizeof(double) * (size_t)repeats);
-    for (int i = 0; i < repeats + 3; i++) {
-        CK(cudaEventRecord(e0, s));
-        CK(folio_k_paged_attention(out, qkv, k, v, kb, H, Hkv, D, s));
-        CK(cudaEventRecord(e1, s));
-        CK(cudaEventSynchronize(e1));
-        float ms;
-        CK(cudaEventElapsedTime(&ms, e0, e1));
-        if (i >= 3)
-            t[i - 3] = ms;
-    }
     double bytes = 2.0 * 2.0 * Hkv * D * (double)batch_size * ctx;
-    printf("RESULT name=attention_b%d_ctx%d ms=%.4f median_ms=%.4f bytes=%.0f flops=0\n",
-           batch_size, ctx, median(t, repeats), median(t, repeats), bytes);
+    for (int variant = mma ? 0 : 1; variant < 2; variant++) {
+        for (int i = 0; i < repeats + 3; i++) {
+            CK(cudaEventRecord(e0, s));
+            if (variant == 0)
+                CK(folio_k_attention_decode(out, qkv, k, v, kb, splits, ws, H, Hkv, D, s));
+            else
+                CK(folio_k_paged_attention_ref(out, qkv, k, v, kb, H, Hkv, D, s));
+            CK(cudaEventRecord(e1, s));
+            CK(cudaEventSynchronize(e1));
+            float ms;
+            CK(cudaEventElapsedTime(&ms, e0, e1));
+            if (i >= 3)
+                t[i - 3] = ms;
+        }
+        printf("RESULT name=%s_b%d_ctx%d ms=%.4f median_ms=%.4f bytes=%.0f flops=0 splits=%d\n",
+               variant == 0 ? "attention" : "attnref", batch_size, ctx, median(t, repeats),
+               median(t, repeats), bytes, variant == 0 ? splits : 1);
+    }
+    cudaFree(ws);
     cudaFree(k);
     cudaFree(v);
     cudaFree(qkv);

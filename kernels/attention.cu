@@ -1,5 +1,8 @@
-/* Paged attention over the mixed flattened batch (prefill chunks and decode
- * tokens side by side) with grouped-query heads.
+/* The reference paged attention over the mixed flattened batch (prefill
+ * chunks and decode tokens side by side) with grouped-query heads: simple
+ * f32 arithmetic, kept as the fallback for shapes the tensor-core kernels of
+ * attention_mma.cu do not take (groups above 16 or not a power of two) and as
+ * the yardstick in decode_bench.
  *
  * One CTA per (query token, KV head): its warps are the query heads that
  * share that KV head, so each K/V tile is read from memory once for all of
@@ -8,9 +11,7 @@
  * (running max and sum in f32, FlashAttention-style) and lane l accumulates
  * output dims l, l+32, ... Causality: a token at position p sees keys 0..p,
  * which also covers earlier chunks already in the cache.
- *
- * Left for later (issue 4): several query tokens per CTA for prefill, split-KV
- * for long contexts at small batch, tensor-core tiles. */
+ * Each prefill token re-reads its whole context here; attention_mma.cu does not. */
 #include "common.cuh"
 
 #define TILE 32
@@ -137,7 +138,7 @@ static cudaError_t launch(folio_bf16_bits *out, const folio_bf16_bits *qkv,
     return cudaGetLastError();
 }
 
-extern "C" cudaError_t folio_k_paged_attention(folio_bf16_bits *out, const folio_bf16_bits *qkv,
+extern "C" cudaError_t folio_k_paged_attention_ref(folio_bf16_bits *out, const folio_bf16_bits *qkv,
                                                const folio_bf16_bits *k_cache,
                                                const folio_bf16_bits *v_cache,
                                                struct folio_k_batch b, int num_heads,

@@ -6,6 +6,7 @@
 #ifndef FOLIO_KERNELS_H
 #define FOLIO_KERNELS_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include <cuda_runtime_api.h>
@@ -57,12 +58,55 @@ cudaError_t folio_k_rope_kv_write(folio_bf16_bits *qkv, folio_bf16_bits *k_cache
                                   int head_dim, cudaStream_t s);
 
 /* out[t, h*D..] = softmax(q k^T / sqrt(D)) v over positions 0..pos(t) of its
- * sequence, read from the paged cache; grouped-query heads share a CTA. */
-cudaError_t folio_k_paged_attention(folio_bf16_bits *out, const folio_bf16_bits *qkv,
-                                    const folio_bf16_bits *k_cache,
-                                    const folio_bf16_bits *v_cache, struct folio_k_batch b,
-                                    int num_heads, int num_kv_heads, int head_dim,
-                                    cudaStream_t s);
+ * sequence, read from the paged cache; grouped-query heads share a CTA. The
+ * simple f32 reference kernel (attention.cu), for any group size. */
+cudaError_t folio_k_paged_attention_ref(folio_bf16_bits *out, const folio_bf16_bits *qkv,
+                                        const folio_bf16_bits *k_cache,
+                                        const folio_bf16_bits *v_cache, struct folio_k_batch b,
+                                        int num_heads, int num_kv_heads, int head_dim,
+                                        cudaStream_t s);
+
+/* The same function on the tensor cores (attention_mma.cu), for head_dim 64 or
+ * 128 and a group (heads per KV head) of 1, 2, 4, 8 or 16.
+ * folio_k_attention_tile_tokens: query tokens per prefill tile for this shape,
+ * 0 if the shape needs the reference kernel. */
+int folio_k_attention_tile_tokens(int num_heads, int num_kv_heads, int head_dim);
+
+/* Key-range splits of the decode kernel for a decode batch of num_tokens (the
+ * caller passes the graph bucket, so eager and graph runs split alike). */
+int folio_k_attention_decode_splits(int num_tokens, int num_kv_heads, int num_sms);
+
+/* Device bytes of the decode kernel's partial results. */
+size_t folio_k_attention_workspace_bytes(int num_tokens, int splits, int num_heads, int head_dim);
+
+/* Raises the kernels' shared-memory limits; once, before any launch or capture. */
+cudaError_t folio_k_attention_prepare(int head_dim);
+
+/* Prefill and mixed batches: tiles[2i] = first flattened token of tile i,
+ * tiles[2i+1] = its token count (<= tile_tokens, one sequence, consecutive
+ * positions). Every token of the batch in exactly one tile. */
+cudaError_t folio_k_attention_prefill(folio_bf16_bits *out, const folio_bf16_bits *qkv,
+                                      const folio_bf16_bits *k_cache,
+                                      const folio_bf16_bits *v_cache, struct folio_k_batch b,
+                                      const int32_t *tiles, int num_tiles, int num_heads,
+                                      int num_kv_heads, int head_dim, cudaStream_t s);
+
+/* Decode-only batches (token t is sequence t's one new token; padding rows
+ * pos -1 get zeros): split-KV, then a combine kernel when splits > 1. */
+cudaError_t folio_k_attention_decode(folio_bf16_bits *out, const folio_bf16_bits *qkv,
+                                     const folio_bf16_bits *k_cache,
+                                     const folio_bf16_bits *v_cache, struct folio_k_batch b,
+                                     int splits, void *workspace, int num_heads, int num_kv_heads,
+                                     int head_dim, cudaStream_t s);
+
+#define FOLIO_K_GEMV_MAX_ROWS 8
+
+/* y[m, n] = x[m, k] . w[n, k]^T for m <= FOLIO_K_GEMV_MAX_ROWS (bf16 in, f32
+ * sums, bf16 or f32 out). gate_up_silu: w is [gate; up] of 2n rows and y is
+ * bf16(bf16(silu(bf16(x.gate))) * bf16(x.up)), as the GEMM + folio_k_silu_mul
+ * path rounds it. k must be a multiple of 8. */
+cudaError_t folio_k_gemv(void *y, const folio_bf16_bits *x, const folio_bf16_bits *w, int m,
+                         int n, int k, int out_f32, int gate_up_silu, cudaStream_t s);
 
 /* out[t, j] = bf16(bf16(silu(gu[t, j])) * gu[t, inter + j]). */
 cudaError_t folio_k_silu_mul(folio_bf16_bits *out, const folio_bf16_bits *gate_up, int num_tokens,

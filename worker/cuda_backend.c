@@ -68,7 +68,8 @@ struct cuda_layer {
 /* Byte offsets of the step's metadata sections in the packed buffer, for T
  * token rows and S sequence rows (a graph bucket uses T = S = bucket). */
 struct step_layout {
-    size_t token_ids, token_slot, token_seq, token_pos, seq_ctx, sample_rows, params, tables;
+    size_t token_ids, token_slot, token_seq, token_pos, seq_ctx, sample_rows, params, tables,
+        attn_tiles;
     size_t total;
 };
 
@@ -80,7 +81,8 @@ struct inflight {
     int32_t *h_top_ids;
     float *h_top_logprobs;
     int num_seqs;
-    int *seq_row; /* [max_seqs]: sampling row of each sequence, -1 if none */
+    int num_attn_tiles; /* prefill attention tiles of the step; -1: decode-only step */
+    int *seq_row;       /* [max_seqs]: sampling row of each sequence, -1 if none */
     int num_sample_rows;
     bool logits_on_device; /* the rows live in d_logits until a later step */
     float *d_logits_keep;  /* FOLIO_CUDA_KEEP_LOGITS: a copy that outlives the next launch */
@@ -131,6 +133,13 @@ struct cuda_backend {
     struct inflight fl[MAX_INFLIGHT];
     int fl_head, fl_count;
 
+    /* attention: tensor-core kernels unless the shape needs the reference one */
+    int attn_tile_tokens; /* query tokens per prefill tile; 0: reference kernel */
+    int num_sms;
+    void *attn_workspace; /* split-KV partials of the decode kernel */
+    size_t attn_workspace_bytes;
+    int gemv_max_rows; /* GEMMs of at most this many rows run as folio_k_gemv */
+
     bool graphs_enabled;
     bool keep_logits; /* tests that pipeline steps and still read logits */
     struct graph_entry graphs[NUM_GRAPH_BUCKETS];
@@ -161,6 +170,8 @@ static void layout_for(int t_rows, int s_rows, int stride, struct step_layout *l
     o = align_up(o + sizeof(struct folio_k_sample_params) * s_rows, 16);
     l->tables = o;
     o = align_up(o + sizeof(int32_t) * (size_t)s_rows * stride, 16);
+    l->attn_tiles = o; /* at most one prefill tile per token */
+    o = align_up(o + sizeof(int32_t) * 2 * (size_t)t_rows, 16);
     l->total = o;
 }
 
@@ -221,12 +232,18 @@ static int gemm_plan_get(struct cuda_backend *cb, int m, int n, int k, bool out_
     return -1;
 }
 
-/* y[m, n] = x[m, k] * w[n, k]^T, bf16 in, f32 accumulate, bf16 or f32 out. */
+/* y[m, n] = x[m, k] * w[n, k]^T, bf16 in, f32 accumulate, bf16 or f32 out.
+ * A few rows (small-batch decode) go through Folio's GEMV, which streams the
+ * weights near the bandwidth where cuBLASLt pays ~5 us per call. */
 static int gemm(struct cuda_backend *cb, const bf16 *x, const bf16 *w, void *y, int m, int n, int k,
                 bool out_f32, char *err, size_t errlen)
 {
     if (m <= 0)
         return 0;
+    if (m <= cb->gemv_max_rows) {
+        CUDA_CHECK(folio_k_gemv(y, x, w, m, n, k, out_f32, 0, cb->stream));
+        return 0;
+    }
     struct gemm_plan *p;
     if (gemm_plan_get(cb, m, n, k, out_f32, &p, err, errlen) != 0)
         return -1;
@@ -238,10 +255,45 @@ static int gemm(struct cuda_backend *cb, const bf16 *x, const bf16 *w, void *y, 
 
 /* ---------------------------------------------------------------- forward */
 
+static int graph_bucket(int n)
+{
+    int b = 1;
+    while (b < n)
+        b <<= 1;
+    return b;
+}
+
+/* Attention of one layer: the split-KV decode kernel for decode-only steps
+ * (num_tiles < 0), the query-tile kernel otherwise, the reference kernel for
+ * shapes the tensor-core kernels do not take. */
+static int attention(struct cuda_backend *cb, const struct step_layout *l,
+                     const struct folio_k_batch *kb, int num_tiles, const bf16 *kc, const bf16 *vc,
+                     char *err, size_t errlen)
+{
+    cudaStream_t s = cb->stream;
+    if (cb->attn_tile_tokens == 0) {
+        CUDA_CHECK(folio_k_paged_attention_ref(cb->attn_out, cb->qkv, kc, vc, *kb, cb->heads,
+                                               cb->kv_heads, cb->head_dim, s));
+    } else if (num_tiles < 0) {
+        /* Splits from the graph bucket: an eager step splits as its graph would. */
+        int splits = folio_k_attention_decode_splits(graph_bucket(kb->num_tokens), cb->kv_heads,
+                                                     cb->num_sms);
+        CUDA_CHECK(folio_k_attention_decode(cb->attn_out, cb->qkv, kc, vc, *kb, splits,
+                                            cb->attn_workspace, cb->heads, cb->kv_heads,
+                                            cb->head_dim, s));
+    } else {
+        CUDA_CHECK(folio_k_attention_prefill(cb->attn_out, cb->qkv, kc, vc, *kb,
+                                             (const int32_t *)(cb->d_meta + l->attn_tiles),
+                                             num_tiles, cb->heads, cb->kv_heads, cb->head_dim, s));
+    }
+    return 0;
+}
+
 /* The whole step on the stream, metadata already in d_meta with layout l:
- * t_rows tokens, s_rows sequence rows, n_sample LM-head rows. */
+ * t_rows tokens, s_rows sequence rows, n_sample LM-head rows, num_tiles
+ * prefill attention tiles (-1: a decode-only step). */
 static int forward(struct cuda_backend *cb, const struct step_layout *l, int t_rows, int s_rows,
-                   int n_sample, char *err, size_t errlen)
+                   int n_sample, int num_tiles, char *err, size_t errlen)
 {
     cudaStream_t s = cb->stream;
     const int32_t *token_ids = (const int32_t *)(cb->d_meta + l->token_ids);
@@ -272,17 +324,22 @@ static int forward(struct cuda_backend *cb, const struct step_layout *l, int t_r
             return -1;
         CUDA_CHECK(folio_k_rope_kv_write(cb->qkv, kc, vc, cb->inv_freq, kb, cb->heads, cb->kv_heads,
                                          cb->head_dim, s));
-        CUDA_CHECK(folio_k_paged_attention(cb->attn_out, cb->qkv, kc, vc, kb, cb->heads,
-                                           cb->kv_heads, cb->head_dim, s));
+        if (attention(cb, l, &kb, num_tiles, kc, vc, err, errlen) != 0)
+            return -1;
         if (gemm(cb, cb->attn_out, L->wo, cb->proj_out, t_rows, cb->hidden,
                  cb->heads * cb->head_dim, false, err, errlen) != 0)
             return -1;
         CUDA_CHECK(folio_k_add_rmsnorm(cb->normed, cb->res, cb->proj_out, L->mlp_norm, NULL, t_rows,
                                        cb->hidden, cb->eps, s));
-        if (gemm(cb, cb->normed, L->w_gate_up, cb->gate_up, t_rows, 2 * cb->inter, cb->hidden,
-                 false, err, errlen) != 0)
-            return -1;
-        CUDA_CHECK(folio_k_silu_mul(cb->act, cb->gate_up, t_rows, cb->inter, s));
+        if (t_rows <= cb->gemv_max_rows) { /* gate/up GEMV with SiLU*mul fused */
+            CUDA_CHECK(folio_k_gemv(cb->act, cb->normed, L->w_gate_up, t_rows, cb->inter,
+                                    cb->hidden, 0, 1, s));
+        } else {
+            if (gemm(cb, cb->normed, L->w_gate_up, cb->gate_up, t_rows, 2 * cb->inter, cb->hidden,
+                     false, err, errlen) != 0)
+                return -1;
+            CUDA_CHECK(folio_k_silu_mul(cb->act, cb->gate_up, t_rows, cb->inter, s));
+        }
         if (gemm(cb, cb->act, L->w_down, cb->proj_out, t_rows, cb->hidden, cb->inter, false, err,
                  errlen) != 0)
             return -1;
@@ -299,14 +356,6 @@ static int forward(struct cuda_backend *cb, const struct step_layout *l, int t_r
                               cb->d_logprobs, cb->d_top_ids, cb->d_top_logprobs, FOLIO_MAX_LOGPROBS,
                               cb->d_last_sampled, s));
     return 0;
-}
-
-static int graph_bucket(int n)
-{
-    int b = 1;
-    while (b < n)
-        b <<= 1;
-    return b;
 }
 
 /* Replays (capturing on first use) the decode graph of one bucket. */
@@ -328,12 +377,12 @@ static int run_decode_graph(struct cuda_backend *cb, int bucket, const struct st
         g = &cb->graphs[cb->num_graphs++];
         g->bucket = bucket;
         g->captured = false;
-        return forward(cb, l, bucket, bucket, bucket, err, errlen);
+        return forward(cb, l, bucket, bucket, bucket, -1, err, errlen);
     }
     if (!g->captured) {
         cudaGraph_t graph;
         CUDA_CHECK(cudaStreamBeginCapture(cb->stream, cudaStreamCaptureModeThreadLocal));
-        int rc = forward(cb, l, bucket, bucket, bucket, err, errlen);
+        int rc = forward(cb, l, bucket, bucket, bucket, -1, err, errlen);
         cudaError_t e = cudaStreamEndCapture(cb->stream, &graph);
         if (rc != 0)
             return -1;
@@ -426,10 +475,16 @@ static int pack_step(struct cuda_backend *cb, const struct folio_step_batch *bat
     struct folio_k_sample_params *prm = (struct folio_k_sample_params *)(st + l->params);
     int32_t *tables = (int32_t *)(st + l->tables);
 
-    int t = 0, n_sample = 0;
+    int32_t *tiles = (int32_t *)(st + l->attn_tiles);
+    int t = 0, n_sample = 0, n_tiles = 0, per_tile = cb->attn_tile_tokens;
     for (int i = 0; i < batch->num_seqs; i++) {
         const struct folio_step_seq *q = &batch->seqs[i];
         int start = q->context_len - q->num_new_tokens;
+        for (int j = 0; per_tile > 0 && j < q->num_new_tokens; j += per_tile, n_tiles++) {
+            tiles[2 * n_tiles] = t + j;
+            tiles[2 * n_tiles + 1] =
+                q->num_new_tokens - j < per_tile ? q->num_new_tokens - j : per_tile;
+        }
         for (int j = 0; j < q->num_new_tokens; j++, t++) {
             ids[t] = batch->token_ids[t];
             slot[t] = q->slot;
@@ -474,6 +529,7 @@ static int pack_step(struct cuda_backend *cb, const struct folio_step_batch *bat
             n_sample = i + 1;
         }
     }
+    fl->num_attn_tiles = n_tiles;
     return n_sample;
 }
 
@@ -528,7 +584,8 @@ static int cuda_launch(struct folio_backend *b, const struct folio_step_batch *b
     if (use_graph) {
         if (run_decode_graph(cb, bucket, &l, err, errlen) != 0)
             return -1;
-    } else if (forward(cb, &l, t_rows, s_rows, n_sample, err, errlen) != 0) {
+    } else if (forward(cb, &l, t_rows, s_rows, n_sample, decode_only ? -1 : fl->num_attn_tiles, err,
+                       errlen) != 0) {
         return -1;
     }
     if (n_sample > 0) {
@@ -653,7 +710,8 @@ static void cuda_destroy(struct folio_backend *b)
                     cb->d_tokens,       cb->d_logprobs,
                     cb->d_top_ids,      cb->d_top_logprobs,
                     cb->d_last_sampled, cb->d_meta,
-                    cb->inv_freq,       cb->workspace};
+                    cb->inv_freq,       cb->workspace,
+                    cb->attn_workspace};
     for (size_t i = 0; i < sizeof(bufs) / sizeof(bufs[0]); i++)
         cudaFree(bufs[i]);
     free(cb->lw);
@@ -777,8 +835,25 @@ static int create(struct cuda_backend *cb, const struct folio_model *m,
     cb->graphs_enabled = !(g && strcmp(g, "0") == 0);
     const char *k = getenv("FOLIO_CUDA_KEEP_LOGITS");
     cb->keep_logits = k && strcmp(k, "1") == 0;
+    /* FOLIO_ATTENTION=ref: the reference attention kernel everywhere (a yardstick). */
+    const char *a = getenv("FOLIO_ATTENTION");
+    cb->attn_tile_tokens =
+        a && strcmp(a, "ref") == 0
+            ? 0
+            : folio_k_attention_tile_tokens(cb->heads, cb->kv_heads, cb->head_dim);
+    /* FOLIO_GEMV_MAX_ROWS: GEMMs of up to this many rows (0..8) run as GEMVs. Default 2:
+     * on the H200 a decode step with the GEMV took 1.18 / 1.28 / 1.42 / 2.11 ms at batch
+     * 1 / 2 / 4 / 8 against cuBLASLt's 1.28 / 1.30 / 1.30 / 1.30 (every warp re-reads the m
+     * input rows through L1), see bench/results/2026-11-29-cuda-attention-gemv.md. */
+    const char *gv = getenv("FOLIO_GEMV_MAX_ROWS");
+    cb->gemv_max_rows = gv ? atoi(gv) : 2;
+    if (cb->gemv_max_rows < 0 || cb->gemv_max_rows > FOLIO_K_GEMV_MAX_ROWS)
+        cb->gemv_max_rows = FOLIO_K_GEMV_MAX_ROWS;
 
     CUDA_CHECK(cudaSetDevice(0));
+    CUDA_CHECK(cudaDeviceGetAttribute(&cb->num_sms, cudaDevAttrMultiProcessorCount, 0));
+    if (cb->attn_tile_tokens > 0)
+        CUDA_CHECK(folio_k_attention_prepare(cb->head_dim));
     CUDA_CHECK(cudaStreamCreateWithFlags(&cb->stream, cudaStreamNonBlocking));
     CUBLAS_CHECK(cublasLtCreate(&cb->lt));
     CUDA_CHECK(cudaMalloc(&cb->workspace, WORKSPACE_BYTES));
@@ -906,6 +981,20 @@ static int create(struct cuda_backend *cb, const struct folio_model *m,
     layout_for(graph_bucket((int)S), graph_bucket((int)S), cb->block_stride, &l2);
     size_t meta = l1.total > l2.total ? l1.total : l2.total;
     CUDA_CHECK(cudaMalloc((void **)&cb->d_meta, meta));
+    /* Split-KV partials: the largest over the decode batch sizes (their buckets). */
+    for (int n = 1; n <= (int)S; n++) {
+        int sp = folio_k_attention_decode_splits(graph_bucket(n), cb->kv_heads, cb->num_sms);
+        size_t bytes = folio_k_attention_workspace_bytes(n, sp, cb->heads, cb->head_dim);
+        size_t gbytes =
+            graph_bucket(n) <= (int)S && graph_bucket(n) <= (int)T
+                ? folio_k_attention_workspace_bytes(graph_bucket(n), sp, cb->heads, cb->head_dim)
+                : 0;
+        bytes = bytes > gbytes ? bytes : gbytes;
+        if (bytes > cb->attn_workspace_bytes)
+            cb->attn_workspace_bytes = bytes;
+    }
+    if (cb->attn_workspace_bytes > 0)
+        CUDA_CHECK(cudaMalloc(&cb->attn_workspace, cb->attn_workspace_bytes));
     for (int i = 0; i < MAX_INFLIGHT; i++) {
         struct inflight *fl = &cb->fl[i];
         CUDA_CHECK(cudaEventCreateWithFlags(&fl->done, cudaEventDisableTiming));

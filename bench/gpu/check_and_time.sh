@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
-# One device call: correctness of the CUDA backend, then its timings against the card's floors.
+# One device call: correctness of the CUDA backend, its timings against the card's floors, an
+# end-to-end `folio serve --backend cuda` smoke, then compute-sanitizer (each step time-boxed).
 # Run from the repo root on the GPU machine, after deploy/bundle.sh here (bundle/ carried):
 #     bash bench/gpu/check_and_time.sh
-# Logs and figures go to $OUT (default /tmp/folio-out); the table is printed last.
+# Logs and figures go to $OUT (default /tmp/folio-out; at most 8 files, as the device tool
+# returns); the table is printed last.
 set -uo pipefail
 OUT=${OUT:-/tmp/folio-out}
 mkdir -p "$OUT/work"
@@ -16,8 +18,10 @@ if ldd "$B/step_driver" | grep -q "not found"; then
     [ -e "$d/libcublasLt.so.13" ] && export LD_LIBRARY_PATH=$LD_LIBRARY_PATH:$d
   done
 fi
-ldd "$B/step_driver" | grep -E "not found|cublas|cudart" | tee "$OUT/ldd.txt"
-nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm --format=csv | tee "$OUT/gpu.txt"
+{
+  ldd "$B/step_driver" | grep -E "not found|cublas|cudart"
+  nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm --format=csv
+} 2>&1 | tee "$OUT/env.txt"
 
 echo "== floors"
 python3 bench/gpu/floors.py | tee "$OUT/floors.json"
@@ -28,7 +32,7 @@ FOLIO_SHARED=$ROOT/bundle python3 tests/fixtures/make_tiny_model.py /tmp/fx --la
   --hidden 256 --heads 4 --kv-heads 2 --intermediate 512 --seed 3 >/dev/null || exit 1
 
 echo "== correctness"
-timeout 300 python3 bench/gpu/check_cuda.py "$B/step_driver" /tmp/tl /tmp/fx "$OUT/work" 2>&1 |
+timeout 200 python3 bench/gpu/check_cuda.py "$B/step_driver" /tmp/tl /tmp/fx "$OUT/work" 2>&1 |
   tee "$OUT/check.log"
 rm -rf "$OUT/work"
 
@@ -38,18 +42,30 @@ echo "== timings"
   for n in 512 4096; do timeout 60 "$B/decode_bench" /tmp/tl prefill $n 10; done
   for b in 1 8 64 256; do timeout 60 "$B/decode_bench" /tmp/tl attention $b 512 50; done
   timeout 60 "$B/decode_bench" /tmp/tl attention 1 4096 50
+  # The GEMV threshold: the same decode steps with every projection through cuBLASLt.
+  for b in 1 8; do
+    FOLIO_GEMV_MAX_ROWS=0 timeout 60 "$B/decode_bench" /tmp/tl decode $b 512 64 |
+      sed 's/name=decode_/name=cublas_decode_/'
+  done
 } 2>&1 | tee "$OUT/timings.log"
+
+echo "== serve smoke (folio serve --backend cuda)"
+[ "${FOLIO_SKIP_SERVE:-0}" = 1 ] || timeout 150 bash bench/gpu/serve_smoke.sh /tmp/tl cuda \
+  --gpu-memory-utilization 0.3 --max-num-seqs 64 2>&1 | tee "$OUT/smoke.txt" | cut -c1-400
+
+echo "== summary"
+grep -E "^(PASS|FAIL|correctness)" "$OUT/check.log" | cut -c1-300
+grep -E "^serve:" "$OUT/smoke.txt" 2>/dev/null
+[ -f "$OUT/timings.log" ] && python3 bench/gpu/table.py "$OUT/floors.json" "$OUT/timings.log" | tee "$OUT/table.txt"
 
 if [ "${FOLIO_SANITIZE_RUN:-1}" = 1 ] && command -v compute-sanitizer >/dev/null; then
   echo "== compute-sanitizer (fixture model, prefill + graph decode)"
-  FOLIO_NUM_KV_BLOCKS=64 timeout 120 compute-sanitizer --tool memcheck --error-exitcode 9 \
-    "$B/decode_bench" /tmp/fx decode 4 40 4 >"$OUT/memcheck.log" 2>&1
-  echo "memcheck exit $? ($(grep -c 'Invalid\|ERROR' "$OUT/memcheck.log") error lines)"
-  FOLIO_NUM_KV_BLOCKS=64 timeout 120 compute-sanitizer --tool racecheck --error-exitcode 9 \
-    "$B/decode_bench" /tmp/fx decode 2 40 2 >"$OUT/racecheck.log" 2>&1
-  echo "racecheck exit $? ($(grep -c 'hazard\|ERROR' "$OUT/racecheck.log") hazard lines)"
+  FOLIO_NUM_KV_BLOCKS=64 timeout ${FOLIO_SANITIZE_TIMEOUT:-120} compute-sanitizer --tool memcheck \
+    --error-exitcode 9 "$B/decode_bench" /tmp/fx decode 4 40 4 >"$OUT/sanitizer.log" 2>&1
+  echo "memcheck exit $? ($(grep -c 'Invalid\|ERROR' "$OUT/sanitizer.log") error lines)"
+  FOLIO_NUM_KV_BLOCKS=64 timeout ${FOLIO_SANITIZE_TIMEOUT:-120} compute-sanitizer --tool racecheck \
+    --error-exitcode 9 "$B/decode_bench" /tmp/fx decode 2 40 2 >"$OUT/racecheck.tmp" 2>&1
+  echo "racecheck exit $? ($(grep -c 'hazard\|ERROR' "$OUT/racecheck.tmp") hazard lines)"
+  cat "$OUT/racecheck.tmp" >>"$OUT/sanitizer.log"
+  rm -f "$OUT/racecheck.tmp"
 fi
-
-echo "== summary"
-grep -E "^(PASS|FAIL|correctness)" "$OUT/check.log"
-[ -f "$OUT/timings.log" ] && python3 bench/gpu/table.py "$OUT/floors.json" "$OUT/timings.log" | tee "$OUT/table.txt"
