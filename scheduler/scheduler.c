@@ -699,7 +699,7 @@ int folio_scheduler_run(const struct folio_scheduler_options *o)
     if (load_model_config(s, err, sizeof err) != 0 ||
         folio_policy_create(&s->pcfg, on_event, s, &s->policy, err, sizeof err) != 0) {
         folio_log_error(0, "%s", err);
-        return 1;
+        return FOLIO_EXIT_CONFIG;
     }
     /* Plans are sized for the largest pool the model length allows, so the
      * ring fits whatever pool the worker builds. */

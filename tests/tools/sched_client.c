@@ -339,6 +339,10 @@ int main(int argc, char **argv)
         "\"wall_s\": %.3f, \"ttft_s\": %.4f, \"tokens_per_s\": %.1f}}\n",
         nreq, finished, violations, total_tokens, wall, first_token ? first_token - t0 : -1,
         wall > 0 ? total_tokens / wall : 0);
+    fflush(stdout);
+    for (int r = 0; r < nreq; r++)
+        free(reqs[r].tokens);
+    free(reqs);
     folio_ring_close(reader);
     folio_ring_close(owner);
     nng_close(push);
