@@ -220,6 +220,7 @@ int main(int argc, char **argv)
         }
     }
     struct req *reqs = calloc((size_t)nreq, sizeof *reqs);
+    double t0 = now_s(), first_token = 0; /* the clock includes submitting */
     for (int r = 0; r < nreq; r++) {
         reqs[r].id = ((uint64_t)id << 48) | (uint64_t)(r + 1);
         if (!prompt_arg) {
@@ -249,7 +250,6 @@ int main(int argc, char **argv)
         nng_send(push, buf, n, 0);
         free(buf);
     }
-    double t0 = now_s(), first_token = 0;
     int finished = 0, violations = 0;
     bool abort_sent = false;
     while (finished < nreq && now_s() < t_end) {
