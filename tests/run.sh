@@ -1,18 +1,19 @@
 #!/usr/bin/env bash
 # Runs every Folio test that needs no GPU, twice: against the normal build and
-# against an AddressSanitizer + UndefinedBehaviorSanitizer build.
+# against an AddressSanitizer + UndefinedBehaviorSanitizer build; then the fuzz
+# smoke runs (ctest -L fuzz) of a clang libFuzzer build.
 # C unit tests run under ctest; the end-to-end and reference comparisons under
 # pytest (they drive the built programs as subprocesses, so they exercise the
 # sanitized binaries too). Prints "N passed, N failed" last.
 #
-# Usage: tests/run.sh [normal|asan]...   (default: both)
+# Usage: tests/run.sh [normal|asan|fuzz]...   (default: all three)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 repo=$(pwd)
 export FOLIO_SHARED=${FOLIO_SHARED:-$repo/../shared}
 jobs=$(nproc)
 suites=("$@")
-[ ${#suites[@]} -gt 0 ] || suites=(normal asan)
+[ ${#suites[@]} -gt 0 ] || suites=(normal asan fuzz)
 
 passed=0
 failed=0
@@ -37,8 +38,10 @@ PY
 
 for suite in "${suites[@]}"; do
     case $suite in
-    normal) dir=build flags=(-DCMAKE_BUILD_TYPE=RelWithDebInfo) ;;
-    asan) dir=build-asan flags=(-DCMAKE_BUILD_TYPE=Debug -DFOLIO_SANITIZE=ON) ;;
+    normal) dir=build flags=(-DCMAKE_BUILD_TYPE=RelWithDebInfo) only=() ;;
+    asan) dir=build-asan flags=(-DCMAKE_BUILD_TYPE=Debug -DFOLIO_SANITIZE=ON) only=() ;;
+    fuzz) dir=build-fuzz only=(-L fuzz)
+        flags=(-DCMAKE_C_COMPILER=clang -DCMAKE_BUILD_TYPE=RelWithDebInfo -DFOLIO_FUZZ=ON -DFOLIO_CUDA=OFF) ;;
     *) echo "unknown suite $suite" >&2; exit 2 ;;
     esac
     echo "=== $suite build ($dir)"
@@ -51,8 +54,9 @@ for suite in "${suites[@]}"; do
     export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
     echo "=== $suite: ctest"
     rm -f "$dir/ctest.xml" "$dir/pytest.xml"
-    ctest --test-dir "$dir" --output-on-failure -j"$jobs" --output-junit "$repo/$dir/ctest.xml"
+    ctest --test-dir "$dir" --output-on-failure -j"$jobs" "${only[@]}" --output-junit "$repo/$dir/ctest.xml"
     add_junit "$dir/ctest.xml"
+    [ "$suite" != fuzz ] || continue # the fuzz build runs its smoke only; pytest ran above
     echo "=== $suite: pytest"
     FOLIO_BUILD=$repo/$dir python3 -m pytest tests -q -p no:cacheprovider --junitxml="$dir/pytest.xml"
     rc=$?
