@@ -9,6 +9,11 @@
 #include "chat_template_internal.h"
 
 #define MAX_NESTING 200
+/* Chains (a.b.c..., x[0][0]..., 1 ~ 1 ~ ..., x|f|f...) are parsed in loops
+ * that MAX_NESTING does not see, yet each link is one level of the tree that
+ * eval() walks recursively: the whole tree's depth is bounded too, far above
+ * any real template's and far below what the stack holds. */
+#define MAX_TREE_DEPTH 1000
 
 struct parser {
     struct ct_arena *a;
@@ -894,10 +899,14 @@ static struct ct_node *parse_body(struct parser *p, const char *const *end_tags)
 /* Unknown filters and tests fail at load time, except inside an if
  * statement or an inline if, where jinja2 lets them fail only when they
  * run (its "soft frames"); loop and macro bodies are not soft. */
-static void check_names(struct parser *p, const struct ct_node *n, bool soft)
+static void check_names(struct parser *p, const struct ct_node *n, bool soft, int depth)
 {
     if (!n)
         return;
+    if (depth > MAX_TREE_DEPTH) {
+        struct ct_token at = {.line = n->line, .col = n->col};
+        parse_fail_at(p, &at, "%.*s", "expression nested too deeply", 28);
+    }
     if ((n->kind == N_FILTER || n->kind == N_TEST) && n->op < 0 && !soft) {
         struct ct_token at = {.line = n->line, .col = n->col};
         parse_fail_at(p, &at,
@@ -911,11 +920,11 @@ static void check_names(struct parser *p, const struct ct_node *n, bool soft)
         inner = true;
         break;
     case N_FOR:
-        check_names(p, n->b, soft);
-        check_names(p, n->a, false);
-        check_names(p, n->c, false);
-        check_names(p, n->d, false);
-        check_names(p, n->e, false);
+        check_names(p, n->b, soft, depth + 1);
+        check_names(p, n->a, false, depth + 1);
+        check_names(p, n->c, false, depth + 1);
+        check_names(p, n->d, false, depth + 1);
+        check_names(p, n->e, false, depth + 1);
         return;
     case N_MACRO:
     case N_SET_BLOCK:
@@ -924,19 +933,19 @@ static void check_names(struct parser *p, const struct ct_node *n, bool soft)
     default:
         break;
     }
-    check_names(p, n->a, inner);
-    check_names(p, n->b, inner);
-    check_names(p, n->c, inner);
-    check_names(p, n->d, inner);
-    check_names(p, n->e, inner);
+    check_names(p, n->a, inner, depth + 1);
+    check_names(p, n->b, inner, depth + 1);
+    check_names(p, n->c, inner, depth + 1);
+    check_names(p, n->d, inner, depth + 1);
+    check_names(p, n->e, inner, depth + 1);
     for (size_t i = 0; i < n->n; i++)
-        check_names(p, n->list[i], inner);
+        check_names(p, n->list[i], inner, depth + 1);
 }
 
 struct ct_node *ct_parse(struct ct_arena *a, const struct ct_tokens *toks)
 {
     struct parser p = {.a = a, .t = toks->v, .n = toks->n};
     struct ct_node *body = parse_body(&p, NULL);
-    check_names(&p, body, false);
+    check_names(&p, body, false, 0);
     return body;
 }
