@@ -1,0 +1,946 @@
+#!/usr/bin/env python3
+"""GuideLLM results -> one markdown summary and one self-contained HTML page, with the analysis of
+where the time goes, from the measured numbers and the servers' own /metrics.
+
+    python3 bench/report.py [--md OUT.md] [--html OUT.html] [--meta meta.json] [--data JSONL]
+                            INPUT [INPUT ...]
+    python3 bench/report.py --check INPUT [INPUT ...]
+
+INPUT is a server's result folder as bench/gpu/guidellm_bench.sh leaves it (NAME/ holding
+<run>.json from GuideLLM, metrics_before_<run>.txt and metrics_after_<run>.txt from the server's
+/metrics, and server.log[.gz]), or one GuideLLM json file; LABEL=INPUT names the server (default:
+the folder's name). Two or more servers give a side-by-side table.
+
+--check verifies that the output lengths really were fixed: every request GuideLLM sent carried
+ignore_eos and max_tokens equal to its prompt's output_tokens_count in the workload file, every
+completed request got exactly that many tokens, and the server's own log (Folio at debug level)
+saw the same max_tokens values. Exit status 1 when a check fails.
+
+Only the standard library: the charts are inline SVG drawn here, so the page needs nothing else.
+"""
+
+import argparse
+import collections
+import gzip
+import html
+import json
+import math
+import os
+import re
+import sys
+from datetime import datetime, timezone
+from pathlib import Path
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+RUN_ORDER = ["sharegpt-rate2", "sharegpt-poisson", "sharegpt-max", "sharegpt-sweep"]
+
+
+# ---------------------------------------------------------------- reading GuideLLM outputs
+
+
+def dig(d, *keys, default=None):
+    for k in keys:
+        if isinstance(d, dict) and k in d:
+            d = d[k]
+        else:
+            return default
+    return d
+
+
+def dist(metrics, name, group="successful"):
+    """mean, p50, p99 of one GuideLLM distribution (None where absent)."""
+    d = dig(metrics, name, group) or {}
+    pct = d.get("percentiles") or {}
+    return {"mean": d.get("mean"), "p50": pct.get("p50", d.get("median")), "p99": pct.get("p99"),
+            "count": d.get("count")}
+
+
+def bench_label(cfg):
+    s = cfg.get("strategy") or {}
+    kind = s.get("type_", "?")
+    rate = s.get("rate")
+    if rate is not None and kind in ("constant", "poisson", "async"):
+        return f"{kind}@{rate:g}" if rate >= 10 else f"{kind}@{rate:.3g}"
+    if kind == "concurrent" and s.get("streams"):
+        return f"concurrent@{s['streams']}"
+    return kind
+
+
+class Bench:
+    """One GuideLLM benchmark (one strategy: a rate, or throughput, ...)."""
+
+    def __init__(self, b):
+        cfg = b.get("config") or {}
+        m = b.get("metrics") or {}
+        sm = b.get("scheduler_metrics") or {}
+        self.label = bench_label(cfg)
+        self.kind = dig(cfg, "strategy", "type_", default="?")
+        self.target_rate = dig(cfg, "strategy", "rate")
+        self.start = sm.get("start_time", b.get("start_time"))
+        self.end = sm.get("end_time", b.get("end_time"))
+        self.duration = b.get("duration")
+        self.measure = (sm.get("measure_start_time"), sm.get("measure_end_time"))
+        totals = m.get("request_totals") or {}
+        self.completed = totals.get("successful", 0)
+        self.incomplete = totals.get("incomplete", 0)
+        self.errored = totals.get("errored", 0)
+        self.req_s = dig(m, "requests_per_second", "successful", "mean")
+        self.out_tok_s = dig(m, "output_tokens_per_second", "total", "mean")
+        self.concurrency = dig(m, "request_concurrency", "successful", "mean")
+        self.ttft = dist(m, "time_to_first_token_ms")
+        self.itl = dist(m, "inter_token_latency_ms")
+        self.tpot = dist(m, "time_per_output_token_ms")
+        self.e2e = dist(m, "request_latency")
+        reqs = b.get("requests") or {}
+        self.records = {g: [r for r in (reqs.get(g) or []) if isinstance(r, dict)]
+                        for g in ("successful", "incomplete", "errored")}
+
+    def measured(self):
+        """Completed requests inside GuideLLM's measured window (warm-up/cool-down excluded)."""
+        lo, hi = self.measure
+        out = []
+        for r in self.records["successful"]:
+            t = r.get("request_start_time")
+            if lo is not None and t is not None and (t < lo - 1e-6 or (hi and t > hi + 1e-6)):
+                continue
+            out.append(r)
+        return out
+
+
+class Run:
+    """One GuideLLM invocation against one server: its json and the server's metrics around it."""
+
+    def __init__(self, server, path):
+        self.server = server
+        self.path = Path(path)
+        opener = gzip.open if self.path.name.endswith(".gz") else open
+        with opener(self.path, "rt") as f:
+            self.doc = json.load(f)
+        if not isinstance(self.doc, dict) or "benchmarks" not in self.doc:
+            raise ValueError(f"{path}: not a GuideLLM report (no 'benchmarks')")
+        self.name = (dig(self.doc, "config", "metadata", "labels", "run")
+                     or self.path.name.removesuffix(".gz").removesuffix(".json"))
+        self.workload = dig(self.doc, "config", "metadata", "name", default=self.name)
+        self.benches = [Bench(b) for b in self.doc["benchmarks"]]
+        self.guidellm = dig(self.doc, "metadata", "guidellm_version", default="?")
+        d = self.path.parent
+        self.metrics_before = read_prom(d / f"metrics_before_{self.name}.txt")
+        self.metrics_after = read_prom(d / f"metrics_after_{self.name}.txt")
+        self.snapshot_after_time = snapshot_time(d / f"metrics_after_{self.name}.txt")
+        self.data_path = dig(self.doc, "config", "spec", "data", default=[{}])[0].get("path")
+
+    def window(self):
+        starts = [b.start for b in self.benches if b.start]
+        ends = [b.end for b in self.benches if b.end]
+        return (min(starts), max(ends)) if starts and ends else (None, None)
+
+    def sort_key(self):
+        for i, w in enumerate(RUN_ORDER):
+            if self.name.startswith(w):
+                m = re.search(r"-r([0-9.]+)$", self.name)
+                return (i, float(m.group(1)) if m else 0.0, self.name)
+        return (len(RUN_ORDER), 0.0, self.name)
+
+
+def load_inputs(inputs):
+    """[(server, [Run])] in the order given."""
+    servers = collections.OrderedDict()
+    for item in inputs:
+        label, _, p = item.rpartition("=") if "=" in item else ("", "", item)
+        path = Path(p)
+        if path.is_dir():
+            server = label or path.name
+            files = [f for f in sorted(path.glob("*.json")) + sorted(path.glob("*.json.gz"))
+                     if not f.name.endswith(".scenario.json") and f.name != "meta.json"]
+        elif path.is_file():
+            server = label or path.parent.name
+            files = [path]
+        else:
+            raise SystemExit(f"report: {p} is neither a result folder nor a file")
+        runs = servers.setdefault(server, [])
+        for f in files:
+            try:
+                runs.append(Run(server, f))
+            except (ValueError, OSError) as e:
+                print(f"report: skipping {f}: {e}", file=sys.stderr)
+    for runs in servers.values():
+        runs.sort(key=Run.sort_key)
+    return list(servers.items())
+
+
+# ---------------------------------------------------------------- Prometheus text
+
+
+PROM_LINE = re.compile(r"^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{[^}]*\})?\s+(\S+)")
+PROM_LABEL = re.compile(r'(\w+)="((?:[^"\\]|\\.)*)"')
+
+
+def read_prom(path):
+    """{(name, ((label, value), ...)): float}; {} when the file is absent or empty."""
+    try:
+        text = Path(path).read_text()
+    except OSError:
+        return {}
+    out = {}
+    for line in text.splitlines():
+        if not line or line.startswith("#"):
+            continue
+        m = PROM_LINE.match(line)
+        if not m:
+            continue
+        labels = tuple(sorted(PROM_LABEL.findall(m.group(2) or "")))
+        try:
+            out[(m.group(1), labels)] = float(m.group(3))
+        except ValueError:
+            continue
+    return out
+
+
+def snapshot_time(path):
+    """The '# snapshot_unix_time T' line bench/gpu/guidellm_bench.sh writes first (or None)."""
+    try:
+        with open(path) as f:
+            m = re.match(r"# snapshot_unix_time ([0-9.]+)", f.readline())
+    except OSError:
+        return None
+    return float(m.group(1)) if m else None
+
+
+def prom_sum(metrics, name, **want):
+    """Sum of a metric over the series whose labels include `want` (None if there is none)."""
+    vals = [v for (n, labels), v in metrics.items()
+            if n == name and all((k, str(x)) in labels for k, x in want.items())]
+    return sum(vals) if vals else None
+
+
+def prom_delta(run, name, **want):
+    a, b = prom_sum(run.metrics_after, name, **want), prom_sum(run.metrics_before, name, **want)
+    if a is None:
+        return None
+    return a - (b or 0.0)
+
+
+def hist_mean_delta(run, name):
+    s, c = prom_delta(run, name + "_sum"), prom_delta(run, name + "_count")
+    return s / c if s is not None and c else None
+
+
+def first_of(run, names, fn):
+    for n in names:
+        v = fn(run, n)
+        if v is not None:
+            return v
+    return None
+
+
+def server_breakdown(run):
+    """Where the time goes, from the server's /metrics deltas over the run (ms unless named)."""
+    if not run.metrics_after:
+        return {}
+    ms = lambda v: v * 1e3 if v is not None else None  # noqa: E731
+    r = {}
+    # Folio's names first, then vLLM's, so the same table reads both servers.
+    r["ttft_server"] = ms(first_of(run, ["folio_time_to_first_token_seconds",
+                                         "vllm:time_to_first_token_seconds"], hist_mean_delta))
+    r["itl_server"] = ms(first_of(run, ["folio_inter_token_latency_seconds",
+                                        "vllm:inter_token_latency_seconds",
+                                        "vllm:time_per_output_token_seconds"], hist_mean_delta))
+    r["e2e_server_s"] = first_of(run, ["folio_e2e_request_latency_seconds",
+                                       "vllm:e2e_request_latency_seconds"], hist_mean_delta)
+    log = read_server_log(run.path.parent)
+    lo, hi = run.window()
+    if log and log["waits"] and lo:
+        waits = [w for t, w in log["waits"] if lo - 1 <= t <= (hi or t) + 1]
+        if waits:
+            r["queue"] = ms(mean(waits))
+    if "queue" not in r:
+        r["queue"] = ms(hist_mean_delta(run, "vllm:request_queue_time_seconds"))
+    r["prefill"] = ms(hist_mean_delta(run, "vllm:request_prefill_time_seconds"))
+    r["decode_s"] = hist_mean_delta(run, "vllm:request_decode_time_seconds")
+    steps = prom_delta(run, "folio_steps_total")
+    if steps:
+        plan = prom_delta(run, "folio_step_plan_seconds_total") or 0.0
+        gpu = prom_delta(run, "folio_step_backend_seconds_total") or 0.0
+        ipc = prom_delta(run, "folio_step_ipc_seconds_total") or 0.0
+        r.update(steps=steps, plan_ms=plan / steps * 1e3, gpu_ms=gpu / steps * 1e3,
+                 ipc_ms=ipc / steps * 1e3, step_ms=(plan + gpu + ipc) / steps * 1e3)
+        # The snapshot after the run is taken as GuideLLM exits: work the server still did on
+        # requests GuideLLM had cut off counts, so the window ends there, not at GuideLLM's end.
+        end = run.snapshot_after_time or hi
+        if lo and end and end > lo:
+            r["steps_per_s"] = steps / (end - lo)
+            r["gpu_busy"] = gpu / (end - lo)
+        toks = ((prom_delta(run, "folio_scheduler_prompt_tokens_total") or 0)
+                + (prom_delta(run, "folio_scheduler_generation_tokens_total") or 0))
+        r["tok_per_step"] = toks / steps
+    hits = first_of(run, ["folio_prefix_cache_hits_total", "vllm:prefix_cache_hits_total"],
+                    prom_delta)
+    queries = first_of(run, ["folio_prefix_cache_queries_total",
+                             "vllm:prefix_cache_queries_total"], prom_delta)
+    if hits is not None and queries:
+        r["prefix_hit"] = hits / queries
+    r["preempt"] = first_of(run, ["folio_num_preemptions_total", "vllm:num_preemptions_total"],
+                            prom_delta)
+    r["gen_tokens"] = first_of(run, ["folio_scheduler_generation_tokens_total",
+                                     "vllm:generation_tokens_total"], prom_delta)
+    r["finished_length"] = prom_delta(run, "folio_requests_finished_total", reason="length")
+    r["finished_stop"] = prom_delta(run, "folio_requests_finished_total", reason="stop")
+    r["rejected"] = prom_delta(run, "folio_scheduler_requests_rejected_total")
+    # Client-side means over the run's completed requests (all benchmarks of the run).
+    reqs = [q for b in run.benches for q in b.measured()]
+    if reqs:
+        r["ttft_client"] = mean([q.get("time_to_first_token_ms") for q in reqs])
+        r["itl_client"] = mean([q.get("inter_token_latency_ms") for q in reqs])
+    # The server's histograms cover every request it saw (warm-up and cut-off ones too), the
+    # client's means only the completed ones after warm-up: compare them only when nothing was
+    # cut off, where the two sets are nearly the same.
+    cut = sum(b.incomplete + b.errored for b in run.benches)
+    done = sum(b.completed for b in run.benches)
+    if (r.get("ttft_client") is not None and r.get("ttft_server") is not None
+            and cut <= 0.02 * max(done, 1)):
+        r["outside"] = r["ttft_client"] - r["ttft_server"]
+        if r.get("queue") is not None and r.get("prefill") is None:
+            r["prefill_est"] = r["ttft_server"] - r["queue"]
+    return {k: v for k, v in r.items() if v is not None}
+
+
+def mean(xs):
+    xs = [x for x in xs if x is not None]
+    return sum(xs) / len(xs) if xs else None
+
+
+def quantile(xs, q):
+    xs = sorted(x for x in xs if x is not None)
+    if not xs:
+        return None
+    i = q * (len(xs) - 1)
+    lo = int(math.floor(i))
+    hi = min(lo + 1, len(xs) - 1)
+    return xs[lo] + (xs[hi] - xs[lo]) * (i - lo)
+
+
+# ---------------------------------------------------------------- checks
+
+
+def request_body(rec):
+    args = rec.get("request_args")
+    if isinstance(args, str):
+        try:
+            args = json.loads(args)
+        except json.JSONDecodeError:
+            return None
+    return args.get("body") if isinstance(args, dict) else None
+
+
+def body_prompt(body):
+    if "prompt" in body:
+        return body["prompt"] if isinstance(body["prompt"], str) else None
+    msgs = body.get("messages") or []
+    if not msgs:
+        return None
+    content = msgs[-1].get("content")
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "".join(p.get("text", "") for p in content if isinstance(p, dict))
+    return None
+
+
+def body_max_tokens(body):
+    for k in ("max_completion_tokens", "max_tokens", "max_output_tokens"):
+        if isinstance(body.get(k), int):
+            return body[k]
+    return None
+
+
+def load_workload(path):
+    """{prompt: {output_tokens_count, ...}} of the workload jsonl (a few prompts recur with
+    different counts); None when it cannot be read."""
+    try:
+        with open(path) as f:
+            rows = [json.loads(line) for line in f if line.strip()]
+    except (OSError, json.JSONDecodeError):
+        return None
+    out = collections.defaultdict(set)
+    for r in rows:
+        if "prompt" in r and "output_tokens_count" in r:
+            out[r["prompt"]].add(r["output_tokens_count"])
+    return dict(out)
+
+
+LOG_LINE = re.compile(r"^(\S+Z) (folio-frontend|folio-scheduler)\[\d+\] DEBUG req=(\S+) "
+                      r"(submitted: \d+ prompt tokens, max_tokens (\d+)|submit:|admitted)")
+
+
+def log_time(stamp):
+    t = datetime.strptime(stamp, "%Y-%m-%dT%H:%M:%S.%fZ")
+    return t.replace(tzinfo=timezone.utc).timestamp()
+
+
+_server_logs = {}
+
+
+def read_server_log(folder):
+    """Folio's debug log in the folder (server.log[.gz]) -> {'submits': [(t, max_tokens)],
+    'waits': [(t_submit, seconds from the scheduler's submit to its first admission)]};
+    None when there is no such log."""
+    key = str(folder)
+    if key in _server_logs:
+        return _server_logs[key]
+    result = None
+    for name in ("server.log", "server.log.gz"):
+        p = Path(folder) / name
+        if not p.is_file():
+            continue
+        opener = gzip.open if name.endswith(".gz") else open
+        submits, sched_submit, admitted = [], {}, {}
+        with opener(p, "rt", errors="replace") as f:
+            for line in f:
+                m = LOG_LINE.match(line)
+                if not m:
+                    continue
+                t, req = log_time(m.group(1)), m.group(3)
+                if m.group(5) is not None:
+                    submits.append((t, int(m.group(5))))
+                elif m.group(4) == "submit:":
+                    sched_submit.setdefault(req, t)
+                elif req not in admitted:
+                    admitted[req] = t
+        waits = [(t0, admitted[r] - t0) for r, t0 in sched_submit.items() if r in admitted]
+        result = {"submits": submits, "waits": waits} if submits or waits else None
+        break
+    _server_logs[key] = result
+    return result
+
+
+def check_run(run, workload, submits):
+    """Lines of findings and a pass flag for one run."""
+    ok = True
+    lines = []
+    done = [q for b in run.benches for q in b.records["successful"]]
+    with_body = [(q, request_body(q)) for q in done]
+    with_body = [(q, body) for q, body in with_body if body is not None]
+    no_eos = sum(1 for _, body in with_body if body.get("ignore_eos") is not True)
+    wrong_len = sum(1 for q, body in with_body if body_max_tokens(body) != q.get("output_tokens"))
+    unknown = wrong_data = 0
+    if workload is not None:
+        for _, body in with_body:
+            want = workload.get(body_prompt(body))
+            if want is None:
+                unknown += 1
+            elif body_max_tokens(body) not in want:
+                wrong_data += 1
+    line = (f"{run.server}/{run.name}: {len(done)} completed, {len(with_body)} with their request "
+            f"body; ignore_eos missing in {no_eos}; output tokens != max_tokens in {wrong_len}")
+    if workload is not None:
+        line += f"; max_tokens != the prompt's output_tokens_count in {wrong_data}"
+        line += f"; prompt not in the workload file: {unknown}"
+    else:
+        line += "; workload file not found (max_tokens not compared with it)"
+    lines.append(line)
+    if not with_body or no_eos or wrong_len or wrong_data or unknown:
+        ok = False
+    if submits is not None:
+        lo, hi = run.window()
+        seen = collections.Counter(m for t, m in submits
+                                   if lo is None or (lo - 2 <= t <= (hi or t) + 2))
+        missing = 0
+        for _, body in with_body:
+            m = body_max_tokens(body)
+            if seen[m] > 0:
+                seen[m] -= 1
+            else:
+                missing += 1
+        lines.append(f"{run.server}/{run.name}: server log: {len(with_body) - missing} of "
+                     f"{len(with_body)} requests' max_tokens seen in the server's submit lines")
+        ok = ok and missing == 0
+    br = server_breakdown(run)
+    if "finished_length" in br:
+        lines.append(f"{run.server}/{run.name}: server counters: {br['finished_length']:.0f} "
+                     f"finished by length, {br.get('finished_stop', 0):.0f} by stop/EOS, "
+                     f"{br.get('gen_tokens', 0):.0f} tokens generated")
+    return ok, lines
+
+
+def run_checks(servers, data_arg):
+    all_ok = True
+    cache = {}
+    for server, runs in servers:
+        folder = runs[0].path.parent if runs else None
+        log = read_server_log(folder) if folder else None
+        submits = log["submits"] if log and log["submits"] else None
+        for run in runs:
+            path = data_arg or run.data_path
+            shared = Path(os.environ.get("FOLIO_SHARED", REPO_ROOT.parent / "shared"))
+            candidates = [p for p in (path, os.environ.get("FOLIO_WORKLOAD"),
+                                      REPO_ROOT / "bundle/data/workload_sharegpt_1000.jsonl",
+                                      shared / "data/sharegpt/workload_sharegpt_1000.jsonl") if p]
+            workload = None
+            for c in candidates:
+                if str(c) not in cache:
+                    cache[str(c)] = load_workload(c)
+                if cache[str(c)] is not None:
+                    workload = cache[str(c)]
+                    break
+            ok, lines = check_run(run, workload, submits)
+            all_ok = all_ok and ok
+            for line in lines:
+                print(("ok   " if ok else "FAIL ") + line)
+    return all_ok
+
+
+# ---------------------------------------------------------------- markdown
+
+
+def fmt(v, nd=1):
+    if v is None:
+        return "–"
+    if isinstance(v, float) and (math.isnan(v) or math.isinf(v)):
+        return "–"
+    if abs(v) >= 1000:
+        return f"{v:,.0f}"
+    return f"{v:.{nd}f}"
+
+
+def md_table(head, rows):
+    out = ["| " + " | ".join(head) + " |", "|" + "|".join("---" for _ in head) + "|"]
+    out += ["| " + " | ".join(str(c) for c in r) + " |" for r in rows]
+    return "\n".join(out)
+
+
+MAIN_HEAD = ["server", "run", "benchmark", "req/s", "output tok/s", "TTFT mean", "TTFT p50",
+             "TTFT p99", "ITL mean", "ITL p50", "ITL p99", "e2e p50 (s)", "e2e p99 (s)",
+             "done/incompl./err"]
+
+
+def main_rows(servers):
+    rows = []
+    for server, runs in servers:
+        for run in runs:
+            for b in run.benches:
+                rows.append([server, run.name, b.label, fmt(b.req_s, 2), fmt(b.out_tok_s),
+                             fmt(b.ttft["mean"]), fmt(b.ttft["p50"]), fmt(b.ttft["p99"]),
+                             fmt(b.itl["mean"], 2), fmt(b.itl["p50"], 2), fmt(b.itl["p99"], 2),
+                             fmt(b.e2e["p50"], 2), fmt(b.e2e["p99"], 2),
+                             f"{b.completed}/{b.incomplete}/{b.errored}"])
+    return rows
+
+
+BREAKDOWN_COLS = [
+    ("ttft_client", "TTFT client", 1), ("ttft_server", "TTFT server", 1),
+    ("outside", "HTTP/tokenize/client", 1), ("queue", "queue", 1),
+    ("prefill_est", "prefill (TTFT−queue)", 1), ("prefill", "prefill", 1),
+    ("itl_client", "ITL client", 2), ("itl_server", "ITL server", 2),
+    ("step_ms", "step", 2), ("plan_ms", "plan", 3), ("gpu_ms", "GPU", 2), ("ipc_ms", "IPC", 3),
+    ("steps_per_s", "steps/s", 0), ("gpu_busy", "GPU busy %", 0),
+    ("tok_per_step", "tok/step", 1), ("prefix_hit", "prefix hit %", 0),
+    ("preempt", "preempt.", 0),
+]
+
+
+def breakdown_rows(servers):
+    table = []
+    for server, runs in servers:
+        for run in runs:
+            br = server_breakdown(run)
+            if br:
+                table.append((server, run.name, br))
+    cols = [c for c in BREAKDOWN_COLS if any(c[0] in br for _, _, br in table)]
+    rows = []
+    for server, name, br in table:
+        row = [server, name]
+        for key, _, nd in cols:
+            v = br.get(key)
+            if key in ("gpu_busy", "prefix_hit") and v is not None:
+                v *= 100
+            row.append(fmt(v, nd))
+        rows.append(row)
+    return ["server", "run"] + [c[1] for c in cols], rows, table
+
+
+def side_by_side(servers):
+    if len(servers) < 2:
+        return None
+    index = collections.OrderedDict()
+    for server, runs in servers:
+        for run in runs:
+            for b in run.benches:
+                index.setdefault((run.name, b.label), {})[server] = b
+    names = [s for s, _ in servers]
+    head = ["run", "benchmark"]
+    for key in ("output tok/s", "TTFT p50", "ITL p50", "e2e p99 (s)"):
+        head += [f"{key} {n}" for n in names]
+    rows = []
+    for (run, label), by in index.items():
+        if len(by) < 2:
+            continue
+        row = [run, label]
+        for get, nd in ((lambda b: b.out_tok_s, 0), (lambda b: b.ttft["p50"], 1),
+                        (lambda b: b.itl["p50"], 2), (lambda b: b.e2e["p99"], 2)):
+            row += [fmt(get(by[n]), nd) if n in by else "–" for n in names]
+        rows.append(row)
+    return head, rows
+
+
+def analysis(servers, table):
+    """Observations computed from the numbers: where the time goes, saturation, differences."""
+    out = []
+    for server, name, br in table:
+        parts = []
+        if "ttft_server" in br:
+            if "outside" in br:
+                s = (f"TTFT {br['ttft_client']:.1f} ms at GuideLLM = {br['ttft_server']:.1f} ms "
+                     f"from the server's submit to its first token + {br['outside']:.1f} ms "
+                     f"outside it (HTTP, chat template and tokenization, SSE, client)")
+            else:
+                s = (f"server TTFT {br['ttft_server']:.1f} ms over all the requests it saw "
+                     f"(requests were cut off, so not set against the client's "
+                     f"{fmt(br.get('ttft_client'))} ms)")
+            if "queue" in br:
+                s += f"; of it, {br['queue']:.1f} ms waiting for admission"
+                if "prefill_est" in br:
+                    s += f" and {br['prefill_est']:.1f} ms of prefill (sharing steps with decodes)"
+                elif "prefill" in br:
+                    s += f" and {br['prefill']:.1f} ms of prefill"
+            parts.append(s)
+        if "step_ms" in br and "itl_client" in br:
+            outside = br["itl_client"] - br["step_ms"]
+            s = (f"decode: ITL {br['itl_client']:.2f} ms against an engine step of "
+                 f"{br['step_ms']:.2f} ms (GPU {br['gpu_ms']:.2f}, planning {br['plan_ms']:.3f}, "
+                 f"IPC {br['ipc_ms']:.3f})")
+            if outside > 0.05 * br["itl_client"]:
+                s += (f": {outside:.2f} ms a token lie outside the step (steps that carry "
+                      f"prefill chunks, frontend detokenization and SSE, HTTP)")
+            else:
+                s += ": the token interval is the engine step"
+            if br["step_ms"] > 0:
+                s += (f"; the GPU is {100 * br['gpu_ms'] / br['step_ms']:.0f}% of each step and "
+                      f"busy {100 * br.get('gpu_busy', 0):.0f}% of the run's wall time, "
+                      f"{br.get('tok_per_step', 0):.0f} tokens a step")
+            parts.append(s)
+        elif "itl_client" in br and "itl_server" in br:
+            parts.append(f"ITL {br['itl_client']:.2f} ms at the client, {br['itl_server']:.2f} ms "
+                         f"in the server")
+        if br.get("prefix_hit"):
+            parts.append(f"prefix cache hit {100 * br['prefix_hit']:.0f}% of prompt blocks "
+                         f"(the same prompts recur across runs)")
+        if br.get("preempt"):
+            parts.append(f"{br['preempt']:.0f} preemptions")
+        if br.get("rejected"):
+            parts.append(f"{br['rejected']:.0f} requests rejected by admission control")
+        if parts:
+            out.append(f"- **{server} {name}**: " + "; ".join(parts) + ".")
+    for server, runs in servers:
+        for run in runs:
+            for b in run.benches:
+                if b.target_rate and b.req_s is not None and b.kind in ("constant", "poisson"):
+                    if b.req_s < 0.8 * b.target_rate:
+                        out.append(f"- **{server} {run.name} {b.label}**: saturated: "
+                                   f"{b.req_s:.2f} of {b.target_rate:g} req/s completed, "
+                                   f"{b.incomplete} cut off at the end, TTFT p99 "
+                                   f"{fmt(b.ttft['p99'])} ms (queueing).")
+        peak = max((b for r in runs for b in r.benches if b.out_tok_s), default=None,
+                   key=lambda b: b.out_tok_s)
+        if peak:
+            out.append(f"- **{server}** peak output {peak.out_tok_s:,.0f} tok/s "
+                       f"({peak.label}, {fmt(peak.req_s, 2)} req/s).")
+    sbs = {}
+    for server, runs in servers:
+        for run in runs:
+            for b in run.benches:
+                sbs.setdefault((run.name, b.label), {})[server] = b
+    names = [s for s, _ in servers]
+    if len(names) >= 2:
+        ref = names[0]
+        for (run, label), by in sbs.items():
+            if ref not in by:
+                continue
+            for other in names[1:]:
+                if other not in by:
+                    continue
+                a, o = by[ref], by[other]
+                bits = []
+                for what, x, y in (("output tok/s", a.out_tok_s, o.out_tok_s),
+                                   ("TTFT p50", a.ttft["p50"], o.ttft["p50"]),
+                                   ("ITL p50", a.itl["p50"], o.itl["p50"]),
+                                   ("e2e p99", a.e2e["p99"], o.e2e["p99"])):
+                    if x and y:
+                        bits.append(f"{what} ×{x / y:.2f}")
+                if bits:
+                    out.append(f"- **{ref} / {other}, {run} {label}**: " + ", ".join(bits) + ".")
+    return out
+
+
+def meta_lines(meta):
+    if not meta:
+        return []
+    shape = meta.get("model_shape") or {}
+    shape_s = ", ".join(f"{k} {v}" for k, v in shape.items())
+    return [f"- date: {meta.get('date', '?')}; commit: {meta.get('commit', '?')}",
+            f"- GPU: {meta.get('gpu', '?')}",
+            f"- model: {meta.get('model', '?')} ({shape_s})",
+            f"- GuideLLM {meta.get('guidellm', '?')}, transformers {meta.get('transformers', '?')}"
+            + ("; QUICK smoke-test constraints" if meta.get("quick") else ""),
+            "- servers: " + "; ".join(f"`{s}`" for s in meta.get("servers", []))]
+
+
+def markdown(servers, meta):
+    lines = ["# GuideLLM results", ""]
+    lines += meta_lines(meta)
+    lines += ["", "Times in ms unless marked; TTFT/ITL/e2e over completed requests after warm-up; "
+              "output tok/s over all requests (GuideLLM's server throughput).", ""]
+    lines += [md_table(MAIN_HEAD, main_rows(servers)), ""]
+    sbs = side_by_side(servers)
+    if sbs and sbs[1]:
+        lines += ["## Side by side", "", md_table(*sbs), ""]
+    head, rows, table = breakdown_rows(servers)
+    if rows:
+        lines += ["## Where the time goes (server /metrics over each run)", "",
+                  md_table(head, rows), ""]
+    obs = analysis(servers, table)
+    if obs:
+        lines += ["## Analysis", ""] + obs + [""]
+    return "\n".join(lines)
+
+
+# ---------------------------------------------------------------- SVG charts
+
+PALETTE = ["#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2",
+           "#17becf", "#7f7f7f", "#bcbd22"]
+DASHES = ["", "6,4", "2,3", "8,3,2,3"]
+
+
+def nice_ticks(lo, hi, n=5):
+    if hi <= lo:
+        hi = lo + 1.0
+    raw = (hi - lo) / n
+    mag = 10 ** math.floor(math.log10(raw))
+    step = next(s * mag for s in (1, 2, 2.5, 5, 10) if s * mag >= raw)
+    start = math.floor(lo / step) * step
+    ticks = [round(start, 12)]
+    while ticks[-1] < hi - step * 1e-9:
+        ticks.append(round(ticks[-1] + step, 12))
+    return ticks
+
+
+def log_ticks(lo, hi):
+    a, b = math.floor(math.log10(lo)), math.ceil(math.log10(hi))
+    ticks = [10.0 ** e for e in range(a, b + 1)]
+    if b - a <= 2:
+        ticks = sorted(set(ticks + [m * 10.0 ** e for e in range(a, b + 1) for m in (2, 5)]))
+    return [t for t in ticks if 10.0 ** a <= t <= 10.0 ** b]
+
+
+def tick_label(v):
+    if v == 0:
+        return "0"
+    if abs(v) >= 1000:
+        return f"{v / 1000:g}k"
+    return f"{v:g}"
+
+
+def svg_chart(title, series, xlabel, ylabel, xlog=False, ylog=False, w=660, h=380):
+    """series: [{'name', 'points': [(x, y)], 'color', 'dash', 'markers'}] -> inline SVG."""
+    pts = [(x, y) for s in series for x, y in s["points"]
+           if x is not None and y is not None and (not xlog or x > 0) and (not ylog or y > 0)]
+    if not pts:
+        return f"<p><em>{html.escape(title)}: no data</em></p>"
+    # The legend sits right of the plot, as wide as its longest name.
+    longest = max((len(s["name"]) for s in series), default=0)
+    left, right, top, bottom = 64, 48 + int(6.2 * longest), 30, 48
+    w += max(0, right - 190)
+    pw, ph = w - left - right, h - top - bottom
+    xs, ys = [p[0] for p in pts], [p[1] for p in pts]
+
+    def axis(vals, log, zero):
+        lo, hi = min(vals), max(vals)
+        if log:
+            if lo == hi:
+                lo, hi = lo / 2, hi * 2
+            ticks = log_ticks(lo, hi)
+            lo, hi = min(lo, ticks[0]), max(hi, ticks[-1])
+            return ticks, (lambda v: (math.log10(v) - math.log10(lo))
+                           / (math.log10(hi) - math.log10(lo)))
+        if zero:
+            lo = min(0.0, lo)
+        ticks = nice_ticks(lo, hi)
+        lo, hi = ticks[0], ticks[-1]
+        return ticks, (lambda v: (v - lo) / (hi - lo) if hi > lo else 0.5)
+
+    xt, fx = axis(xs, xlog, zero=True)
+    yt, fy = axis(ys, ylog, zero=True)
+    X = lambda v: left + fx(v) * pw  # noqa: E731
+    Y = lambda v: top + ph - fy(v) * ph  # noqa: E731
+    o = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{w}" height="{h}" '
+         f'viewBox="0 0 {w} {h}" font-family="sans-serif" font-size="11">',
+         f'<text x="{left}" y="18" font-size="13" font-weight="bold">{html.escape(title)}</text>',
+         f'<rect x="{left}" y="{top}" width="{pw}" height="{ph}" fill="none" stroke="#888"/>']
+    for t in xt:
+        x = X(t)
+        o.append(f'<line x1="{x:.1f}" y1="{top}" x2="{x:.1f}" y2="{top + ph}" stroke="#eee"/>')
+        o.append(f'<text x="{x:.1f}" y="{top + ph + 14}" text-anchor="middle">'
+                 f'{tick_label(t)}</text>')
+    for t in yt:
+        y = Y(t)
+        o.append(f'<line x1="{left}" y1="{y:.1f}" x2="{left + pw}" y2="{y:.1f}" stroke="#eee"/>')
+        o.append(f'<text x="{left - 4}" y="{y + 4:.1f}" text-anchor="end">{tick_label(t)}</text>')
+    o.append(f'<text x="{left + pw / 2}" y="{h - 10}" text-anchor="middle">'
+             f'{html.escape(xlabel)}</text>')
+    o.append(f'<text transform="translate(14,{top + ph / 2}) rotate(-90)" '
+             f'text-anchor="middle">{html.escape(ylabel)}</text>')
+    for i, s in enumerate(series):
+        p = [(x, y) for x, y in s["points"] if x is not None and y is not None
+             and (not xlog or x > 0) and (not ylog or y > 0)]
+        if not p:
+            continue
+        dash = f' stroke-dasharray="{s["dash"]}"' if s.get("dash") else ""
+        path = " ".join(f"{X(x):.1f},{Y(y):.1f}" for x, y in p)
+        o.append(f'<polyline points="{path}" fill="none" stroke="{s["color"]}" '
+                 f'stroke-width="1.6"{dash}/>')
+        if s.get("markers"):
+            o += [f'<circle cx="{X(x):.1f}" cy="{Y(y):.1f}" r="3" fill="{s["color"]}"/>'
+                  for x, y in p]
+        ly = top + 8 + 15 * i
+        o.append(f'<line x1="{left + pw + 10}" y1="{ly}" x2="{left + pw + 34}" y2="{ly}" '
+                 f'stroke="{s["color"]}" stroke-width="2"{dash}/>')
+        o.append(f'<text x="{left + pw + 38}" y="{ly + 4}">{html.escape(s["name"])}</text>')
+    o.append("</svg>")
+    return "\n".join(o)
+
+
+def cdf_points(values, n=200):
+    xs = sorted(v for v in values if v is not None and v > 0)
+    if not xs:
+        return []
+    idx = sorted(set(int(round(i * (len(xs) - 1) / max(1, n - 1))) for i in range(n)))
+    return [(xs[i], (i + 1) / len(xs)) for i in idx]
+
+
+def charts(servers):
+    out = []
+    multi = len(servers) > 1
+    # Distributions: one CDF a (server, run, benchmark); colour by run, dash by server.
+    keys = []
+    for _, runs in servers:
+        for run in runs:
+            for b in run.benches:
+                if (run.name, b.label) not in keys:
+                    keys.append((run.name, b.label))
+    colour = {k: PALETTE[i % len(PALETTE)] for i, k in enumerate(keys)}
+    for field, title, label in (("time_to_first_token_ms", "TTFT distribution (CDF)", "TTFT (ms)"),
+                                ("inter_token_latency_ms",
+                                 "ITL distribution (CDF of each request's mean ITL)", "ITL (ms)")):
+        series = []
+        for si, (server, runs) in enumerate(servers):
+            for run in runs:
+                for b in run.benches:
+                    name = f"{run.name.replace('sharegpt-', '')} {b.label}"
+                    series.append({"name": (f"{server}: " if multi else "") + name,
+                                   "points": cdf_points([q.get(field) for q in b.measured()]),
+                                   "color": colour[(run.name, b.label)],
+                                   "dash": DASHES[si % len(DASHES)]})
+        out.append(svg_chart(title, series, label + ", log scale", "fraction of requests",
+                             xlog=True, h=max(380, 60 + 15 * len(series))))
+    # Against the request rate, offered where the profile sets one (so a saturated server's
+    # points do not fold back), else achieved (throughput, synchronous); one point a benchmark.
+    def rate_of(b):
+        return b.target_rate if b.target_rate else b.req_s
+
+    for title, ylabel, ylog, getters in (
+            ("Output throughput vs request rate", "output tok/s", False,
+             [("", lambda b: b.out_tok_s)]),
+            ("TTFT vs request rate", "TTFT (ms), log scale", True,
+             [("p50", lambda b: b.ttft["p50"]), ("p99", lambda b: b.ttft["p99"])]),
+            ("ITL vs request rate", "ITL (ms)", False,
+             [("p50", lambda b: b.itl["p50"]), ("p99", lambda b: b.itl["p99"])]),
+            ("End-to-end latency vs request rate", "e2e (s), log scale", True,
+             [("p50", lambda b: b.e2e["p50"]), ("p99", lambda b: b.e2e["p99"])])):
+        series = []
+        for si, (server, runs) in enumerate(servers):
+            bs = sorted((b for r in runs for b in r.benches if rate_of(b)), key=rate_of)
+            for gi, (suffix, get) in enumerate(getters):
+                series.append({"name": f"{server} {suffix}".strip(),
+                               "points": [(rate_of(b), get(b)) for b in bs],
+                               "color": PALETTE[si % len(PALETTE)],
+                               "dash": DASHES[gi % len(DASHES)], "markers": True})
+        out.append(svg_chart(title, series, "requests/s (offered; achieved for throughput and "
+                             "synchronous), log scale", ylabel, xlog=True, ylog=ylog))
+    return out
+
+
+def md_to_html_table(head, rows):
+    o = ["<table><thead><tr>" + "".join(f"<th>{html.escape(str(h))}</th>" for h in head)
+         + "</tr></thead><tbody>"]
+    for r in rows:
+        o.append("<tr>" + "".join(f"<td>{html.escape(str(c))}</td>" for c in r) + "</tr>")
+    o.append("</tbody></table>")
+    return "\n".join(o)
+
+
+def inline_md(s):
+    s = html.escape(s)
+    s = re.sub(r"\*\*(.+?)\*\*", r"<b>\1</b>", s)
+    return re.sub(r"`(.+?)`", r"<code>\1</code>", s)
+
+
+def html_page(servers, meta):
+    css = ("body{font-family:sans-serif;max-width:1250px;margin:20px auto;color:#222}"
+           "table{border-collapse:collapse;font-size:12px;margin:8px 0 18px}"
+           "td,th{border:1px solid #ccc;padding:3px 6px;text-align:right}"
+           "th{background:#f3f3f3}td:nth-child(-n+3){text-align:left}"
+           ".charts{display:flex;flex-wrap:wrap;gap:10px}")
+    o = ["<!DOCTYPE html><html><head><meta charset='utf-8'><title>GuideLLM results</title>"
+         f"<style>{css}</style></head><body>", "<h1>GuideLLM results</h1>"]
+    ml = meta_lines(meta)
+    if ml:
+        o.append("<ul>" + "".join(f"<li>{inline_md(x[2:])}</li>" for x in ml) + "</ul>")
+    o.append("<p>Times in ms unless marked; TTFT/ITL/e2e over completed requests after warm-up; "
+             "output tok/s over all requests (GuideLLM's server throughput).</p>")
+    o.append(md_to_html_table(MAIN_HEAD, main_rows(servers)))
+    sbs = side_by_side(servers)
+    if sbs and sbs[1]:
+        o += ["<h2>Side by side</h2>", md_to_html_table(*sbs)]
+    o.append("<h2>Charts</h2><div class='charts'>")
+    o += charts(servers)
+    o.append("</div>")
+    head, rows, table = breakdown_rows(servers)
+    if rows:
+        o += ["<h2>Where the time goes (server /metrics over each run)</h2>",
+              md_to_html_table(head, rows)]
+    obs = analysis(servers, table)
+    if obs:
+        o += ["<h2>Analysis</h2><ul>"] + [f"<li>{inline_md(x[2:])}</li>" for x in obs] + ["</ul>"]
+    o.append("</body></html>")
+    return "\n".join(o)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("inputs", nargs="+", help="result folders or GuideLLM json files")
+    ap.add_argument("--md", help="write the markdown summary here")
+    ap.add_argument("--html", help="write the HTML page here")
+    ap.add_argument("--meta", help="meta.json of the run (date, commit, GPU, versions)")
+    ap.add_argument("--data", help="the workload jsonl (for --check)")
+    ap.add_argument("--check", action="store_true", help="verify fixed output lengths")
+    a = ap.parse_args()
+    servers = load_inputs(a.inputs)
+    if not any(runs for _, runs in servers):
+        raise SystemExit("report: no GuideLLM results in " + " ".join(a.inputs))
+    if a.check:
+        sys.exit(0 if run_checks(servers, a.data) else 1)
+    meta = None
+    if a.meta:
+        try:
+            meta = json.loads(Path(a.meta).read_text())
+        except (OSError, json.JSONDecodeError) as e:
+            raise SystemExit(f"report: cannot read {a.meta}: {e}")
+    md = markdown(servers, meta)
+    if a.md:
+        Path(a.md).write_text(md)
+    if a.html:
+        Path(a.html).write_text(html_page(servers, meta))
+    print(md)
+
+
+if __name__ == "__main__":
+    main()

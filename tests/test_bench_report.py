@@ -1,0 +1,190 @@
+"""bench/report.py on saved GuideLLM 0.8.1 outputs (tests/fixtures/guidellm: a quick sharegpt-rate2
+run against `folio serve --backend cpu` with its /metrics before and after and its debug log, and
+the same run against GuideLLM's mock server, which does not honour max_tokens)."""
+import gzip
+import json
+import re
+import shutil
+import subprocess
+import sys
+import xml.etree.ElementTree as ET
+
+import pytest
+from conftest import REPO
+
+REPORT = REPO / "bench" / "report.py"
+FIXTURES = REPO / "tests" / "fixtures" / "guidellm"
+sys.path.insert(0, str(REPO / "bench"))
+import report  # noqa: E402
+
+
+def run_report(*args):
+    return subprocess.run([sys.executable, str(REPORT), *map(str, args)], capture_output=True,
+                          text=True, timeout=60)
+
+
+def guidellm_doc(server):
+    with gzip.open(FIXTURES / server / "sharegpt-rate2.json.gz", "rt") as f:
+        return json.load(f)
+
+
+def table_row(md, server, run):
+    for line in md.splitlines():
+        cells = [c.strip() for c in line.strip("|").split("|")]
+        if len(cells) > 2 and cells[0] == server and cells[1] == run:
+            return cells
+    raise AssertionError(f"no row for {server} {run} in:\n{md}")
+
+
+@pytest.fixture
+def workload(shared_dir):
+    path = shared_dir / "data" / "sharegpt" / "workload_sharegpt_1000.jsonl"
+    if not path.is_file():
+        pytest.fail(f"{path} missing: set FOLIO_SHARED")
+    return path
+
+
+def test_table_holds_guidellm_statistics(tmp_path):
+    md_path, html_path = tmp_path / "s.md", tmp_path / "r.html"
+    r = run_report("--md", md_path, "--html", html_path, FIXTURES / "folio", FIXTURES / "mock")
+    assert r.returncode == 0, r.stderr
+    md = md_path.read_text()
+    for server in ("folio", "mock"):
+        m = guidellm_doc(server)["benchmarks"][0]["metrics"]
+        row = table_row(md, server, "sharegpt-rate2")
+        head = report.MAIN_HEAD
+        ttft = m["time_to_first_token_ms"]["successful"]
+        itl = m["inter_token_latency_ms"]["successful"]
+        e2e = m["request_latency"]["successful"]
+        assert row[head.index("benchmark")] == "constant@2"
+        assert row[head.index("TTFT mean")] == report.fmt(ttft["mean"])
+        assert row[head.index("TTFT p50")] == report.fmt(ttft["percentiles"]["p50"])
+        assert row[head.index("TTFT p99")] == report.fmt(ttft["percentiles"]["p99"])
+        assert row[head.index("ITL p99")] == report.fmt(itl["percentiles"]["p99"], 2)
+        assert row[head.index("e2e p99 (s)")] == report.fmt(e2e["percentiles"]["p99"], 2)
+        assert row[head.index("output tok/s")] == report.fmt(
+            m["output_tokens_per_second"]["total"]["mean"])
+        t = m["request_totals"]
+        assert row[-1] == f"{t['successful']}/{t['incomplete']}/{t['errored']}"
+    # Two servers: the side-by-side table and the ratio bullets.
+    assert "## Side by side" in md
+    assert re.search(r"\*\*folio / mock, sharegpt-rate2 constant@2\*\*: output tok/s ×[0-9.]+", md)
+
+
+def test_time_breakdown_is_the_metrics_delta():
+    servers = report.load_inputs([str(FIXTURES / "folio")])
+    run = servers[0][1][0]
+    br = report.server_breakdown(run)
+
+    def value(fname, name):
+        for line in (FIXTURES / "folio" / fname).read_text().splitlines():
+            if line.startswith(name + " "):
+                return float(line.split()[1])
+        raise AssertionError(name)
+
+    d = {n: value("metrics_after_sharegpt-rate2.txt", n)
+         - value("metrics_before_sharegpt-rate2.txt", n)
+         for n in ("folio_steps_total", "folio_step_backend_seconds_total",
+                   "folio_time_to_first_token_seconds_sum",
+                   "folio_time_to_first_token_seconds_count")}
+    assert d["folio_steps_total"] > 0
+    assert br["steps"] == pytest.approx(d["folio_steps_total"])
+    assert br["gpu_ms"] == pytest.approx(
+        1e3 * d["folio_step_backend_seconds_total"] / d["folio_steps_total"])
+    assert br["ttft_server"] == pytest.approx(
+        1e3 * d["folio_time_to_first_token_seconds_sum"]
+        / d["folio_time_to_first_token_seconds_count"])
+    # Queue waits come from the scheduler's submit/admitted log lines of the 20 requests.
+    assert 0 <= br["queue"] < br["ttft_server"]
+    assert 0 < br["gpu_busy"] <= 1.0
+    # Nothing was cut off, so the client-side remainder is reported, and is what it says.
+    assert br["outside"] == pytest.approx(br["ttft_client"] - br["ttft_server"])
+
+
+def test_prometheus_parsing():
+    text = ('# HELP x\nfolio_requests_finished_total{reason="length"} 7\n'
+            'folio_requests_finished_total{reason="stop"} 2\n'
+            'vllm:num_requests_running{model_name="m",engine="0"} 3\n'
+            'h_bucket{le="+Inf"} 5\nh_sum 1.5e-1\nnot a metric line\n')
+    import tempfile
+    with tempfile.NamedTemporaryFile("w", suffix=".txt", delete=False) as f:
+        f.write(text)
+    m = report.read_prom(f.name)
+    assert report.prom_sum(m, "folio_requests_finished_total") == 9
+    assert report.prom_sum(m, "folio_requests_finished_total", reason="length") == 7
+    assert report.prom_sum(m, "vllm:num_requests_running", model_name="m") == 3
+    assert report.prom_sum(m, "h_sum") == pytest.approx(0.15)
+    assert report.prom_sum(m, "absent") is None
+
+
+def test_check_passes_on_folio_and_fails_on_the_mock(workload):
+    r = run_report("--check", "--data", workload, FIXTURES / "folio")
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "ignore_eos missing in 0" in r.stdout
+    assert "server log: 20 of 20" in r.stdout
+    # GuideLLM's mock server answers with its own lengths: the check must say so.
+    r = run_report("--check", "--data", workload, FIXTURES / "mock")
+    assert r.returncode == 1
+    assert re.search(r"FAIL mock/sharegpt-rate2: .*output tokens != max_tokens in [1-9]", r.stdout)
+
+
+@pytest.mark.parametrize("tamper, message", [
+    ("ignore_eos", "ignore_eos missing in 1"),
+    ("max_tokens", "max_tokens != the prompt's output_tokens_count in 1"),
+    ("output_tokens", "output tokens != max_tokens in 1"),
+])
+def test_check_finds_a_tampered_request(tmp_path, workload, tamper, message):
+    folder = tmp_path / "folio"
+    shutil.copytree(FIXTURES / "folio", folder)
+    doc = guidellm_doc("folio")
+    rec = doc["benchmarks"][0]["requests"]["successful"][3]
+    args = json.loads(rec["request_args"])
+    if tamper == "ignore_eos":
+        args["body"]["ignore_eos"] = False
+    elif tamper == "max_tokens":
+        args["body"]["max_completion_tokens"] += 1
+        rec["output_tokens"] += 1
+    else:
+        rec["output_tokens"] -= 1
+    rec["request_args"] = json.dumps(args)
+    with gzip.open(folder / "sharegpt-rate2.json.gz", "wt") as f:
+        json.dump(doc, f)
+    r = run_report("--check", "--data", workload, folder)
+    assert r.returncode == 1, r.stdout
+    assert message in r.stdout
+    if tamper == "max_tokens":  # the server's log saw the true value, not the tampered one
+        assert "server log: 19 of 20" in r.stdout
+
+
+def test_html_is_self_contained_with_charts(tmp_path):
+    html_path = tmp_path / "r.html"
+    r = run_report("--html", html_path, FIXTURES / "folio", FIXTURES / "mock")
+    assert r.returncode == 0, r.stderr
+    page = html_path.read_text()
+    svgs = re.findall(r"<svg.*?</svg>", page, re.S)
+    assert len(svgs) == 6
+    titles = [ET.fromstring(s).find("{http://www.w3.org/2000/svg}text").text for s in svgs]
+    assert titles[:2] == ["TTFT distribution (CDF)",
+                          "ITL distribution (CDF of each request's mean ITL)"]
+    assert "Output throughput vs request rate" in titles
+    # Each CDF has one curve a server, with a point for every measured request it plots.
+    assert all(s.count("<polyline") >= 2 for s in svgs)
+    # Nothing fetched from elsewhere: no scripts, stylesheets or images by URL.
+    assert not re.search(r"<(script|link|img)\b", page)
+    assert not re.search(r"(src|href)=", page)
+
+
+def test_cdf_and_quantile():
+    pts = report.cdf_points([3.0, 1.0, 2.0, None, 4.0])
+    assert pts[0] == (1.0, 0.25) and pts[-1] == (4.0, 1.0)
+    assert report.quantile([1, 2, 3, 4], 0.5) == 2.5
+
+
+def test_bad_input_is_a_clear_error(tmp_path):
+    bad = tmp_path / "x"
+    bad.mkdir()
+    (bad / "sharegpt-rate2.json").write_text('{"not": "guidellm"}')
+    r = run_report(bad)
+    assert r.returncode != 0
+    assert "not a GuideLLM report" in r.stderr
+    assert "no GuideLLM results" in r.stderr
