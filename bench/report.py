@@ -309,16 +309,6 @@ def mean(xs):
     return sum(xs) / len(xs) if xs else None
 
 
-def quantile(xs, q):
-    xs = sorted(x for x in xs if x is not None)
-    if not xs:
-        return None
-    i = q * (len(xs) - 1)
-    lo = int(math.floor(i))
-    hi = min(lo + 1, len(xs) - 1)
-    return xs[lo] + (xs[hi] - xs[lo]) * (i - lo)
-
-
 # ---------------------------------------------------------------- checks
 
 

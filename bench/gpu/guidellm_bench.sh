@@ -42,6 +42,10 @@ WHEELS=${GUIDELLM_WHEELS:-$ROOT/.whl}
 BUNDLE=${FOLIO_BUNDLE:-$ROOT/bundle}
 SHARED=${FOLIO_SHARED:-$ROOT/../shared}
 export PYTHONUNBUFFERED=1
+# sharegpt-max holds 1000 connections open at once, on both sides.
+ulimit -n 65536 2>/dev/null || true
+# Nothing outside the GPU machine can be reached: never wait on the Hugging Face hub.
+export HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 TRANSFORMERS_OFFLINE=1
 
 WORKLOADS=rate2,poisson,max
 SERVERS=()
