@@ -126,6 +126,15 @@ void folio_jw_string(struct folio_jw *b, const char *s, size_t n)
                 static const char hex[] = "0123456789abcdef";
                 *o++ = '\\', *o++ = 'u', *o++ = '0', *o++ = '0';
                 *o++ = hex[c >> 4], *o++ = hex[c & 15];
+            } else if (c == 0xC2 && i + 1 < n && (unsigned char)s[i + 1] == 0x85) {
+                /* U+0085, U+2028 and U+2029 are line breaks to Python's
+                 * str.splitlines (httpx's SSE reader splits there): escape
+                 * them so one event stays on one line. */
+                memcpy(o, "\\u0085", 6), o += 6, i += 1;
+            } else if (c == 0xE2 && i + 2 < n && (unsigned char)s[i + 1] == 0x80 &&
+                       ((unsigned char)s[i + 2] == 0xA8 || (unsigned char)s[i + 2] == 0xA9)) {
+                memcpy(o, (unsigned char)s[i + 2] == 0xA8 ? "\\u2028" : "\\u2029", 6);
+                o += 6, i += 2;
             } else {
                 *o++ = (char)c;
             }

@@ -266,8 +266,30 @@ static void test_responses(void)
     folio_jw_free(&b);
 }
 
+/* Python's splitlines (httpx's SSE reader) breaks lines at U+0085, U+2028
+ * and U+2029: they must leave the writer escaped, and parse back unchanged. */
+static void test_unicode_line_breaks_escaped(void)
+{
+    const char text[] = "a\xc2\x85"
+                        "b\xe2\x80\xa8"
+                        "c\xe2\x80\xa9"
+                        "d\xe2\x80\xaa"
+                        "e";
+    struct folio_jw b;
+    folio_jw_init(&b);
+    folio_jw_string(&b, text, sizeof text - 1);
+    CHECK(strstr(b.data, "\\u0085") && strstr(b.data, "\\u2028") && strstr(b.data, "\\u2029"));
+    CHECK(!strstr(b.data, "\xe2\x80\xa8") && !strstr(b.data, "\xc2\x85"));
+    CHECK(strstr(b.data, "\xe2\x80\xaa") != NULL); /* other characters pass as they are */
+    json_t *v = json_loads(b.data, JSON_DECODE_ANY, NULL);
+    CHECK(v && json_is_string(v) && !strcmp(json_string_value(v), text));
+    json_decref(v);
+    folio_jw_free(&b);
+}
+
 int main(void)
 {
+    test_unicode_line_breaks_escaped();
     test_guidellm_completion();
     test_defaults_and_fields();
     test_chat();
