@@ -107,6 +107,7 @@ struct cuda_backend {
     cublasLtHandle_t lt;
     void *workspace;
     struct gemm_plan *plans;
+    int num_plans;
 
     /* weights */
     bf16 *embed, *final_norm, *lm_head;
@@ -177,9 +178,30 @@ static void layout_for(int t_rows, int s_rows, int stride, struct step_layout *l
 
 /* ---------------------------------------------------------------- GEMM */
 
+/* Token counts vary from step to step, so new GEMM shapes keep coming: the
+ * table starts over when it is 3/4 full instead of failing (one heuristic
+ * query costs tens of microseconds; the shapes in use come back at once).
+ * Matmuls already queued or captured in graphs do not need the descriptors. */
+static void gemm_plans_clear(struct cuda_backend *cb)
+{
+    for (int i = 0; i < GEMM_CACHE_SIZE; i++) {
+        struct gemm_plan *p = &cb->plans[i];
+        if (!p->used)
+            continue;
+        cublasLtMatrixLayoutDestroy(p->a);
+        cublasLtMatrixLayoutDestroy(p->b);
+        cublasLtMatrixLayoutDestroy(p->c);
+        cublasLtMatmulDescDestroy(p->desc);
+        p->used = false;
+    }
+    cb->num_plans = 0;
+}
+
 static int gemm_plan_get(struct cuda_backend *cb, int m, int n, int k, bool out_f32,
                          struct gemm_plan **out, char *err, size_t errlen)
 {
+    if (cb->num_plans >= GEMM_CACHE_SIZE * 3 / 4)
+        gemm_plans_clear(cb);
     uint64_t h = ((uint64_t)m * 0x9e3779b97f4a7c15ull) ^ ((uint64_t)n * 0xbf58476d1ce4e5b9ull) ^
                  ((uint64_t)k * 0x94d049bb133111ebull) ^ (uint64_t)out_f32;
     h ^= h >> 29;
@@ -225,6 +247,7 @@ static int gemm_plan_get(struct cuda_backend *cb, int m, int n, int k, bool out_
         p->k = k;
         p->out_f32 = out_f32;
         p->used = true;
+        cb->num_plans++;
         *out = p;
         return 0;
     }
@@ -677,15 +700,7 @@ static void cuda_destroy(struct folio_backend *b)
         if (cb->graphs[i].captured)
             cudaGraphExecDestroy(cb->graphs[i].exec);
     if (cb->plans) {
-        for (int i = 0; i < GEMM_CACHE_SIZE; i++) {
-            struct gemm_plan *p = &cb->plans[i];
-            if (!p->used)
-                continue;
-            cublasLtMatrixLayoutDestroy(p->a);
-            cublasLtMatrixLayoutDestroy(p->b);
-            cublasLtMatrixLayoutDestroy(p->c);
-            cublasLtMatmulDescDestroy(p->desc);
-        }
+        gemm_plans_clear(cb);
         free(cb->plans);
     }
     for (int i = 0; i < MAX_INFLIGHT; i++) {
