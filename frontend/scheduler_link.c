@@ -25,7 +25,8 @@ struct folio_link {
     pthread_t ctl_thread, ring_thread;
     bool ctl_started, ring_started;
     atomic_bool stopping;
-    atomic_bool pipe_lost; /* a connection to the scheduler broke */
+    atomic_bool pipe_lost;   /* a connection to the scheduler broke */
+    atomic_int submit_pipes; /* connected PUSH pipes: Submits can go out */
     atomic_size_t pending_bytes;
     uint32_t epoch; /* ours: Register says it, so the scheduler tells restarts apart */
 
@@ -279,6 +280,15 @@ static void on_pipe_removed(nng_pipe p, nng_pipe_ev ev, void *arg)
     atomic_store(&l->pipe_lost, true);
 }
 
+static void on_submit_pipe(nng_pipe p, nng_pipe_ev ev, void *arg)
+{
+    (void)p;
+    struct folio_link *l = arg;
+    atomic_fetch_add(&l->submit_pipes, ev == NNG_PIPE_EV_ADD_POST ? 1 : -1);
+    if (ev == NNG_PIPE_EV_REM_POST)
+        atomic_store(&l->pipe_lost, true);
+}
+
 static void *ctl_main(void *arg)
 {
     struct folio_link *l = arg;
@@ -294,7 +304,12 @@ static void *ctl_main(void *arg)
             pthread_mutex_unlock(&l->mu);
             post(l, FOLIO_LINK_LOST, 0);
         }
-        int rc = registered ? do_status(l) : do_register(l);
+        /* Register only once the Submit socket is connected too: the two
+         * sockets redial on their own, and a frontend that said it was ready
+         * while its Submits had nowhere to go would answer 503. */
+        int rc = registered                          ? do_status(l)
+                 : atomic_load(&l->submit_pipes) > 0 ? do_register(l)
+                                                     : -1;
         if (rc == 0) {
             registered = true;
             lost_posted = false;
@@ -338,7 +353,8 @@ static int open_sockets(struct folio_link *l, char *err, size_t errlen)
     nng_socket_set_ms(l->req, NNG_OPT_RECVTIMEO, 1000);
     nng_socket_set_size(l->push, NNG_OPT_RECVMAXSZ, 0);
     nng_socket_set_size(l->req, NNG_OPT_RECVMAXSZ, 1 << 20);
-    nng_pipe_notify(l->push, NNG_PIPE_EV_REM_POST, on_pipe_removed, l);
+    nng_pipe_notify(l->push, NNG_PIPE_EV_ADD_POST, on_submit_pipe, l);
+    nng_pipe_notify(l->push, NNG_PIPE_EV_REM_POST, on_submit_pipe, l);
     nng_pipe_notify(l->req, NNG_PIPE_EV_REM_POST, on_pipe_removed, l);
     /* Non-blocking dials: the scheduler may start after us; nng keeps
      * redialling, also after it restarts. */
