@@ -391,6 +391,7 @@ int main(int argc, char **argv)
     if (opt_kill_ms > 0)
         next_kill += (int64_t)((double)(splitmix64(&rng) % 2001) / 1000.0 * opt_kill_ms * 1e6);
     const char *why = NULL;
+    uint64_t progress_at_kill = 0;
     while (!why) {
         int status;
         pid_t pid = waitpid(-1, &status, WNOHANG);
@@ -419,7 +420,12 @@ int main(int argc, char **argv)
             why = "timed out";
             break;
         }
-        if (opt_kill_ms > 0 && now >= next_kill) {
+        /* Kill only after the ring made progress since the last kill: on a
+         * loaded machine a fresh child may not even be scheduled within the
+         * kill interval, and killing it again would stall the run. */
+        uint64_t progress = atomic_load(&state->committed) + atomic_load(&state->delivered);
+        if (opt_kill_ms > 0 && now >= next_kill && progress > progress_at_kill) {
+            progress_at_kill = progress;
             /* Kill the writer or the reader, at random, and start another.
              * A reader that keeps up drains a dead writer's records before
              * the next writer attaches, so two modes make sure stale records
