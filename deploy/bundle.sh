@@ -47,5 +47,13 @@ mkdir -p "$OUT/models/tinyllama-1.1b-shape"
 cp "$SHARED/models/tinyllama-1.1b-shape/config.json" "$OUT/models/tinyllama-1.1b-shape/"
 cp tests/fixtures/make_tiny_model.py "$OUT/tests/"
 
+# What the binaries were built from: a device run prints it, so a bundle rebuilt by someone
+# else in between (the folder is shared by everyone on this checkout) shows up at once.
+{
+  echo "built $(date -u +%FT%TZ) in $BUILD"
+  echo "HEAD $(git rev-parse HEAD 2>/dev/null)"
+  echo "uncommitted diff sha1 $(git diff HEAD 2>/dev/null | sha1sum | cut -c1-12)"
+} >"$OUT/SOURCE.txt"
+
 du -sh "$OUT"
 ls "$OUT/bin" "$OUT/lib"

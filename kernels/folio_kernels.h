@@ -31,8 +31,8 @@ struct folio_k_batch {
 };
 
 /* dst[n] = bf16(src[n]) for f32 (src_dtype 2) or f16 (1) input; bf16 (0) is copied. */
-cudaError_t folio_k_convert_to_bf16(folio_bf16_bits *dst, const void *src, int src_dtype,
-                                    int64_t n, cudaStream_t s);
+cudaError_t folio_k_convert_to_bf16(folio_bf16_bits *dst, const void *src, int src_dtype, int64_t n,
+                                    cudaStream_t s);
 
 /* out[t] = embed[id], id = token_ids[t] >= 0 ? token_ids[t] : last_sampled[slot of t]. */
 cudaError_t folio_k_embed(folio_bf16_bits *out, const folio_bf16_bits *embed,
@@ -94,10 +94,31 @@ cudaError_t folio_k_attention_prefill(folio_bf16_bits *out, const folio_bf16_bit
 /* Decode-only batches (token t is sequence t's one new token; padding rows
  * pos -1 get zeros): split-KV, then a combine kernel when splits > 1. */
 cudaError_t folio_k_attention_decode(folio_bf16_bits *out, const folio_bf16_bits *qkv,
-                                     const folio_bf16_bits *k_cache,
-                                     const folio_bf16_bits *v_cache, struct folio_k_batch b,
-                                     int splits, void *workspace, int num_heads, int num_kv_heads,
-                                     int head_dim, cudaStream_t s);
+                                     const folio_bf16_bits *k_cache, const folio_bf16_bits *v_cache,
+                                     struct folio_k_batch b, int splits, void *workspace,
+                                     int num_heads, int num_kv_heads, int head_dim, cudaStream_t s);
+
+/* Decode-only batches in one launch per layer (attention_decode.cu): RoPE of
+ * q and of the new k (as folio_k_rope_kv_write rounds it), the new token's
+ * K/V cache write, split-KV attention, and the merge of the splits by the last
+ * CTA of each (token, KV head). Replaces folio_k_rope_kv_write followed by
+ * folio_k_attention_decode. splits from folio_k_attention_decode_splits;
+ * workspace of folio_k_attention_workspace_bytes; counters: num_tokens *
+ * num_kv_heads ints, zero before the first launch (each launch leaves them
+ * zero). Same shapes as the tensor-core kernels. */
+cudaError_t folio_k_attention_decode_fused(folio_bf16_bits *out, const folio_bf16_bits *qkv,
+                                           folio_bf16_bits *k_cache, folio_bf16_bits *v_cache,
+                                           const float *inv_freq, struct folio_k_batch b,
+                                           int splits, void *workspace, int *counters,
+                                           int num_heads, int num_kv_heads, int head_dim, int pdl,
+                                           cudaStream_t s);
+
+/* pdl (here and in folio_k_gemv_mma): launch with programmatic dependent launch,
+ * so the kernel's prologue (cache or weight loads, which no earlier kernel of
+ * the step writes) overlaps the previous kernel's tail. */
+
+/* Raises the fused decode kernel's shared-memory limit; once, before any launch. */
+cudaError_t folio_k_attention_decode_fused_prepare(int head_dim);
 
 #define FOLIO_K_GEMV_MAX_ROWS 8
 
@@ -105,8 +126,23 @@ cudaError_t folio_k_attention_decode(folio_bf16_bits *out, const folio_bf16_bits
  * sums, bf16 or f32 out). gate_up_silu: w is [gate; up] of 2n rows and y is
  * bf16(bf16(silu(bf16(x.gate))) * bf16(x.up)), as the GEMM + folio_k_silu_mul
  * path rounds it. k must be a multiple of 8. */
-cudaError_t folio_k_gemv(void *y, const folio_bf16_bits *x, const folio_bf16_bits *w, int m,
-                         int n, int k, int out_f32, int gate_up_silu, cudaStream_t s);
+cudaError_t folio_k_gemv(void *y, const folio_bf16_bits *x, const folio_bf16_bits *w, int m, int n,
+                         int k, int out_f32, int gate_up_silu, cudaStream_t s);
+
+/* The same products on the tensor cores (gemv_mma.cu): mma.sync with the
+ * weights as the 16-row operand and the m <= 8 input rows as the 8 columns, so
+ * the cost does not grow with m; a CTA's warps split k. k must be a multiple
+ * of 32.
+ * With norm_w != NULL the input rows are RMSNorm(res + add) computed in the
+ * prologue (k == hidden; add may be NULL), rounded as folio_k_add_rmsnorm
+ * rounds them: row r of the input is row rows[r] of res/add (rows NULL: r).
+ * If res_out != NULL (and rows NULL), bf16(res + add) is written there (a
+ * buffer other than res: the other CTAs still read res). Without norm_w, x is
+ * read as is (res, add, rows ignored). */
+cudaError_t folio_k_gemv_mma(void *y, const folio_bf16_bits *x, const folio_bf16_bits *add,
+                             const folio_bf16_bits *norm_w, float eps, const int32_t *rows,
+                             folio_bf16_bits *res_out, const folio_bf16_bits *w, int m, int n,
+                             int k, int out_f32, int gate_up_silu, int pdl, cudaStream_t s);
 
 /* out[t, j] = bf16(bf16(silu(gu[t, j])) * gu[t, inter + j]). */
 cudaError_t folio_k_silu_mul(folio_bf16_bits *out, const folio_bf16_bits *gate_up, int num_tokens,

@@ -121,7 +121,7 @@ struct cuda_backend {
     size_t kv_layer_stride; /* elements of one layer's K (or V) */
 
     /* activations, [max_num_tokens, ...] */
-    bf16 *res, *normed, *qkv, *attn_out, *proj_out, *gate_up, *act, *final_h;
+    bf16 *res, *res2, *normed, *qkv, *attn_out, *proj_out, *gate_up, *act, *final_h;
     float *d_logits;         /* [max_seqs, vocab] */
     int32_t *d_tokens;       /* [max_seqs] */
     float *d_logprobs;       /* [max_seqs] */
@@ -140,6 +140,15 @@ struct cuda_backend {
     void *attn_workspace; /* split-KV partials of the decode kernel */
     size_t attn_workspace_bytes;
     int gemv_max_rows; /* GEMMs of at most this many rows run as folio_k_gemv */
+    /* FOLIO_GEMV=mma: those GEMMs run on the tensor cores (folio_k_gemv_mma), with
+     * the residual add + RMSNorm before QKV, gate/up and the LM head fused in. */
+    bool gemv_mma;
+    /* FOLIO_DECODE_ATTN=fused: decode-only steps run RoPE, the KV write, attention
+     * and the split merge as one launch per layer (folio_k_attention_decode_fused). */
+    bool attn_fused;
+    int *attn_counters; /* [graph_bucket(max_seqs) * kv_heads], zero between launches */
+    /* FOLIO_PDL=1: those two kinds of kernels start with programmatic dependent launch. */
+    int pdl;
 
     bool graphs_enabled;
     bool keep_logits; /* tests that pipeline steps and still read logits */
@@ -264,7 +273,11 @@ static int gemm(struct cuda_backend *cb, const bf16 *x, const bf16 *w, void *y, 
     if (m <= 0)
         return 0;
     if (m <= cb->gemv_max_rows) {
-        CUDA_CHECK(folio_k_gemv(y, x, w, m, n, k, out_f32, 0, cb->stream));
+        if (cb->gemv_mma)
+            CUDA_CHECK(folio_k_gemv_mma(y, x, NULL, NULL, 0.0f, NULL, NULL, w, m, n, k, out_f32, 0,
+                                        cb->pdl, cb->stream));
+        else
+            CUDA_CHECK(folio_k_gemv(y, x, w, m, n, k, out_f32, 0, cb->stream));
         return 0;
     }
     struct gemm_plan *p;
@@ -301,6 +314,13 @@ static int attention(struct cuda_backend *cb, const struct step_layout *l,
         /* Splits from the graph bucket: an eager step splits as its graph would. */
         int splits = folio_k_attention_decode_splits(graph_bucket(kb->num_tokens), cb->kv_heads,
                                                      cb->num_sms);
+        if (cb->attn_fused) {
+            CUDA_CHECK(folio_k_attention_decode_fused(cb->attn_out, cb->qkv, (bf16 *)kc, (bf16 *)vc,
+                                                      cb->inv_freq, *kb, splits, cb->attn_workspace,
+                                                      cb->attn_counters, cb->heads, cb->kv_heads,
+                                                      cb->head_dim, cb->pdl, s));
+            return 0;
+        }
         CUDA_CHECK(folio_k_attention_decode(cb->attn_out, cb->qkv, kc, vc, *kb, splits,
                                             cb->attn_workspace, cb->heads, cb->kv_heads,
                                             cb->head_dim, s));
@@ -336,32 +356,56 @@ static int forward(struct cuda_backend *cb, const struct step_layout *l, int t_r
 
     CUDA_CHECK(folio_k_embed(cb->res, cb->embed, token_ids, token_slot, cb->d_last_sampled, t_rows,
                              cb->hidden, cb->vocab, s));
+    /* Small batches on the tensor-core GEMV take each RMSNorm into the GEMV that
+     * reads it; the residual then moves between res and res2 (the GEMV's CTAs all
+     * read the old sum while one writes the new). */
+    bool fuse_norm = cb->gemv_mma && t_rows <= cb->gemv_max_rows;
+    bool fused_attn = cb->attn_fused && num_tiles < 0 && cb->attn_tile_tokens > 0;
+    bf16 *cur = cb->res;
     for (int li = 0; li < cb->layers; li++) {
         struct cuda_layer *L = &cb->lw[li];
         bf16 *kc = cb->kv_pool + (size_t)li * 2 * cb->kv_layer_stride;
         bf16 *vc = kc + cb->kv_layer_stride;
-        CUDA_CHECK(folio_k_add_rmsnorm(cb->normed, cb->res, li == 0 ? NULL : cb->proj_out,
-                                       L->attn_norm, NULL, t_rows, cb->hidden, cb->eps, s));
-        if (gemm(cb, cb->normed, L->wqkv, cb->qkv, t_rows, cb->qkv_dim, cb->hidden, false, err,
-                 errlen) != 0)
-            return -1;
-        CUDA_CHECK(folio_k_rope_kv_write(cb->qkv, kc, vc, cb->inv_freq, kb, cb->heads, cb->kv_heads,
-                                         cb->head_dim, s));
+        if (fuse_norm) {
+            bf16 *next = li == 0 ? NULL : cur == cb->res ? cb->res2 : cb->res;
+            CUDA_CHECK(folio_k_gemv_mma(cb->qkv, cur, li == 0 ? NULL : cb->proj_out, L->attn_norm,
+                                        cb->eps, NULL, next, L->wqkv, t_rows, cb->qkv_dim,
+                                        cb->hidden, 0, 0, cb->pdl, s));
+            if (next)
+                cur = next;
+        } else {
+            CUDA_CHECK(folio_k_add_rmsnorm(cb->normed, cur, li == 0 ? NULL : cb->proj_out,
+                                           L->attn_norm, NULL, t_rows, cb->hidden, cb->eps, s));
+            if (gemm(cb, cb->normed, L->wqkv, cb->qkv, t_rows, cb->qkv_dim, cb->hidden, false, err,
+                     errlen) != 0)
+                return -1;
+        }
+        if (!fused_attn) /* the fused decode kernel rotates and writes the cache itself */
+            CUDA_CHECK(folio_k_rope_kv_write(cb->qkv, kc, vc, cb->inv_freq, kb, cb->heads,
+                                             cb->kv_heads, cb->head_dim, s));
         if (attention(cb, l, &kb, num_tiles, kc, vc, err, errlen) != 0)
             return -1;
         if (gemm(cb, cb->attn_out, L->wo, cb->proj_out, t_rows, cb->hidden,
                  cb->heads * cb->head_dim, false, err, errlen) != 0)
             return -1;
-        CUDA_CHECK(folio_k_add_rmsnorm(cb->normed, cb->res, cb->proj_out, L->mlp_norm, NULL, t_rows,
-                                       cb->hidden, cb->eps, s));
-        if (t_rows <= cb->gemv_max_rows) { /* gate/up GEMV with SiLU*mul fused */
-            CUDA_CHECK(folio_k_gemv(cb->act, cb->normed, L->w_gate_up, t_rows, cb->inter,
-                                    cb->hidden, 0, 1, s));
+        if (fuse_norm) { /* RMSNorm + gate/up + SiLU*mul in one launch */
+            bf16 *next = cur == cb->res ? cb->res2 : cb->res;
+            CUDA_CHECK(folio_k_gemv_mma(cb->act, cur, cb->proj_out, L->mlp_norm, cb->eps, NULL,
+                                        next, L->w_gate_up, t_rows, cb->inter, cb->hidden, 0, 1,
+                                        cb->pdl, s));
+            cur = next;
         } else {
-            if (gemm(cb, cb->normed, L->w_gate_up, cb->gate_up, t_rows, 2 * cb->inter, cb->hidden,
-                     false, err, errlen) != 0)
-                return -1;
-            CUDA_CHECK(folio_k_silu_mul(cb->act, cb->gate_up, t_rows, cb->inter, s));
+            CUDA_CHECK(folio_k_add_rmsnorm(cb->normed, cur, cb->proj_out, L->mlp_norm, NULL, t_rows,
+                                           cb->hidden, cb->eps, s));
+            if (t_rows <= cb->gemv_max_rows) { /* gate/up GEMV with SiLU*mul fused */
+                CUDA_CHECK(folio_k_gemv(cb->act, cb->normed, L->w_gate_up, t_rows, cb->inter,
+                                        cb->hidden, 0, 1, s));
+            } else {
+                if (gemm(cb, cb->normed, L->w_gate_up, cb->gate_up, t_rows, 2 * cb->inter,
+                         cb->hidden, false, err, errlen) != 0)
+                    return -1;
+                CUDA_CHECK(folio_k_silu_mul(cb->act, cb->gate_up, t_rows, cb->inter, s));
+            }
         }
         if (gemm(cb, cb->act, L->w_down, cb->proj_out, t_rows, cb->hidden, cb->inter, false, err,
                  errlen) != 0)
@@ -370,11 +414,17 @@ static int forward(struct cuda_backend *cb, const struct step_layout *l, int t_r
     if (n_sample <= 0)
         return 0;
     /* Only the rows that sample go through the final norm and the LM head. */
-    CUDA_CHECK(folio_k_add_rmsnorm(cb->final_h, cb->res, cb->proj_out, cb->final_norm, sample_rows,
-                                   n_sample, cb->hidden, cb->eps, s));
-    if (gemm(cb, cb->final_h, cb->lm_head, cb->d_logits, n_sample, cb->vocab, cb->hidden, true, err,
-             errlen) != 0)
-        return -1;
+    if (fuse_norm && n_sample <= FOLIO_K_GEMV_MAX_ROWS) {
+        CUDA_CHECK(folio_k_gemv_mma(cb->d_logits, cur, cb->proj_out, cb->final_norm, cb->eps,
+                                    sample_rows, NULL, cb->lm_head, n_sample, cb->vocab, cb->hidden,
+                                    1, 0, cb->pdl, s));
+    } else {
+        CUDA_CHECK(folio_k_add_rmsnorm(cb->final_h, cur, cb->proj_out, cb->final_norm, sample_rows,
+                                       n_sample, cb->hidden, cb->eps, s));
+        if (gemm(cb, cb->final_h, cb->lm_head, cb->d_logits, n_sample, cb->vocab, cb->hidden, true,
+                 err, errlen) != 0)
+            return -1;
+    }
     CUDA_CHECK(folio_k_sample(cb->d_logits, n_sample, cb->vocab, params, cb->d_tokens,
                               cb->d_logprobs, cb->d_top_ids, cb->d_top_logprobs, FOLIO_MAX_LOGPROBS,
                               cb->d_last_sampled, s));
@@ -726,7 +776,8 @@ static void cuda_destroy(struct folio_backend *b)
                     cb->d_top_ids,      cb->d_top_logprobs,
                     cb->d_last_sampled, cb->d_meta,
                     cb->inv_freq,       cb->workspace,
-                    cb->attn_workspace};
+                    cb->attn_workspace, cb->res2,
+                    cb->attn_counters};
     for (size_t i = 0; i < sizeof(bufs) / sizeof(bufs[0]); i++)
         cudaFree(bufs[i]);
     free(cb->lw);
@@ -864,11 +915,20 @@ static int create(struct cuda_backend *cb, const struct folio_model *m,
     cb->gemv_max_rows = gv ? atoi(gv) : 2;
     if (cb->gemv_max_rows < 0 || cb->gemv_max_rows > FOLIO_K_GEMV_MAX_ROWS)
         cb->gemv_max_rows = FOLIO_K_GEMV_MAX_ROWS;
+    const char *gm = getenv("FOLIO_GEMV");
+    cb->gemv_mma = gm && strcmp(gm, "mma") == 0 && cb->hidden % 32 == 0 && cb->inter % 32 == 0 &&
+                   (cb->heads * cb->head_dim) % 32 == 0;
+    const char *da = getenv("FOLIO_DECODE_ATTN");
+    cb->attn_fused = da && strcmp(da, "fused") == 0 && cb->attn_tile_tokens > 0;
+    const char *pd = getenv("FOLIO_PDL");
+    cb->pdl = pd && strcmp(pd, "1") == 0;
 
     CUDA_CHECK(cudaSetDevice(0));
     CUDA_CHECK(cudaDeviceGetAttribute(&cb->num_sms, cudaDevAttrMultiProcessorCount, 0));
     if (cb->attn_tile_tokens > 0)
         CUDA_CHECK(folio_k_attention_prepare(cb->head_dim));
+    if (cb->attn_fused)
+        CUDA_CHECK(folio_k_attention_decode_fused_prepare(cb->head_dim));
     CUDA_CHECK(cudaStreamCreateWithFlags(&cb->stream, cudaStreamNonBlocking));
     CUBLAS_CHECK(cublasLtCreate(&cb->lt));
     CUDA_CHECK(cudaMalloc(&cb->workspace, WORKSPACE_BYTES));
@@ -976,6 +1036,8 @@ static int create(struct cuda_backend *cb, const struct folio_model *m,
                                                                    : opt->max_num_tokens;
     cb->block_stride = (max_ctx + FOLIO_KV_BLOCK_SIZE - 1) / FOLIO_KV_BLOCK_SIZE;
     CUDA_CHECK(cudaMalloc((void **)&cb->res, sizeof(bf16) * T * H));
+    if (cb->gemv_mma) /* the residual's second buffer of the fused-norm GEMV path */
+        CUDA_CHECK(cudaMalloc((void **)&cb->res2, sizeof(bf16) * T * H));
     CUDA_CHECK(cudaMalloc((void **)&cb->normed, sizeof(bf16) * T * H));
     CUDA_CHECK(cudaMalloc((void **)&cb->qkv, sizeof(bf16) * T * cb->qkv_dim));
     CUDA_CHECK(cudaMalloc((void **)&cb->attn_out, sizeof(bf16) * T * QD));
@@ -1010,6 +1072,11 @@ static int create(struct cuda_backend *cb, const struct folio_model *m,
     }
     if (cb->attn_workspace_bytes > 0)
         CUDA_CHECK(cudaMalloc(&cb->attn_workspace, cb->attn_workspace_bytes));
+    if (cb->attn_fused) {
+        size_t n_counters = (size_t)graph_bucket((int)S) * cb->kv_heads;
+        CUDA_CHECK(cudaMalloc((void **)&cb->attn_counters, sizeof(int) * n_counters));
+        CUDA_CHECK(cudaMemsetAsync(cb->attn_counters, 0, sizeof(int) * n_counters, cb->stream));
+    }
     for (int i = 0; i < MAX_INFLIGHT; i++) {
         struct inflight *fl = &cb->fl[i];
         CUDA_CHECK(cudaEventCreateWithFlags(&fl->done, cudaEventDisableTiming));

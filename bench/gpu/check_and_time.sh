@@ -3,6 +3,9 @@
 # end-to-end `folio serve --backend cuda` smoke, then compute-sanitizer (each step time-boxed).
 # Run from the repo root on the GPU machine, after deploy/bundle.sh here (bundle/ carried):
 #     bash bench/gpu/check_and_time.sh
+# The backend's switches travel through the environment (FOLIO_GEMV=mma, FOLIO_DECODE_ATTN=fused,
+# FOLIO_GEMV_MAX_ROWS, ...): the correctness checks, timings, smoke and sanitizer runs use them.
+# FOLIO_COMPARE_OLD=1 also times the decode steps with those three unset ("old_decode_*").
 # Logs and figures go to $OUT (default /tmp/folio-out; at most 8 files, as the device tool
 # returns); the table is printed last.
 set -uo pipefail
@@ -21,6 +24,8 @@ fi
 {
   ldd "$B/step_driver" | grep -E "not found|cublas|cudart"
   nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm --format=csv
+  env | grep -E "^FOLIO_" || true
+  cat "$ROOT/bundle/SOURCE.txt" 2>/dev/null || echo "bundle/SOURCE.txt missing (bundle from an older deploy/bundle.sh)"
 } 2>&1 | tee "$OUT/env.txt"
 
 echo "== floors"
@@ -39,11 +44,24 @@ rm -rf "$OUT/work"
 echo "== timings"
 [ "${FOLIO_SKIP_TIMINGS:-0}" = 1 ] || {
   for b in 1 8 64 256; do timeout 60 "$B/decode_bench" /tmp/tl decode $b 512 64; done
-  for n in 512 4096; do timeout 60 "$B/decode_bench" /tmp/tl prefill $n 10; done
+  if [ "${FOLIO_COMPARE_OLD:-0}" = 1 ]; then
+    for b in 1 8 64 256; do
+      env -u FOLIO_GEMV -u FOLIO_DECODE_ATTN -u FOLIO_GEMV_MAX_ROWS timeout 60 "$B/decode_bench" \
+        /tmp/tl decode $b 512 64 | sed 's/name=decode_/name=old_decode_/'
+    done
+  fi
+  # FOLIO_COMPARE_PDL=1: the same decode steps with programmatic dependent launch ("pdl_").
+  if [ "${FOLIO_COMPARE_PDL:-0}" = 1 ]; then
+    for b in 1 8 64 256; do
+      FOLIO_PDL=1 timeout 60 "$B/decode_bench" /tmp/tl decode $b 512 64 |
+        sed 's/name=decode_/name=pdl_decode_/'
+    done
+  fi
+  for n in ${FOLIO_PREFILL_SIZES-512 4096}; do timeout 60 "$B/decode_bench" /tmp/tl prefill $n 10; done
   for b in 1 8 64 256; do timeout 60 "$B/decode_bench" /tmp/tl attention $b 512 50; done
   timeout 60 "$B/decode_bench" /tmp/tl attention 1 4096 50
   # The GEMV threshold: the same decode steps with every projection through cuBLASLt.
-  for b in 1 8; do
+  for b in ${FOLIO_CUBLAS_BATCHES-1 8}; do
     FOLIO_GEMV_MAX_ROWS=0 timeout 60 "$B/decode_bench" /tmp/tl decode $b 512 64 |
       sed 's/name=decode_/name=cublas_decode_/'
   done
