@@ -31,8 +31,8 @@ fi
 echo "== floors"
 python3 bench/gpu/floors.py | tee "$OUT/floors.json"
 echo "== checkpoints"
-python3 bench/gpu/make_checkpoint.py bundle/models/tinyllama-1.1b-shape/config.json \
-  bundle/models/llama2-tokenizer /tmp/tl >/dev/null || exit 1
+python3 bench/make_checkpoint.py /tmp/tl --config bundle/models/tinyllama-1.1b-shape/config.json \
+  --tokenizer-dir bundle/models/llama2-tokenizer --device cuda >/dev/null || exit 1
 FOLIO_SHARED=$ROOT/bundle python3 tests/fixtures/make_tiny_model.py /tmp/fx --layers 2 \
   --hidden 256 --heads 4 --kv-heads 2 --intermediate 512 --seed 3 >/dev/null || exit 1
 
