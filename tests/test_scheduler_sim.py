@@ -138,6 +138,7 @@ def test_admission_limits_answer_429(sched_factory):
     assert all(r["status"] == 429 and "busy" in r["message"] for r in rejected)
     # A prompt longer than the model: 400 with a message.
     rc, reqs, summary, err = s.client("--requests", "1", "--prompt-len", "5000", fid=3)
+    assert len(reqs) == 1, (rc, err)
     assert reqs[0]["finish"] == "rejected" and reqs[0]["status"] == 400
     assert "prompt has 5000 tokens" in reqs[0]["message"]
 
