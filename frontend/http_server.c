@@ -24,6 +24,7 @@
 #include "openai_api.h"
 #include "scheduler_link.h"
 #include "stream.h"
+#include "clock.h"
 
 #define NUM_BUCKETS 4096
 
@@ -83,13 +84,6 @@ static void on_signal(int sig)
 {
     (void)sig;
     stop_requested = 1;
-}
-
-static double now_s(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
 }
 
 /* ---- the request table ---------------------------------------------------- */
@@ -286,7 +280,7 @@ static void handle_event(struct gen_req *g, const struct folio_event_view *v)
 {
     struct server *s = g->srv;
     const struct folio_event_header *h = v->hdr;
-    double now = now_s();
+    double now = folio_mono_s();
 
     if (!g->got_event) {
         g->got_event = true;
@@ -651,7 +645,7 @@ static void handle_generate(struct server *s, h2o_req_t *req, enum folio_oai_end
     g->srv = s;
     g->req = req;
     g->id = ((uint64_t)s->cfg->frontend_id << 48) | (++s->next_seq & 0xffffffffffffull);
-    g->t_arrival = now_s();
+    g->t_arrival = folio_mono_s();
     folio_oai_make_id(ep, g->id, s->id_salt, g->oai_id, sizeof g->oai_id);
     g->rctx.endpoint = ep;
     g->rctx.id = g->oai_id;
@@ -910,8 +904,8 @@ int folio_server_run(const struct folio_server_config *cfg, char *err, size_t er
         goto out;
     /* Listen once registered (up to 10 s): a restarted frontend beside
      * others should not take connections it can only answer with 503. */
-    double listen_at = now_s() + 10;
-    while (!stop_requested && !s->registered_once && now_s() < listen_at)
+    double listen_at = folio_mono_s() + 10;
+    while (!stop_requested && !s->registered_once && folio_mono_s() < listen_at)
         h2o_evloop_run(s->ctx.loop, 50);
     if (open_listener(s, err, errlen) != 0)
         goto out;
@@ -929,8 +923,8 @@ int folio_server_run(const struct folio_server_config *cfg, char *err, size_t er
     h2o_socket_close(s->listener);
     s->listener = NULL;
     h2o_context_request_shutdown(&s->ctx);
-    double deadline = now_s() + cfg->drain_seconds;
-    while (s->num_open > 0 && now_s() < deadline)
+    double deadline = folio_mono_s() + cfg->drain_seconds;
+    while (s->num_open > 0 && folio_mono_s() < deadline)
         h2o_evloop_run(s->ctx.loop, 100);
     if (s->num_open > 0)
         folio_log_warn(0, "%zu requests still open after the drain; closing", s->num_open);

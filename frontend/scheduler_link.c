@@ -16,6 +16,7 @@
 #include "ipc_records.h"
 #include "log.h"
 #include "shm_ring.h"
+#include "clock.h"
 
 struct folio_link {
     struct folio_link_config cfg;
@@ -34,20 +35,6 @@ struct folio_link {
     struct folio_link_status status;
     struct timespec status_at;
 };
-
-static double mono_s(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
-}
-
-static uint64_t unix_ns(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_REALTIME, &t);
-    return (uint64_t)t.tv_sec * 1000000000ull + (uint64_t)t.tv_nsec;
-}
 
 /* ---- messages to the loop ------------------------------------------------ */
 
@@ -293,7 +280,7 @@ static void *ctl_main(void *arg)
 {
     struct folio_link *l = arg;
     bool registered = false, lost_posted = false;
-    double last_ok = mono_s();
+    double last_ok = folio_mono_s();
     while (!atomic_load(&l->stopping)) {
         if (atomic_exchange(&l->pipe_lost, false) && registered) {
             folio_log_warn(0, "the connection to the scheduler closed: its requests are lost; "
@@ -313,7 +300,7 @@ static void *ctl_main(void *arg)
         if (rc == 0) {
             registered = true;
             lost_posted = false;
-            last_ok = mono_s();
+            last_ok = folio_mono_s();
         } else {
             if (registered)
                 folio_log_warn(0, "the scheduler did not answer a StatusRequest; registering "
@@ -322,7 +309,7 @@ static void *ctl_main(void *arg)
             pthread_mutex_lock(&l->mu);
             l->status.registered = false;
             pthread_mutex_unlock(&l->mu);
-            if (!lost_posted && (mono_s() - last_ok) * 1000 > l->cfg.lost_after_ms) {
+            if (!lost_posted && (folio_mono_s() - last_ok) * 1000 > l->cfg.lost_after_ms) {
                 folio_log_error(0, "no answer from the scheduler for %d ms", l->cfg.lost_after_ms);
                 post(l, FOLIO_LINK_LOST, 0);
                 lost_posted = true;
@@ -390,7 +377,7 @@ int folio_link_start(const struct folio_link_config *cfg, struct folio_link **ou
     l->cfg.submit_url = l->submit_url;
     l->cfg.ctl_url = l->ctl_url;
     l->cfg.ring_name = l->ring_name;
-    l->epoch = (uint32_t)(unix_ns() / 1000000ull) ^ ((uint32_t)getpid() << 16);
+    l->epoch = (uint32_t)(folio_unix_ns() / 1000000ull) ^ ((uint32_t)getpid() << 16);
     pthread_mutex_init(&l->mu, NULL);
     *out = l;
 
@@ -479,7 +466,7 @@ int folio_link_submit(struct folio_link *l, uint64_t request_id, const int32_t *
     s.n_stop_token_ids = r->num_stop_token_ids;
     s.stop_token_ids = r->stop_token_ids;
     s.ignore_eos = r->ignore_eos;
-    s.arrival_unix_ns = unix_ns();
+    s.arrival_unix_ns = folio_unix_ns();
     Folio__Envelope env = FOLIO__ENVELOPE__INIT;
     env.body_case = FOLIO__ENVELOPE__BODY_SUBMIT;
     env.submit = &s;

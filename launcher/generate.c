@@ -14,6 +14,7 @@
 #include "commands.h"
 #include "model.h"
 #include "tokenizer.h"
+#include "clock.h"
 
 /* Prefill chunk: bounds the step's scratch memory on long prompts. */
 #define GENERATE_PREFILL_CHUNK 512
@@ -141,13 +142,6 @@ static int parse_args(int argc, char **argv, struct generate_args *a)
         return -1;
     }
     return 0;
-}
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
 static bool is_eos(const struct folio_model_config *c, int32_t eos_tok, int32_t id)
@@ -279,7 +273,7 @@ int folio_generate_main(int argc, char **argv)
     struct folio_step_batch batch = {.num_seqs = 1, .seqs = &seq};
 
     /* Prefill, in chunks; the last one samples the first generated token. */
-    double t0 = now_s();
+    double t0 = folio_mono_s();
     for (size_t done_tok = 0; done_tok < n_prompt;) {
         int n = (int)(n_prompt - done_tok < (size_t)chunk ? n_prompt - done_tok : (size_t)chunk);
         done_tok += (size_t)n;
@@ -293,7 +287,7 @@ int folio_generate_main(int argc, char **argv)
             goto done;
         }
     }
-    double t_first = now_s();
+    double t_first = folio_mono_s();
 
     long generated = 0;
     int32_t eos_tok = folio_tokenizer_eos_id(tok);
@@ -325,7 +319,7 @@ int folio_generate_main(int argc, char **argv)
             goto done;
         }
     }
-    double t_end = now_s();
+    double t_end = folio_mono_s();
     char *tail = NULL;
     size_t tail_len = 0;
     if (folio_detok_finish(detok, &tail, &tail_len) == 0)

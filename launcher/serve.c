@@ -25,6 +25,7 @@
 #include <unistd.h>
 
 #include "commands.h"
+#include "clock.h"
 
 #ifndef FOLIO_DEMO_MODEL_DIR
 #define FOLIO_DEMO_MODEL_DIR ""
@@ -61,13 +62,6 @@ struct serve_options {
     const char *passthrough[MAX_ARGS]; /* scheduler flags, passed as given */
     int num_passthrough;
 };
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
 
 static void logf_(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 static void logf_(const char *fmt, ...)
@@ -232,7 +226,7 @@ static int start_child(struct child *c)
         _exit(127);
     }
     c->pid = pid;
-    c->started_at = now_s();
+    c->started_at = folio_mono_s();
     c->restart_at = 0;
     logf_("started %s pid=%d", c->name, (int)pid);
     return 0;
@@ -370,12 +364,12 @@ int folio_serve_main(int argc, char **argv)
             break;
 
         if (stopping && deadline == 0) {
-            deadline = now_s() + o.drain_seconds;
+            deadline = folio_mono_s() + o.drain_seconds;
             for (int i = 0; i < nchildren; i++)
                 if (children[i].pid > 0)
                     kill(children[i].pid, SIGTERM);
         }
-        if (stopping && now_s() > deadline) {
+        if (stopping && folio_mono_s() > deadline) {
             for (int i = 0; i < nchildren; i++)
                 if (children[i].pid > 0) {
                     logf_("%s did not stop within %.0f s: SIGKILL", children[i].name,
@@ -383,15 +377,15 @@ int folio_serve_main(int argc, char **argv)
                     kill(-children[i].pid, SIGKILL);
                     kill(children[i].pid, SIGKILL);
                 }
-            deadline = now_s() + 5;
+            deadline = folio_mono_s() + 5;
         }
 
         /* Sleep until a signal or the next restart. */
-        double wake = stopping ? deadline : now_s() + 3600;
+        double wake = stopping ? deadline : folio_mono_s() + 3600;
         for (int i = 0; i < nchildren; i++)
             if (!stopping && children[i].restart_at > 0 && children[i].restart_at < wake)
                 wake = children[i].restart_at;
-        int timeout_ms = (int)((wake - now_s()) * 1000);
+        int timeout_ms = (int)((wake - folio_mono_s()) * 1000);
         if (timeout_ms < 0)
             timeout_ms = 0;
         struct pollfd p = {.fd = sfd, .events = POLLIN};
@@ -420,7 +414,7 @@ int folio_serve_main(int argc, char **argv)
                     logf_("%s stopped: %s", c->name, how);
                     break;
                 }
-                double up = now_s() - c->started_at;
+                double up = folio_mono_s() - c->started_at;
                 if (WIFEXITED(status) && WEXITSTATUS(status) == EXIT_USAGE) {
                     logf_("%s %s: its options are wrong, stopping everything", c->name, how);
                     c->failed = true;
@@ -430,7 +424,7 @@ int folio_serve_main(int argc, char **argv)
                 }
                 if (up > HEALTHY_AFTER_S)
                     c->backoff_s = BACKOFF_MIN_S;
-                c->restart_at = now_s() + c->backoff_s;
+                c->restart_at = folio_mono_s() + c->backoff_s;
                 logf_("%s %s after %.1f s; restarting in %.1f s", c->name, how, up, c->backoff_s);
                 c->backoff_s *= 2;
                 if (c->backoff_s > BACKOFF_MAX_S)
@@ -442,9 +436,9 @@ int folio_serve_main(int argc, char **argv)
         if (!stopping)
             for (int i = 0; i < nchildren; i++) {
                 struct child *c = &children[i];
-                if (c->pid == 0 && c->restart_at > 0 && now_s() >= c->restart_at &&
+                if (c->pid == 0 && c->restart_at > 0 && folio_mono_s() >= c->restart_at &&
                     start_child(c) != 0)
-                    c->restart_at = now_s() + c->backoff_s;
+                    c->restart_at = folio_mono_s() + c->backoff_s;
             }
     }
 

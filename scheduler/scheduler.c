@@ -25,6 +25,7 @@
 #include "policy.h"
 #include "shm_ring.h"
 #include "worker_supervisor.h"
+#include "clock.h"
 
 #define MAX_SUBMITS_PER_TURN 4096
 /* Exit status for a configuration error (a model the worker cannot load):
@@ -63,20 +64,6 @@ struct sched {
     int exit_status;
     bool done;
 };
-
-static uint64_t mono_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
-static uint64_t unix_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
 
 static void on_event(void *ctx, const struct folio_token_event *ev)
 {
@@ -195,7 +182,7 @@ static void worker_lost(struct sched *s, const char *why)
         s->done = true; /* nothing left to drain */
         return;
     }
-    folio_ws_schedule_restart(&s->ws, mono_ns(), why);
+    folio_ws_schedule_restart(&s->ws, folio_mono_ns(), why);
 }
 
 static void worker_kill_and_lose(struct sched *s, const char *why)
@@ -266,7 +253,7 @@ static void handle_load_reply(struct sched *s, const Folio__LoadReply *r)
         s->pcfg = cfg;
     }
     folio_ws_ready(&s->ws);
-    folio_ws_heartbeat(&s->ws, mono_ns());
+    folio_ws_heartbeat(&s->ws, folio_mono_ns());
     folio_log_info(0, "worker pid %d ready: %d KV blocks (%d tokens)", (int)s->ws.pid,
                    r->num_kv_blocks, r->num_kv_blocks * 16);
 }
@@ -288,7 +275,7 @@ static void handle_worker_ctl(struct sched *s)
             handle_load_reply(s, env->load_reply);
         else if (env->body_case == FOLIO__ENVELOPE__BODY_HEARTBEAT &&
                  (pid_t)env->heartbeat->pid == s->ws.pid)
-            folio_ws_heartbeat(&s->ws, mono_ns());
+            folio_ws_heartbeat(&s->ws, folio_mono_ns());
         folio__envelope__free_unpacked(env, NULL);
     }
 }
@@ -308,7 +295,7 @@ static void supervise(struct sched *s)
         worker_lost(s, why);
         return;
     }
-    uint64_t now = mono_ns();
+    uint64_t now = folio_mono_ns();
     if (folio_ws_silent(&s->ws, now)) {
         snprintf(why, sizeof why, "worker stopped answering (no heartbeat for %.1f s)",
                  (now - s->ws.last_heartbeat_ns) / 1e9);
@@ -535,7 +522,7 @@ static void collect_results(struct sched *s)
              * came back, whichever is later, so that the wait is not
              * counted as IPC. */
             struct step_timing *t = &s->timing[s->timing_head];
-            uint64_t now = mono_ns(), start = t->plan_start_ns + t->plan_ns;
+            uint64_t now = folio_mono_ns(), start = t->plan_start_ns + t->plan_ns;
             if (s->last_result_ns > start)
                 start = s->last_result_ns;
             s->last_result_ns = now;
@@ -559,10 +546,10 @@ static void collect_results(struct sched *s)
 static void plan_steps(struct sched *s)
 {
     while (folio_policy_has_work(s->policy) && !folio_links_over_bound(&s->links)) {
-        uint64_t t0 = mono_ns();
+        uint64_t t0 = folio_mono_ns();
         const void *rec;
         size_t len;
-        if (folio_policy_plan(s->policy, unix_ns(), &rec, &len) == 0)
+        if (folio_policy_plan(s->policy, folio_unix_ns(), &rec, &len) == 0)
             return;
         char err[256];
         int rc = folio_ring_try_write(s->plan_writer, rec, (uint32_t)len, err, sizeof err);
@@ -575,7 +562,7 @@ static void plan_steps(struct sched *s)
         struct step_timing *t =
             &s->timing[(s->timing_head + s->timing_count) % FOLIO_POLICY_MAX_INFLIGHT];
         t->plan_start_ns = t0;
-        t->plan_ns = mono_ns() - t0;
+        t->plan_ns = folio_mono_ns() - t0;
         s->timing_count++;
     }
 }
@@ -587,7 +574,7 @@ static void begin_drain(struct sched *s)
     if (s->draining)
         return;
     s->draining = true;
-    s->drain_deadline_ns = mono_ns() + (uint64_t)(s->o->drain_seconds * 1e9);
+    s->drain_deadline_ns = folio_mono_ns() + (uint64_t)(s->o->drain_seconds * 1e9);
     folio_log_info(0, "draining: no new requests, up to %.0f s for the running ones",
                    s->o->drain_seconds);
 }
@@ -681,7 +668,7 @@ int folio_scheduler_run(const struct folio_scheduler_options *o)
     struct sched *s = &sched;
     memset(s, 0, sizeof *s);
     s->o = o;
-    s->epoch = (uint32_t)(unix_ns() / 1000000);
+    s->epoch = (uint32_t)(folio_unix_ns() / 1000000);
     s->submit_fd = s->ctl_fd = s->worker_fd = s->sig_fd = -1;
     char err[1024];
     int status = 1;
@@ -740,7 +727,7 @@ int folio_scheduler_run(const struct folio_scheduler_options *o)
 
     folio_ws_init(&s->ws, (uint64_t)(o->heartbeat_timeout_seconds * 1e9));
     build_worker_argv(s);
-    if (folio_ws_start(&s->ws, mono_ns(), err, sizeof err) != 0) {
+    if (folio_ws_start(&s->ws, folio_mono_ns(), err, sizeof err) != 0) {
         folio_log_error(0, "cannot start the worker: %s", err);
         goto out;
     }
@@ -775,7 +762,7 @@ int folio_scheduler_run(const struct folio_scheduler_options *o)
         if (s->draining) {
             if (folio_policy_idle(s->policy) && !folio_links_pending(&s->links))
                 break;
-            if (mono_ns() > s->drain_deadline_ns) {
+            if (folio_mono_ns() > s->drain_deadline_ns) {
                 folio_log_warn(0, "drain deadline passed: ending the requests still running");
                 folio_policy_fail_all(s->policy, 503, "the server is shutting down");
                 folio_links_flush(&s->links);

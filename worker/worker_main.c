@@ -32,6 +32,7 @@
 #include "shm_ring.h"
 #include "sim_worker.h"
 #include "step_io.h"
+#include "clock.h"
 
 #define PIPELINE_DEPTH 2
 
@@ -53,20 +54,6 @@ static void usage(FILE *f)
                "                    [--sim-time-scale F] [--sim-vocab N] [--sim-eos-id N]\n"
                "                    [--sim-eos-probability F]\n"
                "Started by folio-scheduler, which creates the rings and listens on the URL.\n");
-}
-
-static uint64_t unix_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
-static uint64_t mono_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
 static int parse_args(int argc, char **argv, struct worker_args *a)
@@ -162,7 +149,7 @@ static void *heartbeat_main(void *arg)
     while (!atomic_load(&heartbeat_stop)) {
         Folio__Heartbeat hb = FOLIO__HEARTBEAT__INIT;
         hb.pid = (uint32_t)getpid();
-        hb.unix_ns = unix_ns();
+        hb.unix_ns = folio_unix_ns();
         Folio__Envelope env = FOLIO__ENVELOPE__INIT;
         env.body_case = FOLIO__ENVELOPE__BODY_HEARTBEAT;
         env.heartbeat = &hb;
@@ -271,7 +258,7 @@ static int run_steps(struct folio_backend *b, struct folio_ring *plans, struct f
             }
             l->hdr = *v.hdr;
             memcpy(l->num_logprobs, io->num_logprobs, (size_t)v.hdr->num_seqs * sizeof(int32_t));
-            l->launch_ns = mono_ns();
+            l->launch_ns = folio_mono_ns();
             int lr = b->ops->launch(b, &batch, err, errlen);
             folio_ring_release(plans);
             if (lr != 0) {
@@ -295,7 +282,7 @@ static int run_steps(struct folio_backend *b, struct folio_ring *plans, struct f
         }
         /* Pipelined, a step's backend time runs from its own launch or from
          * the end of the previous collect, whichever is later. */
-        uint64_t done = mono_ns();
+        uint64_t done = folio_mono_ns();
         size_t len = folio_step_io_encode_result(io, &l->hdr, l->hdr.num_seqs, l->num_logprobs,
                                                  done - l->launch_ns);
         if (write_result(results, io->result_buf, len, err, errlen) != 0) {
