@@ -588,7 +588,13 @@ static int plan_running_prefills(struct folio_policy *p, int budget)
  * token is computed so that there are logits to sample from). */
 static int match_prefix(struct folio_policy *p, const struct seq *s, int *num_free_matched)
 {
-    int max_blocks = (s->num_tokens - 1) / FOLIO_BLOCK_TOKENS;
+    /* Penalties are computed by the worker over every token of the sequence,
+     * so it must see them all: such a sequence takes no cached blocks (it
+     * still offers its own to others). */
+    const struct folio_plan_seq *sp = &s->sampling;
+    bool penalized = sp->repetition_penalty != 1.0f || sp->frequency_penalty != 0.0f ||
+                     sp->presence_penalty != 0.0f;
+    int max_blocks = penalized ? 0 : (s->num_tokens - 1) / FOLIO_BLOCK_TOKENS;
     uint64_t parent = 0;
     int m = 0;
     *num_free_matched = 0;

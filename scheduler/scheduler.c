@@ -23,6 +23,7 @@
 #include "log.h"
 #include "model_config.h"
 #include "policy.h"
+#include "sampler.h"
 #include "shm_ring.h"
 #include "worker_supervisor.h"
 #include "clock.h"
@@ -345,6 +346,42 @@ static void handle_submit(struct sched *s, const Folio__Submit *m)
         sp->seed = p->seed;
         sp->num_logprobs = p->logprobs;
         r.has_seed = p->has_seed;
+    }
+    /* The worker checks these too, but a bad value there fails a whole step:
+     * refuse it here, for this request alone. */
+    struct folio_sampling_params check = {.temperature = sp->temperature,
+                                          .top_k = sp->top_k,
+                                          .top_p = sp->top_p,
+                                          .min_p = sp->min_p,
+                                          .repetition_penalty = sp->repetition_penalty,
+                                          .frequency_penalty = sp->frequency_penalty,
+                                          .presence_penalty = sp->presence_penalty,
+                                          .num_logprobs = sp->num_logprobs};
+    char why[256];
+    if (check.num_logprobs > FOLIO_MAX_LOGPROBS || check.num_logprobs < 0)
+        check.num_logprobs = 0; /* the policy clamps it */
+    if (folio_sampling_params_check(&check, why, sizeof why) != 0) {
+        struct folio_token_event ev = {.request_id = m->request_id,
+                                       .frontend_id = m->frontend_id,
+                                       .finish = FOLIO_FINISH_REJECTED,
+                                       .status = 400,
+                                       .message = why};
+        folio_links_send(&s->links, &ev);
+        return;
+    }
+    if (!strcmp(s->o->backend, "cuda") && !s->o->simulate &&
+        (r.sampling.repetition_penalty != 1.0f || r.sampling.frequency_penalty != 0.0f ||
+         r.sampling.presence_penalty != 0.0f)) {
+        /* The GPU sampler has no penalties yet: say so rather than ignore them. */
+        struct folio_token_event ev = {
+            .request_id = m->request_id,
+            .frontend_id = m->frontend_id,
+            .finish = FOLIO_FINISH_REJECTED,
+            .status = 400,
+            .message = "repetition_penalty, frequency_penalty and presence_penalty are not "
+                       "supported by the cuda backend yet"};
+        folio_links_send(&s->links, &ev);
+        return;
     }
     const char *refusal = NULL;
     if (s->draining)

@@ -369,6 +369,28 @@ def test_kill_worker_mid_stream(server):
     assert r.status_code == 200, r.text
 
 
+def test_penalties_served_without_harm(server):
+    # The CPU worker applies repetition/frequency/presence penalties (vLLM's
+    # formulas, unit-tested in test_sampler); a request with them is served and
+    # costs nobody else anything (the worker that samples it stays up).
+    sched = server.child_pids("folio-scheduler")[0]
+    before = [p for p, cmd in children(sched) if "folio-worker" in cmd]
+    body = {"model": model_name(server), "prompt": "the the the the", "max_tokens": 24,
+            "temperature": 0, "ignore_eos": True}
+    plain = httpx.post(server.base + "/v1/completions", json=body, timeout=60)
+    pen = httpx.post(server.base + "/v1/completions", timeout=60,
+                     json={**body, "repetition_penalty": 1.2, "frequency_penalty": -2.0,
+                           "presence_penalty": -2.0})  # negative: repeats are rewarded
+    assert plain.status_code == 200 and pen.status_code == 200, pen.text
+    assert pen.json()["usage"]["completion_tokens"] == 24
+    assert pen.json()["choices"][0]["text"] != plain.json()["choices"][0]["text"]
+    bad = httpx.post(server.base + "/v1/completions", json={**body, "frequency_penalty": 3},
+                     timeout=60)
+    assert bad.status_code == 400
+    after = [p for p, cmd in children(sched) if "folio-worker" in cmd]
+    assert before == after
+
+
 def test_health_503_while_worker_down(server):
     sched = server.child_pids("folio-scheduler")[0]
     workers = [p for p, cmd in children(sched) if "folio-worker" in cmd]

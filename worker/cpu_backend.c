@@ -45,6 +45,34 @@ struct cpu_step_out {
     float *logits; /* [max_seqs * vocab] */
 };
 
+/* The tokens a slot's sequence has fed so far, by position (-1 where a
+ * position was never fed here). A sequence starts over at position 0 when it
+ * takes the slot or is recomputed after preemption. */
+struct slot_history {
+    int32_t *ids;
+    int32_t len, cap;
+};
+
+static int history_put(struct slot_history *h, int32_t pos, int32_t id)
+{
+    if (pos < h->len)
+        h->len = pos;
+    if (pos >= h->cap) {
+        int32_t cap = h->cap ? h->cap : 256;
+        while (cap <= pos)
+            cap *= 2;
+        int32_t *ids = realloc(h->ids, (size_t)cap * sizeof *ids);
+        if (!ids)
+            return -1;
+        h->ids = ids;
+        h->cap = cap;
+    }
+    while (h->len < pos)
+        h->ids[h->len++] = -1;
+    h->ids[h->len++] = id;
+    return 0;
+}
+
 struct cpu_backend {
     struct folio_backend base;
     struct folio_model_config cfg;
@@ -55,6 +83,7 @@ struct cpu_backend {
     double *inv_freq; /* [head_dim / 2], rope scaling applied */
 
     int32_t *last_sampled; /* [max_seqs]: the token FOLIO_TOKEN_FROM_PREV stands for; -1 none */
+    struct slot_history *history; /* [max_seqs]: each slot's tokens, for the penalties */
 
     /* Scratch for one step of up to max_num_tokens tokens. */
     int32_t *tokens, *tok_pos, *tok_seq;
@@ -390,6 +419,10 @@ static int validate_batch(struct cpu_backend *b, const struct folio_step_batch *
             b->tokens[t] = id;
             b->tok_seq[t] = i;
             b->tok_pos[t] = s->context_len - s->num_new_tokens + j;
+            if (history_put(&b->history[s->slot], b->tok_pos[t], id) != 0) {
+                snprintf(err, errlen, "step: out of memory for slot %d's token history", s->slot);
+                return -1;
+            }
         }
     }
     return 0;
@@ -472,9 +505,12 @@ static int cpu_launch(struct folio_backend *base, const struct folio_step_batch 
         int32_t i = b->sample_seq[j];
         const struct folio_step_seq *s = &batch->seqs[i];
         struct folio_sample_result r;
-        b->sample_status[j] = folio_sample(
-            b->samplers[omp_get_thread_num()], out->logits + (size_t)j * c->vocab_size,
-            &s->sampling, (uint32_t)s->output_index, &r, b->sample_err[j], sizeof b->sample_err[j]);
+        const struct slot_history *sh = &b->history[s->slot];
+        struct folio_token_history h = {sh->ids, sh->len, s->output_index};
+        b->sample_status[j] =
+            folio_sample(b->samplers[omp_get_thread_num()], out->logits + (size_t)j * c->vocab_size,
+                         &s->sampling, (uint32_t)s->output_index, &h, &r, b->sample_err[j],
+                         sizeof b->sample_err[j]);
         if (b->sample_status[j] == 0) {
             out->token_ids[i] = r.token;
             out->logprobs[i] = r.logprob;
@@ -543,6 +579,10 @@ static void cpu_destroy(struct folio_backend *base)
     }
     free(b->inv_freq);
     free(b->last_sampled);
+    if (b->history)
+        for (int i = 0; i < b->base.max_seqs; i++)
+            free(b->history[i].ids);
+    free(b->history);
     free(b->tokens);
     free(b->tok_pos);
     free(b->tok_seq);
@@ -688,6 +728,7 @@ int folio_cpu_backend_create(const struct folio_model *m, const struct folio_bac
     }
     b->inv_freq = malloc(half * sizeof *b->inv_freq);
     b->last_sampled = malloc(S * sizeof *b->last_sampled);
+    b->history = calloc(S, sizeof *b->history);
     b->tokens = malloc(T * sizeof *b->tokens);
     b->tok_pos = malloc(T * sizeof *b->tok_pos);
     b->tok_seq = malloc(T * sizeof *b->tok_seq);
@@ -706,8 +747,8 @@ int folio_cpu_backend_create(const struct folio_model *m, const struct folio_bac
     b->sample_status = malloc(S * sizeof *b->sample_status);
     b->sample_err = malloc(S * sizeof *b->sample_err);
     b->samplers = calloc((size_t)b->num_threads, sizeof *b->samplers);
-    ok &= b->inv_freq && b->last_sampled && b->tokens && b->tok_pos && b->tok_seq && b->x &&
-          b->xn && b->q && b->k && b->v && b->attn && b->gate && b->up && b->rope_cos &&
+    ok &= b->inv_freq && b->last_sampled && b->history && b->tokens && b->tok_pos && b->tok_seq &&
+          b->x && b->xn && b->q && b->k && b->v && b->attn && b->gate && b->up && b->rope_cos &&
           b->rope_sin && b->final_x && b->sample_seq && b->sample_status && b->sample_err &&
           b->samplers;
     for (int i = 0; ok && i < b->num_threads; i++)

@@ -2,8 +2,10 @@
 #include "sampler.h"
 
 #include <math.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "rng.h"
 
@@ -19,6 +21,9 @@ struct folio_sampler {
     int32_t vocab_size;
     float *scaled;              /* logits / T, -inf where a filter removed the token */
     struct scored_token *order; /* kept tokens by value descending, ties lowest id first */
+    float *penalized;           /* logits after the penalties */
+    int32_t *counts;            /* per token: occurrences in the output; 0 between calls */
+    unsigned char *seen;        /* per token: in the prompt or output; 0 between calls */
 };
 
 struct folio_sampler *folio_sampler_new(int32_t vocab_size)
@@ -31,7 +36,10 @@ struct folio_sampler *folio_sampler_new(int32_t vocab_size)
     s->vocab_size = vocab_size;
     s->scaled = malloc((size_t)vocab_size * sizeof *s->scaled);
     s->order = malloc((size_t)vocab_size * sizeof *s->order);
-    if (!s->scaled || !s->order) {
+    s->penalized = malloc((size_t)vocab_size * sizeof *s->penalized);
+    s->counts = calloc((size_t)vocab_size, sizeof *s->counts);
+    s->seen = calloc((size_t)vocab_size, 1);
+    if (!s->scaled || !s->order || !s->penalized || !s->counts || !s->seen) {
         folio_sampler_free(s);
         return NULL;
     }
@@ -44,6 +52,9 @@ void folio_sampler_free(struct folio_sampler *s)
         return;
     free(s->scaled);
     free(s->order);
+    free(s->penalized);
+    free(s->counts);
+    free(s->seen);
     free(s);
 }
 
@@ -67,13 +78,16 @@ int folio_sampling_params_check(const struct folio_sampling_params *p, char *err
                  FOLIO_MAX_LOGPROBS);
         return -1;
     }
-    if (p->repetition_penalty != 1.0f || p->frequency_penalty != 0.0f ||
-        p->presence_penalty != 0.0f) {
+    if (!isfinite(p->repetition_penalty) || p->repetition_penalty <= 0) {
+        snprintf(err, errlen, "sampling: repetition_penalty %g must be > 0 (1 = off)",
+                 (double)p->repetition_penalty);
+        return -1;
+    }
+    if (!(p->frequency_penalty >= -2 && p->frequency_penalty <= 2) ||
+        !(p->presence_penalty >= -2 && p->presence_penalty <= 2)) {
         snprintf(err, errlen,
-                 "sampling: repetition/frequency/presence penalties are not implemented by the CPU "
-                 "sampler yet (got %g/%g/%g; neutral is 1/0/0)",
-                 (double)p->repetition_penalty, (double)p->frequency_penalty,
-                 (double)p->presence_penalty);
+                 "sampling: frequency_penalty %g and presence_penalty %g must be in [-2, 2]",
+                 (double)p->frequency_penalty, (double)p->presence_penalty);
         return -1;
     }
     return 0;
@@ -172,9 +186,51 @@ static void apply_min_p(struct folio_sampler *s, float min_p)
             s->scaled[i] = -INFINITY;
 }
 
+static bool has_penalties(const struct folio_sampling_params *p)
+{
+    return p->repetition_penalty != 1.0f || p->frequency_penalty != 0.0f ||
+           p->presence_penalty != 0.0f;
+}
+
+/* vLLM's penalties, into s->penalized: the repetition penalty divides a
+ * positive logit (multiplies a negative one) of every token seen in the
+ * prompt or the output; the frequency and presence penalties subtract
+ * count * f and (count > 0) * p for tokens of the output. */
+static void apply_penalties(struct folio_sampler *s, const float *logits,
+                            const struct folio_sampling_params *p,
+                            const struct folio_token_history *h)
+{
+    int32_t vocab = s->vocab_size;
+    memcpy(s->penalized, logits, (size_t)vocab * sizeof *logits);
+    int32_t num_out = h->num_output < h->len ? h->num_output : h->len;
+    const int32_t *out = h->ids + (h->len - num_out);
+    for (int32_t i = 0; i < h->len; i++) {
+        int32_t t = h->ids[i];
+        if (t < 0 || t >= vocab || s->seen[t])
+            continue;
+        s->seen[t] = 1;
+        float *l = &s->penalized[t];
+        *l = *l > 0 ? *l / p->repetition_penalty : *l * p->repetition_penalty;
+    }
+    for (int32_t i = 0; i < num_out; i++)
+        if (out[i] >= 0 && out[i] < vocab)
+            s->counts[out[i]]++;
+    for (int32_t i = 0; i < num_out; i++) {
+        int32_t t = out[i];
+        if (t < 0 || t >= vocab || !s->counts[t])
+            continue;
+        s->penalized[t] -= (float)s->counts[t] * p->frequency_penalty + p->presence_penalty;
+        s->counts[t] = 0; /* each token once; also leaves the scratch zeroed */
+    }
+    for (int32_t i = 0; i < h->len; i++)
+        if (h->ids[i] >= 0 && h->ids[i] < vocab)
+            s->seen[h->ids[i]] = 0;
+}
+
 int folio_sample(struct folio_sampler *s, const float *logits,
                  const struct folio_sampling_params *p, uint32_t output_index,
-                 struct folio_sample_result *out, char *err, size_t errlen)
+                 const struct folio_token_history *history, struct folio_sample_result *out,
+                 char *err, size_t errlen)
 {
     int32_t vocab = s->vocab_size;
     float max = -INFINITY;
@@ -195,12 +251,22 @@ int folio_sample(struct folio_sampler *s, const float *logits,
         sum += exp((double)logits[i] - max);
     double lse = max + log(sum);
 
+    /* The draw sees the penalized logits; logprobs report the raw ones. */
+    const float *work = logits;
+    if (has_penalties(p)) {
+        if (!history) {
+            snprintf(err, errlen, "sampling: penalties need the sequence's token history");
+            return -1;
+        }
+        apply_penalties(s, logits, p, history);
+        work = s->penalized;
+    }
     int32_t token;
     if (p->temperature < FOLIO_GREEDY_TEMPERATURE) {
-        token = argmax_lowest_id(logits, vocab);
+        token = argmax_lowest_id(work, vocab);
     } else {
         for (int32_t i = 0; i < vocab; i++)
-            s->scaled[i] = logits[i] / p->temperature;
+            s->scaled[i] = work[i] / p->temperature;
         if (p->top_k > 0 && p->top_k < vocab)
             apply_top_k(s, p->top_k);
         if (p->top_p < 1.0f)

@@ -17,9 +17,9 @@
  * of the raw logits, before temperature and filters, as OpenAI and vLLM report
  * them.
  *
- * Not implemented yet: repetition, frequency and presence penalties (they need
- * each sequence's token history). folio_sampling_params_check rejects
- * non-neutral values with a clear error rather than ignoring them. */
+ * Penalties come first, as in vLLM: the repetition penalty over every token
+ * of the prompt and output, then the frequency and presence penalties over
+ * the output; they need the sequence's token history. */
 #ifndef FOLIO_WORKER_SAMPLER_H
 #define FOLIO_WORKER_SAMPLER_H
 
@@ -36,6 +36,14 @@ struct folio_sample_result {
     float top_logprobs[FOLIO_MAX_LOGPROBS];
 };
 
+/* A sequence's tokens so far, prompt then output: the last num_output of
+ * ids[0..len) are the ones it generated. */
+struct folio_token_history {
+    const int32_t *ids;
+    int32_t len;
+    int32_t num_output;
+};
+
 /* Scratch buffers for one vocabulary size; one per thread that samples. */
 struct folio_sampler;
 
@@ -46,10 +54,12 @@ void folio_sampler_free(struct folio_sampler *s);
 int folio_sampling_params_check(const struct folio_sampling_params *p, char *err, size_t errlen);
 
 /* Samples from logits[vocab_size] (not modified). p must have passed
- * folio_sampling_params_check. Returns 0, or -1 when the logits hold a NaN
- * (or are all -inf), with a message. */
+ * folio_sampling_params_check; history may be NULL when p has no penalties.
+ * Returns 0, or -1 when the logits hold a NaN (or are all -inf), with a
+ * message. */
 int folio_sample(struct folio_sampler *s, const float *logits,
                  const struct folio_sampling_params *p, uint32_t output_index,
-                 struct folio_sample_result *out, char *err, size_t errlen);
+                 const struct folio_token_history *history, struct folio_sample_result *out,
+                 char *err, size_t errlen);
 
 #endif

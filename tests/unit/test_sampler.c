@@ -18,7 +18,7 @@ static int32_t draw(struct folio_sampler *s, const float *logits,
 {
     struct folio_sample_result r;
     char err[256];
-    if (folio_sample(s, logits, p, output_index, &r, err, sizeof err) != 0) {
+    if (folio_sample(s, logits, p, output_index, NULL, &r, err, sizeof err) != 0) {
         fprintf(stderr, "sample failed: %s\n", err);
         return -2;
     }
@@ -197,7 +197,7 @@ static void test_logprobs(void)
     prm.num_logprobs = 4;
     struct folio_sample_result r;
     char err[256];
-    CHECK(folio_sample(s, logits, &prm, 0, &r, err, sizeof err) == 0);
+    CHECK(folio_sample(s, logits, &prm, 0, NULL, &r, err, sizeof err) == 0);
     CHECK(r.token == 1);
     CHECK(fabs(r.logprob - log(p[1])) < 1e-6);
     CHECK(r.num_top == 4);
@@ -210,7 +210,7 @@ static void test_logprobs(void)
     /* Logprobs ignore temperature and filters: the unmodified distribution. */
     prm.temperature = 0.3f;
     prm.top_k = 2;
-    CHECK(folio_sample(s, logits, &prm, 5, &r, err, sizeof err) == 0);
+    CHECK(folio_sample(s, logits, &prm, 5, NULL, &r, err, sizeof err) == 0);
     CHECK(r.token == 1 || r.token == 3);
     CHECK(fabs(r.logprob - log(p[r.token])) < 1e-6);
     CHECK(fabs(r.top_logprobs[2] - log(p[4])) < 1e-6);
@@ -236,22 +236,72 @@ static void test_bad_input(void)
     p.num_logprobs = FOLIO_MAX_LOGPROBS + 1;
     CHECK(folio_sampling_params_check(&p, err, sizeof err) == -1 && strstr(err, "logprobs"));
     p = params(1.0f);
-    p.frequency_penalty = 0.5f;
-    CHECK(folio_sampling_params_check(&p, err, sizeof err) == -1 && strstr(err, "penalt"));
+    p.frequency_penalty = 2.5f;
+    CHECK(folio_sampling_params_check(&p, err, sizeof err) == -1 && strstr(err, "penalty"));
+    p = params(1.0f);
+    p.repetition_penalty = 0.0f;
+    CHECK(folio_sampling_params_check(&p, err, sizeof err) == -1 && strstr(err, "repetition"));
 
     float logits[3] = {1.0f, NAN, 0.0f};
     struct folio_sampler *s = folio_sampler_new(3);
     struct folio_sample_result r;
     p = params(1.0f);
-    CHECK(folio_sample(s, logits, &p, 0, &r, err, sizeof err) == -1 && strstr(err, "NaN"));
+    CHECK(folio_sample(s, logits, &p, 0, NULL, &r, err, sizeof err) == -1 && strstr(err, "NaN"));
     float neg[3] = {-INFINITY, -INFINITY, -INFINITY};
-    CHECK(folio_sample(s, neg, &p, 0, &r, err, sizeof err) == -1);
+    CHECK(folio_sample(s, neg, &p, 0, NULL, &r, err, sizeof err) == -1);
     folio_sampler_free(s);
     CHECK(folio_sampler_new(0) == NULL);
 }
 
+/* vLLM's penalties, checked against the formulas computed here: greedy
+ * picks the argmax of the penalized logits, logprobs stay the raw ones. */
+static void test_penalties(void)
+{
+    /* Tokens 0..5; the prompt is {1, 4}, the output so far {2, 2, 3}. */
+    const int32_t ids[] = {1, 4, 2, 2, 3};
+    struct folio_token_history h = {ids, 5, 3};
+    float logits[6] = {0.0f, 3.0f, 2.9f, 2.8f, -1.0f, 2.0f};
+    struct folio_sampler *s = folio_sampler_new(6);
+    struct folio_sample_result r;
+    char err[256];
+
+    struct folio_sampling_params p = params(0.0f);
+    CHECK(folio_sample(s, logits, &p, 3, &h, &r, err, sizeof err) == 0 && r.token == 1);
+
+    /* Repetition 2: 1 -> 1.5, 2 -> 1.45, 3 -> 1.4, 4 -> -2; token 5 (2.0) wins. */
+    p.repetition_penalty = 2.0f;
+    CHECK(folio_sample(s, logits, &p, 3, &h, &r, err, sizeof err) == 0 && r.token == 5);
+    double lse = 0;
+    for (int i = 0; i < 6; i++)
+        lse += exp((double)logits[i]);
+    CHECK(fabs(r.logprob - (2.0 - log(lse))) < 1e-5); /* raw logits */
+
+    /* Frequency 0.2 on the output {2, 2, 3}: 2 -> 2.5, 3 -> 2.6; 1 (prompt) keeps 3.0. */
+    p = params(0.0f);
+    p.frequency_penalty = 0.2f;
+    CHECK(folio_sample(s, logits, &p, 3, &h, &r, err, sizeof err) == 0 && r.token == 1);
+    /* Presence 1.5 and frequency 0.2 with a history whose output includes 1. */
+    const int32_t ids2[] = {4, 1, 2, 2};
+    struct folio_token_history h2 = {ids2, 4, 3};
+    p.presence_penalty = 1.5f; /* 1 -> 1.3, 2 -> 1.0; 3 (2.8) wins */
+    CHECK(folio_sample(s, logits, &p, 3, &h2, &r, err, sizeof err) == 0 && r.token == 3);
+    /* A negative penalty rewards repeats. */
+    p = params(0.0f);
+    p.frequency_penalty = -1.0f; /* output {1, 2, 2}: 1 -> 4.0, 2 -> 4.9 */
+    CHECK(folio_sample(s, logits, &p, 3, &h2, &r, err, sizeof err) == 0 && r.token == 2);
+    /* The scratch is clean between calls: no penalty, no change. */
+    p = params(0.0f);
+    CHECK(folio_sample(s, logits, &p, 3, &h2, &r, err, sizeof err) == 0 && r.token == 1);
+    /* Penalties without a history are refused, not ignored. */
+    p.frequency_penalty = 0.5f;
+    CHECK(folio_sample(s, logits, &p, 3, NULL, &r, err, sizeof err) == -1 &&
+          strstr(err, "history"));
+    folio_sampler_free(s);
+}
+
 int main(void)
 {
+    test_penalties();
     test_greedy();
     test_filters_that_leave_the_argmax();
     test_distributions();
