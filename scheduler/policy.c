@@ -429,6 +429,8 @@ void folio_policy_submit(struct folio_policy *p, const struct folio_request *r)
         s->sampling.num_logprobs = FOLIO_POLICY_MAX_LOGPROBS;
     if (s->sampling.num_logprobs < 0)
         s->sampling.num_logprobs = 0;
+    if (!(s->sampling.repetition_penalty > 0))
+        s->sampling.repetition_penalty = 1; /* unset (0) means off, as in Submit */
     s->min_tokens = r->min_tokens;
     s->ignore_eos = r->ignore_eos;
     s->num_stop_ids =
