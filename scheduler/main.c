@@ -34,6 +34,8 @@ static void usage(FILE *f)
             "                               ipc://RUN_DIR/scheduler-submit.ipc, -ctl, worker-ctl)\n"
             "  --drain-seconds S            SIGTERM: time left to running requests (30)\n"
             "  --heartbeat-timeout S        a silent worker is killed and restarted (5)\n"
+            "  --step-timeout S             a step running longer is a hung worker: killed\n"
+            "                               and restarted (300; 0: no limit)\n"
             "  --sim-time-scale F           --simulate: 1 sleeps the modelled step time, 0 none\n"
             "  --sim-eos-probability F      --simulate: chance that a sampled token is EOS\n"
             "  --seed N                     draws the seeds of requests that bring none\n");
@@ -50,6 +52,7 @@ int main(int argc, char **argv)
         .cpu_kv_bytes = 1ull << 30,
         .drain_seconds = 30,
         .heartbeat_timeout_seconds = 5,
+        .step_timeout_seconds = 300,
         .sim_eos_probability = 0.01,
         .seed = (uint64_t)time(NULL),
     };
@@ -108,6 +111,8 @@ int main(int argc, char **argv)
             o.drain_seconds = strtod(v, NULL);
         else if (!strcmp(k, "--heartbeat-timeout"))
             o.heartbeat_timeout_seconds = strtod(v, NULL);
+        else if (!strcmp(k, "--step-timeout"))
+            o.step_timeout_seconds = strtod(v, NULL);
         else if (!strcmp(k, "--sim-time-scale"))
             o.sim_time_scale = strtod(v, NULL);
         else if (!strcmp(k, "--sim-eos-probability"))

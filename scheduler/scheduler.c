@@ -303,6 +303,19 @@ static void supervise(struct sched *s)
         worker_kill_and_lose(s, why);
         return;
     }
+    /* Heartbeats come from a thread of the worker, so a step stuck on the
+     * device (a hung kernel, a wedged GPU) still looks alive: the age of the
+     * oldest step in flight tells. */
+    if (s->ws.state == FOLIO_WORKER_READY && s->timing_count > 0 &&
+        s->o->step_timeout_seconds > 0) {
+        double age = (now - s->timing[s->timing_head].plan_start_ns) / 1e9;
+        if (age > s->o->step_timeout_seconds) {
+            snprintf(why, sizeof why, "worker stuck: a step has run for %.1f s (--step-timeout %g)",
+                     age, s->o->step_timeout_seconds);
+            worker_kill_and_lose(s, why);
+            return;
+        }
+    }
     if (s->ws.state == FOLIO_WORKER_BACKOFF && now >= s->ws.restart_at_ns && !s->draining) {
         char err[256];
         if (folio_ws_start(&s->ws, now, err, sizeof err) != 0)

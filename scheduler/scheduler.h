@@ -44,6 +44,7 @@ struct folio_scheduler_options {
     double sim_eos_probability;
     double drain_seconds;
     double heartbeat_timeout_seconds;
+    double step_timeout_seconds; /* a step running longer means a hung worker; 0: no limit */
     uint64_t seed;
 };
 

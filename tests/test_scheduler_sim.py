@@ -126,6 +126,21 @@ def test_kill9_worker_mid_stream(sched_factory):
     assert rc == 0 and "worker exited: killed by signal 9" in log
 
 
+def test_stuck_step_restarts_the_worker(sched_factory):
+    # A simulated step that would take hours stands for a hung GPU step: the
+    # worker keeps sending heartbeats, but the step timeout catches it.
+    s = sched_factory("stuck", "--simulate", "--num-kv-blocks", "200", "--sim-time-scale",
+                      "1000000", "--step-timeout", "1")
+    rc, reqs, summary, err = s.client("--requests", "2", "--max-tokens", "5", timeout=60)
+    assert len(reqs) == 2, (rc, err)
+    for r in reqs:
+        assert r["finish"] == "error" and r["status"] == 503, r
+        assert "stuck" in r["message"], r
+    assert s.status()["worker_restarts"] >= 1
+    rc, log = s.stop()
+    assert rc == 0, log
+
+
 def test_admission_limits_answer_429(sched_factory):
     s = sched_factory("admit", "--simulate", "--num-kv-blocks", "200", "--max-num-seqs", "4",
                       "--max-num-batched-tokens", "64", "--max-waiting-requests", "8",
