@@ -35,7 +35,7 @@ static void usage(FILE *f)
             "  --drain-seconds S            SIGTERM: time left to running requests (30)\n"
             "  --heartbeat-timeout S        a silent worker is killed and restarted (5)\n"
             "  --step-timeout S             a step running longer is a hung worker: killed\n"
-            "                               and restarted (300; 0: no limit)\n"
+            "                               and restarted (300 cuda, none cpu; 0: no limit)\n"
             "  --sim-time-scale F           --simulate: 1 sleeps the modelled step time, 0 none\n"
             "  --sim-eos-probability F      --simulate: chance that a sampled token is EOS\n"
             "  --seed N                     draws the seeds of requests that bring none\n");
@@ -52,7 +52,7 @@ int main(int argc, char **argv)
         .cpu_kv_bytes = 1ull << 30,
         .drain_seconds = 30,
         .heartbeat_timeout_seconds = 5,
-        .step_timeout_seconds = 300,
+        .step_timeout_seconds = -1,
         .sim_eos_probability = 0.01,
         .seed = (uint64_t)time(NULL),
     };
@@ -137,6 +137,10 @@ int main(int argc, char **argv)
         o.max_num_seqs = cuda ? 256 : 64;
     if (o.max_num_batched_tokens <= 0)
         o.max_num_batched_tokens = cuda ? 8192 : 2048;
+    /* A GPU step takes milliseconds, so 300 s means hung; a CPU step over a
+     * big model may honestly take minutes, so there is no default limit. */
+    if (o.step_timeout_seconds < 0)
+        o.step_timeout_seconds = cuda ? 300 : 0;
     if (o.max_waiting_requests <= 0 || o.max_pending_prompt_tokens <= 0 || o.num_kv_blocks < 0) {
         fprintf(stderr, "folio-scheduler: the queue limits must be positive and "
                         "--num-kv-blocks not negative\n");
