@@ -1,4 +1,6 @@
 /* folio-scheduler: flags in, folio_scheduler_run out. */
+#include <math.h>
+#include <errno.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -40,6 +42,28 @@ static void usage(FILE *f)
             "  --sim-eos-probability F      --simulate: chance that a sampled token is EOS\n"
             "  --seed N                     draws the seeds of requests that bring none\n");
 }
+
+/* A numeric flag's value; a typo is an error, not a silent 0. */
+static int number(const char *flag, const char *v, double *out)
+{
+    char *end;
+    errno = 0;
+    double d = strtod(v, &end);
+    if (end == v || *end || errno || !isfinite(d)) {
+        fprintf(stderr, "folio-scheduler: %s needs a number, not '%s'\n", flag, v);
+        return -1;
+    }
+    *out = d;
+    return 0;
+}
+
+#define NUM(field, type)                                                                           \
+    do {                                                                                           \
+        double d_;                                                                                 \
+        if (number(k, v, &d_) != 0)                                                                \
+            return 2;                                                                              \
+        o.field = (type)d_;                                                                        \
+    } while (0)
 
 int main(int argc, char **argv)
 {
@@ -90,36 +114,42 @@ int main(int argc, char **argv)
         else if (!strcmp(k, "--worker-url"))
             worker_url = v;
         else if (!strcmp(k, "--max-num-seqs"))
-            o.max_num_seqs = atoi(v);
+            NUM(max_num_seqs, int);
         else if (!strcmp(k, "--max-num-batched-tokens"))
-            o.max_num_batched_tokens = atoi(v);
+            NUM(max_num_batched_tokens, int);
         else if (!strcmp(k, "--num-kv-blocks"))
-            o.num_kv_blocks = atoi(v);
+            NUM(num_kv_blocks, int);
         else if (!strcmp(k, "--max-model-len"))
-            o.max_model_len = atoi(v);
+            NUM(max_model_len, int);
         else if (!strcmp(k, "--gpu-memory-utilization"))
-            o.gpu_memory_utilization = strtof(v, NULL);
+            NUM(gpu_memory_utilization, float);
         else if (!strcmp(k, "--cpu-kv-bytes"))
-            o.cpu_kv_bytes = strtoull(v, NULL, 10);
+            NUM(cpu_kv_bytes, uint64_t);
         else if (!strcmp(k, "--threads"))
-            o.threads = atoi(v);
+            NUM(threads, int);
         else if (!strcmp(k, "--max-waiting-requests"))
-            o.max_waiting_requests = atoi(v);
+            NUM(max_waiting_requests, int);
         else if (!strcmp(k, "--max-pending-prompt-tokens"))
-            o.max_pending_prompt_tokens = strtoll(v, NULL, 10);
+            NUM(max_pending_prompt_tokens, int64_t);
         else if (!strcmp(k, "--drain-seconds"))
-            o.drain_seconds = strtod(v, NULL);
+            NUM(drain_seconds, double);
         else if (!strcmp(k, "--heartbeat-timeout"))
-            o.heartbeat_timeout_seconds = strtod(v, NULL);
+            NUM(heartbeat_timeout_seconds, double);
         else if (!strcmp(k, "--step-timeout"))
-            o.step_timeout_seconds = strtod(v, NULL);
+            NUM(step_timeout_seconds, double);
         else if (!strcmp(k, "--sim-time-scale"))
-            o.sim_time_scale = strtod(v, NULL);
+            NUM(sim_time_scale, double);
         else if (!strcmp(k, "--sim-eos-probability"))
-            o.sim_eos_probability = strtod(v, NULL);
-        else if (!strcmp(k, "--seed"))
-            o.seed = strtoull(v, NULL, 10);
-        else {
+            NUM(sim_eos_probability, double);
+        else if (!strcmp(k, "--seed")) {
+            char *end;
+            errno = 0;
+            o.seed = strtoull(v, &end, 10);
+            if (end == v || *end || errno) {
+                fprintf(stderr, "folio-scheduler: --seed needs an integer, not '%s'\n", v);
+                return 2;
+            }
+        } else {
             fprintf(stderr, "folio-scheduler: unknown option %s (see --help)\n", k);
             return 2;
         }
