@@ -11,7 +11,7 @@ DEB_PACKAGES=(
   build-essential cmake pkg-config clang clang-format libclang-rt-14-dev
   libh2o-evloop-dev libnng-dev libprotobuf-c-dev protobuf-c-compiler
   libjemalloc-dev libjansson-dev libssl-dev zlib1g-dev libuv1-dev
-  nghttp2-client curl python3 python3-pip
+  nghttp2-client curl openssl python3 python3-pip
 )
 missing=()
 for p in "${DEB_PACKAGES[@]}"; do
