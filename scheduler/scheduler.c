@@ -453,8 +453,15 @@ static void reply(struct sched *s, Folio__Envelope *env)
     if (nng_msg_alloc(&m, n) != 0)
         return;
     folio__envelope__pack(env, nng_msg_body(m));
-    if (nng_sendmsg(s->ctl_sock, m, NNG_FLAG_NONBLOCK) != 0)
+    /* Not NONBLOCK: a REP pipe can still be busy with the previous reply
+     * when a quick client's next request arrives, and a non-blocking send
+     * then drops the answer (the client times out). The socket's send
+     * timeout bounds the wait. */
+    int rv = nng_sendmsg(s->ctl_sock, m, 0);
+    if (rv != 0) {
+        folio_log_warn(0, "reply on the ctl socket lost: %s", nng_strerror(rv));
         nng_msg_free(m);
+    }
 }
 
 static void handle_register(struct sched *s, const Folio__Register *r)
@@ -773,6 +780,7 @@ int folio_scheduler_run(const struct folio_scheduler_options *o)
         folio_log_error(0, "%s", err);
         goto out;
     }
+    nng_socket_set_ms(s->ctl_sock, NNG_OPT_SENDTIMEO, 1000);
     s->sig_fd = signalfd(-1, &sigs, SFD_NONBLOCK | SFD_CLOEXEC);
 
     folio_ws_init(&s->ws, (uint64_t)(o->heartbeat_timeout_seconds * 1e9));
