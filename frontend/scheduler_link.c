@@ -26,8 +26,12 @@ struct folio_link {
     pthread_t ctl_thread, ring_thread;
     bool ctl_started, ring_started;
     atomic_bool stopping;
-    atomic_bool pipe_lost;   /* a connection to the scheduler broke */
-    atomic_int submit_pipes; /* connected PUSH pipes: Submits can go out */
+    atomic_bool pipe_lost; /* a connection to the scheduler broke */
+    /* Connected PUSH pipes, by id: Submits can go out while one is there.
+     * A set, not a counter: nng may report a pipe's removal without having
+     * reported its addition (a connection that died while being set up). */
+    uint32_t submit_pipes[8];
+    pthread_mutex_t pipes_mu;
     atomic_size_t pending_bytes;
     uint32_t epoch; /* ours: Register says it, so the scheduler tells restarts apart */
 
@@ -269,11 +273,30 @@ static void on_pipe_removed(nng_pipe p, nng_pipe_ev ev, void *arg)
 
 static void on_submit_pipe(nng_pipe p, nng_pipe_ev ev, void *arg)
 {
-    (void)p;
     struct folio_link *l = arg;
-    atomic_fetch_add(&l->submit_pipes, ev == NNG_PIPE_EV_ADD_POST ? 1 : -1);
+    uint32_t id = (uint32_t)nng_pipe_id(p);
+    pthread_mutex_lock(&l->pipes_mu);
+    for (size_t i = 0; i < sizeof l->submit_pipes / sizeof l->submit_pipes[0]; i++) {
+        if (ev == NNG_PIPE_EV_ADD_POST && l->submit_pipes[i] == 0) {
+            l->submit_pipes[i] = id;
+            break;
+        }
+        if (ev == NNG_PIPE_EV_REM_POST && l->submit_pipes[i] == id)
+            l->submit_pipes[i] = 0;
+    }
+    pthread_mutex_unlock(&l->pipes_mu);
     if (ev == NNG_PIPE_EV_REM_POST)
         atomic_store(&l->pipe_lost, true);
+}
+
+static bool submit_connected(struct folio_link *l)
+{
+    bool any = false;
+    pthread_mutex_lock(&l->pipes_mu);
+    for (size_t i = 0; i < sizeof l->submit_pipes / sizeof l->submit_pipes[0]; i++)
+        any |= l->submit_pipes[i] != 0;
+    pthread_mutex_unlock(&l->pipes_mu);
+    return any;
 }
 
 static void *ctl_main(void *arg)
@@ -294,9 +317,7 @@ static void *ctl_main(void *arg)
         /* Register only once the Submit socket is connected too: the two
          * sockets redial on their own, and a frontend that said it was ready
          * while its Submits had nowhere to go would answer 503. */
-        int rc = registered                          ? do_status(l)
-                 : atomic_load(&l->submit_pipes) > 0 ? do_register(l)
-                                                     : -1;
+        int rc = registered ? do_status(l) : submit_connected(l) ? do_register(l) : -1;
         if (rc == 0) {
             registered = true;
             lost_posted = false;
@@ -379,6 +400,7 @@ int folio_link_start(const struct folio_link_config *cfg, struct folio_link **ou
     l->cfg.ring_name = l->ring_name;
     l->epoch = (uint32_t)(folio_unix_ns() / 1000000ull) ^ ((uint32_t)getpid() << 16);
     pthread_mutex_init(&l->mu, NULL);
+    pthread_mutex_init(&l->pipes_mu, NULL);
     *out = l;
 
     /* A predecessor killed with -9 left its ring: it is ours to replace. */
@@ -415,6 +437,7 @@ void folio_link_stop(struct folio_link *l)
     folio_ring_close(l->reader);
     folio_ring_close(l->owner); /* unlinks the name */
     pthread_mutex_destroy(&l->mu);
+    pthread_mutex_destroy(&l->pipes_mu);
     free(l);
 }
 
