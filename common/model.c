@@ -2,21 +2,12 @@
  * describes: every weight by its Hugging Face name, each shape checked, so
  * that the backends can index the weights without checking anything. */
 #include "model.h"
+#include "error.h"
 
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-static void set_err(char *err, size_t errlen, const char *fmt, ...)
-{
-    if (!err || errlen == 0)
-        return;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
-}
 
 static void format_shape(char *buf, size_t len, int ndim, const int64_t *shape)
 {
@@ -35,7 +26,7 @@ static const struct folio_tensor *bind(const struct folio_checkpoint *ck, const 
 {
     const struct folio_tensor *t = folio_checkpoint_find(ck, name);
     if (!t) {
-        set_err(err, errlen, "%s: tensor '%s' not found", folio_checkpoint_source(ck), name);
+        folio_set_err(err, errlen, "%s: tensor '%s' not found", folio_checkpoint_source(ck), name);
         return NULL;
     }
     int64_t want[2] = {rows, cols};
@@ -47,8 +38,8 @@ static const struct folio_tensor *bind(const struct folio_checkpoint *ck, const 
         char found[96], expected[64];
         format_shape(found, sizeof found, t->ndim, t->shape);
         format_shape(expected, sizeof expected, want_ndim, want);
-        set_err(err, errlen, "%s: tensor '%s' has shape %s, expected %s (%s)", t->file, name, found,
-                expected, what);
+        folio_set_err(err, errlen, "%s: tensor '%s' has shape %s, expected %s (%s)", t->file, name,
+                      found, expected, what);
         return NULL;
     }
     return t;
@@ -95,7 +86,7 @@ int folio_model_open(const char *model_dir, struct folio_model **out, char *err,
     *out = NULL;
     struct folio_model *m = calloc(1, sizeof *m);
     if (!m) {
-        set_err(err, errlen, "%s: out of memory", model_dir);
+        folio_set_err(err, errlen, "%s: out of memory", model_dir);
         return -1;
     }
     if (folio_model_config_load(model_dir, &m->config, err, errlen) != 0 ||
@@ -122,7 +113,7 @@ int folio_model_open(const char *model_dir, struct folio_model **out, char *err,
     }
     m->layers = calloc((size_t)c->num_layers, sizeof *m->layers);
     if (!m->layers) {
-        set_err(err, errlen, "%s: out of memory", model_dir);
+        folio_set_err(err, errlen, "%s: out of memory", model_dir);
         goto fail;
     }
     for (int i = 0; i < c->num_layers; i++)

@@ -3,22 +3,13 @@
  * Anything this engine would compute wrongly (biases, sliding windows, rope
  * types it does not implement) is refused with the field's name. */
 #include "model_config.h"
+#include "error.h"
 
 #include <jansson.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
-
-static void set_err(char *err, size_t errlen, const char *fmt, ...)
-{
-    if (!err || errlen == 0)
-        return;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
-}
 
 /* Model types whose checkpoints have Llama's tensors and arithmetic. */
 static const char *const llama_like_types[] = {"llama", "mistral"};
@@ -37,7 +28,7 @@ static int get_int(struct reader *r, const char *key, bool required, int def, in
     json_t *v = json_object_get(r->root, key);
     if (!v || json_is_null(v)) {
         if (required) {
-            set_err(r->err, r->errlen, "%s: missing required field \"%s\"", r->path, key);
+            folio_set_err(r->err, r->errlen, "%s: missing required field \"%s\"", r->path, key);
             return -1;
         }
         *out = def;
@@ -50,12 +41,12 @@ static int get_int(struct reader *r, const char *key, bool required, int def, in
     else if (json_is_real(v) && json_real_value(v) == floor(json_real_value(v)))
         x = json_real_value(v);
     else {
-        set_err(r->err, r->errlen, "%s: field \"%s\" must be an integer", r->path, key);
+        folio_set_err(r->err, r->errlen, "%s: field \"%s\" must be an integer", r->path, key);
         return -1;
     }
     if (x < min || x > 2147483647.0) {
-        set_err(r->err, r->errlen, "%s: field \"%s\" is %.0f, must be in [%d, 2147483647]", r->path,
-                key, x, min);
+        folio_set_err(r->err, r->errlen, "%s: field \"%s\" is %.0f, must be in [%d, 2147483647]",
+                      r->path, key, x, min);
         return -1;
     }
     *out = (int)x;
@@ -69,16 +60,16 @@ static int get_positive(struct reader *r, json_t *obj, const char *objname, cons
     json_t *v = json_object_get(obj, key);
     if (!v || json_is_null(v)) {
         if (required) {
-            set_err(r->err, r->errlen, "%s: missing required field \"%s%s%s\"", r->path, objname,
-                    *objname ? "." : "", key);
+            folio_set_err(r->err, r->errlen, "%s: missing required field \"%s%s%s\"", r->path,
+                          objname, *objname ? "." : "", key);
             return -1;
         }
         *out = def;
         return 0;
     }
     if (!json_is_number(v) || !(json_number_value(v) > 0) || !isfinite(json_number_value(v))) {
-        set_err(r->err, r->errlen, "%s: field \"%s%s%s\" must be a positive number", r->path,
-                objname, *objname ? "." : "", key);
+        folio_set_err(r->err, r->errlen, "%s: field \"%s%s%s\" must be a positive number", r->path,
+                      objname, *objname ? "." : "", key);
         return -1;
     }
     *out = (float)json_number_value(v);
@@ -93,7 +84,7 @@ static int get_bool(struct reader *r, const char *key, bool def, bool *out)
         return 0;
     }
     if (!json_is_boolean(v)) {
-        set_err(r->err, r->errlen, "%s: field \"%s\" must be true or false", r->path, key);
+        folio_set_err(r->err, r->errlen, "%s: field \"%s\" must be true or false", r->path, key);
         return -1;
     }
     *out = json_is_true(v);
@@ -107,8 +98,9 @@ static int read_token_ids(struct reader *r, struct folio_model_config *cfg)
     if (bos && !json_is_null(bos)) {
         if (!json_is_integer(bos) || json_integer_value(bos) < 0 ||
             json_integer_value(bos) >= cfg->vocab_size) {
-            set_err(r->err, r->errlen, "%s: field \"bos_token_id\" must be a token id below %d",
-                    r->path, cfg->vocab_size);
+            folio_set_err(r->err, r->errlen,
+                          "%s: field \"bos_token_id\" must be a token id below %d", r->path,
+                          cfg->vocab_size);
             return -1;
         }
         cfg->bos_token_id = (int)json_integer_value(bos);
@@ -119,21 +111,23 @@ static int read_token_ids(struct reader *r, struct folio_model_config *cfg)
         return 0;
     size_t n = json_is_array(eos) ? json_array_size(eos) : 1;
     if (!json_is_array(eos) && !json_is_integer(eos)) {
-        set_err(r->err, r->errlen,
-                "%s: field \"eos_token_id\" must be a token id or a list of them", r->path);
+        folio_set_err(r->err, r->errlen,
+                      "%s: field \"eos_token_id\" must be a token id or a list of them", r->path);
         return -1;
     }
     if (n > FOLIO_MAX_EOS_IDS) {
-        set_err(r->err, r->errlen, "%s: field \"eos_token_id\" lists %zu ids, at most %d supported",
-                r->path, n, FOLIO_MAX_EOS_IDS);
+        folio_set_err(r->err, r->errlen,
+                      "%s: field \"eos_token_id\" lists %zu ids, at most %d supported", r->path, n,
+                      FOLIO_MAX_EOS_IDS);
         return -1;
     }
     for (size_t i = 0; i < n; i++) {
         json_t *v = json_is_array(eos) ? json_array_get(eos, i) : eos;
         if (!json_is_integer(v) || json_integer_value(v) < 0 ||
             json_integer_value(v) >= cfg->vocab_size) {
-            set_err(r->err, r->errlen, "%s: field \"eos_token_id\" must hold token ids below %d",
-                    r->path, cfg->vocab_size);
+            folio_set_err(r->err, r->errlen,
+                          "%s: field \"eos_token_id\" must hold token ids below %d", r->path,
+                          cfg->vocab_size);
             return -1;
         }
         cfg->eos_token_ids[cfg->num_eos_token_ids++] = (int)json_integer_value(v);
@@ -150,7 +144,8 @@ static int read_rope_scaling(struct reader *r, struct folio_model_config *cfg)
     if (!obj || json_is_null(obj))
         return 0;
     if (!json_is_object(obj)) {
-        set_err(r->err, r->errlen, "%s: field \"rope_scaling\" must be an object or null", r->path);
+        folio_set_err(r->err, r->errlen, "%s: field \"rope_scaling\" must be an object or null",
+                      r->path);
         return -1;
     }
     /* transformers renamed "type" to "rope_type"; files carry either. */
@@ -158,8 +153,8 @@ static int read_rope_scaling(struct reader *r, struct folio_model_config *cfg)
     if (!jt)
         jt = json_object_get(obj, "type");
     if (!json_is_string(jt)) {
-        set_err(r->err, r->errlen, "%s: field \"rope_scaling.rope_type\" missing or not a string",
-                r->path);
+        folio_set_err(r->err, r->errlen,
+                      "%s: field \"rope_scaling.rope_type\" missing or not a string", r->path);
         return -1;
     }
     const char *type = json_string_value(jt);
@@ -170,10 +165,10 @@ static int read_rope_scaling(struct reader *r, struct folio_model_config *cfg)
         return get_positive(r, obj, "rope_scaling", "factor", true, 1.0f, &rs->factor);
     }
     if (strcmp(type, "llama3") != 0) {
-        set_err(r->err, r->errlen,
-                "%s: field \"rope_scaling.rope_type\" is \"%s\", which is not supported "
-                "(supported: llama3, linear, default)",
-                r->path, type);
+        folio_set_err(r->err, r->errlen,
+                      "%s: field \"rope_scaling.rope_type\" is \"%s\", which is not supported "
+                      "(supported: llama3, linear, default)",
+                      r->path, type);
         return -1;
     }
     rs->type = FOLIO_ROPE_LLAMA3;
@@ -187,17 +182,19 @@ static int read_rope_scaling(struct reader *r, struct folio_model_config *cfg)
             0)
         return -1;
     if (orig != floorf(orig) || orig > 2147483647.0f) {
-        set_err(r->err, r->errlen,
-                "%s: field \"rope_scaling.original_max_position_embeddings\" must be an integer",
-                r->path);
+        folio_set_err(
+            r->err, r->errlen,
+            "%s: field \"rope_scaling.original_max_position_embeddings\" must be an integer",
+            r->path);
         return -1;
     }
     rs->original_max_position_embeddings = (int)orig;
     /* The smoothing between the two wavelength bounds divides by their difference. */
     if (!(rs->high_freq_factor > rs->low_freq_factor)) {
-        set_err(r->err, r->errlen,
-                "%s: field \"rope_scaling.high_freq_factor\" (%g) must exceed low_freq_factor (%g)",
-                r->path, rs->high_freq_factor, rs->low_freq_factor);
+        folio_set_err(
+            r->err, r->errlen,
+            "%s: field \"rope_scaling.high_freq_factor\" (%g) must exceed low_freq_factor (%g)",
+            r->path, rs->high_freq_factor, rs->low_freq_factor);
         return -1;
     }
     return 0;
@@ -210,23 +207,24 @@ static int refuse_unsupported(struct reader *r)
     const char *bias_keys[] = {"attention_bias", "mlp_bias"};
     for (size_t i = 0; i < 2; i++) {
         if (json_is_true(json_object_get(r->root, bias_keys[i]))) {
-            set_err(r->err, r->errlen, "%s: field \"%s\" is true; biases are not supported",
-                    r->path, bias_keys[i]);
+            folio_set_err(r->err, r->errlen, "%s: field \"%s\" is true; biases are not supported",
+                          r->path, bias_keys[i]);
             return -1;
         }
     }
     json_t *act = json_object_get(r->root, "hidden_act");
     if (act && !(json_is_string(act) && strcmp(json_string_value(act), "silu") == 0)) {
-        set_err(r->err, r->errlen, "%s: field \"hidden_act\" must be \"silu\"", r->path);
+        folio_set_err(r->err, r->errlen, "%s: field \"hidden_act\" must be \"silu\"", r->path);
         return -1;
     }
     json_t *sw = json_object_get(r->root, "sliding_window");
     json_t *maxpos = json_object_get(r->root, "max_position_embeddings");
     if (json_is_integer(sw) &&
         !(json_is_integer(maxpos) && json_integer_value(sw) >= json_integer_value(maxpos))) {
-        set_err(r->err, r->errlen,
-                "%s: field \"sliding_window\" is %lld; sliding-window attention is not supported",
-                r->path, (long long)json_integer_value(sw));
+        folio_set_err(
+            r->err, r->errlen,
+            "%s: field \"sliding_window\" is %lld; sliding-window attention is not supported",
+            r->path, (long long)json_integer_value(sw));
         return -1;
     }
     return 0;
@@ -235,12 +233,12 @@ static int refuse_unsupported(struct reader *r)
 static int read_config(struct reader *r, struct folio_model_config *cfg)
 {
     if (!json_is_object(r->root)) {
-        set_err(r->err, r->errlen, "%s: not a JSON object", r->path);
+        folio_set_err(r->err, r->errlen, "%s: not a JSON object", r->path);
         return -1;
     }
     json_t *mt = json_object_get(r->root, "model_type");
     if (!json_is_string(mt)) {
-        set_err(r->err, r->errlen, "%s: missing required field \"model_type\"", r->path);
+        folio_set_err(r->err, r->errlen, "%s: missing required field \"model_type\"", r->path);
         return -1;
     }
     const char *type = json_string_value(mt);
@@ -248,10 +246,11 @@ static int read_config(struct reader *r, struct folio_model_config *cfg)
     for (size_t i = 0; i < sizeof llama_like_types / sizeof *llama_like_types; i++)
         known = known || strcmp(type, llama_like_types[i]) == 0;
     if (!known || strlen(type) >= sizeof cfg->model_type) {
-        set_err(r->err, r->errlen,
-                "%s: field \"model_type\" is \"%s\", which is not supported (supported: llama, "
-                "mistral)",
-                r->path, type);
+        folio_set_err(
+            r->err, r->errlen,
+            "%s: field \"model_type\" is \"%s\", which is not supported (supported: llama, "
+            "mistral)",
+            r->path, type);
         return -1;
     }
     snprintf(cfg->model_type, sizeof cfg->model_type, "%s", type);
@@ -266,10 +265,10 @@ static int read_config(struct reader *r, struct folio_model_config *cfg)
         return -1;
     json_t *jhd = json_object_get(r->root, "head_dim");
     if (cfg->hidden_size % cfg->num_heads != 0 && (!jhd || json_is_null(jhd))) {
-        set_err(r->err, r->errlen,
-                "%s: field \"hidden_size\" (%d) is not a multiple of \"num_attention_heads\" "
-                "(%d) and no \"head_dim\" is given",
-                r->path, cfg->hidden_size, cfg->num_heads);
+        folio_set_err(r->err, r->errlen,
+                      "%s: field \"hidden_size\" (%d) is not a multiple of \"num_attention_heads\" "
+                      "(%d) and no \"head_dim\" is given",
+                      r->path, cfg->hidden_size, cfg->num_heads);
         return -1;
     }
     if (get_int(r, "head_dim", false, cfg->hidden_size / cfg->num_heads, 1, &cfg->head_dim) != 0 ||
@@ -281,21 +280,22 @@ static int read_config(struct reader *r, struct folio_model_config *cfg)
     if (get_bool(r, "tie_word_embeddings", false, &cfg->tie_word_embeddings) != 0)
         return -1;
     if (cfg->num_heads % cfg->num_kv_heads != 0) {
-        set_err(r->err, r->errlen,
-                "%s: field \"num_attention_heads\" (%d) is not a multiple of "
-                "\"num_key_value_heads\" (%d)",
-                r->path, cfg->num_heads, cfg->num_kv_heads);
+        folio_set_err(r->err, r->errlen,
+                      "%s: field \"num_attention_heads\" (%d) is not a multiple of "
+                      "\"num_key_value_heads\" (%d)",
+                      r->path, cfg->num_heads, cfg->num_kv_heads);
         return -1;
     }
     if (cfg->head_dim % 2 != 0) {
-        set_err(r->err, r->errlen, "%s: field \"head_dim\" (%d) must be even for rotary embeddings",
-                r->path, cfg->head_dim);
+        folio_set_err(r->err, r->errlen,
+                      "%s: field \"head_dim\" (%d) must be even for rotary embeddings", r->path,
+                      cfg->head_dim);
         return -1;
     }
     /* Products that index the weights must fit an int. */
     if ((long long)cfg->num_heads * cfg->head_dim > 2147483647LL) {
-        set_err(r->err, r->errlen, "%s: \"num_attention_heads\" * \"head_dim\" is too large",
-                r->path);
+        folio_set_err(r->err, r->errlen, "%s: \"num_attention_heads\" * \"head_dim\" is too large",
+                      r->path);
         return -1;
     }
     if (read_token_ids(r, cfg) != 0 || read_rope_scaling(r, cfg) != 0)
@@ -308,15 +308,15 @@ int folio_model_config_load(const char *model_dir, struct folio_model_config *cf
 {
     char path[4096];
     if ((size_t)snprintf(path, sizeof path, "%s/config.json", model_dir) >= sizeof path) {
-        set_err(err, errlen, "%s: path too long", model_dir);
+        folio_set_err(err, errlen, "%s: path too long", model_dir);
         return -1;
     }
     memset(cfg, 0, sizeof *cfg);
     json_error_t jerr;
     json_t *root = json_load_file(path, JSON_REJECT_DUPLICATES, &jerr);
     if (!root) {
-        set_err(err, errlen, "%s: cannot read: %s (line %d, column %d)", path, jerr.text, jerr.line,
-                jerr.column);
+        folio_set_err(err, errlen, "%s: cannot read: %s (line %d, column %d)", path, jerr.text,
+                      jerr.line, jerr.column);
         return -1;
     }
     struct reader r = {.path = path, .root = root, .err = err, .errlen = errlen};

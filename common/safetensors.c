@@ -5,6 +5,7 @@
  * offsets index. Nothing in the file is trusted: lengths, offsets, shapes and
  * dtypes are all checked against the file's real size. */
 #include "safetensors.h"
+#include "error.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -38,16 +39,6 @@ struct folio_checkpoint {
     void **aligned_copies; /* tensors whose bytes were not aligned in the file */
     size_t num_copies;
 };
-
-static void set_err(char *err, size_t errlen, const char *fmt, ...)
-{
-    if (!err || errlen == 0)
-        return;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
-}
 
 size_t folio_dtype_size(enum folio_dtype dt)
 {
@@ -213,32 +204,33 @@ static int map_file(const char *path, struct shard *sh, char *err, size_t errlen
 {
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0) {
-        set_err(err, errlen, "%s: cannot open: %s", path, strerror(errno));
+        folio_set_err(err, errlen, "%s: cannot open: %s", path, strerror(errno));
         return -1;
     }
     struct stat st;
     if (fstat(fd, &st) != 0) {
-        set_err(err, errlen, "%s: cannot stat: %s", path, strerror(errno));
+        folio_set_err(err, errlen, "%s: cannot stat: %s", path, strerror(errno));
         close(fd);
         return -1;
     }
     if (!S_ISREG(st.st_mode)) {
-        set_err(err, errlen, "%s: not a regular file", path);
+        folio_set_err(err, errlen, "%s: not a regular file", path);
         close(fd);
         return -1;
     }
     if (st.st_size < 8) {
-        set_err(err, errlen,
-                "%s: file is %lld bytes, too short for a safetensors header length (8 bytes); "
-                "truncated?",
-                path, (long long)st.st_size);
+        folio_set_err(
+            err, errlen,
+            "%s: file is %lld bytes, too short for a safetensors header length (8 bytes); "
+            "truncated?",
+            path, (long long)st.st_size);
         close(fd);
         return -1;
     }
     void *map = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
     close(fd);
     if (map == MAP_FAILED) {
-        set_err(err, errlen, "%s: mmap failed: %s", path, strerror(errno));
+        folio_set_err(err, errlen, "%s: mmap failed: %s", path, strerror(errno));
         return -1;
     }
     sh->map = map;
@@ -276,29 +268,31 @@ static int parse_entry(const struct shard *sh, const char *name, const json_t *i
 {
     const char *path = sh->path;
     if (!json_is_object(info)) {
-        set_err(err, errlen, "%s: tensor '%s': header entry is not a JSON object", path, name);
+        folio_set_err(err, errlen, "%s: tensor '%s': header entry is not a JSON object", path,
+                      name);
         return -1;
     }
     const json_t *jdtype = json_object_get(info, "dtype");
     const json_t *jshape = json_object_get(info, "shape");
     const json_t *joffs = json_object_get(info, "data_offsets");
     if (!json_is_string(jdtype)) {
-        set_err(err, errlen, "%s: tensor '%s': missing or non-string \"dtype\"", path, name);
+        folio_set_err(err, errlen, "%s: tensor '%s': missing or non-string \"dtype\"", path, name);
         return -1;
     }
     if (parse_dtype(json_string_value(jdtype), &t->dtype) != 0) {
-        set_err(err, errlen, "%s: tensor '%s': unsupported dtype '%s' (supported: BF16, F16, F32)",
-                path, name, json_string_value(jdtype));
+        folio_set_err(err, errlen,
+                      "%s: tensor '%s': unsupported dtype '%s' (supported: BF16, F16, F32)", path,
+                      name, json_string_value(jdtype));
         return -1;
     }
     if (!json_is_array(jshape)) {
-        set_err(err, errlen, "%s: tensor '%s': missing or non-array \"shape\"", path, name);
+        folio_set_err(err, errlen, "%s: tensor '%s': missing or non-array \"shape\"", path, name);
         return -1;
     }
     size_t ndim = json_array_size(jshape);
     if (ndim > FOLIO_MAX_DIMS) {
-        set_err(err, errlen, "%s: tensor '%s': %zu dimensions, at most %d supported", path, name,
-                ndim, FOLIO_MAX_DIMS);
+        folio_set_err(err, errlen, "%s: tensor '%s': %zu dimensions, at most %d supported", path,
+                      name, ndim, FOLIO_MAX_DIMS);
         return -1;
     }
     uint64_t numel = 1;
@@ -307,8 +301,8 @@ static int parse_entry(const struct shard *sh, const char *name, const json_t *i
     for (size_t d = 0; d < ndim; d++) {
         long long n = json_nonneg(json_array_get(jshape, d), INT64_MAX);
         if (n < 0) {
-            set_err(err, errlen, "%s: tensor '%s': shape[%zu] is not a non-negative integer", path,
-                    name, d);
+            folio_set_err(err, errlen, "%s: tensor '%s': shape[%zu] is not a non-negative integer",
+                          path, name, d);
             return -1;
         }
         t->shape[d] = n;
@@ -318,27 +312,30 @@ static int parse_entry(const struct shard *sh, const char *name, const json_t *i
     for (size_t d = ndim; d < FOLIO_MAX_DIMS; d++)
         t->shape[d] = 0;
     if (!json_is_array(joffs) || json_array_size(joffs) != 2) {
-        set_err(err, errlen, "%s: tensor '%s': \"data_offsets\" is not an array of two integers",
-                path, name);
+        folio_set_err(err, errlen,
+                      "%s: tensor '%s': \"data_offsets\" is not an array of two integers", path,
+                      name);
         return -1;
     }
     long long begin = json_nonneg(json_array_get(joffs, 0), INT64_MAX);
     long long end = json_nonneg(json_array_get(joffs, 1), INT64_MAX);
     if (begin < 0 || end < 0) {
-        set_err(err, errlen, "%s: tensor '%s': \"data_offsets\" are not non-negative integers",
-                path, name);
+        folio_set_err(err, errlen,
+                      "%s: tensor '%s': \"data_offsets\" are not non-negative integers", path,
+                      name);
         return -1;
     }
     if (begin > end) {
-        set_err(err, errlen, "%s: tensor '%s': data_offsets [%lld, %lld] begin after end", path,
-                name, begin, end);
+        folio_set_err(err, errlen, "%s: tensor '%s': data_offsets [%lld, %lld] begin after end",
+                      path, name, begin, end);
         return -1;
     }
     if ((unsigned long long)end > data_size) {
-        set_err(err, errlen,
-                "%s: tensor '%s': data_offsets [%lld, %lld] run past the end of the data section "
-                "(%zu bytes); file truncated?",
-                path, name, begin, end, data_size);
+        folio_set_err(
+            err, errlen,
+            "%s: tensor '%s': data_offsets [%lld, %lld] run past the end of the data section "
+            "(%zu bytes); file truncated?",
+            path, name, begin, end, data_size);
         return -1;
     }
     uint64_t want;
@@ -350,11 +347,11 @@ static int parse_entry(const struct shard *sh, const char *name, const json_t *i
         for (int d = 0; d < t->ndim && off < sizeof shape; d++)
             off += (size_t)snprintf(shape + off, sizeof shape - off, "%s%lld", d ? ", " : "",
                                     (long long)t->shape[d]);
-        set_err(err, errlen,
-                "%s: tensor '%s': data_offsets span %lld bytes but shape [%s] of %s needs %s%llu",
-                path, name, end - begin, shape, folio_dtype_name(t->dtype),
-                overflow ? "more than " : "",
-                overflow ? (unsigned long long)UINT64_MAX : (unsigned long long)want);
+        folio_set_err(
+            err, errlen,
+            "%s: tensor '%s': data_offsets span %lld bytes but shape [%s] of %s needs %s%llu", path,
+            name, end - begin, shape, folio_dtype_name(t->dtype), overflow ? "more than " : "",
+            overflow ? (unsigned long long)UINT64_MAX : (unsigned long long)want);
         return -1;
     }
     t->data = data + begin;
@@ -372,27 +369,28 @@ static int load_file(struct folio_checkpoint *ck, struct shard *sh, char *err, s
     for (int b = 7; b >= 0; b--)
         hlen = (hlen << 8) | sh->map[b];
     if (hlen > sh->size - 8) {
-        set_err(err, errlen,
-                "%s: header length %llu runs past the end of the file (%zu bytes); truncated or "
-                "not a safetensors file",
-                sh->path, (unsigned long long)hlen, sh->size);
+        folio_set_err(
+            err, errlen,
+            "%s: header length %llu runs past the end of the file (%zu bytes); truncated or "
+            "not a safetensors file",
+            sh->path, (unsigned long long)hlen, sh->size);
         return -1;
     }
     if (hlen > MAX_HEADER_BYTES) {
-        set_err(err, errlen, "%s: header length %llu is over the %u-byte limit", sh->path,
-                (unsigned long long)hlen, MAX_HEADER_BYTES);
+        folio_set_err(err, errlen, "%s: header length %llu is over the %u-byte limit", sh->path,
+                      (unsigned long long)hlen, MAX_HEADER_BYTES);
         return -1;
     }
     json_error_t jerr;
     json_t *root =
         json_loadb((const char *)sh->map + 8, (size_t)hlen, JSON_REJECT_DUPLICATES, &jerr);
     if (!root) {
-        set_err(err, errlen, "%s: header is not valid JSON: %s (header byte %d)", sh->path,
-                jerr.text, jerr.position);
+        folio_set_err(err, errlen, "%s: header is not valid JSON: %s (header byte %d)", sh->path,
+                      jerr.text, jerr.position);
         return -1;
     }
     if (!json_is_object(root)) {
-        set_err(err, errlen, "%s: header is not a JSON object", sh->path);
+        folio_set_err(err, errlen, "%s: header is not a JSON object", sh->path);
         json_decref(root);
         return -1;
     }
@@ -412,7 +410,7 @@ static int load_file(struct folio_checkpoint *ck, struct shard *sh, char *err, s
         t.name = strdup(name);
         if (!t.name || push_tensor(ck, &t) != 0) {
             free((char *)t.name);
-            set_err(err, errlen, "%s: out of memory", sh->path);
+            folio_set_err(err, errlen, "%s: out of memory", sh->path);
             json_decref(root);
             return -1;
         }
@@ -438,13 +436,13 @@ static int align_tensors(struct folio_checkpoint *ck, char *err, size_t errlen)
             continue;
         void **grown = realloc(ck->aligned_copies, (ck->num_copies + 1) * sizeof *grown);
         if (!grown) {
-            set_err(err, errlen, "%s: tensor '%s': out of memory", t->file, t->name);
+            folio_set_err(err, errlen, "%s: tensor '%s': out of memory", t->file, t->name);
             return -1;
         }
         ck->aligned_copies = grown;
         void *copy = malloc(t->nbytes ? t->nbytes : 1);
         if (!copy) {
-            set_err(err, errlen, "%s: tensor '%s': out of memory", t->file, t->name);
+            folio_set_err(err, errlen, "%s: tensor '%s': out of memory", t->file, t->name);
             return -1;
         }
         memcpy(copy, t->data, t->nbytes);
@@ -462,8 +460,8 @@ static int sort_and_check_unique(struct folio_checkpoint *ck, char *err, size_t 
         qsort(ck->tensors, ck->num_tensors, sizeof *ck->tensors, cmp_tensor_name);
     for (size_t i = 1; i < ck->num_tensors; i++) {
         if (strcmp(ck->tensors[i - 1].name, ck->tensors[i].name) == 0) {
-            set_err(err, errlen, "tensor '%s' appears in both %s and %s", ck->tensors[i].name,
-                    ck->tensors[i - 1].file, ck->tensors[i].file);
+            folio_set_err(err, errlen, "tensor '%s' appears in both %s and %s", ck->tensors[i].name,
+                          ck->tensors[i - 1].file, ck->tensors[i].file);
             return -1;
         }
     }
@@ -503,13 +501,14 @@ static int open_sharded(struct folio_checkpoint *ck, const char *dir, char *err,
     json_error_t jerr;
     json_t *root = json_load_file(index_path, JSON_REJECT_DUPLICATES, &jerr);
     if (!root) {
-        set_err(err, errlen, "%s: cannot read: %s (line %d)", index_path, jerr.text, jerr.line);
+        folio_set_err(err, errlen, "%s: cannot read: %s (line %d)", index_path, jerr.text,
+                      jerr.line);
         return -1;
     }
     int rc = -1;
     json_t *wmap = json_object_get(root, "weight_map");
     if (!json_is_object(wmap) || json_object_size(wmap) == 0) {
-        set_err(err, errlen, "%s: missing or empty \"weight_map\" object", index_path);
+        folio_set_err(err, errlen, "%s: missing or empty \"weight_map\" object", index_path);
         goto out;
     }
     const char *name;
@@ -518,8 +517,8 @@ static int open_sharded(struct folio_checkpoint *ck, const char *dir, char *err,
     json_object_foreach(wmap, name, jfile)
     {
         if (!json_is_string(jfile) || !safe_shard_name(json_string_value(jfile))) {
-            set_err(err, errlen, "%s: tensor '%s': shard file name is not a plain file name",
-                    index_path, name);
+            folio_set_err(err, errlen, "%s: tensor '%s': shard file name is not a plain file name",
+                          index_path, name);
             goto out;
         }
         const char *fname = json_string_value(jfile);
@@ -534,15 +533,15 @@ static int open_sharded(struct folio_checkpoint *ck, const char *dir, char *err,
         struct shard *sh = path ? add_shard(ck, path) : NULL;
         if (!sh) {
             free(path);
-            set_err(err, errlen, "%s: out of memory", index_path);
+            folio_set_err(err, errlen, "%s: out of memory", index_path);
             goto out;
         }
         if (load_file(ck, sh, err, errlen) != 0) {
             /* Say which tensor needed the file, then why it failed. */
             char why[768];
             snprintf(why, sizeof why, "%s", err ? err : "");
-            set_err(err, errlen, "%s: shard '%s' (needed for tensor '%s'): %s", index_path, fname,
-                    name, why);
+            folio_set_err(err, errlen, "%s: shard '%s' (needed for tensor '%s'): %s", index_path,
+                          fname, name, why);
             goto out;
         }
     }
@@ -554,15 +553,15 @@ static int open_sharded(struct folio_checkpoint *ck, const char *dir, char *err,
         const struct folio_tensor *t = folio_checkpoint_find(ck, name);
         const char *fname = json_string_value(jfile);
         if (!t) {
-            set_err(err, errlen,
-                    "%s: tensor '%s' is mapped to '%s', but that file has no such tensor",
-                    index_path, name, fname);
+            folio_set_err(err, errlen,
+                          "%s: tensor '%s' is mapped to '%s', but that file has no such tensor",
+                          index_path, name, fname);
             goto out;
         }
         const char *base = strrchr(t->file, '/');
         if (strcmp(base ? base + 1 : t->file, fname) != 0) {
-            set_err(err, errlen, "%s: tensor '%s' is mapped to '%s', but %s holds it", index_path,
-                    name, fname, t->file);
+            folio_set_err(err, errlen, "%s: tensor '%s' is mapped to '%s', but %s holds it",
+                          index_path, name, fname, t->file);
             goto out;
         }
     }
@@ -578,7 +577,7 @@ int folio_checkpoint_open(const char *model_dir, struct folio_checkpoint **out, 
     *out = NULL;
     struct folio_checkpoint *ck = calloc(1, sizeof *ck);
     if (!ck) {
-        set_err(err, errlen, "%s: out of memory", model_dir);
+        folio_set_err(err, errlen, "%s: out of memory", model_dir);
         return -1;
     }
     /* A single model.safetensors wins over an index, as in transformers. */
@@ -588,7 +587,7 @@ int folio_checkpoint_open(const char *model_dir, struct folio_checkpoint **out, 
         free(single);
         free(index);
         free(ck);
-        set_err(err, errlen, "%s: out of memory", model_dir);
+        folio_set_err(err, errlen, "%s: out of memory", model_dir);
         return -1;
     }
     int rc;
@@ -597,7 +596,7 @@ int folio_checkpoint_open(const char *model_dir, struct folio_checkpoint **out, 
         free(index);
         struct shard *sh = add_shard(ck, strdup(single));
         if (!sh || !sh->path) {
-            set_err(err, errlen, "%s: out of memory", single);
+            folio_set_err(err, errlen, "%s: out of memory", single);
             rc = -1;
         } else {
             rc = load_file(ck, sh, err, errlen);
@@ -609,7 +608,8 @@ int folio_checkpoint_open(const char *model_dir, struct folio_checkpoint **out, 
         free(single);
         rc = open_sharded(ck, model_dir, err, errlen);
     } else {
-        set_err(err, errlen, "%s: no model.safetensors or model.safetensors.index.json", model_dir);
+        folio_set_err(err, errlen, "%s: no model.safetensors or model.safetensors.index.json",
+                      model_dir);
         free(single);
         free(index);
         folio_checkpoint_close(ck);
