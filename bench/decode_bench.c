@@ -21,6 +21,7 @@
 #include <string.h>
 #include <time.h>
 
+#include <cuda_profiler_api.h>
 #include <cuda_runtime_api.h>
 
 #include "backend.h"
@@ -153,6 +154,9 @@ static int bench_decode(struct bench *b, int batch_size, int ctx, int steps)
     struct folio_step_batch batch[2];
     while (collected < steps + warm) {
         while (launched < steps + warm && launched - collected < 2) {
+            if (launched == warm) /* a profiler started with --profile-from-start off sees
+                                     the steady-state steps only */
+                cudaProfilerStart();
             for (int i = 0; i < batch_size; i++) {
                 ids[i] = FOLIO_TOKEN_FROM_PREV;
                 seqs[i] = (struct folio_step_seq){
@@ -188,6 +192,7 @@ static int bench_decode(struct bench *b, int batch_size, int ctx, int steps)
         collected++;
     }
     double total = now_ms() - t_start;
+    cudaProfilerStop();
     const struct folio_model_config *c = &b->model->config;
     double bytes = linear_weight_bytes(c) + kv_bytes_per_token(c) * batch_size * (ctx + steps / 2);
     printf("RESULT name=decode_b%d_ctx%d ms=%.4f median_ms=%.4f bytes=%.0f flops=0 "

@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# One device call: where a decode step's time goes. Times decode steps (wall time per step,
+# graphs on, as the worker runs them), then profiles two steady-state steps of each
+# configuration with Nsight Compute (per-kernel duration and DRAM bytes; kernels serialized by
+# the profiler, so the sum per step against the wall time shows what launches and gaps cost).
+# Run from the repo root on the GPU machine, after deploy/bundle.sh decode_bench here:
+#     bash bench/gpu/profile_decode.sh
+# FOLIO_PROFILE_CONFIGS: lines of "LABEL BATCH ENV..." (default below).
+set -uo pipefail
+OUT=${OUT:-/tmp/folio-out}
+mkdir -p "$OUT"
+ROOT=$(pwd)
+B=$ROOT/bundle/bin
+export LD_LIBRARY_PATH=$ROOT/bundle/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+cat "$ROOT/bundle/SOURCE.txt" | tee "$OUT/env.txt"
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv | tee -a "$OUT/env.txt"
+python3 bench/make_checkpoint.py /tmp/tl --config bundle/models/tinyllama-1.1b-shape/config.json \
+  --tokenizer-dir bundle/models/llama2-tokenizer --device cuda >/dev/null || exit 1
+
+CONFIGS=${FOLIO_PROFILE_CONFIGS:-"default_b1 1
+default_b8 8
+default_b64 64
+default_b256 256
+mma_b1 1 FOLIO_GEMV=mma FOLIO_DECODE_ATTN=fused FOLIO_GEMV_MAX_ROWS=8
+mma_b8 8 FOLIO_GEMV=mma FOLIO_DECODE_ATTN=fused FOLIO_GEMV_MAX_ROWS=8"}
+
+echo "== timings (wall ms per step, 200 steps)"
+while read -r label batch envs; do
+  [ -n "$label" ] || continue
+  env $envs timeout 60 "$B/decode_bench" /tmp/tl decode "$batch" 512 200 |
+    sed "s/name=decode_[^ ]*/name=$label/"
+done <<<"$CONFIGS" | tee "$OUT/timings.log"
+
+NCU=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)
+echo "== ncu ($NCU)"
+while read -r label batch envs; do
+  [ -n "$label" ] || continue
+  env $envs timeout 180 "$NCU" --clock-control none --cache-control none --profile-from-start off \
+    --graph-profiling node --csv \
+    --metrics gpu__time_duration.sum,dram__bytes_read.sum,dram__bytes_write.sum \
+    "$B/decode_bench" /tmp/tl decode "$batch" 512 2 >"$OUT/ncu_$label.csv" 2>"$OUT/ncu_$label.err"
+  python3 bench/gpu/ncu_summary.py "$OUT/ncu_$label.csv" 2 "$label" || tail -5 "$OUT/ncu_$label.err"
+done <<<"$CONFIGS" | tee "$OUT/ncu_summary.txt"
+rm -f "$OUT"/ncu_*.err
+tar -C "$OUT" -czf "$OUT/ncu_csv.tgz" $(cd "$OUT" && ls ncu_*.csv) && rm -f "$OUT"/ncu_*.csv
+echo "== step wall times"
+grep RESULT "$OUT/timings.log" | sed 's/bytes=.*//'
