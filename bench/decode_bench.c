@@ -323,7 +323,7 @@ static int bench_attention(const struct folio_model_config *c, int batch_size, i
         for (int i = 0; i < repeats + 3; i++) {
             CK(cudaEventRecord(e0, s));
             if (variant == 0)
-                CK(folio_k_attention_decode(out, qkv, k, v, kb, splits, ws, H, Hkv, D, s));
+                CK(folio_k_attention_decode(out, qkv, k, v, kb, splits, ws, H, Hkv, D, 0, s));
             else
                 CK(folio_k_paged_attention_ref(out, qkv, k, v, kb, H, Hkv, D, s));
             CK(cudaEventRecord(e1, s));
@@ -356,8 +356,8 @@ static int bench_attention(const struct folio_model_config *c, int batch_size, i
         CK(cudaMemcpy(inv_freq, h_inv, sizeof(float) * half, cudaMemcpyHostToDevice));
         CK(folio_k_attention_decode_fused_prepare(D));
         CK(cudaMemcpy(qkv2, qkv, sizeof(uint16_t) * qkv_elems, cudaMemcpyDeviceToDevice));
-        CK(folio_k_rope_kv_write(qkv2, k, v, inv_freq, kb, H, Hkv, D, s));
-        CK(folio_k_attention_decode(out, qkv2, k, v, kb, splits, ws, H, Hkv, D, s));
+        CK(folio_k_rope_kv_write(qkv2, k, v, inv_freq, kb, H, Hkv, D, 0, s));
+        CK(folio_k_attention_decode(out, qkv2, k, v, kb, splits, ws, H, Hkv, D, 0, s));
         CK(cudaMemcpyAsync(h_a, out, sizeof(uint16_t) * batch_size * H * D, cudaMemcpyDeviceToHost,
                            s));
         for (int i = 0; i < repeats + 3; i++) {

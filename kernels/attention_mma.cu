@@ -47,12 +47,16 @@ __global__ void __launch_bounds__(NW * 32)
                          int num_kv_heads, float *part_o, float2 *part_ml)
 {
     constexpr int LD = tile_pitch<D>::value;
-    constexpr int NT = KT / 8;  /* n-tiles of keys per K tile */
-    constexpr int DT = D / 8;   /* n-tiles of output dims */
-    constexpr int KS = D / 16;  /* k-steps over head dims */
+    constexpr int NT = KT / 8;    /* n-tiles of keys per K tile */
+    constexpr int DT = D / 8;     /* n-tiles of output dims */
+    constexpr int KS = D / 16;    /* k-steps over head dims */
     constexpr int CHUNKS = D / 8; /* 16-byte chunks per K/V row */
     extern __shared__ __align__(16) folio_bf16_bits smem_kv[];
 
+    if (DECODE) { /* launched with PDL in decode steps (the prefill kernel never is) */
+        pdl_trigger();
+        pdl_wait();
+    }
     const int group = num_heads / num_kv_heads;
     const int kvh = blockIdx.y;
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
@@ -251,8 +255,7 @@ __global__ void __launch_bounds__(NW * 32)
             uint32_t *dst = (uint32_t *)(out + row * D);
 #pragma unroll
             for (int n = 0; n < DT; n++)
-                dst[(8 * n + 2 * tq) / 2] =
-                    pack_bf16x2(o[n][2 * i] * inv, o[n][2 * i + 1] * inv);
+                dst[(8 * n + 2 * tq) / 2] = pack_bf16x2(o[n][2 * i] * inv, o[n][2 * i + 1] * inv);
         } else {
             float *dst = part_o + (row * splits + split) * D;
 #pragma unroll
@@ -266,24 +269,37 @@ __global__ void __launch_bounds__(NW * 32)
 
 /* Merges the splits of one (token, head): weights 2^(m_s - M), divides by the
  * merged sum; a row no split saw (padding) gets zeros. One thread per dim. */
+/* One CTA of D threads per (token, head) row: warp 0 turns the splits' (max,
+ * sum) into weights (splits <= 32, one per lane), then each thread sums its
+ * output dimension over the splits with independent loads (a serial loop of
+ * dependent loads took ~5 us at 32 splits). */
 template <int D>
 __global__ void combine_kernel(folio_bf16_bits *out, const float *part_o, const float2 *part_ml,
                                int splits)
 {
+    __shared__ float w_s[32];
+    __shared__ float sum_s;
+    pdl_trigger();
+    pdl_wait();
     int64_t row = blockIdx.x;
     int d = threadIdx.x;
-    const float2 *ml = part_ml + row * splits;
-    float mmax = NEG_INF;
-    for (int s = 0; s < splits; s++)
-        mmax = fmaxf(mmax, ml[s].x);
-    float sum = 0.0f, acc = 0.0f;
-    if (mmax != NEG_INF) {
-        for (int s = 0; s < splits; s++) {
-            float w = exp2f(ml[s].x - mmax); /* 0 for an empty split */
-            sum += w * ml[s].y;
-            acc += w * part_o[(row * splits + s) * D + d];
-        }
+    if (threadIdx.x < 32) {
+        float2 ml =
+            threadIdx.x < splits ? part_ml[row * splits + threadIdx.x] : make_float2(NEG_INF, 0.0f);
+        float mmax = warp_max(ml.x);
+        float w = mmax == NEG_INF || ml.x == NEG_INF ? 0.0f : exp2f(ml.x - mmax);
+        float sum = warp_sum(w * ml.y);
+        w_s[threadIdx.x] = w;
+        if (threadIdx.x == 0)
+            sum_s = sum;
     }
+    __syncthreads();
+    float acc = 0.0f;
+    const float *po = part_o + row * splits * D + d;
+#pragma unroll 8
+    for (int s = 0; s < splits; s++)
+        acc += w_s[s] * po[(int64_t)s * D];
+    float sum = sum_s;
     out[row * D + d] = f32_to_bf16(sum > 0.0f ? acc / sum : 0.0f);
 }
 
@@ -328,10 +344,9 @@ extern "C" size_t folio_k_attention_workspace_bytes(int num_tokens, int splits, 
 
 template <int D> static cudaError_t prepare_d()
 {
-    cudaError_t e = cudaFuncSetAttribute(
-        attention_mma_kernel<D, PREFILL_WARPS, PREFILL_KT, false>,
-        cudaFuncAttributeMaxDynamicSharedMemorySize,
-        (int)attention_smem_bytes<D, PREFILL_WARPS, PREFILL_KT>());
+    cudaError_t e = cudaFuncSetAttribute(attention_mma_kernel<D, PREFILL_WARPS, PREFILL_KT, false>,
+                                         cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                         (int)attention_smem_bytes<D, PREFILL_WARPS, PREFILL_KT>());
     if (e != cudaSuccess)
         return e;
     return cudaFuncSetAttribute(attention_mma_kernel<D, DECODE_WARPS, DECODE_KT, true>,
@@ -383,28 +398,32 @@ template <int D>
 static cudaError_t decode_d(folio_bf16_bits *out, const folio_bf16_bits *qkv,
                             const folio_bf16_bits *k_cache, const folio_bf16_bits *v_cache,
                             struct folio_k_batch b, int splits, void *workspace, int num_heads,
-                            int num_kv_heads, cudaStream_t s)
+                            int num_kv_heads, bool pdl, cudaStream_t s)
 {
     float *part_o = (float *)workspace;
     float2 *part_ml =
         (float2 *)(part_o + (size_t)b.num_tokens * num_heads * (splits > 1 ? splits : 0) * D);
     dim3 grid(b.num_tokens, num_kv_heads, splits);
-    attention_mma_kernel<D, DECODE_WARPS, DECODE_KT, true>
-        <<<grid, DECODE_WARPS * 32, attention_smem_bytes<D, DECODE_WARPS, DECODE_KT>(), s>>>(
-            out, qkv, k_cache, v_cache, b, NULL, num_heads, num_kv_heads, part_o, part_ml);
-    cudaError_t e = cudaGetLastError();
+    const int32_t *no_tiles = NULL;
+    cudaError_t e = launch_pdl(
+        attention_mma_kernel<D, DECODE_WARPS, DECODE_KT, true>, grid, dim3(DECODE_WARPS * 32),
+        attention_smem_bytes<D, DECODE_WARPS, DECODE_KT>(), s, pdl, out, qkv, k_cache, v_cache, b,
+        no_tiles, num_heads, num_kv_heads, part_o, part_ml);
+    if (e == cudaSuccess)
+        e = cudaGetLastError();
     if (e != cudaSuccess || splits == 1)
         return e;
-    combine_kernel<D><<<b.num_tokens * num_heads, D, 0, s>>>(out, part_o, part_ml, splits);
-    return cudaGetLastError();
+    e = launch_pdl(combine_kernel<D>, dim3(b.num_tokens * num_heads), dim3(D), 0, s, pdl, out,
+                   (const float *)part_o, (const float2 *)part_ml, splits);
+    return e != cudaSuccess ? e : cudaGetLastError();
 }
 
 extern "C" cudaError_t folio_k_attention_decode(folio_bf16_bits *out, const folio_bf16_bits *qkv,
                                                 const folio_bf16_bits *k_cache,
                                                 const folio_bf16_bits *v_cache,
-                                                struct folio_k_batch b, int splits,
-                                                void *workspace, int num_heads, int num_kv_heads,
-                                                int head_dim, cudaStream_t s)
+                                                struct folio_k_batch b, int splits, void *workspace,
+                                                int num_heads, int num_kv_heads, int head_dim,
+                                                int pdl, cudaStream_t s)
 {
     if (b.num_tokens <= 0)
         return cudaSuccess;
@@ -413,7 +432,7 @@ extern "C" cudaError_t folio_k_attention_decode(folio_bf16_bits *out, const foli
         return cudaErrorInvalidValue;
     if (head_dim == 64)
         return decode_d<64>(out, qkv, k_cache, v_cache, b, splits, workspace, num_heads,
-                            num_kv_heads, s);
+                            num_kv_heads, pdl != 0, s);
     return decode_d<128>(out, qkv, k_cache, v_cache, b, splits, workspace, num_heads, num_kv_heads,
-                         s);
+                         pdl != 0, s);
 }

@@ -64,4 +64,44 @@ __device__ __forceinline__ float block_max(float v, float *scratch)
     return warp_max(v);
 }
 
+/* Programmatic dependent launch (sm_90): a kernel launched with
+ * cudaLaunchAttributeProgrammaticStreamSerialization may start while the one
+ * before it still runs. pdl_wait() blocks until that kernel has finished and
+ * its writes are visible: nothing the previous kernels write may be read, and
+ * nothing may be written, before it. pdl_trigger() lets the next kernel start
+ * once every CTA of this one has called it (or exited). Both are no-ops for a
+ * kernel launched without the attribute, and below sm_90. */
+__device__ __forceinline__ void pdl_wait()
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.wait;\n" ::: "memory");
+#endif
+}
+
+__device__ __forceinline__ void pdl_trigger()
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
+#endif
+}
+
+/* kernel<<<grid, block, smem, s>>>(args...), with the programmatic-serialization
+ * attribute when pdl is set. */
+template <typename... P, typename... A>
+static cudaError_t launch_pdl(void (*kernel)(P...), dim3 grid, dim3 block, size_t smem,
+                              cudaStream_t s, bool pdl, A... args)
+{
+    cudaLaunchConfig_t cfg = {};
+    cfg.gridDim = grid;
+    cfg.blockDim = block;
+    cfg.dynamicSmemBytes = smem;
+    cfg.stream = s;
+    cudaLaunchAttribute attr[1];
+    attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attr[0].val.programmaticStreamSerializationAllowed = 1;
+    cfg.attrs = attr;
+    cfg.numAttrs = pdl ? 1 : 0;
+    return cudaLaunchKernelEx(&cfg, kernel, (P)args...);
+}
+
 #endif

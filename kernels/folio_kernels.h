@@ -55,7 +55,7 @@ cudaError_t folio_k_add_rmsnorm(folio_bf16_bits *out, folio_bf16_bits *residual,
 cudaError_t folio_k_rope_kv_write(folio_bf16_bits *qkv, folio_bf16_bits *k_cache,
                                   folio_bf16_bits *v_cache, const float *inv_freq,
                                   struct folio_k_batch b, int num_heads, int num_kv_heads,
-                                  int head_dim, cudaStream_t s);
+                                  int head_dim, int pdl, cudaStream_t s);
 
 /* out[t, h*D..] = softmax(q k^T / sqrt(D)) v over positions 0..pos(t) of its
  * sequence, read from the paged cache; grouped-query heads share a CTA. The
@@ -96,7 +96,8 @@ cudaError_t folio_k_attention_prefill(folio_bf16_bits *out, const folio_bf16_bit
 cudaError_t folio_k_attention_decode(folio_bf16_bits *out, const folio_bf16_bits *qkv,
                                      const folio_bf16_bits *k_cache, const folio_bf16_bits *v_cache,
                                      struct folio_k_batch b, int splits, void *workspace,
-                                     int num_heads, int num_kv_heads, int head_dim, cudaStream_t s);
+                                     int num_heads, int num_kv_heads, int head_dim, int pdl,
+                                     cudaStream_t s);
 
 /* Decode-only batches in one launch per layer (attention_decode.cu): RoPE of
  * q and of the new k (as folio_k_rope_kv_write rounds it), the new token's
@@ -125,9 +126,17 @@ cudaError_t folio_k_attention_decode_fused_prepare(int head_dim);
 /* y[m, n] = x[m, k] . w[n, k]^T for m <= FOLIO_K_GEMV_MAX_ROWS (bf16 in, f32
  * sums, bf16 or f32 out). gate_up_silu: w is [gate; up] of 2n rows and y is
  * bf16(bf16(silu(bf16(x.gate))) * bf16(x.up)), as the GEMM + folio_k_silu_mul
- * path rounds it. k must be a multiple of 8. */
-cudaError_t folio_k_gemv(void *y, const folio_bf16_bits *x, const folio_bf16_bits *w, int m, int n,
-                         int k, int out_f32, int gate_up_silu, cudaStream_t s);
+ * path rounds it. k must be a multiple of 8.
+ * With norm_w != NULL the input rows are RMSNorm(x + add) computed in the
+ * prologue (k == hidden; add may be NULL), rounded as folio_k_add_rmsnorm
+ * rounds them: input row r is row rows[r] of x/add (rows NULL: r). If res_out
+ * != NULL (and rows NULL), bf16(x + add) is written there (a buffer other than
+ * x: the other CTAs still read x). Without norm_w, x is read as is (add, rows,
+ * res_out ignored). pdl: see folio_k_attention_decode_fused. */
+cudaError_t folio_k_gemv(void *y, const folio_bf16_bits *x, const folio_bf16_bits *add,
+                         const folio_bf16_bits *norm_w, float eps, const int32_t *rows,
+                         folio_bf16_bits *res_out, const folio_bf16_bits *w, int m, int n, int k,
+                         int out_f32, int gate_up_silu, int pdl, cudaStream_t s);
 
 /* The same products on the tensor cores (gemv_mma.cu): mma.sync with the
  * weights as the 16-row operand and the m <= 8 input rows as the 8 columns, so

@@ -2,13 +2,21 @@
  * batch), where cuBLAS spends ~5 us per small GEMM whatever it reads
  * (shared/FLOORS.md). One warp per output column n: a lane issues all of its
  * 16-byte weight loads of a stretch of the row before any arithmetic (that is
- * what reached 3.07 TB/s in the FLOORS.md probe), then multiplies them with
- * the m input rows (small; they stay in L1/L2) in f32 and the warp sums.
+ * what reached 3.07 TB/s in the FLOORS.md probe; the LM head streams at
+ * 3.9 TB/s this way), then multiplies them with the m input rows in f32 and
+ * the warp sums. Rows longer than one stretch load the next stretch before
+ * multiplying the current one.
  *
- * With gate_up_silu, w is the fused [gate; up] weight [2n, k] and the output
- * is SwiGLU's activation, rounded at each step as the unfused path rounds it
- * (bf16 GEMM outputs, then folio_k_silu_mul): one launch and one round trip
- * through memory fewer per layer. */
+ * Each launch costs a ramp of a few microseconds that the small projections
+ * (QKV, O: 8-10 MB) cannot amortise, so the kernel removes launches instead:
+ * - norm: the residual add + RMSNorm in front of QKV, gate/up and the LM head
+ *   is computed by every CTA into shared memory (k = hidden: a few KB from
+ *   L2), rounded exactly as folio_k_add_rmsnorm rounds it; CTA 0 writes the
+ *   residual sum to res_out (another buffer: the other CTAs still read x).
+ * - gate_up_silu: w is the fused [gate; up] weight [2n, k], and the output is
+ *   SwiGLU's activation rounded as GEMM + folio_k_silu_mul rounds it.
+ * - pdl: the weight loads, which no kernel of the step writes, are issued
+ *   before griddepcontrol.wait, so they overlap the previous kernel's tail. */
 #include "common.cuh"
 
 #define GEMV_WARPS 8
@@ -24,23 +32,106 @@ __device__ __forceinline__ void unpack8(const uint4 &v, float f[8])
     }
 }
 
+struct gemv_args {
+    void *y;
+    const folio_bf16_bits *x, *add, *norm_w;
+    float eps;
+    const int32_t *rows;
+    folio_bf16_bits *res_out;
+    const folio_bf16_bits *w;
+    int n, k;
+    bool out_f32;
+};
+
+/* Residual add + RMSNorm of the M input rows into xs [M][k/8] (shared). */
+template <int M> __device__ __forceinline__ void norm_rows(const gemv_args &a, uint4 *xs)
+{
+    __shared__ float ss_part[GEMV_WARPS][M];
+    __shared__ float inv_s[M];
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, k8 = a.k / 8;
+    const bool write_res = a.res_out && !a.rows && blockIdx.x == 0;
+#pragma unroll
+    for (int t = 0; t < M; t++) {
+        const int src = a.rows ? a.rows[t] : t;
+        const uint4 *rp = (const uint4 *)(a.x + (int64_t)src * a.k);
+        const uint4 *ap = a.add ? (const uint4 *)(a.add + (int64_t)src * a.k) : NULL;
+        float ss = 0.0f;
+        for (int v = threadIdx.x; v < k8; v += GEMV_WARPS * 32) {
+            uint4 rv = rp[v];
+            folio_bf16_bits *re = (folio_bf16_bits *)&rv;
+            if (ap) {
+                uint4 av = ap[v];
+                const folio_bf16_bits *ae = (const folio_bf16_bits *)&av;
+#pragma unroll
+                for (int e = 0; e < 8; e++)
+                    re[e] = f32_to_bf16(bf16_to_f32(re[e]) + bf16_to_f32(ae[e]));
+            }
+            if (write_res)
+                ((uint4 *)(a.res_out + (int64_t)src * a.k))[v] = rv;
+            xs[t * k8 + v] = rv;
+#pragma unroll
+            for (int e = 0; e < 8; e++) {
+                float f = bf16_to_f32(re[e]);
+                ss += f * f;
+            }
+        }
+        ss = warp_sum(ss);
+        if (lane == 0)
+            ss_part[warp][t] = ss;
+    }
+    __syncthreads();
+    if (threadIdx.x < M) { /* a fixed order: every CTA gets the same bits */
+        float s = 0.0f;
+#pragma unroll
+        for (int i = 0; i < GEMV_WARPS; i++)
+            s += ss_part[i][threadIdx.x];
+        inv_s[threadIdx.x] = rsqrtf(s / (float)a.k + a.eps);
+    }
+    __syncthreads();
+    for (int i = threadIdx.x; i < M * k8; i += GEMV_WARPS * 32) {
+        const int t = i / k8, v = i - t * k8;
+        const float inv = inv_s[t];
+        uint4 rv = xs[i], wv = ((const uint4 *)a.norm_w)[v], ov;
+        const folio_bf16_bits *re = (const folio_bf16_bits *)&rv,
+                              *we = (const folio_bf16_bits *)&wv;
+        folio_bf16_bits *oe = (folio_bf16_bits *)&ov;
+#pragma unroll
+        for (int e = 0; e < 8; e++)
+            oe[e] = f32_to_bf16(bf16_to_f32(we[e]) * round_bf16(bf16_to_f32(re[e]) * inv));
+        xs[i] = ov;
+    }
+    __syncthreads();
+}
+
 /* GLU: the warp reads weight rows col (gate) and n + col (up) and writes
  * bf16(bf16(silu(bf16(gate))) * bf16(up)) for its column. */
-template <int M, bool GLU>
-__global__ void __launch_bounds__(GEMV_WARPS * 32)
-    gemv_kernel(void *y, const folio_bf16_bits *x, const folio_bf16_bits *w, int n, int k,
-                bool out_f32)
+template <int M, bool GLU, bool NORM>
+__global__ void __launch_bounds__(GEMV_WARPS * 32) gemv_kernel(gemv_args a)
 {
     constexpr int R = GLU ? 2 : 1; /* weight rows per warp */
-    int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-    int col = blockIdx.x * GEMV_WARPS + warp;
-    if (col >= n)
-        return;
+    extern __shared__ uint4 xs[];  /* NORM: the normalized input rows [M][k/8] */
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    const int col = blockIdx.x * GEMV_WARPS + warp;
+    const bool live = col < a.n; /* dead warps still take part in the norm */
+    const int chunks = a.k / 8, k8 = chunks;
     const uint4 *wr[R];
 #pragma unroll
     for (int r = 0; r < R; r++)
-        wr[r] = (const uint4 *)(w + (int64_t)(col + r * n) * k);
-    const int chunks = k / 8;
+        wr[r] = (const uint4 *)(a.w + (int64_t)((live ? col : 0) + r * a.n) * a.k);
+    uint4 wv[R][GEMV_UNROLL];
+#pragma unroll
+    for (int u = 0; u < GEMV_UNROLL; u++) {
+        int c = u * 32 + lane;
+#pragma unroll
+        for (int r = 0; r < R; r++) /* read once: streaming loads */
+            wv[r][u] = live && c < chunks ? __ldcs(wr[r] + c) : make_uint4(0, 0, 0, 0);
+    }
+    pdl_trigger();
+    pdl_wait();
+    if (NORM)
+        norm_rows<M>(a, xs);
+    if (!live)
+        return;
     float acc[R][M];
 #pragma unroll
     for (int r = 0; r < R; r++)
@@ -48,13 +139,15 @@ __global__ void __launch_bounds__(GEMV_WARPS * 32)
         for (int t = 0; t < M; t++)
             acc[r][t] = 0.0f;
     for (int base = 0; base < chunks; base += 32 * GEMV_UNROLL) {
-        uint4 wv[R][GEMV_UNROLL];
+        /* The next stretch's loads go out before this one's arithmetic. */
+        const int next = base + 32 * GEMV_UNROLL;
+        uint4 nv[R][GEMV_UNROLL];
 #pragma unroll
         for (int u = 0; u < GEMV_UNROLL; u++) {
-            int c = base + u * 32 + lane;
+            int c = next + u * 32 + lane;
 #pragma unroll
-            for (int r = 0; r < R; r++) /* read once: streaming loads */
-                wv[r][u] = c < chunks ? __ldcs(wr[r] + c) : make_uint4(0, 0, 0, 0);
+            for (int r = 0; r < R; r++)
+                nv[r][u] = c < chunks ? __ldcs(wr[r] + c) : make_uint4(0, 0, 0, 0);
         }
 #pragma unroll
         for (int u = 0; u < GEMV_UNROLL; u++) {
@@ -64,7 +157,8 @@ __global__ void __launch_bounds__(GEMV_WARPS * 32)
 #pragma unroll
             for (int t = 0; t < M; t++) {
                 float xf[8];
-                unpack8(__ldg((const uint4 *)(x + (int64_t)t * k) + c), xf);
+                unpack8(NORM ? xs[t * k8 + c] : __ldg((const uint4 *)(a.x + (int64_t)t * a.k) + c),
+                        xf);
 #pragma unroll
                 for (int r = 0; r < R; r++) {
                     float wf[8];
@@ -75,6 +169,11 @@ __global__ void __launch_bounds__(GEMV_WARPS * 32)
                 }
             }
         }
+#pragma unroll
+        for (int u = 0; u < GEMV_UNROLL; u++)
+#pragma unroll
+            for (int r = 0; r < R; r++)
+                wv[r][u] = nv[r][u];
     }
 #pragma unroll
     for (int t = 0; t < M; t++) {
@@ -86,46 +185,74 @@ __global__ void __launch_bounds__(GEMV_WARPS * 32)
             v = act * up;
         }
         if (lane == t) {
-            if (out_f32)
-                ((float *)y)[(int64_t)t * n + col] = v;
+            if (a.out_f32)
+                ((float *)a.y)[(int64_t)t * a.n + col] = v;
             else
-                ((folio_bf16_bits *)y)[(int64_t)t * n + col] = f32_to_bf16(v);
+                ((folio_bf16_bits *)a.y)[(int64_t)t * a.n + col] = f32_to_bf16(v);
         }
     }
 }
 
-template <bool GLU>
-static cudaError_t launch_m(void *y, const folio_bf16_bits *x, const folio_bf16_bits *w, int m,
-                            int n, int k, bool out_f32, cudaStream_t s)
+template <int M, bool GLU, bool NORM>
+static cudaError_t launch3(const gemv_args &a, bool pdl, cudaStream_t s)
 {
-    unsigned blocks = (unsigned)((n + GEMV_WARPS - 1) / GEMV_WARPS);
-    switch (m) {
-#define CASE(M)                                                                                    \
-    case M:                                                                                        \
-        gemv_kernel<M, GLU><<<blocks, GEMV_WARPS * 32, 0, s>>>(y, x, w, n, k, out_f32);          \
-        break;
-        CASE(1)
-        CASE(2)
-        CASE(3)
-        CASE(4)
-        CASE(5)
-        CASE(6)
-        CASE(7)
-        CASE(8)
-#undef CASE
-    default:
-        return cudaErrorInvalidValue;
+    unsigned blocks = (unsigned)((a.n + GEMV_WARPS - 1) / GEMV_WARPS);
+    size_t smem = NORM ? sizeof(folio_bf16_bits) * (size_t)M * a.k : 0;
+    if (smem > 48 * 1024) {
+        cudaError_t e = cudaFuncSetAttribute(
+            gemv_kernel<M, GLU, NORM>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
+        if (e != cudaSuccess)
+            return e;
     }
-    return cudaGetLastError();
+    return launch_pdl(gemv_kernel<M, GLU, NORM>, dim3(blocks), dim3(GEMV_WARPS * 32), smem, s, pdl,
+                      a);
 }
 
-extern "C" cudaError_t folio_k_gemv(void *y, const folio_bf16_bits *x, const folio_bf16_bits *w,
-                                    int m, int n, int k, int out_f32, int gate_up_silu, cudaStream_t s)
+template <int M> static cudaError_t launch_m(const gemv_args &a, bool glu, bool pdl, cudaStream_t s)
+{
+    if (a.norm_w)
+        return glu ? launch3<M, true, true>(a, pdl, s) : launch3<M, false, true>(a, pdl, s);
+    return glu ? launch3<M, true, false>(a, pdl, s) : launch3<M, false, false>(a, pdl, s);
+}
+
+extern "C" cudaError_t folio_k_gemv(void *y, const folio_bf16_bits *x, const folio_bf16_bits *add,
+                                    const folio_bf16_bits *norm_w, float eps, const int32_t *rows,
+                                    folio_bf16_bits *res_out, const folio_bf16_bits *w, int m,
+                                    int n, int k, int out_f32, int gate_up_silu, int pdl,
+                                    cudaStream_t s)
 {
     if (m <= 0)
         return cudaSuccess;
-    if (m > FOLIO_K_GEMV_MAX_ROWS || n <= 0 || k <= 0 || k % 8 != 0)
+    if (m > FOLIO_K_GEMV_MAX_ROWS || n <= 0 || k <= 0 || k % 8 != 0 || (res_out && res_out == x))
         return cudaErrorInvalidValue;
-    return gate_up_silu ? launch_m<true>(y, x, w, m, n, k, out_f32 != 0, s)
-                    : launch_m<false>(y, x, w, m, n, k, out_f32 != 0, s);
+    gemv_args a = {y, x, add, norm_w, eps, rows, res_out, w, n, k, out_f32 != 0};
+    bool glu = gate_up_silu != 0, p = pdl != 0;
+    cudaError_t e;
+    switch (m) {
+    case 1:
+        e = launch_m<1>(a, glu, p, s);
+        break;
+    case 2:
+        e = launch_m<2>(a, glu, p, s);
+        break;
+    case 3:
+        e = launch_m<3>(a, glu, p, s);
+        break;
+    case 4:
+        e = launch_m<4>(a, glu, p, s);
+        break;
+    case 5:
+        e = launch_m<5>(a, glu, p, s);
+        break;
+    case 6:
+        e = launch_m<6>(a, glu, p, s);
+        break;
+    case 7:
+        e = launch_m<7>(a, glu, p, s);
+        break;
+    default:
+        e = launch_m<8>(a, glu, p, s);
+        break;
+    }
+    return e != cudaSuccess ? e : cudaGetLastError();
 }

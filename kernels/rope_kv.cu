@@ -12,11 +12,18 @@ __device__ __forceinline__ void rotate_pair(folio_bf16_bits *x1p, folio_bf16_bit
     *x2p = f32_to_bf16(round_bf16(x2 * c) + round_bf16(x1 * s));
 }
 
-__global__ void rope_kv_write_kernel(folio_bf16_bits *qkv, folio_bf16_bits *k_cache,
-                                     folio_bf16_bits *v_cache, const float *inv_freq,
-                                     struct folio_k_batch b, int num_heads, int num_kv_heads,
-                                     int head_dim)
+/* Grid (token, group of ROPE_THREADS rotation pairs): one pair per thread, so a
+ * token's 1-2 thousand pairs do not queue behind one CTA (one CTA per token
+ * took ~7 us at batch 1). The CTAs of group 0 also copy the token's V. */
+#define ROPE_THREADS 128
+
+__global__ void __launch_bounds__(ROPE_THREADS)
+    rope_kv_write_kernel(folio_bf16_bits *qkv, folio_bf16_bits *k_cache, folio_bf16_bits *v_cache,
+                         const float *inv_freq, struct folio_k_batch b, int num_heads,
+                         int num_kv_heads, int head_dim)
 {
+    pdl_trigger();
+    pdl_wait();
     int t = blockIdx.x;
     int pos = b.token_pos[t];
     if (pos < 0)
@@ -29,8 +36,8 @@ __global__ void rope_kv_write_kernel(folio_bf16_bits *qkv, folio_bf16_bits *k_ca
     int64_t cache_base = (int64_t)block * num_kv_heads * FOLIO_K_BLOCK * head_dim +
                          (int64_t)(pos % FOLIO_K_BLOCK) * head_dim;
 
-    int rot_pairs = (num_heads + num_kv_heads) * half;
-    for (int p = threadIdx.x; p < rot_pairs; p += blockDim.x) {
+    int p = blockIdx.y * ROPE_THREADS + threadIdx.x;
+    if (p < (num_heads + num_kv_heads) * half) {
         int h = p / half, i = p - h * half;
         float ang = (float)pos * inv_freq[i];
         float c = round_bf16(cosf(ang)), s = round_bf16(sinf(ang));
@@ -43,9 +50,11 @@ __global__ void rope_kv_write_kernel(folio_bf16_bits *qkv, folio_bf16_bits *k_ca
             dst[i + half] = x[i + half];
         }
     }
+    if (blockIdx.y != 0)
+        return;
     int v_elems = num_kv_heads * head_dim;
     const folio_bf16_bits *v = row + (num_heads + num_kv_heads) * head_dim;
-    for (int e = threadIdx.x; e < v_elems; e += blockDim.x) {
+    for (int e = threadIdx.x; e < v_elems; e += ROPE_THREADS) {
         int kh = e / head_dim, d = e - kh * head_dim;
         v_cache[cache_base + (int64_t)kh * FOLIO_K_BLOCK * head_dim + d] = v[e];
     }
@@ -54,11 +63,14 @@ __global__ void rope_kv_write_kernel(folio_bf16_bits *qkv, folio_bf16_bits *k_ca
 extern "C" cudaError_t folio_k_rope_kv_write(folio_bf16_bits *qkv, folio_bf16_bits *k_cache,
                                              folio_bf16_bits *v_cache, const float *inv_freq,
                                              struct folio_k_batch b, int num_heads,
-                                             int num_kv_heads, int head_dim, cudaStream_t s)
+                                             int num_kv_heads, int head_dim, int pdl,
+                                             cudaStream_t s)
 {
     if (b.num_tokens <= 0)
         return cudaSuccess;
-    rope_kv_write_kernel<<<b.num_tokens, 128, 0, s>>>(qkv, k_cache, v_cache, inv_freq, b,
-                                                      num_heads, num_kv_heads, head_dim);
-    return cudaGetLastError();
+    int pairs = (num_heads + num_kv_heads) * (head_dim / 2);
+    dim3 grid((unsigned)b.num_tokens, (unsigned)((pairs + ROPE_THREADS - 1) / ROPE_THREADS));
+    cudaError_t e = launch_pdl(rope_kv_write_kernel, grid, dim3(ROPE_THREADS), 0, s, pdl != 0, qkv,
+                               k_cache, v_cache, inv_freq, b, num_heads, num_kv_heads, head_dim);
+    return e != cudaSuccess ? e : cudaGetLastError();
 }

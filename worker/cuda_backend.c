@@ -53,7 +53,7 @@ typedef folio_bf16_bits bf16;
 
 /* One cached GEMM shape: y[M, N] = x[M, K] * w[N, K]^T, algorithm picked once. */
 struct gemm_plan {
-    bool used;
+    bool used, tuned;
     int m, n, k;
     bool out_f32;
     cublasLtMatmulDesc_t desc;
@@ -150,6 +150,11 @@ struct cuda_backend {
     /* FOLIO_PDL=1: those two kinds of kernels start with programmatic dependent launch. */
     int pdl;
 
+    /* GEMM shapes of decode-only steps (tune_gemms, set by forward) are tuned: the
+     * heuristic's candidates are timed once, in the eager step before a graph's
+     * capture, or in eager decode steps alike, so both run the same algorithm.
+     * FOLIO_GEMM_TUNE=0 turns that off (gemm_tuning). */
+    bool gemm_tuning, tune_gemms;
     bool graphs_enabled;
     bool keep_logits; /* tests that pipeline steps and still read logits */
     struct graph_entry graphs[NUM_GRAPH_BUCKETS];
@@ -206,9 +211,79 @@ static void gemm_plans_clear(struct cuda_backend *cb)
     cb->num_plans = 0;
 }
 
-static int gemm_plan_get(struct cuda_backend *cb, int m, int n, int k, bool out_f32,
-                         struct gemm_plan **out, char *err, size_t errlen)
+/* Up to want algorithms for p's shape from the heuristic, best first. */
+static int gemm_candidates(struct cuda_backend *cb, struct gemm_plan *p, int want,
+                           cublasLtMatmulHeuristicResult_t *res, int *found, char *err,
+                           size_t errlen)
 {
+    cublasLtMatmulPreference_t pref;
+    CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
+    size_t ws = WORKSPACE_BYTES;
+    cublasStatus_t st = cublasLtMatmulPreferenceSetAttribute(
+        pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof(ws));
+    *found = 0;
+    if (st == CUBLAS_STATUS_SUCCESS)
+        st = cublasLtMatmulAlgoGetHeuristic(cb->lt, p->desc, p->a, p->b, p->c, p->c, pref, want,
+                                            res, found);
+    cublasLtMatmulPreferenceDestroy(pref);
+    CUBLAS_CHECK(st);
+    if (*found < 1) {
+        snprintf(err, errlen, "cuda backend: cuBLASLt has no algorithm for %dx%dx%d", p->m, p->n,
+                 p->k);
+        return -1;
+    }
+    return 0;
+}
+
+/* Times each of the heuristic's candidates on the real operands (a warm-up call,
+ * then GEMM_TUNE_REPS calls between two events) and keeps the fastest. The
+ * heuristic's first choice was up to 2x off the best on TinyLlama's decode
+ * shapes (QKV and O at 64-256 rows ran at 1.1-1.5 TB/s under ncu). A candidate
+ * that fails is skipped; if none runs, the first stays. */
+#define GEMM_TUNE_CANDIDATES 16
+#define GEMM_TUNE_REPS 5
+static int gemm_tune(struct cuda_backend *cb, struct gemm_plan *p,
+                     const cublasLtMatmulHeuristicResult_t *cand, int found, const bf16 *x,
+                     const bf16 *w, void *y, char *err, size_t errlen)
+{
+    const float alpha = 1.0f, beta = 0.0f;
+    cudaEvent_t ev[2];
+    CUDA_CHECK(cudaEventCreate(&ev[0]));
+    CUDA_CHECK(cudaEventCreate(&ev[1]));
+    float best = INFINITY;
+    p->algo = cand[0].algo;
+    for (int i = 0; i < found; i++) {
+        if (cublasLtMatmul(cb->lt, p->desc, &alpha, w, p->a, x, p->b, &beta, y, p->c, y, p->c,
+                           &cand[i].algo, cb->workspace, WORKSPACE_BYTES,
+                           cb->stream) != CUBLAS_STATUS_SUCCESS)
+            continue;
+        CUDA_CHECK(cudaEventRecord(ev[0], cb->stream));
+        for (int r = 0; r < GEMM_TUNE_REPS; r++)
+            cublasLtMatmul(cb->lt, p->desc, &alpha, w, p->a, x, p->b, &beta, y, p->c, y, p->c,
+                           &cand[i].algo, cb->workspace, WORKSPACE_BYTES, cb->stream);
+        CUDA_CHECK(cudaEventRecord(ev[1], cb->stream));
+        CUDA_CHECK(cudaEventSynchronize(ev[1]));
+        float ms = 0.0f;
+        CUDA_CHECK(cudaEventElapsedTime(&ms, ev[0], ev[1]));
+        if (ms < best) {
+            best = ms;
+            p->algo = cand[i].algo;
+        }
+    }
+    cudaEventDestroy(ev[0]);
+    cudaEventDestroy(ev[1]);
+    return 0;
+}
+
+/* tune: time the heuristic's candidates (the decode graphs' shapes, planned in
+ * the eager step before capture); otherwise the heuristic's first choice. */
+static int gemm_plan_get(struct cuda_backend *cb, int m, int n, int k, bool out_f32, bool tune,
+                         const bf16 *x, const bf16 *w, void *y, struct gemm_plan **out, char *err,
+                         size_t errlen)
+{
+    enum cudaStreamCaptureStatus cap = cudaStreamCaptureStatusNone;
+    CUDA_CHECK(cudaStreamIsCapturing(cb->stream, &cap));
+    const bool capturing = cap != cudaStreamCaptureStatusNone; /* no timing inside a capture */
     if (cb->num_plans >= GEMM_CACHE_SIZE * 3 / 4)
         gemm_plans_clear(cb);
     uint64_t h = ((uint64_t)m * 0x9e3779b97f4a7c15ull) ^ ((uint64_t)n * 0xbf58476d1ce4e5b9ull) ^
@@ -217,6 +292,14 @@ static int gemm_plan_get(struct cuda_backend *cb, int m, int n, int k, bool out_
     for (int probe = 0; probe < GEMM_CACHE_SIZE; probe++) {
         struct gemm_plan *p = &cb->plans[(h + probe) & (GEMM_CACHE_SIZE - 1)];
         if (p->used && p->m == m && p->n == n && p->k == k && p->out_f32 == out_f32) {
+            if (tune && !p->tuned && !capturing) { /* planned earlier by a prefill step */
+                cublasLtMatmulHeuristicResult_t res[GEMM_TUNE_CANDIDATES];
+                int found = 0;
+                if (gemm_candidates(cb, p, GEMM_TUNE_CANDIDATES, res, &found, err, errlen) != 0 ||
+                    gemm_tune(cb, p, res, found, x, w, y, err, errlen) != 0)
+                    return -1;
+                p->tuned = true;
+            }
             *out = p;
             return 0;
         }
@@ -234,27 +317,19 @@ static int gemm_plan_get(struct cuda_backend *cb, int m, int n, int k, bool out_
         CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p->a, CUDA_R_16BF, k, n, k));
         CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p->b, CUDA_R_16BF, k, m, k));
         CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p->c, ct, n, m, n));
-        cublasLtMatmulPreference_t pref;
-        CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
-        size_t ws = WORKSPACE_BYTES;
-        cublasStatus_t st = cublasLtMatmulPreferenceSetAttribute(
-            pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof(ws));
-        cublasLtMatmulHeuristicResult_t res;
-        int found = 0;
-        if (st == CUBLAS_STATUS_SUCCESS)
-            st = cublasLtMatmulAlgoGetHeuristic(cb->lt, p->desc, p->a, p->b, p->c, p->c, pref, 1,
-                                                &res, &found);
-        cublasLtMatmulPreferenceDestroy(pref);
-        CUBLAS_CHECK(st);
-        if (found < 1) {
-            snprintf(err, errlen, "cuda backend: cuBLASLt has no algorithm for %dx%dx%d", m, n, k);
-            return -1;
-        }
-        p->algo = res.algo;
         p->m = m;
         p->n = n;
         p->k = k;
         p->out_f32 = out_f32;
+        p->tuned = tune && !capturing;
+        cublasLtMatmulHeuristicResult_t res[GEMM_TUNE_CANDIDATES];
+        int found = 0;
+        if (gemm_candidates(cb, p, p->tuned ? GEMM_TUNE_CANDIDATES : 1, res, &found, err, errlen) !=
+            0)
+            return -1;
+        p->algo = res[0].algo;
+        if (p->tuned && gemm_tune(cb, p, res, found, x, w, y, err, errlen) != 0)
+            return -1;
         p->used = true;
         cb->num_plans++;
         *out = p;
@@ -262,6 +337,19 @@ static int gemm_plan_get(struct cuda_backend *cb, int m, int n, int k, bool out_
     }
     snprintf(err, errlen, "cuda backend: GEMM plan cache full (%d shapes)", GEMM_CACHE_SIZE);
     return -1;
+}
+
+/* Folio's GEMV for a few rows (folio_k_gemv; the tensor-core one with
+ * FOLIO_GEMV=mma), optionally with the residual add + RMSNorm in front. */
+static cudaError_t gemv(struct cuda_backend *cb, void *y, const bf16 *x, const bf16 *add,
+                        const bf16 *norm_w, const int32_t *rows, bf16 *res_out, const bf16 *w,
+                        int m, int n, int k, bool out_f32, bool gate_up_silu)
+{
+    if (cb->gemv_mma)
+        return folio_k_gemv_mma(y, x, add, norm_w, cb->eps, rows, res_out, w, m, n, k, out_f32,
+                                gate_up_silu, cb->pdl, cb->stream);
+    return folio_k_gemv(y, x, add, norm_w, cb->eps, rows, res_out, w, m, n, k, out_f32,
+                        gate_up_silu, cb->pdl, cb->stream);
 }
 
 /* y[m, n] = x[m, k] * w[n, k]^T, bf16 in, f32 accumulate, bf16 or f32 out.
@@ -273,15 +361,11 @@ static int gemm(struct cuda_backend *cb, const bf16 *x, const bf16 *w, void *y, 
     if (m <= 0)
         return 0;
     if (m <= cb->gemv_max_rows) {
-        if (cb->gemv_mma)
-            CUDA_CHECK(folio_k_gemv_mma(y, x, NULL, NULL, 0.0f, NULL, NULL, w, m, n, k, out_f32, 0,
-                                        cb->pdl, cb->stream));
-        else
-            CUDA_CHECK(folio_k_gemv(y, x, w, m, n, k, out_f32, 0, cb->stream));
+        CUDA_CHECK(gemv(cb, y, x, NULL, NULL, NULL, NULL, w, m, n, k, out_f32, false));
         return 0;
     }
     struct gemm_plan *p;
-    if (gemm_plan_get(cb, m, n, k, out_f32, &p, err, errlen) != 0)
+    if (gemm_plan_get(cb, m, n, k, out_f32, cb->tune_gemms, x, w, y, &p, err, errlen) != 0)
         return -1;
     const float alpha = 1.0f, beta = 0.0f;
     CUBLAS_CHECK(cublasLtMatmul(cb->lt, p->desc, &alpha, w, p->a, x, p->b, &beta, y, p->c, y, p->c,
@@ -323,7 +407,7 @@ static int attention(struct cuda_backend *cb, const struct step_layout *l,
         }
         CUDA_CHECK(folio_k_attention_decode(cb->attn_out, cb->qkv, kc, vc, *kb, splits,
                                             cb->attn_workspace, cb->heads, cb->kv_heads,
-                                            cb->head_dim, s));
+                                            cb->head_dim, cb->pdl, s));
     } else {
         CUDA_CHECK(folio_k_attention_prefill(cb->attn_out, cb->qkv, kc, vc, *kb,
                                              (const int32_t *)(cb->d_meta + l->attn_tiles),
@@ -356,10 +440,11 @@ static int forward(struct cuda_backend *cb, const struct step_layout *l, int t_r
 
     CUDA_CHECK(folio_k_embed(cb->res, cb->embed, token_ids, token_slot, cb->d_last_sampled, t_rows,
                              cb->hidden, cb->vocab, s));
-    /* Small batches on the tensor-core GEMV take each RMSNorm into the GEMV that
-     * reads it; the residual then moves between res and res2 (the GEMV's CTAs all
-     * read the old sum while one writes the new). */
-    bool fuse_norm = cb->gemv_mma && t_rows <= cb->gemv_max_rows;
+    /* Small batches take each RMSNorm into the GEMV that reads it; the residual
+     * then moves between res and res2 (the GEMV's CTAs all read the old sum
+     * while one writes the new). */
+    bool fuse_norm = t_rows <= cb->gemv_max_rows;
+    cb->tune_gemms = cb->gemm_tuning && num_tiles < 0;
     bool fused_attn = cb->attn_fused && num_tiles < 0 && cb->attn_tile_tokens > 0;
     bf16 *cur = cb->res;
     for (int li = 0; li < cb->layers; li++) {
@@ -368,9 +453,8 @@ static int forward(struct cuda_backend *cb, const struct step_layout *l, int t_r
         bf16 *vc = kc + cb->kv_layer_stride;
         if (fuse_norm) {
             bf16 *next = li == 0 ? NULL : cur == cb->res ? cb->res2 : cb->res;
-            CUDA_CHECK(folio_k_gemv_mma(cb->qkv, cur, li == 0 ? NULL : cb->proj_out, L->attn_norm,
-                                        cb->eps, NULL, next, L->wqkv, t_rows, cb->qkv_dim,
-                                        cb->hidden, 0, 0, cb->pdl, s));
+            CUDA_CHECK(gemv(cb, cb->qkv, cur, li == 0 ? NULL : cb->proj_out, L->attn_norm, NULL,
+                            next, L->wqkv, t_rows, cb->qkv_dim, cb->hidden, false, false));
             if (next)
                 cur = next;
         } else {
@@ -382,7 +466,7 @@ static int forward(struct cuda_backend *cb, const struct step_layout *l, int t_r
         }
         if (!fused_attn) /* the fused decode kernel rotates and writes the cache itself */
             CUDA_CHECK(folio_k_rope_kv_write(cb->qkv, kc, vc, cb->inv_freq, kb, cb->heads,
-                                             cb->kv_heads, cb->head_dim, s));
+                                             cb->kv_heads, cb->head_dim, cb->pdl, s));
         if (attention(cb, l, &kb, num_tiles, kc, vc, err, errlen) != 0)
             return -1;
         if (gemm(cb, cb->attn_out, L->wo, cb->proj_out, t_rows, cb->hidden,
@@ -390,22 +474,16 @@ static int forward(struct cuda_backend *cb, const struct step_layout *l, int t_r
             return -1;
         if (fuse_norm) { /* RMSNorm + gate/up + SiLU*mul in one launch */
             bf16 *next = cur == cb->res ? cb->res2 : cb->res;
-            CUDA_CHECK(folio_k_gemv_mma(cb->act, cur, cb->proj_out, L->mlp_norm, cb->eps, NULL,
-                                        next, L->w_gate_up, t_rows, cb->inter, cb->hidden, 0, 1,
-                                        cb->pdl, s));
+            CUDA_CHECK(gemv(cb, cb->act, cur, cb->proj_out, L->mlp_norm, NULL, next, L->w_gate_up,
+                            t_rows, cb->inter, cb->hidden, false, true));
             cur = next;
         } else {
             CUDA_CHECK(folio_k_add_rmsnorm(cb->normed, cur, cb->proj_out, L->mlp_norm, NULL, t_rows,
                                            cb->hidden, cb->eps, s));
-            if (t_rows <= cb->gemv_max_rows) { /* gate/up GEMV with SiLU*mul fused */
-                CUDA_CHECK(folio_k_gemv(cb->act, cb->normed, L->w_gate_up, t_rows, cb->inter,
-                                        cb->hidden, 0, 1, s));
-            } else {
-                if (gemm(cb, cb->normed, L->w_gate_up, cb->gate_up, t_rows, 2 * cb->inter,
-                         cb->hidden, false, err, errlen) != 0)
-                    return -1;
-                CUDA_CHECK(folio_k_silu_mul(cb->act, cb->gate_up, t_rows, cb->inter, s));
-            }
+            if (gemm(cb, cb->normed, L->w_gate_up, cb->gate_up, t_rows, 2 * cb->inter, cb->hidden,
+                     false, err, errlen) != 0)
+                return -1;
+            CUDA_CHECK(folio_k_silu_mul(cb->act, cb->gate_up, t_rows, cb->inter, s));
         }
         if (gemm(cb, cb->act, L->w_down, cb->proj_out, t_rows, cb->hidden, cb->inter, false, err,
                  errlen) != 0)
@@ -414,10 +492,9 @@ static int forward(struct cuda_backend *cb, const struct step_layout *l, int t_r
     if (n_sample <= 0)
         return 0;
     /* Only the rows that sample go through the final norm and the LM head. */
-    if (fuse_norm && n_sample <= FOLIO_K_GEMV_MAX_ROWS) {
-        CUDA_CHECK(folio_k_gemv_mma(cb->d_logits, cur, cb->proj_out, cb->final_norm, cb->eps,
-                                    sample_rows, NULL, cb->lm_head, n_sample, cb->vocab, cb->hidden,
-                                    1, 0, cb->pdl, s));
+    if (fuse_norm) {
+        CUDA_CHECK(gemv(cb, cb->d_logits, cur, cb->proj_out, cb->final_norm, sample_rows, NULL,
+                        cb->lm_head, n_sample, cb->vocab, cb->hidden, true, false));
     } else {
         CUDA_CHECK(folio_k_add_rmsnorm(cb->final_h, cur, cb->proj_out, cb->final_norm, sample_rows,
                                        n_sample, cb->hidden, cb->eps, s));
@@ -920,8 +997,11 @@ static int create(struct cuda_backend *cb, const struct folio_model *m,
                    (cb->heads * cb->head_dim) % 32 == 0;
     const char *da = getenv("FOLIO_DECODE_ATTN");
     cb->attn_fused = da && strcmp(da, "fused") == 0 && cb->attn_tile_tokens > 0;
+    const char *gt = getenv("FOLIO_GEMM_TUNE");
+    cb->gemm_tuning = !(gt && strcmp(gt, "0") == 0);
+    /* FOLIO_PDL=0: no programmatic dependent launch (a yardstick). */
     const char *pd = getenv("FOLIO_PDL");
-    cb->pdl = pd && strcmp(pd, "1") == 0;
+    cb->pdl = !(pd && strcmp(pd, "0") == 0);
 
     CUDA_CHECK(cudaSetDevice(0));
     CUDA_CHECK(cudaDeviceGetAttribute(&cb->num_sms, cudaDevAttrMultiProcessorCount, 0));
@@ -1036,8 +1116,8 @@ static int create(struct cuda_backend *cb, const struct folio_model *m,
                                                                    : opt->max_num_tokens;
     cb->block_stride = (max_ctx + FOLIO_KV_BLOCK_SIZE - 1) / FOLIO_KV_BLOCK_SIZE;
     CUDA_CHECK(cudaMalloc((void **)&cb->res, sizeof(bf16) * T * H));
-    if (cb->gemv_mma) /* the residual's second buffer of the fused-norm GEMV path */
-        CUDA_CHECK(cudaMalloc((void **)&cb->res2, sizeof(bf16) * T * H));
+    /* The residual's second buffer of the fused-norm GEMV path (<= 8 rows). */
+    CUDA_CHECK(cudaMalloc((void **)&cb->res2, sizeof(bf16) * FOLIO_K_GEMV_MAX_ROWS * H));
     CUDA_CHECK(cudaMalloc((void **)&cb->normed, sizeof(bf16) * T * H));
     CUDA_CHECK(cudaMalloc((void **)&cb->qkv, sizeof(bf16) * T * cb->qkv_dim));
     CUDA_CHECK(cudaMalloc((void **)&cb->attn_out, sizeof(bf16) * T * QD));

@@ -12,9 +12,9 @@ mkdir -p "$OUT"
 ROOT=$(pwd)
 B=$ROOT/bundle/bin
 export LD_LIBRARY_PATH=$ROOT/bundle/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
-cat "$ROOT/bundle/SOURCE.txt" | tee "$OUT/env.txt"
-nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv | tee -a "$OUT/env.txt"
-python3 bench/make_checkpoint.py /tmp/tl --config bundle/models/tinyllama-1.1b-shape/config.json \
+cat "$ROOT/bundle/SOURCE.txt" | tee "$OUT/profile_env.txt"
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv | tee -a "$OUT/profile_env.txt"
+[ -f /tmp/tl/config.json ] || python3 bench/make_checkpoint.py /tmp/tl --config bundle/models/tinyllama-1.1b-shape/config.json \
   --tokenizer-dir bundle/models/llama2-tokenizer --device cuda >/dev/null || exit 1
 
 CONFIGS=${FOLIO_PROFILE_CONFIGS:-"default_b1 1
@@ -29,12 +29,14 @@ while read -r label batch envs; do
   [ -n "$label" ] || continue
   env $envs timeout 60 "$B/decode_bench" /tmp/tl decode "$batch" 512 200 |
     sed "s/name=decode_[^ ]*/name=$label/"
-done <<<"$CONFIGS" | tee "$OUT/timings.log"
+done <<<"$CONFIGS" | tee "$OUT/variants.log"
 
 NCU=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)
 echo "== ncu ($NCU)"
+# FOLIO_NCU_LABELS: the configurations to profile (default: all).
 while read -r label batch envs; do
   [ -n "$label" ] || continue
+  case " ${FOLIO_NCU_LABELS:-$label} " in *" $label "*) ;; *) continue ;; esac
   env $envs timeout 180 "$NCU" --clock-control none --cache-control none --profile-from-start off \
     --graph-profiling node --csv \
     --metrics gpu__time_duration.sum,dram__bytes_read.sum,dram__bytes_write.sum \
@@ -44,4 +46,4 @@ done <<<"$CONFIGS" | tee "$OUT/ncu_summary.txt"
 rm -f "$OUT"/ncu_*.err
 tar -C "$OUT" -czf "$OUT/ncu_csv.tgz" $(cd "$OUT" && ls ncu_*.csv) && rm -f "$OUT"/ncu_*.csv
 echo "== step wall times"
-grep RESULT "$OUT/timings.log" | sed 's/bytes=.*//'
+grep RESULT "$OUT/variants.log" | sed 's/bytes=.*//'
