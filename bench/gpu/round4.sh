@@ -26,3 +26,7 @@ echo "== correctness summary"
 grep -E "^(PASS|FAIL)" "$OUT/check.log" | cut -c1-200
 echo "== decode step wall times (ms)"
 grep RESULT "$OUT/variants.log" | sed 's/ bytes=.*hash=/ hash=/'
+# The device tool returns at most 8 files: everything in one archive, plus the summaries.
+cd "$OUT" && tar czf round4.tgz --exclude=round4.tgz --exclude=work . &&
+  find . -maxdepth 1 -type f ! -name round4.tgz ! -name check.log ! -name variants.log \
+    ! -name ncu_summary.txt ! -name table.txt -delete
