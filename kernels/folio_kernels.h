@@ -153,6 +153,12 @@ cudaError_t folio_k_gemv_mma(void *y, const folio_bf16_bits *x, const folio_bf16
                              folio_bf16_bits *res_out, const folio_bf16_bits *w, int m, int n,
                              int k, int out_f32, int gate_up_silu, int pdl, cudaStream_t s);
 
+/* Bulk L2 prefetch of a[0..a_bytes) then b[0..b_bytes) by ctas one-warp CTAs
+ * (16-byte aligned pointers and sizes); with pdl, a kernel launched after it
+ * still waits for the kernel before it. */
+cudaError_t folio_k_prefetch_l2(const void *a, size_t a_bytes, const void *b, size_t b_bytes,
+                                int ctas, int pdl, cudaStream_t s);
+
 /* out[t, j] = bf16(bf16(silu(gu[t, j])) * gu[t, inter + j]). */
 cudaError_t folio_k_silu_mul(folio_bf16_bits *out, const folio_bf16_bits *gate_up, int num_tokens,
                              int inter, cudaStream_t s);

@@ -4,8 +4,8 @@
  * 16-byte weight loads of a stretch of the row before any arithmetic (that is
  * what reached 3.07 TB/s in the FLOORS.md probe; the LM head streams at
  * 3.9 TB/s this way), then multiplies them with the m input rows in f32 and
- * the warp sums. Rows longer than one stretch load the next stretch before
- * multiplying the current one.
+ * the warp sums. (Loading the next stretch before multiplying the current one
+ * made the down projection slower on the H200: fewer warps fit.)
  *
  * Each launch costs a ramp of a few microseconds that the small projections
  * (QKV, O: 8-10 MB) cannot amortise, so the kernel removes launches instead:
@@ -138,17 +138,7 @@ __global__ void __launch_bounds__(GEMV_WARPS * 32) gemv_kernel(gemv_args a)
 #pragma unroll
         for (int t = 0; t < M; t++)
             acc[r][t] = 0.0f;
-    for (int base = 0; base < chunks; base += 32 * GEMV_UNROLL) {
-        /* The next stretch's loads go out before this one's arithmetic. */
-        const int next = base + 32 * GEMV_UNROLL;
-        uint4 nv[R][GEMV_UNROLL];
-#pragma unroll
-        for (int u = 0; u < GEMV_UNROLL; u++) {
-            int c = next + u * 32 + lane;
-#pragma unroll
-            for (int r = 0; r < R; r++)
-                nv[r][u] = c < chunks ? __ldcs(wr[r] + c) : make_uint4(0, 0, 0, 0);
-        }
+    for (int base = 0;;) {
 #pragma unroll
         for (int u = 0; u < GEMV_UNROLL; u++) {
             int c = base + u * 32 + lane;
@@ -169,11 +159,16 @@ __global__ void __launch_bounds__(GEMV_WARPS * 32) gemv_kernel(gemv_args a)
                 }
             }
         }
+        base += 32 * GEMV_UNROLL;
+        if (base >= chunks)
+            break;
 #pragma unroll
-        for (int u = 0; u < GEMV_UNROLL; u++)
+        for (int u = 0; u < GEMV_UNROLL; u++) {
+            int c = base + u * 32 + lane;
 #pragma unroll
             for (int r = 0; r < R; r++)
-                wv[r][u] = nv[r][u];
+                wv[r][u] = c < chunks ? __ldcs(wr[r] + c) : make_uint4(0, 0, 0, 0);
+        }
     }
 #pragma unroll
     for (int t = 0; t < M; t++) {
