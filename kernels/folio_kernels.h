@@ -171,19 +171,61 @@ struct folio_k_sample_params {
     float min_p;       /* <= 0: off */
     uint64_t seed;
     int32_t output_index;
-    int32_t slot;         /* -1: padding row, nothing written */
-    int32_t num_logprobs; /* 0..max_logprobs */
-    int32_t pad_;
+    int32_t slot;             /* -1: padding row, nothing written */
+    int32_t num_logprobs;     /* 0..max_logprobs */
+    float repetition_penalty; /* 1: off */
+    float frequency_penalty;  /* 0: off */
+    float presence_penalty;   /* 0: off */
 };
+
+/* Penalty state of a slot, one word per vocabulary entry (penalties.cu): the
+ * top bit says the token is in the sequence (prompt or output), the low 31
+ * bits count its occurrences in the output. */
+#define FOLIO_K_PEN_SEEN 0x80000000u
+#define FOLIO_K_PEN_COUNT_MASK 0x7fffffffu
+
+#define FOLIO_K_PEN_TRACK 1   /* the sequence has penalties: keep its slot's state */
+#define FOLIO_K_PEN_SAMPLES 2 /* and it samples in this step */
+
+/* One batch sequence's view for the penalty bookkeeping of a step. */
+struct folio_k_penalty_seq {
+    int32_t flags; /* FOLIO_K_PEN_*; 0 for sequences without penalties and padding rows */
+    int32_t slot;
+    int32_t first_token;  /* its first new token in the flattened batch */
+    int32_t num_new;      /* its new tokens */
+    int32_t context_len;  /* after the step */
+    int32_t output_index; /* tokens sampled so far: the last output_index positions are output */
+};
+
+/* Keeps the penalty state of the slots of penalized sequences, one CTA per
+ * row of seqs (rows without FOLIO_K_PEN_TRACK return at once). Every new
+ * token goes into history[slot * max_ctx + position] (a token id < 0 is
+ * read from last_sampled[slot]). A step that starts at position 0 (a new
+ * sequence, or a recompute after preemption) marks the slot for a rebuild;
+ * the state is rebuilt from the history at the slot's next sampling step,
+ * when the output is known to be the last output_index positions (a
+ * non-final prefill chunk of a recompute cannot tell prompt from output).
+ * Other sampling steps add their tokens to the state. Launch it before
+ * folio_k_sample, which overwrites last_sampled. rebuild: [max_seqs] ints,
+ * zero at first. */
+cudaError_t folio_k_penalty_update(uint32_t *state, int32_t *history, int32_t *rebuild,
+                                   const struct folio_k_penalty_seq *seqs, int num_seqs,
+                                   const int32_t *token_ids, const int32_t *last_sampled, int vocab,
+                                   int max_ctx, cudaStream_t s);
 
 /* One CTA per row of logits [rows, vocab] (f32). Writes token, logprob of the
  * token under the raw distribution, the top num_logprobs (ids, logprobs; -1 /
  * -inf padded to max_logprobs), and last_sampled[slot] = token. Sampling is the
- * exponential race of common/rng.h over the filtered, tempered distribution. */
+ * exponential race of common/rng.h over the filtered, tempered distribution.
+ * A row with penalties first has them applied, as worker/sampler.c does, from
+ * pen_state[slot * vocab ..] (kept by folio_k_penalty_update): a seen token's
+ * logit l becomes l / rep (l > 0) or l * rep, then l - (count * freq + pres)
+ * where count > 0. */
 cudaError_t folio_k_sample(const float *logits, int rows, int vocab,
                            const struct folio_k_sample_params *params, int32_t *out_tokens,
                            float *out_logprobs, int32_t *out_top_ids, float *out_top_logprobs,
-                           int max_logprobs, int32_t *last_sampled, cudaStream_t s);
+                           int max_logprobs, int32_t *last_sampled, const uint32_t *pen_state,
+                           cudaStream_t s);
 
 #ifdef __cplusplus
 }

@@ -12,7 +12,14 @@
  *
  * The top-k and top-p thresholds are found without sorting, by a radix select
  * over the order-preserving bit patterns of the tempered logits: four passes of
- * 256-bin histograms (counts for top-k, probability mass for top-p). */
+ * 256-bin histograms (counts for top-k, probability mass for top-p).
+ *
+ * Penalties (worker/sampler.c's, in its order) change the logits that the
+ * draw sees, never the logprobs: each pass that reads a logit for the draw
+ * applies them on the fly from the slot's state word (penalties.cu), which
+ * costs a second 4-byte read per token only in rows that have penalties. The
+ * arithmetic is rounded step by step (no contraction into an FMA) as the C
+ * code rounds it, so both backends see the same penalized values. */
 #include "common.cuh"
 #include "rng.h"
 
@@ -28,6 +35,29 @@ __device__ __forceinline__ uint32_t order_key(float f)
 __device__ __forceinline__ float key_to_float(uint32_t k)
 {
     return __uint_as_float((k & 0x80000000u) ? (k & 0x7fffffffu) : ~k);
+}
+
+/* The logits that the draw sees: a row's raw logits, penalized where the
+ * row has penalties (pen != NULL). */
+struct work_row {
+    const float *row;
+    const uint32_t *pen; /* the slot's state, NULL: no penalties */
+    float rep, freq, pres;
+};
+
+__device__ __forceinline__ float work_logit(const work_row &w, int i)
+{
+    float l = w.row[i];
+    if (!w.pen)
+        return l;
+    uint32_t st = w.pen[i];
+    if (!(st & FOLIO_K_PEN_SEEN))
+        return l;
+    l = l > 0.0f ? __fdiv_rn(l, w.rep) : __fmul_rn(l, w.rep);
+    uint32_t count = st & FOLIO_K_PEN_COUNT_MASK;
+    if (count)
+        l = __fsub_rn(l, __fadd_rn(__fmul_rn((float)count, w.freq), w.pres));
+    return l;
 }
 
 struct arg_best {
@@ -72,11 +102,11 @@ __device__ arg_best block_argmax(float v, int i, float *sv, int *si)
     return r;
 }
 
-/* Radix select over the tempered logits s_i = row[i] * inv_t with s_i >= floor_s.
+/* Radix select over the tempered logits s_i = work_logit(i) * inv_t with s_i >= floor_s.
  * by_mass == false: the key of the k-th largest (k = target, a count).
  * by_mass == true: the key at which the mass sum(exp(s - s_max)) from the top
  * first reaches target. */
-__device__ float radix_threshold(const float *row, int vocab, float inv_t, float s_max,
+__device__ float radix_threshold(const work_row &row, int vocab, float inv_t, float s_max,
                                  float floor_s, bool by_mass, float target, float *hist_f,
                                  int *hist_i, int *sel)
 {
@@ -89,7 +119,7 @@ __device__ float radix_threshold(const float *row, int vocab, float inv_t, float
         }
         __syncthreads();
         for (int i = threadIdx.x; i < vocab; i += blockDim.x) {
-            float s = row[i] * inv_t;
+            float s = work_logit(row, i) * inv_t;
             if (!(s >= floor_s))
                 continue;
             uint32_t k = order_key(s);
@@ -135,7 +165,8 @@ __device__ float radix_threshold(const float *row, int vocab, float inv_t, float
 __global__ void __launch_bounds__(SAMPLE_THREADS)
     sample_kernel(const float *logits, int vocab, const struct folio_k_sample_params *params,
                   int32_t *out_tokens, float *out_logprobs, int32_t *out_top_ids,
-                  float *out_top_logprobs, int max_logprobs, int32_t *last_sampled)
+                  float *out_top_logprobs, int max_logprobs, int32_t *last_sampled,
+                  const uint32_t *pen_state)
 {
     __shared__ float sv[32];
     __shared__ int si[32];
@@ -195,23 +226,45 @@ __global__ void __launch_bounds__(SAMPLE_THREADS)
         }
     }
 
+    /* The draw's logits: penalized (as the CPU sampler decides it), or the raw ones. */
+    bool penalized = pen_state && (p.repetition_penalty != 1.0f || p.frequency_penalty != 0.0f ||
+                                   p.presence_penalty != 0.0f);
+    work_row w = {row, penalized ? pen_state + (int64_t)p.slot * vocab : NULL, p.repetition_penalty,
+                  p.frequency_penalty, p.presence_penalty};
+    if (penalized) {
+        bv = -INFINITY;
+        bi = -1;
+        for (int i = threadIdx.x; i < vocab; i += blockDim.x) {
+            float v = work_logit(w, i);
+            if (beats(v, i, bv, bi)) {
+                bv = v;
+                bi = i;
+            }
+        }
+        arg_best ptop = block_argmax(bv, bi, sv, si);
+        if (ptop.i >= 0) {
+            top = ptop;
+            mx = ptop.v;
+        }
+    }
+
     int token = top.i;
     if (p.temperature > 0.0f && p.top_k != 1) {
         float inv_t = 1.0f / p.temperature;
         float s_max = mx * inv_t;
         float floor_s = -INFINITY;
         if (p.top_k > 0 && p.top_k < vocab)
-            floor_s = radix_threshold(row, vocab, inv_t, s_max, -INFINITY, false,
-                                      (float)p.top_k, hist_f, hist_i, sel);
+            floor_s = radix_threshold(w, vocab, inv_t, s_max, -INFINITY, false, (float)p.top_k,
+                                      hist_f, hist_i, sel);
         if (p.top_p < 1.0f) {
             float z = 0.0f;
             for (int i = threadIdx.x; i < vocab; i += blockDim.x) {
-                float s = row[i] * inv_t;
+                float s = work_logit(w, i) * inv_t;
                 if (s >= floor_s)
                     z += __expf(s - s_max);
             }
             z = block_sum(z, sv);
-            float thr = radix_threshold(row, vocab, inv_t, s_max, floor_s, true,
+            float thr = radix_threshold(w, vocab, inv_t, s_max, floor_s, true,
                                         fmaxf(p.top_p, 0.0f) * z, hist_f, hist_i, sel);
             floor_s = fmaxf(floor_s, thr);
         }
@@ -220,7 +273,7 @@ __global__ void __launch_bounds__(SAMPLE_THREADS)
         bv = -INFINITY;
         bi = -1;
         for (int i = threadIdx.x; i < vocab; i += blockDim.x) {
-            float s = row[i] * inv_t;
+            float s = work_logit(w, i) * inv_t;
             if (!(s >= floor_s))
                 continue;
             float e = -logf(folio_rng_uniform(p.seed, (uint32_t)p.output_index, (uint32_t)i));
@@ -245,12 +298,13 @@ extern "C" cudaError_t folio_k_sample(const float *logits, int rows, int vocab,
                                       const struct folio_k_sample_params *params,
                                       int32_t *out_tokens, float *out_logprobs,
                                       int32_t *out_top_ids, float *out_top_logprobs,
-                                      int max_logprobs, int32_t *last_sampled, cudaStream_t s)
+                                      int max_logprobs, int32_t *last_sampled,
+                                      const uint32_t *pen_state, cudaStream_t s)
 {
     if (rows <= 0)
         return cudaSuccess;
     sample_kernel<<<rows, SAMPLE_THREADS, 0, s>>>(logits, vocab, params, out_tokens, out_logprobs,
                                                   out_top_ids, out_top_logprobs, max_logprobs,
-                                                  last_sampled);
+                                                  last_sampled, pen_state);
     return cudaGetLastError();
 }

@@ -382,20 +382,6 @@ static void handle_submit(struct sched *s, const Folio__Submit *m)
         folio_links_send(&s->links, &ev);
         return;
     }
-    if (!strcmp(s->o->backend, "cuda") && !s->o->simulate &&
-        (r.sampling.repetition_penalty != 1.0f || r.sampling.frequency_penalty != 0.0f ||
-         r.sampling.presence_penalty != 0.0f)) {
-        /* The GPU sampler has no penalties yet: say so rather than ignore them. */
-        struct folio_token_event ev = {
-            .request_id = m->request_id,
-            .frontend_id = m->frontend_id,
-            .finish = FOLIO_FINISH_REJECTED,
-            .status = 400,
-            .message = "repetition_penalty, frequency_penalty and presence_penalty are not "
-                       "supported by the cuda backend yet"};
-        folio_links_send(&s->links, &ev);
-        return;
-    }
     const char *refusal = NULL;
     if (s->draining)
         refusal = "the server is shutting down";

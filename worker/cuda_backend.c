@@ -69,7 +69,7 @@ struct cuda_layer {
  * token rows and S sequence rows (a graph bucket uses T = S = bucket). */
 struct step_layout {
     size_t token_ids, token_slot, token_seq, token_pos, seq_ctx, sample_rows, params, tables,
-        attn_tiles;
+        attn_tiles, pen_seqs;
     size_t total;
 };
 
@@ -130,6 +130,13 @@ struct cuda_backend {
     int32_t *d_last_sampled; /* [max_seqs], by slot */
     unsigned char *d_meta;   /* the packed metadata */
     int block_stride;        /* block-table entries per sequence */
+    /* Penalties (folio_k_penalty_update): per slot, a state word per token
+     * [max_seqs, vocab], the tokens by position [max_seqs, pen_max_ctx], and
+     * a rebuild flag [max_seqs]. */
+    uint32_t *d_pen_state;
+    int32_t *d_pen_history;
+    int32_t *d_pen_rebuild;
+    int pen_max_ctx;
 
     struct inflight fl[MAX_INFLIGHT];
     int fl_head, fl_count;
@@ -189,6 +196,8 @@ static void layout_for(int t_rows, int s_rows, int stride, struct step_layout *l
     o = align_up(o + sizeof(int32_t) * (size_t)s_rows * stride, 16);
     l->attn_tiles = o; /* at most one prefill tile per token */
     o = align_up(o + sizeof(int32_t) * 2 * (size_t)t_rows, 16);
+    l->pen_seqs = o;
+    o = align_up(o + sizeof(struct folio_k_penalty_seq) * s_rows, 16);
     l->total = o;
 }
 
@@ -504,6 +513,11 @@ static int forward(struct cuda_backend *cb, const struct step_layout *l, int t_r
                  errlen) != 0)
             return -1;
     }
+    /* Every step, graphs included: rows without penalties return at once. */
+    CUDA_CHECK(folio_k_penalty_update(
+        cb->d_pen_state, cb->d_pen_history, cb->d_pen_rebuild,
+        (const struct folio_k_penalty_seq *)(cb->d_meta + l->pen_seqs), s_rows, token_ids,
+        cb->d_last_sampled, cb->vocab, cb->pen_max_ctx, s));
     if (n_sample <= 0)
         return 0;
     /* Only the rows that sample go through the final norm and the LM head. */
@@ -519,7 +533,7 @@ static int forward(struct cuda_backend *cb, const struct step_layout *l, int t_r
     }
     CUDA_CHECK(folio_k_sample(cb->d_logits, n_sample, cb->vocab, params, cb->d_tokens,
                               cb->d_logprobs, cb->d_top_ids, cb->d_top_logprobs, FOLIO_MAX_LOGPROBS,
-                              cb->d_last_sampled, s));
+                              cb->d_last_sampled, cb->d_pen_state, s));
     return 0;
 }
 
@@ -641,6 +655,7 @@ static int pack_step(struct cuda_backend *cb, const struct folio_step_batch *bat
     int32_t *tables = (int32_t *)(st + l->tables);
 
     int32_t *tiles = (int32_t *)(st + l->attn_tiles);
+    struct folio_k_penalty_seq *pen = (struct folio_k_penalty_seq *)(st + l->pen_seqs);
     int t = 0, n_sample = 0, n_tiles = 0, per_tile = cb->attn_tile_tokens;
     for (int i = 0; i < batch->num_seqs; i++) {
         const struct folio_step_seq *q = &batch->seqs[i];
@@ -657,6 +672,17 @@ static int pack_step(struct cuda_backend *cb, const struct folio_step_batch *bat
             tpos[t] = start + j;
         }
         ctx[i] = q->context_len;
+        const struct folio_sampling_params *sp = &q->sampling;
+        bool penalized = sp->repetition_penalty != 1.0f || sp->frequency_penalty != 0.0f ||
+                         sp->presence_penalty != 0.0f;
+        pen[i] = (struct folio_k_penalty_seq){
+            .flags = penalized ? FOLIO_K_PEN_TRACK | (q->sample ? FOLIO_K_PEN_SAMPLES : 0) : 0,
+            .slot = q->slot,
+            .first_token = t - q->num_new_tokens,
+            .num_new = q->num_new_tokens,
+            .context_len = q->context_len,
+            .output_index = q->output_index,
+        };
         int need = (q->context_len + FOLIO_KV_BLOCK_SIZE - 1) / FOLIO_KV_BLOCK_SIZE;
         memcpy(tables + (size_t)i * cb->block_stride, q->block_table, sizeof(int32_t) * need);
         fl->seq_row[i] = -1;
@@ -672,6 +698,9 @@ static int pack_step(struct cuda_backend *cb, const struct folio_step_batch *bat
             p->seed = q->sampling.seed;
             p->output_index = q->output_index;
             p->num_logprobs = q->sampling.num_logprobs;
+            p->repetition_penalty = sp->repetition_penalty;
+            p->frequency_penalty = sp->frequency_penalty;
+            p->presence_penalty = sp->presence_penalty;
             p->slot = q->sample ? q->slot : -1;
             if (q->sample)
                 fl->seq_row[i] = row;
@@ -686,6 +715,7 @@ static int pack_step(struct cuda_backend *cb, const struct folio_step_batch *bat
     }
     for (int i = batch->num_seqs; i < s_rows; i++) {
         ctx[i] = 0;
+        memset(&pen[i], 0, sizeof(pen[i]));
         memset(tables + (size_t)i * cb->block_stride, 0, sizeof(int32_t) * cb->block_stride);
         if (row_per_seq) {
             srows[i] = 0;
@@ -869,7 +899,8 @@ static void cuda_destroy(struct folio_backend *b)
                     cb->d_last_sampled, cb->d_meta,
                     cb->inv_freq,       cb->workspace,
                     cb->attn_workspace, cb->res2,
-                    cb->attn_counters};
+                    cb->attn_counters,  cb->d_pen_state,
+                    cb->d_pen_history,  cb->d_pen_rebuild};
     for (size_t i = 0; i < sizeof(bufs) / sizeof(bufs[0]); i++)
         cudaFree(bufs[i]);
     free(cb->lw);
@@ -1151,6 +1182,16 @@ static int create(struct cuda_backend *cb, const struct folio_model *m,
     CUDA_CHECK(cudaMalloc((void **)&cb->d_top_logprobs, sizeof(float) * S * FOLIO_MAX_LOGPROBS));
     CUDA_CHECK(cudaMalloc((void **)&cb->d_last_sampled, sizeof(int32_t) * S));
     CUDA_CHECK(cudaMemsetAsync(cb->d_last_sampled, 0, sizeof(int32_t) * S, cb->stream));
+    /* Penalty state for every slot, allocated before the KV pool takes what is
+     * left: (vocab + max context) * 4 bytes per slot. */
+    cb->pen_max_ctx = cb->block_stride * FOLIO_KV_BLOCK_SIZE;
+    CUDA_CHECK(cudaMalloc((void **)&cb->d_pen_state, sizeof(uint32_t) * S * cb->vocab));
+    CUDA_CHECK(cudaMalloc((void **)&cb->d_pen_history, sizeof(int32_t) * S * cb->pen_max_ctx));
+    CUDA_CHECK(cudaMalloc((void **)&cb->d_pen_rebuild, sizeof(int32_t) * S));
+    CUDA_CHECK(cudaMemsetAsync(cb->d_pen_state, 0, sizeof(uint32_t) * S * cb->vocab, cb->stream));
+    CUDA_CHECK(cudaMemsetAsync(cb->d_pen_history, 0xff, sizeof(int32_t) * S * cb->pen_max_ctx,
+                               cb->stream));
+    CUDA_CHECK(cudaMemsetAsync(cb->d_pen_rebuild, 0, sizeof(int32_t) * S, cb->stream));
     /* The largest layout: the eager maximum, or a graph bucket of max_seqs rows. */
     struct step_layout l1, l2;
     layout_for((int)T, (int)S, cb->block_stride, &l1);

@@ -17,7 +17,11 @@ Checks:
   4. CUDA-graph replay against eager (FOLIO_CUDA_GRAPHS=0): bitwise at a bucket size (8), close
      at a padded size (5);
   5. the pipeline (launch_ahead: step N+1 queued before N is collected) against step by step;
-  6. CPU backend vs CUDA backend on the fixture model: greedy tokens, and seeded sampling tokens.
+  6. CPU backend vs CUDA backend on the fixture model: greedy tokens, and seeded sampling tokens;
+  7. the same with repetition / frequency / presence penalties (together and each alone) on some
+     sequences of the batch, over 40 steps fed on the device (graphs, and the launch-ahead
+     pipeline), and a sequence preempted and recomputed in another slot while a new one reuses
+     its slot.
 Prints one line per check (PASS/FAIL, figures) and exits 1 if any failed."""
 import json
 import os
@@ -26,7 +30,11 @@ import sys
 from pathlib import Path
 
 import numpy as np
-import torch
+
+try:
+    import torch
+except ImportError:  # the penalty checks (check_penalties) also run on a CPU-only machine
+    torch = None
 
 TOL = 1e-2
 FROM_PREV = -1
@@ -92,6 +100,186 @@ def hf_logits(model, ids):
 
 def ok_vs(folio_err, hf_err):
     return folio_err < TOL or folio_err <= 1.5 * hf_err
+
+
+def penalized(logits, history, num_output, rep=1.0, freq=0.0, pres=0.0):
+    """worker/sampler.c's penalties in float32: the repetition penalty over every token of
+    history, then count * freq + pres off the tokens of its last num_output entries."""
+    out = np.array(logits, np.float32)
+    rep, freq, pres = np.float32(rep), np.float32(freq), np.float32(pres)
+    seen = sorted(set(int(t) for t in history))
+    for t in seen:
+        out[t] = out[t] / rep if out[t] > 0 else out[t] * rep
+    tail = history[len(history) - min(num_output, len(history)):]
+    counts = {}
+    for t in tail:
+        counts[int(t)] = counts.get(int(t), 0) + 1
+    for t, c in counts.items():
+        out[t] = out[t] - (np.float32(c) * freq + pres)
+    return out
+
+
+def compare_tokens(name, script, rc, lc, rg, lg, pen_of):
+    """PASS when the tokens of every sequence agree, or first differ at a near-tie: the CPU's
+    margin (on the penalized logits) between its token and the CUDA one, under 4x the rms of
+    the raw logit difference between the backends. pen_of(seq dict) -> penalty kwargs or None."""
+    agree = total = 0
+    ties, hard = [], []
+    hist = {}  # slot -> tokens fed so far, by position, as the CPU backend resolves them
+    last = {}  # slot -> the CPU's latest sampled token
+    diverged = set()  # slots whose sequence differed already (later tokens are not compared)
+    for k, st in enumerate(script):
+        row = 0
+        for i, q in enumerate(st):
+            h = hist.setdefault(q["slot"], [])
+            start = q["context_len"] - len(q["tokens"])
+            del h[start:]
+            h.extend(last[q["slot"]] if t == FROM_PREV else t for t in q["tokens"])
+            if not q.get("sample", True):
+                continue
+            c, g = lc[k][row], lg[k][row]
+            row += 1
+            a, b = rc[k]["token_ids"][i], rg[k]["token_ids"][i]
+            last[q["slot"]] = a
+            if start == 0:
+                diverged.discard(q["slot"])
+            if q["slot"] in diverged:
+                continue
+            total += 1
+            agree += a == b
+            if a == b:
+                continue
+            diverged.add(q["slot"])
+            pk = pen_of(q)
+            cp = penalized(c, h, q.get("output_index", 0), **pk) if pk else c
+            temp = q.get("temperature", 0) or 1.0
+            margin = float(cp[a] - cp[b]) / temp
+            scale = float(np.sqrt(np.mean((c.astype(np.float64) - g) ** 2)))
+            (ties if abs(margin) < 4 * scale else hard).append(
+                f"step {k} slot {q['slot']}: margin {margin:.3f} vs diff rms {scale:.3f}")
+    check(name, not hard and total > 0,
+          f"{agree}/{total} tokens equal; divergences at near-ties: {ties or 'none'}; "
+          f"not near-ties: {hard or 'none'}")
+
+
+PENALTY_KEYS = ("repetition_penalty", "frequency_penalty", "presence_penalty")
+
+
+def pen_kwargs(q):
+    if q.get("repetition_penalty", 1) == 1 and not q.get("frequency_penalty") and \
+            not q.get("presence_penalty"):
+        return None
+    return dict(rep=q.get("repetition_penalty", 1), freq=q.get("frequency_penalty", 0),
+                pres=q.get("presence_penalty", 0))
+
+
+def check_penalties(drv, fx_dir, vocab, gpu_backend="cuda"):
+    """7. CPU vs CUDA with penalties on the fixture model, 40 decode steps fed on the device.
+    Each batch has every penalty setting twice (sampled with a seed, and greedy) and two rows
+    without penalties. The fixture's random logits (std ~1) almost never repeat a token, so
+    positive penalties alone change nothing there: the second batch rewards repeats (negative
+    presence, repetition < 1) so that counts grow and every penalty bites."""
+    sampled = dict(temperature=0.8, top_k=50, top_p=0.9, min_p=0.02)
+    rp, fp, pp = PENALTY_KEYS
+    batches = (("rep 1.3 + freq 0.5 + pres 0.4, each alone",
+                ({rp: 1.3, fp: 0.5, pp: 0.4}, {rp: 1.3}, {fp: 0.5}, {pp: 0.4})),
+               ("repeats rewarded: rep 1.3 + freq 0.5 + pres -1.5, rep 0.5, freq -2 + pres -2, "
+                "rep 0.8 + freq 0.5 + pres -1.5",
+                ({rp: 1.3, fp: 0.5, pp: -1.5}, {rp: 0.5}, {fp: -2.0, pp: -2.0},
+                 {rp: 0.8, fp: 0.5, pp: -1.5})))
+    n_dec = 40
+    for label, pens in batches:
+        rows = [(pen, smp) for pen in pens for smp in (sampled, {})] + [({}, sampled), ({}, {})]
+        ps = [prompt(n, 500 + n, vocab) for n in range(6, 6 + 7 * len(rows), 7)]
+        ps = [q + q[1:6] + q[1:4] for q in ps]  # the prompt repeats some of its tokens
+        tabs = [list(range(12 * i + 11, 12 * i - 1, -1)) for i in range(len(rows))]
+
+        def kw(i):
+            return {**rows[i][1], **rows[i][0], "seed": 11 + i, "num_logprobs": 3}
+        # The prompts in two chunks (the first samples nothing), then decode from the device.
+        st = [[seq(i, q[:4], 4, tabs[i], sample=False, **{**kw(i), "num_logprobs": 0})
+               for i, q in enumerate(ps)],
+              [seq(i, q[4:], len(q), tabs[i], **kw(i)) for i, q in enumerate(ps)]]
+        for d in range(n_dec):
+            st.append([seq(i, [FROM_PREV], len(q) + d + 1, tabs[i], output_index=d + 1, **kw(i))
+                       for i, q in enumerate(ps)])
+        opts = dict(max_num_tokens=1024, num_kv_blocks=12 * len(rows))
+        rc, lc = drv.run(fx_dir, st, vocab, backend="cpu", threads=4, **opts)
+        rg, lg = drv.run(fx_dir, st, vocab, backend=gpu_backend, **opts)
+        compare_tokens(f"CPU vs CUDA penalties, {label} (fixture)", st, rc, lc, rg, lg,
+                       pen_kwargs)
+        if label.startswith("repeats"):
+            ra, _ = drv.run(fx_dir, st, vocab, backend=gpu_backend, launch_ahead=True,
+                            env={"FOLIO_CUDA_KEEP_LOGITS": "1"}, **opts)
+            check("CUDA penalties: launch-ahead pipeline == step by step", ra == rg,
+                  f"tokens equal: {ra == rg}")
+            # Penalties must change the tokens here, else the checks above prove little.
+            plain = [[{k: v for k, v in q.items() if k not in PENALTY_KEYS} for q in s_]
+                     for s_ in st]
+            rpl, _ = drv.run(fx_dir, plain, vocab, backend=gpu_backend, **opts)
+
+            def toks(r, i):
+                return [x["token_ids"][i] for x in r]
+            moved = [i for i in range(len(rows)) if toks(rpl, i) != toks(rg, i)]
+            want = [i for i in range(len(rows)) if rows[i][0]]
+            greedy = [i for i in want if not rows[i][1]]  # a sampled row may keep its draws
+            check("CUDA penalties change the penalized rows only",
+                  set(moved) <= set(want) and set(greedy) <= set(moved),
+                  f"rows whose tokens changed: {moved}, penalized rows: {want} (greedy {greedy})")
+
+    # Preemption by recompute: A (slot 0, penalized, sampled) decodes 8 tokens, is preempted and
+    # re-prefilled with its outputs in slot 2, in chunks of 16 that all carry output_index 9
+    # (as scheduler/policy.c plans it), then decodes on; a new penalized B takes slot 0 at
+    # position 0 meanwhile; C (slot 1, unpenalized) decodes throughout.
+    # Repetition < 1 draws prompt tokens into the output, where the presence reward and the
+    # frequency penalty then apply: a prompt token taken for an output one changes the tokens.
+    pen = dict(repetition_penalty=0.7, frequency_penalty=0.5, presence_penalty=-1.5)
+    a_kw = {**sampled, **pen, "seed": 21}
+    b_kw = {**pen, "seed": 22}
+    c_kw = {**sampled, "seed": 23}
+    pa, pb, pc = ps[2], ps[1], ps[0]
+    ta, tb, tc = tabs[0], tabs[3], tabs[1]
+    ta2 = tabs[2]
+    phase1 = [[seq(0, pa, len(pa), ta, **a_kw), seq(1, pc, len(pc), tc, **c_kw)]]
+    for d in range(8):
+        phase1.append([seq(0, [FROM_PREV], len(pa) + d + 1, ta, output_index=d + 1, **a_kw),
+                       seq(1, [FROM_PREV], len(pc) + d + 1, tc, output_index=d + 1, **c_kw)])
+    r1, _ = drv.run(fx_dir, phase1, vocab, backend="cpu", threads=4, max_num_tokens=256,
+                    num_kv_blocks=128)
+    a_out = [r["token_ids"][0] for r in r1]  # 9 outputs: the recompute knows them all
+    full = [s_ + [] for s_ in phase1]
+    known = pa + a_out
+    c_ctx = len(pc) + 8
+    k = 0
+    while k < len(known):
+        chunk = known[k:k + 16]
+        c_ctx += 1
+        last = k + 16 >= len(known)
+        step = [seq(2, chunk, k + len(chunk), ta2, sample=last, output_index=len(a_out),
+                    **{**a_kw, "num_logprobs": 0 if not last else 3}),
+                seq(1, [FROM_PREV], c_ctx, tc, output_index=c_ctx - len(pc), **c_kw)]
+        if k == 0:
+            step.append(seq(0, pb, len(pb), tb, **b_kw))
+        else:
+            o = k // 16
+            step.append(seq(0, [FROM_PREV], len(pb) + o, tb, output_index=o, **b_kw))
+        full.append(step)
+        k += 16
+    b_ctx = len(pb) + (len(full) - len(phase1)) - 1
+    a_ctx = len(known)
+    for d in range(12):
+        c_ctx += 1
+        b_ctx += 1
+        full.append([seq(2, [FROM_PREV], a_ctx + d + 1, ta2, output_index=len(a_out) + d + 1,
+                         **a_kw),
+                     seq(1, [FROM_PREV], c_ctx, tc, output_index=c_ctx - len(pc), **c_kw),
+                     seq(0, [FROM_PREV], b_ctx, tb, output_index=b_ctx - len(pb), **b_kw)])
+    rc, lc = drv.run(fx_dir, full, vocab, backend="cpu", threads=4, max_num_tokens=256,
+                     num_kv_blocks=128)
+    rg, lg = drv.run(fx_dir, full, vocab, backend=gpu_backend, max_num_tokens=256,
+                     num_kv_blocks=128)
+    compare_tokens("CPU vs CUDA penalties across a recompute and a reused slot (fixture)", full,
+                   rc, lc, rg, lg, pen_kwargs)
 
 
 def main():
@@ -243,6 +431,8 @@ def main():
         check(f"CPU vs CUDA {label} tokens (fixture)", not hard,
               f"{agree}/{total} tokens equal; first-step logits rel L2 {e0:.2e}; divergences at "
               f"near-ties: {ties or 'none'}; not near-ties: {hard or 'none'}")
+
+    check_penalties(drv, fx_dir, fx_vocab)
 
     failed = [n for n, ok, _ in results if not ok]
     print(f"correctness: {len(results) - len(failed)}/{len(results)} passed" +

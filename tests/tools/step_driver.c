@@ -10,7 +10,8 @@
  *    "steps": [[{"slot": 0, "tokens": [1, 2, 3], "context_len": 3,
  *                "block_table": [5], "sample": true, "output_index": 0,
  *                "temperature": 0, "top_k": 0, "top_p": 1, "min_p": 0,
- *                "seed": 0, "num_logprobs": 0}, ...], ...]}
+ *                "seed": 0, "num_logprobs": 0, "repetition_penalty": 1,
+ *                "frequency_penalty": 0, "presence_penalty": 0}, ...], ...]}
  * A token -1 is FOLIO_TOKEN_FROM_PREV. With launch_ahead, step N+1 is launched
  * before step N is collected (the scheduler's pipeline).
  *
@@ -123,12 +124,14 @@ static int parse_step(json_t *jstep, struct parsed_step *p, char *err, size_t er
         free(toks);
         t += (size_t)ntok;
         long long slot, ctx, out_idx, top_k, seed, nlp;
-        double temp, top_p, min_p;
+        double temp, top_p, min_p, rep_pen, freq_pen, pres_pen;
         if (int_field(js, "slot", -1, &slot) || int_field(js, "context_len", -1, &ctx) ||
             int_field(js, "output_index", 0, &out_idx) || int_field(js, "top_k", 0, &top_k) ||
             int_field(js, "seed", 0, &seed) || int_field(js, "num_logprobs", 0, &nlp) ||
             num_field(js, "temperature", 0, &temp) || num_field(js, "top_p", 1, &top_p) ||
-            num_field(js, "min_p", 0, &min_p)) {
+            num_field(js, "min_p", 0, &min_p) || num_field(js, "repetition_penalty", 1, &rep_pen) ||
+            num_field(js, "frequency_penalty", 0, &freq_pen) ||
+            num_field(js, "presence_penalty", 0, &pres_pen)) {
             snprintf(err, errlen, "seq %d: a field has the wrong type", i);
             return -1;
         }
@@ -144,7 +147,9 @@ static int parse_step(json_t *jstep, struct parsed_step *p, char *err, size_t er
             .top_k = (int32_t)top_k,
             .top_p = (float)top_p,
             .min_p = (float)min_p,
-            .repetition_penalty = 1.0f,
+            .repetition_penalty = (float)rep_pen,
+            .frequency_penalty = (float)freq_pen,
+            .presence_penalty = (float)pres_pen,
             .seed = (uint64_t)seed,
             .num_logprobs = (int32_t)nlp,
         };
