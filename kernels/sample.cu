@@ -181,8 +181,11 @@ __global__ void __launch_bounds__(SAMPLE_THREADS)
     const float *row = logits + (int64_t)r * vocab;
 
     /* Raw distribution: max, argmax, log-sum-exp. */
+    /* Unrolled so that each thread has several independent loads in flight: the
+     * plain loop waited out an L2 round trip per element (~17 us at batch 1). */
     float bv = -INFINITY;
     int bi = -1;
+#pragma unroll 8
     for (int i = threadIdx.x; i < vocab; i += blockDim.x) {
         float v = row[i];
         if (beats(v, i, bv, bi)) {
@@ -193,6 +196,7 @@ __global__ void __launch_bounds__(SAMPLE_THREADS)
     arg_best top = block_argmax(bv, bi, sv, si);
     float mx = top.v;
     float se = 0.0f;
+#pragma unroll 8
     for (int i = threadIdx.x; i < vocab; i += blockDim.x)
         se += __expf(row[i] - mx);
     float lse = mx + logf(block_sum(se, sv));

@@ -451,6 +451,12 @@ static int forward(struct cuda_backend *cb, const struct step_layout *l, int t_r
 
     CUDA_CHECK(folio_k_embed(cb->res, cb->embed, token_ids, token_slot, cb->d_last_sampled, t_rows,
                              cb->hidden, cb->vocab, s));
+    /* Every step, graphs included (rows without penalties return at once); before
+     * the sampler overwrites last_sampled, which it reads. */
+    CUDA_CHECK(folio_k_penalty_update(
+        cb->d_pen_state, cb->d_pen_history, cb->d_pen_rebuild,
+        (const struct folio_k_penalty_seq *)(cb->d_meta + l->pen_seqs), s_rows, token_ids,
+        cb->d_last_sampled, cb->vocab, cb->pen_max_ctx, s));
     /* Small batches take each RMSNorm into the GEMV that reads it; the residual
      * then moves between res and res2 (the GEMV's CTAs all read the old sum
      * while one writes the new). */
@@ -513,11 +519,6 @@ static int forward(struct cuda_backend *cb, const struct step_layout *l, int t_r
                  errlen) != 0)
             return -1;
     }
-    /* Every step, graphs included: rows without penalties return at once. */
-    CUDA_CHECK(folio_k_penalty_update(
-        cb->d_pen_state, cb->d_pen_history, cb->d_pen_rebuild,
-        (const struct folio_k_penalty_seq *)(cb->d_meta + l->pen_seqs), s_rows, token_ids,
-        cb->d_last_sampled, cb->vocab, cb->pen_max_ctx, s));
     if (n_sample <= 0)
         return 0;
     /* Only the rows that sample go through the final norm and the LM head. */

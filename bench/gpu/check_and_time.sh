@@ -40,7 +40,7 @@ echo "== correctness"
 # GEMM tuning picks algorithms by timing, so two processes may pick differently for one shape;
 # the checks compare separate runs bitwise (graph vs eager, launch-ahead), so they run untuned.
 # FOLIO_CHECK_GEMV8=1: once more with every step of <= 8 rows through the GEMV.
-FOLIO_GEMM_TUNE=0 timeout 200 python3 bench/gpu/check_cuda.py "$B/step_driver" /tmp/tl /tmp/fx \
+FOLIO_GEMM_TUNE=0 timeout 400 python3 bench/gpu/check_cuda.py "$B/step_driver" /tmp/tl /tmp/fx \
   "$OUT/work" 2>&1 | tee "$OUT/check.log"
 if [ "${FOLIO_CHECK_GEMV8:-0}" = 1 ]; then
   FOLIO_GEMM_TUNE=0 FOLIO_GEMV_MAX_ROWS=8 timeout 200 python3 bench/gpu/check_cuda.py \
@@ -88,7 +88,12 @@ if [ "${FOLIO_SANITIZE_RUN:-1}" = 1 ] && command -v compute-sanitizer >/dev/null
   echo "== compute-sanitizer (fixture model, prefill + graph decode)"
   FOLIO_NUM_KV_BLOCKS=64 timeout ${FOLIO_SANITIZE_TIMEOUT:-120} compute-sanitizer --tool memcheck \
     --error-exitcode 9 "$B/decode_bench" /tmp/fx decode 4 40 4 >"$OUT/sanitizer.log" 2>&1
-  echo "memcheck exit $? ($(grep -c 'Invalid\|ERROR' "$OUT/sanitizer.log") error lines)"
+  echo "memcheck (batch 4: cuBLASLt path) exit $? ($(grep -c 'Invalid\|ERROR' "$OUT/sanitizer.log") error lines)"
+  FOLIO_NUM_KV_BLOCKS=64 timeout ${FOLIO_SANITIZE_TIMEOUT:-120} compute-sanitizer --tool memcheck \
+    --error-exitcode 9 "$B/decode_bench" /tmp/fx decode 1 40 4 >"$OUT/memcheck1.tmp" 2>&1
+  echo "memcheck (batch 1: GEMV path, L2 prefetch, PDL) exit $? ($(grep -c 'Invalid\|ERROR' "$OUT/memcheck1.tmp") error lines)"
+  cat "$OUT/memcheck1.tmp" >>"$OUT/sanitizer.log"
+  rm -f "$OUT/memcheck1.tmp"
   FOLIO_NUM_KV_BLOCKS=64 timeout ${FOLIO_SANITIZE_TIMEOUT:-120} compute-sanitizer --tool racecheck \
     --error-exitcode 9 "$B/decode_bench" /tmp/fx decode 2 40 2 >"$OUT/racecheck.tmp" 2>&1
   echo "racecheck exit $? ($(grep -c 'hazard\|ERROR' "$OUT/racecheck.tmp") hazard lines)"

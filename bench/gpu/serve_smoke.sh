@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # End-to-end smoke of `folio serve` from the bundle: start it, wait for /health, one streaming
-# and one non-streaming /v1/completions request with curl (printed), then SIGTERM and wait.
+# one non-streaming and one penalized, seeded /v1/completions request with curl (printed), then
+# SIGTERM and wait.
 #     bash bench/gpu/serve_smoke.sh MODEL_DIR [BACKEND [SCHEDULER OPTIONS...]]
 # (from the repo root, bundle/ built). Without MODEL_DIR ("") it serves the build's demo model.
 # The server log goes to $OUT/serve.log, the responses to /tmp/folio-smoke.
@@ -44,7 +45,13 @@ if [ $ok = 1 ]; then
     -d "{\"model\":\"$name\",\"prompt\":\"Once upon a time\",\"max_tokens\":12,\"temperature\":0}" |
     tee "$SMOKE/nonstream.txt"
   echo
-  grep -q '\[DONE\]' "$SMOKE/stream.txt" && grep -q '"choices"' "$SMOKE/nonstream.txt" && rc=0
+  echo "--- penalized (repetition 1.3, frequency 0.5, presence 0.4), seeded, with logprobs"
+  curl -s --max-time 60 "http://127.0.0.1:$PORT/v1/completions" -H 'Content-Type: application/json' \
+    -d "{\"model\":\"$name\",\"prompt\":\"Once upon a time\",\"max_tokens\":12,\"temperature\":0.8,\"seed\":7,\"logprobs\":2,\"repetition_penalty\":1.3,\"frequency_penalty\":0.5,\"presence_penalty\":0.4}" |
+    tee "$SMOKE/penalized.txt"
+  echo
+  grep -q '\[DONE\]' "$SMOKE/stream.txt" && grep -q '"choices"' "$SMOKE/nonstream.txt" &&
+    grep -q '"choices"' "$SMOKE/penalized.txt" && rc=0
 fi
 kill -TERM $pid 2>/dev/null
 for _ in $(seq 1 40); do kill -0 $pid 2>/dev/null || break; sleep 0.5; done
