@@ -337,61 +337,6 @@ static int bench_attention(const struct folio_model_config *c, int batch_size, i
                variant == 0 ? "attention" : "attnref", batch_size, ctx, median(t, repeats),
                median(t, repeats), bytes, variant == 0 ? splits : 1);
     }
-    if (mma) {
-        /* The fused decode kernel (RoPE + KV write + attention + merge, one launch) against
-         * the unfused path on the same inputs: rope_kv_write on a copy of qkv, then the split
-         * kernel. Both write the same rotated key into the cache. */
-        int half = D / 2, *counters;
-        float *h_inv = malloc(sizeof(float) * half), *inv_freq;
-        uint16_t *qkv2, *h_a = malloc(sizeof(uint16_t) * (size_t)batch_size * H * D),
-                        *h_b = malloc(sizeof(uint16_t) * (size_t)batch_size * H * D);
-        if (!h_inv || !h_a || !h_b)
-            return -1;
-        for (int i = 0; i < half; i++)
-            h_inv[i] = powf(10000.0f, -(float)(2 * i) / (float)D);
-        CK(cudaMalloc((void **)&inv_freq, sizeof(float) * half));
-        CK(cudaMalloc((void **)&qkv2, sizeof(uint16_t) * qkv_elems));
-        CK(cudaMalloc((void **)&counters, sizeof(int) * (size_t)bucket * Hkv));
-        CK(cudaMemset(counters, 0, sizeof(int) * (size_t)bucket * Hkv));
-        CK(cudaMemcpy(inv_freq, h_inv, sizeof(float) * half, cudaMemcpyHostToDevice));
-        CK(folio_k_attention_decode_fused_prepare(D));
-        CK(cudaMemcpy(qkv2, qkv, sizeof(uint16_t) * qkv_elems, cudaMemcpyDeviceToDevice));
-        CK(folio_k_rope_kv_write(qkv2, k, v, inv_freq, kb, H, Hkv, D, 0, s));
-        CK(folio_k_attention_decode(out, qkv2, k, v, kb, splits, ws, H, Hkv, D, 0, s));
-        CK(cudaMemcpyAsync(h_a, out, sizeof(uint16_t) * batch_size * H * D, cudaMemcpyDeviceToHost,
-                           s));
-        for (int i = 0; i < repeats + 3; i++) {
-            CK(cudaEventRecord(e0, s));
-            CK(folio_k_attention_decode_fused(out, qkv, k, v, inv_freq, kb, splits, ws, counters, H,
-                                              Hkv, D, 0, s));
-            CK(cudaEventRecord(e1, s));
-            CK(cudaEventSynchronize(e1));
-            float ms;
-            CK(cudaEventElapsedTime(&ms, e0, e1));
-            if (i >= 3)
-                t[i - 3] = ms;
-        }
-        CK(cudaMemcpy(h_b, out, sizeof(uint16_t) * batch_size * H * D, cudaMemcpyDeviceToHost));
-        double diff = 0, ref = 0;
-        for (size_t i = 0; i < (size_t)batch_size * H * D; i++) {
-            float a = 0, bv = 0;
-            uint32_t ua = (uint32_t)h_a[i] << 16, ub = (uint32_t)h_b[i] << 16;
-            memcpy(&a, &ua, 4);
-            memcpy(&bv, &ub, 4);
-            diff += (double)(a - bv) * (a - bv);
-            ref += (double)a * a;
-        }
-        printf("RESULT name=attnfused_b%d_ctx%d ms=%.4f median_ms=%.4f bytes=%.0f flops=0 "
-               "splits=%d rel_l2_vs_unfused=%.3e\n",
-               batch_size, ctx, median(t, repeats), median(t, repeats), bytes, splits,
-               ref > 0 ? sqrt(diff / ref) : -1.0);
-        cudaFree(inv_freq);
-        cudaFree(qkv2);
-        cudaFree(counters);
-        free(h_inv);
-        free(h_a);
-        free(h_b);
-    }
     cudaFree(ws);
     cudaFree(k);
     cudaFree(v);

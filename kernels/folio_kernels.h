@@ -99,28 +99,6 @@ cudaError_t folio_k_attention_decode(folio_bf16_bits *out, const folio_bf16_bits
                                      int num_heads, int num_kv_heads, int head_dim, int pdl,
                                      cudaStream_t s);
 
-/* Decode-only batches in one launch per layer (attention_decode.cu): RoPE of
- * q and of the new k (as folio_k_rope_kv_write rounds it), the new token's
- * K/V cache write, split-KV attention, and the merge of the splits by the last
- * CTA of each (token, KV head). Replaces folio_k_rope_kv_write followed by
- * folio_k_attention_decode. splits from folio_k_attention_decode_splits;
- * workspace of folio_k_attention_workspace_bytes; counters: num_tokens *
- * num_kv_heads ints, zero before the first launch (each launch leaves them
- * zero). Same shapes as the tensor-core kernels. */
-cudaError_t folio_k_attention_decode_fused(folio_bf16_bits *out, const folio_bf16_bits *qkv,
-                                           folio_bf16_bits *k_cache, folio_bf16_bits *v_cache,
-                                           const float *inv_freq, struct folio_k_batch b,
-                                           int splits, void *workspace, int *counters,
-                                           int num_heads, int num_kv_heads, int head_dim, int pdl,
-                                           cudaStream_t s);
-
-/* pdl (here and in folio_k_gemv_mma): launch with programmatic dependent launch,
- * so the kernel's prologue (cache or weight loads, which no earlier kernel of
- * the step writes) overlaps the previous kernel's tail. */
-
-/* Raises the fused decode kernel's shared-memory limit; once, before any launch. */
-cudaError_t folio_k_attention_decode_fused_prepare(int head_dim);
-
 #define FOLIO_K_GEMV_MAX_ROWS 8
 
 /* y[m, n] = x[m, k] . w[n, k]^T for m <= FOLIO_K_GEMV_MAX_ROWS (bf16 in, f32
@@ -132,32 +110,15 @@ cudaError_t folio_k_attention_decode_fused_prepare(int head_dim);
  * rounds them: input row r is row rows[r] of x/add (rows NULL: r). If res_out
  * != NULL (and rows NULL), bf16(x + add) is written there (a buffer other than
  * x: the other CTAs still read x). Without norm_w, x is read as is (add, rows,
- * res_out ignored). pdl: see folio_k_attention_decode_fused. */
+ * res_out ignored).
+ * pdl (here and in the other kernels that take it): launch with programmatic
+ * dependent launch; the kernel issues what no earlier kernel of the step
+ * writes (the weight loads) before it waits for the previous kernel, so that
+ * work overlaps the previous kernel's tail. */
 cudaError_t folio_k_gemv(void *y, const folio_bf16_bits *x, const folio_bf16_bits *add,
                          const folio_bf16_bits *norm_w, float eps, const int32_t *rows,
                          folio_bf16_bits *res_out, const folio_bf16_bits *w, int m, int n, int k,
                          int out_f32, int gate_up_silu, int pdl, cudaStream_t s);
-
-/* The same products on the tensor cores (gemv_mma.cu): mma.sync with the
- * weights as the 16-row operand and the m <= 8 input rows as the 8 columns, so
- * the cost does not grow with m; a CTA's warps split k. k must be a multiple
- * of 32.
- * With norm_w != NULL the input rows are RMSNorm(res + add) computed in the
- * prologue (k == hidden; add may be NULL), rounded as folio_k_add_rmsnorm
- * rounds them: row r of the input is row rows[r] of res/add (rows NULL: r).
- * If res_out != NULL (and rows NULL), bf16(res + add) is written there (a
- * buffer other than res: the other CTAs still read res). Without norm_w, x is
- * read as is (res, add, rows ignored). */
-cudaError_t folio_k_gemv_mma(void *y, const folio_bf16_bits *x, const folio_bf16_bits *add,
-                             const folio_bf16_bits *norm_w, float eps, const int32_t *rows,
-                             folio_bf16_bits *res_out, const folio_bf16_bits *w, int m, int n,
-                             int k, int out_f32, int gate_up_silu, int pdl, cudaStream_t s);
-
-/* Bulk L2 prefetch of a[0..a_bytes) then b[0..b_bytes) by ctas one-warp CTAs
- * (16-byte aligned pointers and sizes); with pdl, a kernel launched after it
- * still waits for the kernel before it. */
-cudaError_t folio_k_prefetch_l2(const void *a, size_t a_bytes, const void *b, size_t b_bytes,
-                                int ctas, int pdl, cudaStream_t s);
 
 /* out[t, j] = bf16(bf16(silu(gu[t, j])) * gu[t, inter + j]). */
 cudaError_t folio_k_silu_mul(folio_bf16_bits *out, const folio_bf16_bits *gate_up, int num_tokens,

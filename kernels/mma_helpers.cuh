@@ -1,6 +1,6 @@
-/* Inline PTX wrappers shared by the tensor-core kernels (attention_mma.cu,
- * attention_decode.cu, gemv_mma.cu): mma.sync m16n8k16 bf16 with f32
- * accumulators, ldmatrix, cp.async. sm_80 and later. */
+/* Inline PTX wrappers for the tensor-core attention (attention_mma.cu):
+ * mma.sync m16n8k16 bf16 with f32 accumulators, ldmatrix, cp.async. sm_80 and
+ * later. */
 #ifndef FOLIO_KERNELS_MMA_HELPERS_CUH
 #define FOLIO_KERNELS_MMA_HELPERS_CUH
 

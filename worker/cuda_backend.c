@@ -147,17 +147,9 @@ struct cuda_backend {
     void *attn_workspace; /* split-KV partials of the decode kernel */
     size_t attn_workspace_bytes;
     int gemv_max_rows; /* GEMMs of at most this many rows run as folio_k_gemv */
-    /* FOLIO_GEMV=mma: those GEMMs run on the tensor cores (folio_k_gemv_mma), with
-     * the residual add + RMSNorm before QKV, gate/up and the LM head fused in. */
-    bool gemv_mma;
-    /* FOLIO_DECODE_ATTN=fused: decode-only steps run RoPE, the KV write, attention
-     * and the split merge as one launch per layer (folio_k_attention_decode_fused). */
-    bool attn_fused;
-    int *attn_counters; /* [graph_bucket(max_seqs) * kv_heads], zero between launches */
     /* Programmatic dependent launch for the kernels that support it (FOLIO_PDL=0: off). */
     int pdl;
     bool pdl_step; /* this step's kernels use it (set by forward) */
-    size_t l2_prefetch_bytes;
 
     /* GEMM shapes of decode-only steps (tune_gemms, set by forward) are tuned: the
      * heuristic's candidates are timed once, in the eager step before a graph's
@@ -350,15 +342,11 @@ static int gemm_plan_get(struct cuda_backend *cb, int m, int n, int k, bool out_
     return -1;
 }
 
-/* Folio's GEMV for a few rows (folio_k_gemv; the tensor-core one with
- * FOLIO_GEMV=mma), optionally with the residual add + RMSNorm in front. */
+/* Folio's GEMV for a few rows, optionally with the residual add + RMSNorm in front. */
 static cudaError_t gemv(struct cuda_backend *cb, void *y, const bf16 *x, const bf16 *add,
                         const bf16 *norm_w, const int32_t *rows, bf16 *res_out, const bf16 *w,
                         int m, int n, int k, bool out_f32, bool gate_up_silu)
 {
-    if (cb->gemv_mma)
-        return folio_k_gemv_mma(y, x, add, norm_w, cb->eps, rows, res_out, w, m, n, k, out_f32,
-                                gate_up_silu, cb->pdl_step, cb->stream);
     return folio_k_gemv(y, x, add, norm_w, cb->eps, rows, res_out, w, m, n, k, out_f32,
                         gate_up_silu, cb->pdl_step, cb->stream);
 }
@@ -409,13 +397,6 @@ static int attention(struct cuda_backend *cb, const struct step_layout *l,
         /* Splits from the graph bucket: an eager step splits as its graph would. */
         int splits = folio_k_attention_decode_splits(graph_bucket(kb->num_tokens), cb->kv_heads,
                                                      cb->num_sms);
-        if (cb->attn_fused) {
-            CUDA_CHECK(folio_k_attention_decode_fused(cb->attn_out, cb->qkv, (bf16 *)kc, (bf16 *)vc,
-                                                      cb->inv_freq, *kb, splits, cb->attn_workspace,
-                                                      cb->attn_counters, cb->heads, cb->kv_heads,
-                                                      cb->head_dim, cb->pdl_step, s));
-            return 0;
-        }
         CUDA_CHECK(folio_k_attention_decode(cb->attn_out, cb->qkv, kc, vc, *kb, splits,
                                             cb->attn_workspace, cb->heads, cb->kv_heads,
                                             cb->head_dim, cb->pdl_step, s));
@@ -466,13 +447,6 @@ static int forward(struct cuda_backend *cb, const struct step_layout *l, int t_r
      * their weight loads before waiting; with cuBLASLt between the small kernels
      * it made batch 64 slower (1.72 vs 1.58 ms on the H200). */
     cb->pdl_step = cb->pdl && fuse_norm;
-    size_t o_bytes = sizeof(bf16) * (size_t)cb->hidden * cb->heads * cb->head_dim,
-           gu_bytes = sizeof(bf16) * 2 * (size_t)cb->inter * cb->hidden;
-    size_t pf_o = cb->l2_prefetch_bytes < o_bytes ? cb->l2_prefetch_bytes : o_bytes;
-    size_t pf_gu =
-        cb->l2_prefetch_bytes - pf_o < gu_bytes ? cb->l2_prefetch_bytes - pf_o : gu_bytes;
-    pf_gu &= ~(size_t)15;
-    bool fused_attn = cb->attn_fused && num_tiles < 0 && cb->attn_tile_tokens > 0;
     bf16 *cur = cb->res;
     for (int li = 0; li < cb->layers; li++) {
         struct cuda_layer *L = &cb->lw[li];
@@ -491,12 +465,8 @@ static int forward(struct cuda_backend *cb, const struct step_layout *l, int t_r
                      errlen) != 0)
                 return -1;
         }
-        if (fuse_norm && pf_o > 0) /* DRAM idles through RoPE and attention */
-            CUDA_CHECK(folio_k_prefetch_l2(L->wo, pf_o, L->w_gate_up, pf_gu, cb->num_sms,
-                                           cb->pdl_step, s));
-        if (!fused_attn) /* the fused decode kernel rotates and writes the cache itself */
-            CUDA_CHECK(folio_k_rope_kv_write(cb->qkv, kc, vc, cb->inv_freq, kb, cb->heads,
-                                             cb->kv_heads, cb->head_dim, cb->pdl_step, s));
+        CUDA_CHECK(folio_k_rope_kv_write(cb->qkv, kc, vc, cb->inv_freq, kb, cb->heads, cb->kv_heads,
+                                         cb->head_dim, cb->pdl_step, s));
         if (attention(cb, l, &kb, num_tiles, kc, vc, err, errlen) != 0)
             return -1;
         if (gemm(cb, cb->attn_out, L->wo, cb->proj_out, t_rows, cb->hidden,
@@ -900,8 +870,8 @@ static void cuda_destroy(struct folio_backend *b)
                     cb->d_last_sampled, cb->d_meta,
                     cb->inv_freq,       cb->workspace,
                     cb->attn_workspace, cb->res2,
-                    cb->attn_counters,  cb->d_pen_state,
-                    cb->d_pen_history,  cb->d_pen_rebuild};
+                    cb->d_pen_state,    cb->d_pen_history,
+                    cb->d_pen_rebuild};
     for (size_t i = 0; i < sizeof(bufs) / sizeof(bufs[0]); i++)
         cudaFree(bufs[i]);
     free(cb->lw);
@@ -1039,17 +1009,8 @@ static int create(struct cuda_backend *cb, const struct folio_model *m,
     cb->gemv_max_rows = gv ? atoi(gv) : 2;
     if (cb->gemv_max_rows < 0 || cb->gemv_max_rows > FOLIO_K_GEMV_MAX_ROWS)
         cb->gemv_max_rows = FOLIO_K_GEMV_MAX_ROWS;
-    const char *gm = getenv("FOLIO_GEMV");
-    cb->gemv_mma = gm && strcmp(gm, "mma") == 0 && cb->hidden % 32 == 0 && cb->inter % 32 == 0 &&
-                   (cb->heads * cb->head_dim) % 32 == 0;
-    const char *da = getenv("FOLIO_DECODE_ATTN");
-    cb->attn_fused = da && strcmp(da, "fused") == 0 && cb->attn_tile_tokens > 0;
     const char *gt = getenv("FOLIO_GEMM_TUNE");
     cb->gemm_tuning = !(gt && strcmp(gt, "0") == 0);
-    /* FOLIO_L2_PREFETCH_MB: weights of the O and gate/up projections pulled into L2
-     * during the attention of small-batch decode steps (0: off). */
-    const char *pf = getenv("FOLIO_L2_PREFETCH_MB");
-    cb->l2_prefetch_bytes = (size_t)(pf ? atoi(pf) > 0 ? atoi(pf) : 0 : 32) << 20;
     /* FOLIO_PDL=0: no programmatic dependent launch (a yardstick). */
     const char *pd = getenv("FOLIO_PDL");
     cb->pdl = !(pd && strcmp(pd, "0") == 0);
@@ -1058,8 +1019,6 @@ static int create(struct cuda_backend *cb, const struct folio_model *m,
     CUDA_CHECK(cudaDeviceGetAttribute(&cb->num_sms, cudaDevAttrMultiProcessorCount, 0));
     if (cb->attn_tile_tokens > 0)
         CUDA_CHECK(folio_k_attention_prepare(cb->head_dim));
-    if (cb->attn_fused)
-        CUDA_CHECK(folio_k_attention_decode_fused_prepare(cb->head_dim));
     CUDA_CHECK(cudaStreamCreateWithFlags(&cb->stream, cudaStreamNonBlocking));
     CUBLAS_CHECK(cublasLtCreate(&cb->lt));
     CUDA_CHECK(cudaMalloc(&cb->workspace, WORKSPACE_BYTES));
@@ -1213,11 +1172,6 @@ static int create(struct cuda_backend *cb, const struct folio_model *m,
     }
     if (cb->attn_workspace_bytes > 0)
         CUDA_CHECK(cudaMalloc(&cb->attn_workspace, cb->attn_workspace_bytes));
-    if (cb->attn_fused) {
-        size_t n_counters = (size_t)graph_bucket((int)S) * cb->kv_heads;
-        CUDA_CHECK(cudaMalloc((void **)&cb->attn_counters, sizeof(int) * n_counters));
-        CUDA_CHECK(cudaMemsetAsync(cb->attn_counters, 0, sizeof(int) * n_counters, cb->stream));
-    }
     for (int i = 0; i < MAX_INFLIGHT; i++) {
         struct inflight *fl = &cb->fl[i];
         CUDA_CHECK(cudaEventCreateWithFlags(&fl->done, cudaEventDisableTiming));

@@ -3,9 +3,9 @@
 # end-to-end `folio serve --backend cuda` smoke, then compute-sanitizer (each step time-boxed).
 # Run from the repo root on the GPU machine, after deploy/bundle.sh here (bundle/ carried):
 #     bash bench/gpu/check_and_time.sh
-# The backend's switches travel through the environment (FOLIO_GEMV=mma, FOLIO_DECODE_ATTN=fused,
-# FOLIO_GEMV_MAX_ROWS, ...): the correctness checks, timings, smoke and sanitizer runs use them.
-# FOLIO_COMPARE_OLD=1 also times the decode steps with those three unset ("old_decode_*").
+# The backend's switches travel through the environment (FOLIO_GEMV_MAX_ROWS, FOLIO_PDL,
+# FOLIO_GEMM_TUNE, ...): the correctness checks, timings, smoke and sanitizer runs use them.
+# FOLIO_COMPARE_OLD=1 also times the decode steps with FOLIO_GEMV_MAX_ROWS unset ("old_decode_*").
 # Logs and figures go to $OUT (default /tmp/folio-out; at most 8 files, as the device tool
 # returns); the table is printed last.
 set -uo pipefail
@@ -54,15 +54,15 @@ echo "== timings"
   for b in 1 8 64 256; do timeout 60 "$B/decode_bench" /tmp/tl decode $b 512 64; done
   if [ "${FOLIO_COMPARE_OLD:-0}" = 1 ]; then
     for b in 1 8 64 256; do
-      env -u FOLIO_GEMV -u FOLIO_DECODE_ATTN -u FOLIO_GEMV_MAX_ROWS timeout 60 "$B/decode_bench" \
+      env -u FOLIO_GEMV_MAX_ROWS timeout 60 "$B/decode_bench" \
         /tmp/tl decode $b 512 64 | sed 's/name=decode_/name=old_decode_/'
     done
   fi
-  # FOLIO_COMPARE_PDL=1: the same decode steps with programmatic dependent launch ("pdl_").
+  # FOLIO_COMPARE_PDL=1: the same decode steps without programmatic dependent launch ("nopdl_").
   if [ "${FOLIO_COMPARE_PDL:-0}" = 1 ]; then
     for b in 1 8 64 256; do
-      FOLIO_PDL=1 timeout 60 "$B/decode_bench" /tmp/tl decode $b 512 64 |
-        sed 's/name=decode_/name=pdl_decode_/'
+      FOLIO_PDL=0 timeout 60 "$B/decode_bench" /tmp/tl decode $b 512 64 |
+        sed 's/name=decode_/name=nopdl_decode_/'
     done
   fi
   for n in ${FOLIO_PREFILL_SIZES-512 4096}; do timeout 60 "$B/decode_bench" /tmp/tl prefill $n 10; done
@@ -91,7 +91,7 @@ if [ "${FOLIO_SANITIZE_RUN:-1}" = 1 ] && command -v compute-sanitizer >/dev/null
   echo "memcheck (batch 4: cuBLASLt path) exit $? ($(grep -c 'Invalid\|ERROR' "$OUT/sanitizer.log") error lines)"
   FOLIO_NUM_KV_BLOCKS=64 timeout ${FOLIO_SANITIZE_TIMEOUT:-120} compute-sanitizer --tool memcheck \
     --error-exitcode 9 "$B/decode_bench" /tmp/fx decode 1 40 4 >"$OUT/memcheck1.tmp" 2>&1
-  echo "memcheck (batch 1: GEMV path, L2 prefetch, PDL) exit $? ($(grep -c 'Invalid\|ERROR' "$OUT/memcheck1.tmp") error lines)"
+  echo "memcheck (batch 1: GEMV path, PDL) exit $? ($(grep -c 'Invalid\|ERROR' "$OUT/memcheck1.tmp") error lines)"
   cat "$OUT/memcheck1.tmp" >>"$OUT/sanitizer.log"
   rm -f "$OUT/memcheck1.tmp"
   FOLIO_NUM_KV_BLOCKS=64 timeout ${FOLIO_SANITIZE_TIMEOUT:-120} compute-sanitizer --tool racecheck \

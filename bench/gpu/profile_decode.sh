@@ -20,9 +20,7 @@ nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv 
 CONFIGS=${FOLIO_PROFILE_CONFIGS:-"default_b1 1
 default_b8 8
 default_b64 64
-default_b256 256
-mma_b1 1 FOLIO_GEMV=mma FOLIO_DECODE_ATTN=fused FOLIO_GEMV_MAX_ROWS=8
-mma_b8 8 FOLIO_GEMV=mma FOLIO_DECODE_ATTN=fused FOLIO_GEMV_MAX_ROWS=8"}
+default_b256 256"}
 
 echo "== timings (wall ms per step, 200 steps)"
 while read -r label batch envs; do
