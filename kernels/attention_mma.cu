@@ -324,12 +324,12 @@ extern "C" int folio_k_attention_tile_tokens(int num_heads, int num_kv_heads, in
     return PREFILL_WARPS * 16 / (num_heads / num_kv_heads);
 }
 
-extern "C" int folio_k_attention_decode_splits(int num_tokens, int num_kv_heads, int num_sms)
+extern "C" int folio_k_attention_decode_splits(int num_tokens, int num_kv_heads, int target_ctas)
 {
     int ctas = num_tokens * num_kv_heads;
     if (ctas <= 0)
         return 1;
-    int s = (2 * num_sms + ctas - 1) / ctas;
+    int s = (target_ctas + ctas - 1) / ctas;
     return s < 1 ? 1 : s > MAX_SPLITS ? MAX_SPLITS : s;
 }
 

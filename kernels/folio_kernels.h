@@ -73,8 +73,9 @@ cudaError_t folio_k_paged_attention_ref(folio_bf16_bits *out, const folio_bf16_b
 int folio_k_attention_tile_tokens(int num_heads, int num_kv_heads, int head_dim);
 
 /* Key-range splits of the decode kernel for a decode batch of num_tokens (the
- * caller passes the graph bucket, so eager and graph runs split alike). */
-int folio_k_attention_decode_splits(int num_tokens, int num_kv_heads, int num_sms);
+ * caller passes the graph bucket, so eager and graph runs split alike): about
+ * target_ctas CTAs in all, at most 32 splits. */
+int folio_k_attention_decode_splits(int num_tokens, int num_kv_heads, int target_ctas);
 
 /* Device bytes of the decode kernel's partial results. */
 size_t folio_k_attention_workspace_bytes(int num_tokens, int splits, int num_heads, int head_dim);
@@ -110,7 +111,8 @@ cudaError_t folio_k_attention_decode(folio_bf16_bits *out, const folio_bf16_bits
  * rounds them: input row r is row rows[r] of x/add (rows NULL: r). If res_out
  * != NULL (and rows NULL), bf16(x + add) is written there (a buffer other than
  * x: the other CTAs still read x). Without norm_w, x is read as is (add, rows,
- * res_out ignored).
+ * res_out ignored). split_k: warps per output column, each over 1/split_k of
+ * k (1, 2, 4, 8; 0: chosen from k).
  * pdl (here and in the other kernels that take it): launch with programmatic
  * dependent launch; the kernel issues what no earlier kernel of the step
  * writes (the weight loads) before it waits for the previous kernel, so that
@@ -118,7 +120,7 @@ cudaError_t folio_k_attention_decode(folio_bf16_bits *out, const folio_bf16_bits
 cudaError_t folio_k_gemv(void *y, const folio_bf16_bits *x, const folio_bf16_bits *add,
                          const folio_bf16_bits *norm_w, float eps, const int32_t *rows,
                          folio_bf16_bits *res_out, const folio_bf16_bits *w, int m, int n, int k,
-                         int out_f32, int gate_up_silu, int pdl, cudaStream_t s);
+                         int out_f32, int gate_up_silu, int split_k, int pdl, cudaStream_t s);
 
 /* out[t, j] = bf16(bf16(silu(gu[t, j])) * gu[t, inter + j]). */
 cudaError_t folio_k_silu_mul(folio_bf16_bits *out, const folio_bf16_bits *gate_up, int num_tokens,

@@ -40,6 +40,7 @@ struct gemv_args {
     folio_bf16_bits *res_out;
     const folio_bf16_bits *w;
     int n, k;
+    int ks; /* warps per output column, each over its own 1/ks of k (1, 2, 4 or 8) */
     bool out_f32;
 };
 
@@ -108,12 +109,16 @@ template <int M> __device__ __forceinline__ void norm_rows(const gemv_args &a, u
 template <int M, bool GLU, bool NORM>
 __global__ void __launch_bounds__(GEMV_WARPS * 32) gemv_kernel(gemv_args a)
 {
-    constexpr int R = GLU ? 2 : 1; /* weight rows per warp */
-    extern __shared__ uint4 xs[];  /* NORM: the normalized input rows [M][k/8] */
+    constexpr int R = GLU ? 2 : 1;               /* weight rows per warp */
+    extern __shared__ uint4 xs[];                /* NORM: the normalized input rows [M][k/8] */
+    __shared__ float part_sum[GEMV_WARPS][R][M]; /* ks > 1: each warp's share */
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-    const int col = blockIdx.x * GEMV_WARPS + warp;
-    const bool live = col < a.n; /* dead warps still take part in the norm */
-    const int chunks = a.k / 8, k8 = chunks;
+    const int ks = a.ks, part = warp & (ks - 1);
+    const int col = blockIdx.x * (GEMV_WARPS / ks) + warp / ks;
+    /* Dead warps (past n) still take part in the norm and the barriers. */
+    const bool live = col < a.n;
+    const int k8 = a.k / 8, per = (k8 + ks - 1) / ks;
+    const int c_begin = min(part * per, k8), chunks = min(c_begin + per, k8);
     const uint4 *wr[R];
 #pragma unroll
     for (int r = 0; r < R; r++)
@@ -121,7 +126,7 @@ __global__ void __launch_bounds__(GEMV_WARPS * 32) gemv_kernel(gemv_args a)
     uint4 wv[R][GEMV_UNROLL];
 #pragma unroll
     for (int u = 0; u < GEMV_UNROLL; u++) {
-        int c = u * 32 + lane;
+        int c = c_begin + u * 32 + lane;
 #pragma unroll
         for (int r = 0; r < R; r++) /* read once: streaming loads */
             wv[r][u] = live && c < chunks ? __ldcs(wr[r] + c) : make_uint4(0, 0, 0, 0);
@@ -130,7 +135,7 @@ __global__ void __launch_bounds__(GEMV_WARPS * 32) gemv_kernel(gemv_args a)
     pdl_wait();
     if (NORM)
         norm_rows<M>(a, xs);
-    if (!live)
+    if (!live && ks == 1)
         return;
     float acc[R][M];
 #pragma unroll
@@ -138,7 +143,7 @@ __global__ void __launch_bounds__(GEMV_WARPS * 32) gemv_kernel(gemv_args a)
 #pragma unroll
         for (int t = 0; t < M; t++)
             acc[r][t] = 0.0f;
-    for (int base = 0;;) {
+    for (int base = c_begin; live;) {
 #pragma unroll
         for (int u = 0; u < GEMV_UNROLL; u++) {
             int c = base + u * 32 + lane;
@@ -170,11 +175,34 @@ __global__ void __launch_bounds__(GEMV_WARPS * 32) gemv_kernel(gemv_args a)
                 wv[r][u] = c < chunks ? __ldcs(wr[r] + c) : make_uint4(0, 0, 0, 0);
         }
     }
+    float sum[R][M];
+#pragma unroll
+    for (int r = 0; r < R; r++)
+#pragma unroll
+        for (int t = 0; t < M; t++)
+            sum[r][t] = warp_sum(acc[r][t]);
+    if (ks > 1) { /* the column's first warp adds the parts in order */
+        if (lane == 0)
+#pragma unroll
+            for (int r = 0; r < R; r++)
+#pragma unroll
+                for (int t = 0; t < M; t++)
+                    part_sum[warp][r][t] = sum[r][t];
+        __syncthreads();
+        if (part != 0 || !live)
+            return;
+#pragma unroll
+        for (int r = 0; r < R; r++)
+#pragma unroll
+            for (int t = 0; t < M; t++)
+                for (int p = 1; p < ks; p++)
+                    sum[r][t] += part_sum[warp + p][r][t];
+    }
 #pragma unroll
     for (int t = 0; t < M; t++) {
-        float v = warp_sum(acc[0][t]);
+        float v = sum[0][t];
         if (GLU) {
-            float up = round_bf16(warp_sum(acc[R - 1][t]));
+            float up = round_bf16(sum[R - 1][t]);
             float gate = round_bf16(v);
             float act = round_bf16(gate / (1.0f + expf(-gate)));
             v = act * up;
@@ -191,7 +219,8 @@ __global__ void __launch_bounds__(GEMV_WARPS * 32) gemv_kernel(gemv_args a)
 template <int M, bool GLU, bool NORM>
 static cudaError_t launch3(const gemv_args &a, bool pdl, cudaStream_t s)
 {
-    unsigned blocks = (unsigned)((a.n + GEMV_WARPS - 1) / GEMV_WARPS);
+    const int cols = GEMV_WARPS / a.ks; /* output columns per CTA */
+    unsigned blocks = (unsigned)((a.n + cols - 1) / cols);
     size_t smem = NORM ? sizeof(folio_bf16_bits) * (size_t)M * a.k : 0;
     if (smem > 48 * 1024) {
         cudaError_t e = cudaFuncSetAttribute(
@@ -213,14 +242,21 @@ template <int M> static cudaError_t launch_m(const gemv_args &a, bool glu, bool 
 extern "C" cudaError_t folio_k_gemv(void *y, const folio_bf16_bits *x, const folio_bf16_bits *add,
                                     const folio_bf16_bits *norm_w, float eps, const int32_t *rows,
                                     folio_bf16_bits *res_out, const folio_bf16_bits *w, int m,
-                                    int n, int k, int out_f32, int gate_up_silu, int pdl,
-                                    cudaStream_t s)
+                                    int n, int k, int out_f32, int gate_up_silu, int split_k,
+                                    int pdl, cudaStream_t s)
 {
     if (m <= 0)
         return cudaSuccess;
-    if (m > FOLIO_K_GEMV_MAX_ROWS || n <= 0 || k <= 0 || k % 8 != 0 || (res_out && res_out == x))
+    if (m > FOLIO_K_GEMV_MAX_ROWS || n <= 0 || k <= 0 || k % 8 != 0 || (res_out && res_out == x) ||
+        (split_k != 0 && split_k != 1 && split_k != 2 && split_k != 4 && split_k != 8))
         return cudaErrorInvalidValue;
-    gemv_args a = {y, x, add, norm_w, eps, rows, res_out, w, n, k, out_f32 != 0};
+    /* Auto: enough warps per column that each loads its share of the row in one
+     * stretch (the down projection's 11 KB rows took three dependent rounds). */
+    int ks = split_k;
+    if (ks == 0)
+        for (ks = 1; ks < GEMV_WARPS && k / 8 > ks * 32 * GEMV_UNROLL; ks *= 2)
+            ;
+    gemv_args a = {y, x, add, norm_w, eps, rows, res_out, w, n, k, ks, out_f32 != 0};
     bool glu = gate_up_silu != 0, p = pdl != 0;
     cudaError_t e;
     switch (m) {

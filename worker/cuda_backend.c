@@ -149,7 +149,11 @@ struct cuda_backend {
     int gemv_max_rows; /* GEMMs of at most this many rows run as folio_k_gemv */
     /* Programmatic dependent launch for the kernels that support it (FOLIO_PDL=0: off). */
     int pdl;
-    bool pdl_step; /* this step's kernels use it (set by forward) */
+    bool pdl_step;    /* this step's kernels use it (set by forward) */
+    int gemv_split_k; /* FOLIO_GEMV_SPLITK (1, 2, 4, 8; default 0: from k) */
+    /* Decode attention splits the keys until about this many CTAs run:
+     * FOLIO_ATTN_CTAS_PER_SM (default 2) times the SMs. */
+    int attn_target_ctas;
 
     /* GEMM shapes of decode-only steps (tune_gemms, set by forward) are tuned: the
      * heuristic's candidates are timed once, in the eager step before a graph's
@@ -348,7 +352,7 @@ static cudaError_t gemv(struct cuda_backend *cb, void *y, const bf16 *x, const b
                         int m, int n, int k, bool out_f32, bool gate_up_silu)
 {
     return folio_k_gemv(y, x, add, norm_w, cb->eps, rows, res_out, w, m, n, k, out_f32,
-                        gate_up_silu, cb->pdl_step, cb->stream);
+                        gate_up_silu, cb->gemv_split_k, cb->pdl_step, cb->stream);
 }
 
 /* y[m, n] = x[m, k] * w[n, k]^T, bf16 in, f32 accumulate, bf16 or f32 out.
@@ -396,7 +400,7 @@ static int attention(struct cuda_backend *cb, const struct step_layout *l,
     } else if (num_tiles < 0) {
         /* Splits from the graph bucket: an eager step splits as its graph would. */
         int splits = folio_k_attention_decode_splits(graph_bucket(kb->num_tokens), cb->kv_heads,
-                                                     cb->num_sms);
+                                                     cb->attn_target_ctas);
         CUDA_CHECK(folio_k_attention_decode(cb->attn_out, cb->qkv, kc, vc, *kb, splits,
                                             cb->attn_workspace, cb->heads, cb->kv_heads,
                                             cb->head_dim, cb->pdl_step, s));
@@ -1009,6 +1013,11 @@ static int create(struct cuda_backend *cb, const struct folio_model *m,
     cb->gemv_max_rows = gv ? atoi(gv) : 2;
     if (cb->gemv_max_rows < 0 || cb->gemv_max_rows > FOLIO_K_GEMV_MAX_ROWS)
         cb->gemv_max_rows = FOLIO_K_GEMV_MAX_ROWS;
+    const char *gs = getenv("FOLIO_GEMV_SPLITK");
+    cb->gemv_split_k = gs ? atoi(gs) : 0;
+    if (cb->gemv_split_k != 1 && cb->gemv_split_k != 2 && cb->gemv_split_k != 4 &&
+        cb->gemv_split_k != 8)
+        cb->gemv_split_k = 0;
     const char *gt = getenv("FOLIO_GEMM_TUNE");
     cb->gemm_tuning = !(gt && strcmp(gt, "0") == 0);
     /* FOLIO_PDL=0: no programmatic dependent launch (a yardstick). */
@@ -1017,6 +1026,8 @@ static int create(struct cuda_backend *cb, const struct folio_model *m,
 
     CUDA_CHECK(cudaSetDevice(0));
     CUDA_CHECK(cudaDeviceGetAttribute(&cb->num_sms, cudaDevAttrMultiProcessorCount, 0));
+    const char *ac = getenv("FOLIO_ATTN_CTAS_PER_SM");
+    cb->attn_target_ctas = (ac && atoi(ac) > 0 ? atoi(ac) : 2) * cb->num_sms;
     if (cb->attn_tile_tokens > 0)
         CUDA_CHECK(folio_k_attention_prepare(cb->head_dim));
     CUDA_CHECK(cudaStreamCreateWithFlags(&cb->stream, cudaStreamNonBlocking));
@@ -1160,7 +1171,8 @@ static int create(struct cuda_backend *cb, const struct folio_model *m,
     CUDA_CHECK(cudaMalloc((void **)&cb->d_meta, meta));
     /* Split-KV partials: the largest over the decode batch sizes (their buckets). */
     for (int n = 1; n <= (int)S; n++) {
-        int sp = folio_k_attention_decode_splits(graph_bucket(n), cb->kv_heads, cb->num_sms);
+        int sp =
+            folio_k_attention_decode_splits(graph_bucket(n), cb->kv_heads, cb->attn_target_ctas);
         size_t bytes = folio_k_attention_workspace_bytes(n, sp, cb->heads, cb->head_dim);
         size_t gbytes =
             graph_bucket(n) <= (int)S && graph_bucket(n) <= (int)T
