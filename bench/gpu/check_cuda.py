@@ -127,6 +127,7 @@ def compare_tokens(name, script, rc, lc, rg, lg, extra=""):
     agree = total = 0
     explained, hard = [], []
     cpu_checked, cpu_bad, cpu_edge = 0, [], []
+    kinds = {"greedy": 0, "sampled": 0, "penalized": 0}
     gpu_checked, gpu_bad, gpu_near = 0, [], 0
     hist = {"cpu": {}, "gpu": {}}  # slot -> tokens fed so far, by position, as each backend did
     last = {"cpu": {}, "gpu": {}}  # slot -> that backend's latest sampled token
@@ -149,6 +150,8 @@ def compare_tokens(name, script, rc, lc, rg, lg, extra=""):
             prm = Params.from_row(q)
             dc = cpu_sample(c, prm, hist["cpu"][q["slot"]])
             cpu_checked += 1
+            kinds["greedy" if dc.greedy else "sampled"] += 1
+            kinds["penalized"] += bool(prm.has_penalties())
             if dc.token != a:
                 (cpu_edge if dc.notes else cpu_bad).append(
                     f"step {k} slot {q['slot']}: port {dc.token}, CPU {a}" +
@@ -194,7 +197,8 @@ def compare_tokens(name, script, rc, lc, rg, lg, extra=""):
                    f"{median:.4f}")
         (explained if ok else hard).append(msg if ok else msg + ": logits differ beyond noise")
     port = (f"CPU-sampler port reproduces {cpu_checked - len(cpu_bad) - len(cpu_edge)}/"
-            f"{cpu_checked} CPU tokens" +
+            f"{cpu_checked} CPU tokens ({kinds['greedy']} greedy, {kinds['sampled']} sampled; "
+            f"{kinds['penalized']} penalized)" +
             (f", at an exact float boundary: {cpu_edge}" if cpu_edge else "") +
             (f", WRONG (port unsound): {cpu_bad}" if cpu_bad else "") +
             f"; CUDA-sampler port allows {gpu_checked - len(gpu_bad)}/{gpu_checked} CUDA tokens"
