@@ -311,7 +311,7 @@ static int bench_attention(const struct folio_model_config *c, int batch_size, i
         bucket <<= 1;
     const char *ac = getenv("FOLIO_ATTN_CTAS_PER_SM"); /* as the backend reads it */
     int splits =
-        folio_k_attention_decode_splits(bucket, Hkv, (ac && atoi(ac) > 0 ? atoi(ac) : 2) * num_sms);
+        folio_k_attention_decode_splits(bucket, Hkv, (ac && atoi(ac) > 0 ? atoi(ac) : 4) * num_sms);
     size_t ws_bytes = folio_k_attention_workspace_bytes(batch_size, splits, H, D);
     void *ws = NULL;
     if (ws_bytes)

@@ -122,6 +122,18 @@ cudaError_t folio_k_gemv(void *y, const folio_bf16_bits *x, const folio_bf16_bit
                          folio_bf16_bits *res_out, const folio_bf16_bits *w, int m, int n, int k,
                          int out_f32, int gate_up_silu, int split_k, int pdl, cudaStream_t s);
 
+/* The QKV projection of b.num_tokens <= FOLIO_K_GEMV_MAX_ROWS tokens as
+ * folio_k_gemv with norm_w computes it (rows NULL), with
+ * folio_k_rope_kv_write's work in the epilogue: q and k rotated in qkv
+ * [T, (H + 2*Hkv) * D], k and v written to the paged caches. One launch where
+ * the small-batch decode step took two. k <= 2048; head_dim a multiple of 8. */
+cudaError_t folio_k_gemv_qkv_rope(folio_bf16_bits *qkv, const folio_bf16_bits *x,
+                                  const folio_bf16_bits *add, const folio_bf16_bits *norm_w,
+                                  float eps, folio_bf16_bits *res_out, const folio_bf16_bits *w,
+                                  int k, folio_bf16_bits *k_cache, folio_bf16_bits *v_cache,
+                                  const float *inv_freq, struct folio_k_batch b, int num_heads,
+                                  int num_kv_heads, int head_dim, int pdl, cudaStream_t s);
+
 /* out[t, j] = bf16(bf16(silu(gu[t, j])) * gu[t, inter + j]). */
 cudaError_t folio_k_silu_mul(folio_bf16_bits *out, const folio_bf16_bits *gate_up, int num_tokens,
                              int inter, cudaStream_t s);

@@ -42,6 +42,12 @@ struct gemv_args {
     int n, k;
     int ks; /* warps per output column, each over its own 1/ks of k (1, 2, 4 or 8) */
     bool out_f32;
+    /* ROPE (the QKV projection): RoPE of q and k and the K/V cache write of
+     * rope_kv.cu in the epilogue, for the tokens of b. */
+    struct folio_k_batch b;
+    folio_bf16_bits *k_cache, *v_cache;
+    const float *inv_freq;
+    int num_heads, num_kv_heads, head_dim;
 };
 
 /* Residual add + RMSNorm of the M input rows into xs [M][k/8] (shared). */
@@ -104,9 +110,43 @@ template <int M> __device__ __forceinline__ void norm_rows(const gemv_args &a, u
     __syncthreads();
 }
 
+/* The ROPE epilogue for the pair of q/k/v columns (c1, c1 + D/2) of head h at
+ * dim i, token t: rounded and rotated as rope_kv_write_kernel does it, then
+ * written to y (qkv) and, for k and v heads, to the paged caches. */
+__device__ __forceinline__ void rope_pair_out(const gemv_args &a, int t, int h, int i, float s1,
+                                              float s2)
+{
+    const int D = a.head_dim, half = D / 2;
+    folio_bf16_bits *row = (folio_bf16_bits *)a.y + (int64_t)t * a.n + (int64_t)h * D;
+    folio_bf16_bits x1 = f32_to_bf16(s1), x2 = f32_to_bf16(s2);
+    const int pos = a.b.token_pos[t];
+    if (pos >= 0 && h < a.num_heads + a.num_kv_heads) {
+        float ang = (float)pos * a.inv_freq[i];
+        float c = round_bf16(cosf(ang)), s = round_bf16(sinf(ang));
+        float f1 = bf16_to_f32(x1), f2 = bf16_to_f32(x2);
+        x1 = f32_to_bf16(round_bf16(f1 * c) + round_bf16(-f2 * s));
+        x2 = f32_to_bf16(round_bf16(f2 * c) + round_bf16(f1 * s));
+    }
+    row[i] = x1;
+    row[i + half] = x2;
+    if (pos < 0 || h < a.num_heads) /* padding row, or a q head */
+        return;
+    const int seq = a.b.token_seq[t];
+    const int block = a.b.block_tables[(int64_t)seq * a.b.block_stride + pos / FOLIO_K_BLOCK];
+    const bool is_k = h < a.num_heads + a.num_kv_heads;
+    const int kh = h - a.num_heads - (is_k ? 0 : a.num_kv_heads);
+    folio_bf16_bits *dst = (is_k ? a.k_cache : a.v_cache) +
+                           ((int64_t)block * a.num_kv_heads + kh) * FOLIO_K_BLOCK * D +
+                           (int64_t)(pos % FOLIO_K_BLOCK) * D;
+    dst[i] = x1;
+    dst[i + half] = x2;
+}
+
 /* GLU: the warp reads weight rows col (gate) and n + col (up) and writes
- * bf16(bf16(silu(bf16(gate))) * bf16(up)) for its column. */
-template <int M, bool GLU, bool NORM>
+ * bf16(bf16(silu(bf16(gate))) * bf16(up)) for its column.
+ * ROPE: the CTA's warps w and w + 4 compute the columns c1 and c1 + D/2 of
+ * one rotation pair, meet in shared memory, and warp w writes the pair. */
+template <int M, bool GLU, bool NORM, bool ROPE>
 __global__ void __launch_bounds__(GEMV_WARPS * 32) gemv_kernel(gemv_args a)
 {
     constexpr int R = GLU ? 2 : 1;               /* weight rows per warp */
@@ -114,7 +154,14 @@ __global__ void __launch_bounds__(GEMV_WARPS * 32) gemv_kernel(gemv_args a)
     __shared__ float part_sum[GEMV_WARPS][R][M]; /* ks > 1: each warp's share */
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     const int ks = a.ks, part = warp & (ks - 1);
-    const int col = blockIdx.x * (GEMV_WARPS / ks) + warp / ks;
+    int col = blockIdx.x * (GEMV_WARPS / ks) + warp / ks;
+    int rope_h = 0, rope_i = 0;
+    if (ROPE) { /* ks == 1 */
+        const int half = a.head_dim / 2, pair = blockIdx.x * (GEMV_WARPS / 2) + (warp & 3);
+        rope_h = pair / half;
+        rope_i = pair - rope_h * half;
+        col = pair < a.n / 2 ? rope_h * a.head_dim + rope_i + (warp >= 4 ? half : 0) : a.n;
+    }
     /* Dead warps (past n) still take part in the norm and the barriers. */
     const bool live = col < a.n;
     const int k8 = a.k / 8, per = (k8 + ks - 1) / ks;
@@ -135,7 +182,7 @@ __global__ void __launch_bounds__(GEMV_WARPS * 32) gemv_kernel(gemv_args a)
     pdl_wait();
     if (NORM)
         norm_rows<M>(a, xs);
-    if (!live && ks == 1)
+    if (!live && ks == 1 && !ROPE)
         return;
     float acc[R][M];
 #pragma unroll
@@ -198,8 +245,22 @@ __global__ void __launch_bounds__(GEMV_WARPS * 32) gemv_kernel(gemv_args a)
                 for (int p = 1; p < ks; p++)
                     sum[r][t] += part_sum[warp + p][r][t];
     }
+    if (ROPE) {
+        __shared__ float pair_hi[GEMV_WARPS / 2][M];
+        if (warp >= GEMV_WARPS / 2 && lane == 0)
 #pragma unroll
-    for (int t = 0; t < M; t++) {
+            for (int t = 0; t < M; t++)
+                pair_hi[warp - GEMV_WARPS / 2][t] = sum[0][t];
+        __syncthreads();
+        if (warp < GEMV_WARPS / 2 && live)
+#pragma unroll
+            for (int t = 0; t < M; t++)
+                if (lane == t)
+                    rope_pair_out(a, t, rope_h, rope_i, sum[0][t], pair_hi[warp][t]);
+        return;
+    }
+#pragma unroll
+    for (int t = 0; t < M && !ROPE; t++) {
         float v = sum[0][t];
         if (GLU) {
             float up = round_bf16(sum[R - 1][t]);
@@ -216,27 +277,64 @@ __global__ void __launch_bounds__(GEMV_WARPS * 32) gemv_kernel(gemv_args a)
     }
 }
 
-template <int M, bool GLU, bool NORM>
+template <int M, bool GLU, bool NORM, bool ROPE = false>
 static cudaError_t launch3(const gemv_args &a, bool pdl, cudaStream_t s)
 {
-    const int cols = GEMV_WARPS / a.ks; /* output columns per CTA */
+    const int cols = GEMV_WARPS / a.ks; /* output columns per CTA (ROPE: 4 pairs) */
     unsigned blocks = (unsigned)((a.n + cols - 1) / cols);
     size_t smem = NORM ? sizeof(folio_bf16_bits) * (size_t)M * a.k : 0;
     if (smem > 48 * 1024) {
-        cudaError_t e = cudaFuncSetAttribute(
-            gemv_kernel<M, GLU, NORM>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
+        cudaError_t e =
+            cudaFuncSetAttribute(gemv_kernel<M, GLU, NORM, ROPE>,
+                                 cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
         if (e != cudaSuccess)
             return e;
     }
-    return launch_pdl(gemv_kernel<M, GLU, NORM>, dim3(blocks), dim3(GEMV_WARPS * 32), smem, s, pdl,
-                      a);
+    return launch_pdl(gemv_kernel<M, GLU, NORM, ROPE>, dim3(blocks), dim3(GEMV_WARPS * 32), smem, s,
+                      pdl, a);
 }
 
-template <int M> static cudaError_t launch_m(const gemv_args &a, bool glu, bool pdl, cudaStream_t s)
+template <int M>
+static cudaError_t launch_m(const gemv_args &a, bool glu, bool rope, bool pdl, cudaStream_t s)
 {
+    if (rope)
+        return launch3<M, false, true, true>(a, pdl, s);
     if (a.norm_w)
         return glu ? launch3<M, true, true>(a, pdl, s) : launch3<M, false, true>(a, pdl, s);
     return glu ? launch3<M, true, false>(a, pdl, s) : launch3<M, false, false>(a, pdl, s);
+}
+
+static cudaError_t dispatch(const gemv_args &a, int m, bool glu, bool rope, bool pdl,
+                            cudaStream_t s)
+{
+    cudaError_t e;
+    switch (m) {
+    case 1:
+        e = launch_m<1>(a, glu, rope, pdl, s);
+        break;
+    case 2:
+        e = launch_m<2>(a, glu, rope, pdl, s);
+        break;
+    case 3:
+        e = launch_m<3>(a, glu, rope, pdl, s);
+        break;
+    case 4:
+        e = launch_m<4>(a, glu, rope, pdl, s);
+        break;
+    case 5:
+        e = launch_m<5>(a, glu, rope, pdl, s);
+        break;
+    case 6:
+        e = launch_m<6>(a, glu, rope, pdl, s);
+        break;
+    case 7:
+        e = launch_m<7>(a, glu, rope, pdl, s);
+        break;
+    default:
+        e = launch_m<8>(a, glu, rope, pdl, s);
+        break;
+    }
+    return e != cudaSuccess ? e : cudaGetLastError();
 }
 
 extern "C" cudaError_t folio_k_gemv(void *y, const folio_bf16_bits *x, const folio_bf16_bits *add,
@@ -256,34 +354,53 @@ extern "C" cudaError_t folio_k_gemv(void *y, const folio_bf16_bits *x, const fol
     if (ks == 0)
         for (ks = 1; ks < GEMV_WARPS && k / 8 > ks * 32 * GEMV_UNROLL; ks *= 2)
             ;
-    gemv_args a = {y, x, add, norm_w, eps, rows, res_out, w, n, k, ks, out_f32 != 0};
-    bool glu = gate_up_silu != 0, p = pdl != 0;
-    cudaError_t e;
-    switch (m) {
-    case 1:
-        e = launch_m<1>(a, glu, p, s);
-        break;
-    case 2:
-        e = launch_m<2>(a, glu, p, s);
-        break;
-    case 3:
-        e = launch_m<3>(a, glu, p, s);
-        break;
-    case 4:
-        e = launch_m<4>(a, glu, p, s);
-        break;
-    case 5:
-        e = launch_m<5>(a, glu, p, s);
-        break;
-    case 6:
-        e = launch_m<6>(a, glu, p, s);
-        break;
-    case 7:
-        e = launch_m<7>(a, glu, p, s);
-        break;
-    default:
-        e = launch_m<8>(a, glu, p, s);
-        break;
-    }
-    return e != cudaSuccess ? e : cudaGetLastError();
+    gemv_args a = {};
+    a.y = y;
+    a.x = x;
+    a.add = add;
+    a.norm_w = norm_w;
+    a.eps = eps;
+    a.rows = rows;
+    a.res_out = res_out;
+    a.w = w;
+    a.n = n;
+    a.k = k;
+    a.ks = ks;
+    a.out_f32 = out_f32 != 0;
+    return dispatch(a, m, gate_up_silu != 0, false, pdl != 0, s);
+}
+
+extern "C" cudaError_t
+folio_k_gemv_qkv_rope(folio_bf16_bits *qkv, const folio_bf16_bits *x, const folio_bf16_bits *add,
+                      const folio_bf16_bits *norm_w, float eps, folio_bf16_bits *res_out,
+                      const folio_bf16_bits *w, int k, folio_bf16_bits *k_cache,
+                      folio_bf16_bits *v_cache, const float *inv_freq, struct folio_k_batch b,
+                      int num_heads, int num_kv_heads, int head_dim, int pdl, cudaStream_t s)
+{
+    const int m = b.num_tokens, n = (num_heads + 2 * num_kv_heads) * head_dim;
+    if (m <= 0)
+        return cudaSuccess;
+    /* One stretch per row (no split-K); pairs of a head never straddle a CTA. */
+    if (m > FOLIO_K_GEMV_MAX_ROWS || !norm_w || k <= 0 || k % 8 != 0 || k / 8 > 32 * GEMV_UNROLL ||
+        head_dim % 8 != 0 || (res_out && res_out == x))
+        return cudaErrorInvalidValue;
+    gemv_args a = {};
+    a.y = qkv;
+    a.x = x;
+    a.add = add;
+    a.norm_w = norm_w;
+    a.eps = eps;
+    a.res_out = res_out;
+    a.w = w;
+    a.n = n;
+    a.k = k;
+    a.ks = 1;
+    a.b = b;
+    a.k_cache = k_cache;
+    a.v_cache = v_cache;
+    a.inv_freq = inv_freq;
+    a.num_heads = num_heads;
+    a.num_kv_heads = num_kv_heads;
+    a.head_dim = head_dim;
+    return dispatch(a, m, false, true, pdl != 0, s);
 }

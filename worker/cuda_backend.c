@@ -151,8 +151,12 @@ struct cuda_backend {
     int pdl;
     bool pdl_step;    /* this step's kernels use it (set by forward) */
     int gemv_split_k; /* FOLIO_GEMV_SPLITK (1, 2, 4, 8; default 0: from k) */
+    /* The GEMV path's QKV projection rotates q and k and writes the caches in its
+     * epilogue (hidden <= 2048: one stretch per row); FOLIO_QKV_ROPE=0: apart. */
+    bool qkv_rope;
     /* Decode attention splits the keys until about this many CTAs run:
-     * FOLIO_ATTN_CTAS_PER_SM (default 2) times the SMs. */
+     * FOLIO_ATTN_CTAS_PER_SM (default 4; 2 was 1-3% slower at batch 1-64 on the
+     * H200, 8 made batch 256 split and lose 45%) times the SMs. */
     int attn_target_ctas;
 
     /* GEMM shapes of decode-only steps (tune_gemms, set by forward) are tuned: the
@@ -456,10 +460,19 @@ static int forward(struct cuda_backend *cb, const struct step_layout *l, int t_r
         struct cuda_layer *L = &cb->lw[li];
         bf16 *kc = cb->kv_pool + (size_t)li * 2 * cb->kv_layer_stride;
         bf16 *vc = kc + cb->kv_layer_stride;
+        bool rope_done = false; /* RoPE and the K/V cache write, in the QKV epilogue */
         if (fuse_norm) {
             bf16 *next = li == 0 ? NULL : cur == cb->res ? cb->res2 : cb->res;
-            CUDA_CHECK(gemv(cb, cb->qkv, cur, li == 0 ? NULL : cb->proj_out, L->attn_norm, NULL,
-                            next, L->wqkv, t_rows, cb->qkv_dim, cb->hidden, false, false));
+            const bf16 *add = li == 0 ? NULL : cb->proj_out;
+            if (cb->qkv_rope) {
+                CUDA_CHECK(folio_k_gemv_qkv_rope(
+                    cb->qkv, cur, add, L->attn_norm, cb->eps, next, L->wqkv, cb->hidden, kc, vc,
+                    cb->inv_freq, kb, cb->heads, cb->kv_heads, cb->head_dim, cb->pdl_step, s));
+                rope_done = true;
+            } else {
+                CUDA_CHECK(gemv(cb, cb->qkv, cur, add, L->attn_norm, NULL, next, L->wqkv, t_rows,
+                                cb->qkv_dim, cb->hidden, false, false));
+            }
             if (next)
                 cur = next;
         } else {
@@ -469,8 +482,9 @@ static int forward(struct cuda_backend *cb, const struct step_layout *l, int t_r
                      errlen) != 0)
                 return -1;
         }
-        CUDA_CHECK(folio_k_rope_kv_write(cb->qkv, kc, vc, cb->inv_freq, kb, cb->heads, cb->kv_heads,
-                                         cb->head_dim, cb->pdl_step, s));
+        if (!rope_done)
+            CUDA_CHECK(folio_k_rope_kv_write(cb->qkv, kc, vc, cb->inv_freq, kb, cb->heads,
+                                             cb->kv_heads, cb->head_dim, cb->pdl_step, s));
         if (attention(cb, l, &kb, num_tiles, kc, vc, err, errlen) != 0)
             return -1;
         if (gemm(cb, cb->attn_out, L->wo, cb->proj_out, t_rows, cb->hidden,
@@ -1013,6 +1027,8 @@ static int create(struct cuda_backend *cb, const struct folio_model *m,
     cb->gemv_max_rows = gv ? atoi(gv) : 2;
     if (cb->gemv_max_rows < 0 || cb->gemv_max_rows > FOLIO_K_GEMV_MAX_ROWS)
         cb->gemv_max_rows = FOLIO_K_GEMV_MAX_ROWS;
+    const char *qr = getenv("FOLIO_QKV_ROPE");
+    cb->qkv_rope = !(qr && strcmp(qr, "0") == 0) && cb->hidden <= 2048 && cb->hidden % 8 == 0;
     const char *gs = getenv("FOLIO_GEMV_SPLITK");
     cb->gemv_split_k = gs ? atoi(gs) : 0;
     if (cb->gemv_split_k != 1 && cb->gemv_split_k != 2 && cb->gemv_split_k != 4 &&
@@ -1027,7 +1043,7 @@ static int create(struct cuda_backend *cb, const struct folio_model *m,
     CUDA_CHECK(cudaSetDevice(0));
     CUDA_CHECK(cudaDeviceGetAttribute(&cb->num_sms, cudaDevAttrMultiProcessorCount, 0));
     const char *ac = getenv("FOLIO_ATTN_CTAS_PER_SM");
-    cb->attn_target_ctas = (ac && atoi(ac) > 0 ? atoi(ac) : 2) * cb->num_sms;
+    cb->attn_target_ctas = (ac && atoi(ac) > 0 ? atoi(ac) : 4) * cb->num_sms;
     if (cb->attn_tile_tokens > 0)
         CUDA_CHECK(folio_k_attention_prepare(cb->head_dim));
     CUDA_CHECK(cudaStreamCreateWithFlags(&cb->stream, cudaStreamNonBlocking));
