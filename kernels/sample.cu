@@ -19,11 +19,35 @@
  * applies them on the fly from the slot's state word (penalties.cu), which
  * costs a second 4-byte read per token only in rows that have penalties. The
  * arithmetic is rounded step by step (no contraction into an FMA) as the C
- * code rounds it, so both backends see the same penalized values. */
+ * code rounds it, so both backends see the same penalized values.
+ *
+ * Speed: at batch 1 one CTA reads the whole row, so the kernel is bound by
+ * load latency and issue. Thread t owns the entries t + SAMPLE_THREADS * j (j
+ * ascending) and issues the loads of up to SAMPLE_PER_THREAD of them before it
+ * uses any. A row of up to SAMPLE_THREADS * SAMPLE_PER_THREAD logits (32768:
+ * the 32000 of the Llama-2 vocabulary) is read once into registers for the two
+ * passes that every row makes (max/argmax, sum of exponentials); longer rows
+ * go through the same registers chunk by chunk. The other passes (top-N,
+ * penalties, radix select, race) stream the row from L1/L2 in chunks of
+ * SAMPLE_STREAM_PER_THREAD. Within a thread the scan for the best keeps the
+ * first entry and then only strictly larger ones, which is what beats() gives
+ * for ascending indices (NaN included); beats() orders the block reduction.
+ * The entry-to-thread layout, each thread's visiting order and the order of
+ * every sum are those of a plain strided loop, so tokens, logprobs and top-N
+ * values are bit for bit those of the one-element-at-a-time loops. */
 #include "common.cuh"
 #include "rng.h"
 
 #define SAMPLE_THREADS 1024
+/* Logits per thread held in registers by the max and sum passes: 32 keeps a
+ * 32000-entry row whole and fits the 64 registers that a 1024-thread CTA may
+ * use (those passes need little else). */
+#define SAMPLE_PER_THREAD 32
+#define SAMPLE_CHUNK (SAMPLE_THREADS * SAMPLE_PER_THREAD)
+/* Logits per thread and chunk in the other passes, which stream the row from
+ * L1/L2: the 32 cached ones would not fit in the registers beside their own
+ * state (measured: spills). */
+#define SAMPLE_STREAM_PER_THREAD 8
 
 /* Float -> unsigned with the same order. */
 __device__ __forceinline__ uint32_t order_key(float f)
@@ -37,19 +61,17 @@ __device__ __forceinline__ float key_to_float(uint32_t k)
     return __uint_as_float((k & 0x80000000u) ? (k & 0x7fffffffu) : ~k);
 }
 
-/* The logits that the draw sees: a row's raw logits, penalized where the
- * row has penalties (pen != NULL). */
+/* The logits that a pass sees: a row's raw logits, penalized where the row
+ * has penalties (pen != NULL). */
 struct work_row {
     const float *row;
     const uint32_t *pen; /* the slot's state, NULL: no penalties */
     float rep, freq, pres;
 };
 
-__device__ __forceinline__ float work_logit(const work_row &w, int i)
+/* Raw logit l of entry i as the draw sees it under w's penalties. */
+__device__ __forceinline__ float penalize(const work_row &w, float l, int i)
 {
-    float l = w.row[i];
-    if (!w.pen)
-        return l;
     uint32_t st = w.pen[i];
     if (!(st & FOLIO_K_PEN_SEEN))
         return l;
@@ -60,14 +82,71 @@ __device__ __forceinline__ float work_logit(const work_row &w, int i)
     return l;
 }
 
+/* This thread's elements of the chunk that starts at base (entry base + j *
+ * SAMPLE_THREADS + threadIdx.x in vals[j]), as w sees them. Every load is
+ * issued before any is used: one memory round trip per chunk, not one per
+ * element. Entries past the row are left alone (never visited). */
+template <int N>
+__device__ __forceinline__ void load_chunk(const work_row &w, int vocab, int base, float (&vals)[N])
+{
+#pragma unroll
+    for (int j = 0; j < N; j++) {
+        int i = base + j * SAMPLE_THREADS + (int)threadIdx.x;
+        if (i < vocab)
+            vals[j] = w.row[i];
+    }
+    if (w.pen) {
+#pragma unroll
+        for (int j = 0; j < N; j++) {
+            int i = base + j * SAMPLE_THREADS + (int)threadIdx.x;
+            if (i < vocab)
+                vals[j] = penalize(w, vals[j], i);
+        }
+    }
+}
+
+/* visit(value, index) for each of this thread's entries of the row as w sees
+ * them, in increasing index order (the per-thread reductions rely on it).
+ * cached: the whole row is in vals already (vocab <= SAMPLE_CHUNK, loaded as w
+ * sees it); otherwise each chunk is loaded into vals in turn. */
+template <int N, typename Visit>
+__device__ __forceinline__ void for_each_logit(float (&vals)[N], bool cached, const work_row &w,
+                                               int vocab, Visit visit)
+{
+    for (int base = 0; base < vocab; base += N * SAMPLE_THREADS) {
+        if (!cached)
+            load_chunk(w, vocab, base, vals);
+#pragma unroll
+        for (int j = 0; j < N; j++) {
+            int i = base + j * SAMPLE_THREADS + (int)threadIdx.x;
+            if (i < vocab)
+                visit(vals[j], i);
+        }
+    }
+}
+
 struct arg_best {
     float v;
     int i;
 };
 
+/* The order of the block-wide reduction: larger value, then lower index; an
+ * entry (ia >= 0) beats no entry (ib < 0) whatever its value, NaN included. */
 __device__ __forceinline__ bool beats(float a, int ia, float b, int ib)
 {
     return a > b || (a == b && ia < ib && ia >= 0) || (ib < 0 && ia >= 0);
+}
+
+/* beats(a, ia, best, bi) where ia is larger than every index already folded
+ * into (best, bi), as in a thread's own scan: the first entry is taken, a later
+ * one only if strictly larger (a tie keeps the lower index; a NaN never
+ * replaces nor is replaced, as in beats). */
+__device__ __forceinline__ void fold_ascending(float a, int ia, float &best, int &bi)
+{
+    if (bi < 0 || a > best) {
+        best = a;
+        bi = ia;
+    }
 }
 
 /* Block-wide best (largest value, lowest index); every thread gets it. */
@@ -102,14 +181,15 @@ __device__ arg_best block_argmax(float v, int i, float *sv, int *si)
     return r;
 }
 
-/* Radix select over the tempered logits s_i = work_logit(i) * inv_t with s_i >= floor_s.
+/* Radix select over the tempered logits s_i = l_i * inv_t (l_i as w sees it) with s_i >= floor_s.
  * by_mass == false: the key of the k-th largest (k = target, a count).
  * by_mass == true: the key at which the mass sum(exp(s - s_max)) from the top
  * first reaches target. */
-__device__ float radix_threshold(const work_row &row, int vocab, float inv_t, float s_max,
-                                 float floor_s, bool by_mass, float target, float *hist_f,
-                                 int *hist_i, int *sel)
+__device__ __forceinline__ float radix_threshold(const work_row &w, int vocab, float inv_t,
+                                                 float s_max, float floor_s, bool by_mass,
+                                                 float target, float *hist_f, int *hist_i, int *sel)
 {
+    float vals[SAMPLE_STREAM_PER_THREAD];
     uint32_t prefix = 0, prefix_mask = 0;
     float remaining = target;
     for (int shift = 24; shift >= 0; shift -= 8) {
@@ -118,33 +198,46 @@ __device__ float radix_threshold(const work_row &row, int vocab, float inv_t, fl
             hist_i[b] = 0;
         }
         __syncthreads();
-        for (int i = threadIdx.x; i < vocab; i += blockDim.x) {
-            float s = work_logit(row, i) * inv_t;
+        for_each_logit(vals, false, w, vocab, [&](float l, int) {
+            float s = l * inv_t;
             if (!(s >= floor_s))
-                continue;
+                return;
             uint32_t k = order_key(s);
             if ((k & prefix_mask) != prefix)
-                continue;
+                return;
             int bin = (k >> shift) & 255;
-            if (by_mass)
+            if (by_mass) {
                 atomicAdd(&hist_f[bin], __expf(s - s_max));
-            else
-                atomicAdd(&hist_i[bin], 1);
-        }
+            } else {
+                /* Most logits share their top key bits: one add per bin and
+                 * warp, not 32 serialized adds to one address. */
+                unsigned same = __match_any_sync(__activemask(), bin);
+                if ((int)(threadIdx.x & 31) == __ffs(same) - 1)
+                    atomicAdd(&hist_i[bin], __popc(same));
+            }
+        });
         __syncthreads();
         if (threadIdx.x == 0) {
+            /* From the top bin down, in this order (the float sums must round
+             * the same way every time); the bins are read 8 at a time, so that
+             * the walk waits on the adds, not on a shared-memory load per bin. */
             float cum = 0.0f;
             int chosen = -1, last_nonempty = -1;
-            for (int bin = 255; bin >= 0; bin--) {
-                float w = by_mass ? hist_f[bin] : (float)hist_i[bin];
-                if (w <= 0.0f)
-                    continue;
-                last_nonempty = bin;
-                if (cum + w >= remaining) {
-                    chosen = bin;
-                    break;
+            for (int top_bin = 255; top_bin >= 0 && chosen < 0; top_bin -= 8) {
+                float wts[8];
+#pragma unroll
+                for (int k = 0; k < 8; k++)
+                    wts[k] = by_mass ? hist_f[top_bin - k] : (float)hist_i[top_bin - k];
+#pragma unroll
+                for (int k = 0; k < 8; k++) {
+                    if (chosen >= 0 || wts[k] <= 0.0f)
+                        continue;
+                    last_nonempty = top_bin - k;
+                    if (cum + wts[k] >= remaining)
+                        chosen = top_bin - k;
+                    else
+                        cum += wts[k];
                 }
-                cum += w;
             }
             if (chosen < 0) /* rounding left the target unmet: take everything */
                 chosen = last_nonempty < 0 ? 0 : last_nonempty;
@@ -175,48 +268,43 @@ __global__ void __launch_bounds__(SAMPLE_THREADS)
     __shared__ int sel[2];
 
     int r = blockIdx.x;
-    struct folio_k_sample_params p = params[r];
-    if (p.slot < 0)
+    /* The rest of the row's parameters are read after the raw passes, so that
+     * they do not hold registers beside the cached row. */
+    if (params[r].slot < 0)
         return;
+    int num_logprobs = params[r].num_logprobs;
     const float *row = logits + (int64_t)r * vocab;
+    const work_row raw = {row, NULL, 1.0f, 0.0f, 0.0f};
+
+    float vals[SAMPLE_PER_THREAD];
+    bool cached = vocab <= SAMPLE_CHUNK;
+    if (cached)
+        load_chunk(raw, vocab, 0, vals);
 
     /* Raw distribution: max, argmax, log-sum-exp. */
-    /* Unrolled so that each thread has several independent loads in flight: the
-     * plain loop waited out an L2 round trip per element (~17 us at batch 1). */
     float bv = -INFINITY;
     int bi = -1;
-#pragma unroll 8
-    for (int i = threadIdx.x; i < vocab; i += blockDim.x) {
-        float v = row[i];
-        if (beats(v, i, bv, bi)) {
-            bv = v;
-            bi = i;
-        }
-    }
+    for_each_logit(vals, cached, raw, vocab, [&](float v, int i) { fold_ascending(v, i, bv, bi); });
     arg_best top = block_argmax(bv, bi, sv, si);
     float mx = top.v;
     float se = 0.0f;
-#pragma unroll 8
-    for (int i = threadIdx.x; i < vocab; i += blockDim.x)
-        se += __expf(row[i] - mx);
+    for_each_logit(vals, cached, raw, vocab, [&](float v, int) { se += __expf(v - mx); });
     float lse = mx + logf(block_sum(se, sv));
 
     /* Top-N logprobs: N passes, each the best strictly after the previous one
-     * in (value descending, index ascending) order. */
+     * in (value descending, index ascending) order. They stream the row again
+     * (from L1/L2): the cached row would not fit in the registers beside them. */
+    float stream[SAMPLE_STREAM_PER_THREAD];
     float prev_v = INFINITY;
     int prev_i = -1;
     for (int n = 0; n < max_logprobs; n++) {
-        if (n < p.num_logprobs) {
+        if (n < num_logprobs) {
             bv = -INFINITY;
             bi = -1;
-            for (int i = threadIdx.x; i < vocab; i += blockDim.x) {
-                float v = row[i];
-                bool after = v < prev_v || (v == prev_v && i > prev_i);
-                if (after && beats(v, i, bv, bi)) {
-                    bv = v;
-                    bi = i;
-                }
-            }
+            for_each_logit(stream, false, raw, vocab, [&](float v, int i) {
+                if (v < prev_v || (v == prev_v && i > prev_i))
+                    fold_ascending(v, i, bv, bi);
+            });
             arg_best b = block_argmax(bv, bi, sv, si);
             prev_v = b.v;
             prev_i = b.i;
@@ -230,6 +318,7 @@ __global__ void __launch_bounds__(SAMPLE_THREADS)
         }
     }
 
+    struct folio_k_sample_params p = params[r];
     /* The draw's logits: penalized (as the CPU sampler decides it), or the raw ones. */
     bool penalized = pen_state && (p.repetition_penalty != 1.0f || p.frequency_penalty != 0.0f ||
                                    p.presence_penalty != 0.0f);
@@ -238,13 +327,8 @@ __global__ void __launch_bounds__(SAMPLE_THREADS)
     if (penalized) {
         bv = -INFINITY;
         bi = -1;
-        for (int i = threadIdx.x; i < vocab; i += blockDim.x) {
-            float v = work_logit(w, i);
-            if (beats(v, i, bv, bi)) {
-                bv = v;
-                bi = i;
-            }
-        }
+        for_each_logit(stream, false, w, vocab,
+                       [&](float v, int i) { fold_ascending(v, i, bv, bi); });
         arg_best ptop = block_argmax(bv, bi, sv, si);
         if (ptop.i >= 0) {
             top = ptop;
@@ -262,11 +346,11 @@ __global__ void __launch_bounds__(SAMPLE_THREADS)
                                       hist_f, hist_i, sel);
         if (p.top_p < 1.0f) {
             float z = 0.0f;
-            for (int i = threadIdx.x; i < vocab; i += blockDim.x) {
-                float s = work_logit(w, i) * inv_t;
+            for_each_logit(stream, false, w, vocab, [&](float l, int) {
+                float s = l * inv_t;
                 if (s >= floor_s)
                     z += __expf(s - s_max);
-            }
+            });
             z = block_sum(z, sv);
             float thr = radix_threshold(w, vocab, inv_t, s_max, floor_s, true,
                                         fmaxf(p.top_p, 0.0f) * z, hist_f, hist_i, sel);
@@ -276,17 +360,13 @@ __global__ void __launch_bounds__(SAMPLE_THREADS)
             floor_s = fmaxf(floor_s, s_max + logf(p.min_p));
         bv = -INFINITY;
         bi = -1;
-        for (int i = threadIdx.x; i < vocab; i += blockDim.x) {
-            float s = work_logit(w, i) * inv_t;
+        for_each_logit(stream, false, w, vocab, [&](float l, int i) {
+            float s = l * inv_t;
             if (!(s >= floor_s))
-                continue;
+                return;
             float e = -logf(folio_rng_uniform(p.seed, (uint32_t)p.output_index, (uint32_t)i));
-            float score = expf(s - s_max) / e;
-            if (beats(score, i, bv, bi)) {
-                bv = score;
-                bi = i;
-            }
-        }
+            fold_ascending(expf(s - s_max) / e, i, bv, bi);
+        });
         arg_best b = block_argmax(bv, bi, sv, si);
         if (b.i >= 0)
             token = b.i;
