@@ -40,8 +40,7 @@ struct gemv_args {
     folio_bf16_bits *res_out;
     const folio_bf16_bits *w;
     int n, k;
-    int ks;      /* warps per output column, each over its own 1/ks of k (1, 2, 4 or 8) */
-    bool stream; /* the streaming variant (below) */
+    int ks; /* warps per output column, each over its own 1/ks of k (1, 2, 4 or 8) */
     bool out_f32;
     /* ROPE (the QKV projection): RoPE of q and k and the K/V cache write of
      * rope_kv.cu in the epilogue, for the tokens of b. */
@@ -278,183 +277,9 @@ __global__ void __launch_bounds__(GEMV_WARPS * 32) gemv_kernel(gemv_args a)
     }
 }
 
-/* ---- The streaming variant (a.stream): weight rows through shared memory.
- *
- * The kernel above holds its loads in registers, which caps the bytes in
- * flight per SM, so the larger projections run in 2-3 waves of CTAs with a
- * ramp and a tail each (gate/up at 2.7-2.9 TB/s under ncu). Here CTAs stay
- * resident (as many as fit, once) and each warp streams its own sequence of
- * 4 KB "units" (one stretch of 256 chunks of one weight row) through a ring of
- * GS_STAGES slots in shared memory with cp.async: unit u + GS_STAGES is
- * requested as soon as unit u has been multiplied. Every lane copies and then
- * reads only its own chunks of a slot, so no barrier is needed between lanes.
- * A warp's items (output columns; GLU: gate and up row; ROPE: the pair's two
- * rows) are strided over all warps of the grid. The arithmetic per lane is
- * the register kernel's, in the same order, so both give the same bits. */
-#define GS_STAGES 3
-#define GS_UNIT (32 * GEMV_UNROLL) /* chunks per unit */
-
-__device__ __forceinline__ void gs_copy16(uint4 *dst, const uint4 *src, bool live)
-{
-    uint32_t addr = (uint32_t)__cvta_generic_to_shared(dst);
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(addr), "l"(src),
-                 "r"(live ? 16 : 0));
-}
-
-__device__ __forceinline__ void gs_commit()
-{
-    asm volatile("cp.async.commit_group;\n" ::);
-}
-
-__device__ __forceinline__ void gs_wait()
-{
-    asm volatile("cp.async.wait_group %0;\n" ::"n"(GS_STAGES - 1));
-}
-
-template <int M, bool GLU, bool NORM, bool ROPE>
-__global__ void __launch_bounds__(GEMV_WARPS * 32) gemv_stream_kernel(gemv_args a)
-{
-    constexpr int R = GLU || ROPE ? 2 : 1; /* weight rows per item */
-    extern __shared__ uint4 gs_smem[];
-    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-    const int k8 = a.k / 8, S = (k8 + GS_UNIT - 1) / GS_UNIT;
-    uint4 *xs = gs_smem; /* NORM: [M][k8] */
-    uint4 *ring = gs_smem + (NORM ? M * k8 : 0) + (size_t)warp * GS_STAGES * GS_UNIT;
-    const int n_items = ROPE ? a.n / 2 : a.n, half = a.head_dim / 2;
-    const int gw = blockIdx.x * GEMV_WARPS + warp, W = gridDim.x * GEMV_WARPS;
-    const int my_items = gw < n_items ? (n_items - gw + W - 1) / W : 0;
-    const int units = my_items * R * S;
-
-    /* Weight row r of the warp's j-th item. */
-    auto row_of = [&](int j, int r) -> int64_t {
-        int item = gw + j * W;
-        if (ROPE) {
-            int h = item / half, i = item - h * half;
-            return (int64_t)h * a.head_dim + i + r * half;
-        }
-        return (int64_t)item + (GLU ? (int64_t)r * a.n : 0);
-    };
-    auto issue = [&](int u) {
-        if (u < units) {
-            const int j = u / (R * S), r = (u / S) % R, st = u % S;
-            const uint4 *src = (const uint4 *)(a.w + row_of(j, r) * a.k);
-            uint4 *slot = ring + (u % GS_STAGES) * GS_UNIT;
-#pragma unroll
-            for (int q = 0; q < GEMV_UNROLL; q++) {
-                int c = st * GS_UNIT + q * 32 + lane;
-                gs_copy16(slot + q * 32 + lane, src + (c < k8 ? c : 0), c < k8);
-            }
-        }
-        gs_commit(); /* one group per unit, empty past the end: the counts stay aligned */
-    };
-#pragma unroll
-    for (int u = 0; u < GS_STAGES; u++)
-        issue(u);
-    pdl_trigger();
-    pdl_wait();
-    if (NORM)
-        norm_rows<M>(a, xs);
-
-    float acc[M], first[M];
-#pragma unroll
-    for (int t = 0; t < M; t++)
-        acc[t] = first[t] = 0.0f;
-    for (int u = 0; u < units; u++) {
-        const int j = u / (R * S), r = (u / S) % R, st = u % S;
-        gs_wait();
-        const uint4 *slot = ring + (u % GS_STAGES) * GS_UNIT;
-#pragma unroll
-        for (int q = 0; q < GEMV_UNROLL; q++) {
-            int c = st * GS_UNIT + q * 32 + lane;
-            if (c >= k8)
-                break;
-            float wf[8];
-            unpack8(slot[q * 32 + lane], wf);
-#pragma unroll
-            for (int t = 0; t < M; t++) {
-                float xf[8];
-                unpack8(NORM ? xs[t * k8 + c] : __ldg((const uint4 *)(a.x + (int64_t)t * a.k) + c),
-                        xf);
-#pragma unroll
-                for (int e = 0; e < 8; e++)
-                    acc[t] = fmaf(wf[e], xf[e], acc[t]);
-            }
-        }
-        issue(u + GS_STAGES); /* into the slot just read: this lane's own chunks */
-        if (st != S - 1)
-            continue;
-        /* The row is complete. */
-        float sum[M];
-#pragma unroll
-        for (int t = 0; t < M; t++) {
-            sum[t] = warp_sum(acc[t]);
-            acc[t] = 0.0f;
-        }
-        if (R == 2 && r == 0) {
-#pragma unroll
-            for (int t = 0; t < M; t++)
-                first[t] = sum[t];
-            continue;
-        }
-        const int item = gw + j * W;
-#pragma unroll
-        for (int t = 0; t < M; t++) {
-            if (lane != t)
-                continue;
-            if (ROPE) {
-                int h = item / half;
-                rope_pair_out(a, t, h, item - h * half, first[t], sum[t]);
-                continue;
-            }
-            float v = sum[t];
-            if (GLU) {
-                float gate = round_bf16(first[t]), up = round_bf16(v);
-                float act = round_bf16(gate / (1.0f + expf(-gate)));
-                v = act * up;
-            }
-            if (a.out_f32)
-                ((float *)a.y)[(int64_t)t * a.n + item] = v;
-            else
-                ((folio_bf16_bits *)a.y)[(int64_t)t * a.n + item] = f32_to_bf16(v);
-        }
-    }
-}
-
-template <int M, bool GLU, bool NORM, bool ROPE>
-static cudaError_t launch_stream(const gemv_args &a, bool pdl, cudaStream_t s)
-{
-    auto kernel = gemv_stream_kernel<M, GLU, NORM, ROPE>;
-    size_t smem = sizeof(uint4) *
-                  ((NORM ? (size_t)M * (a.k / 8) : 0) + (size_t)GEMV_WARPS * GS_STAGES * GS_UNIT);
-    /* Resident CTAs per SM for this shared-memory size, asked once per kernel and size. */
-    static size_t known_smem = 0;
-    static int grid = 0;
-    if (known_smem != smem) {
-        int dev = 0, sms = 0, per_sm = 0;
-        cudaError_t e =
-            cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
-        if (e == cudaSuccess)
-            e = cudaGetDevice(&dev);
-        if (e == cudaSuccess)
-            e = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
-        if (e == cudaSuccess)
-            e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, GEMV_WARPS * 32,
-                                                              smem);
-        if (e != cudaSuccess)
-            return e;
-        if (per_sm < 1)
-            return cudaErrorInvalidConfiguration;
-        grid = sms * per_sm;
-        known_smem = smem;
-    }
-    return launch_pdl(kernel, dim3((unsigned)grid), dim3(GEMV_WARPS * 32), smem, s, pdl, a);
-}
-
 template <int M, bool GLU, bool NORM, bool ROPE = false>
 static cudaError_t launch3(const gemv_args &a, bool pdl, cudaStream_t s)
 {
-    if (a.stream)
-        return launch_stream<M, GLU, NORM, ROPE>(a, pdl, s);
     const int cols = GEMV_WARPS / a.ks; /* output columns per CTA (ROPE: 4 pairs) */
     unsigned blocks = (unsigned)((a.n + cols - 1) / cols);
     size_t smem = NORM ? sizeof(folio_bf16_bits) * (size_t)M * a.k : 0;
@@ -540,8 +365,7 @@ extern "C" cudaError_t folio_k_gemv(void *y, const folio_bf16_bits *x, const fol
     a.w = w;
     a.n = n;
     a.k = k;
-    a.ks = o.stream ? 1 : ks;
-    a.stream = o.stream != 0;
+    a.ks = ks;
     a.out_f32 = out_f32 != 0;
     return dispatch(a, m, gate_up_silu != 0, false, o.pdl != 0, s);
 }
@@ -572,7 +396,6 @@ folio_k_gemv_qkv_rope(folio_bf16_bits *qkv, const folio_bf16_bits *x, const foli
     a.n = n;
     a.k = k;
     a.ks = 1;
-    a.stream = o.stream != 0;
     a.b = b;
     a.k_cache = k_cache;
     a.v_cache = v_cache;

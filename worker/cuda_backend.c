@@ -151,7 +151,6 @@ struct cuda_backend {
     int pdl;
     bool pdl_step;    /* this step's kernels use it (set by forward) */
     int gemv_split_k; /* FOLIO_GEMV_SPLITK (1, 2, 4, 8; default 0: from k) */
-    int gemv_stream;  /* FOLIO_GEMV_STREAM=1: the streaming GEMV kernel */
     /* The GEMV path's QKV projection rotates q and k and writes the caches in its
      * epilogue (hidden <= 2048: one stretch per row); FOLIO_QKV_ROPE=0: apart. */
     bool qkv_rope;
@@ -356,7 +355,7 @@ static cudaError_t gemv(struct cuda_backend *cb, void *y, const bf16 *x, const b
                         const bf16 *norm_w, const int32_t *rows, bf16 *res_out, const bf16 *w,
                         int m, int n, int k, bool out_f32, bool gate_up_silu)
 {
-    struct folio_k_gemv_opts o = {cb->gemv_split_k, cb->gemv_stream, cb->pdl_step};
+    struct folio_k_gemv_opts o = {cb->gemv_split_k, cb->pdl_step};
     return folio_k_gemv(y, x, add, norm_w, cb->eps, rows, res_out, w, m, n, k, out_f32,
                         gate_up_silu, o, cb->stream);
 }
@@ -467,10 +466,10 @@ static int forward(struct cuda_backend *cb, const struct step_layout *l, int t_r
             bf16 *next = li == 0 ? NULL : cur == cb->res ? cb->res2 : cb->res;
             const bf16 *add = li == 0 ? NULL : cb->proj_out;
             if (cb->qkv_rope) {
-                CUDA_CHECK(folio_k_gemv_qkv_rope(
-                    cb->qkv, cur, add, L->attn_norm, cb->eps, next, L->wqkv, cb->hidden, kc, vc,
-                    cb->inv_freq, kb, cb->heads, cb->kv_heads, cb->head_dim,
-                    (struct folio_k_gemv_opts){0, cb->gemv_stream, cb->pdl_step}, s));
+                CUDA_CHECK(folio_k_gemv_qkv_rope(cb->qkv, cur, add, L->attn_norm, cb->eps, next,
+                                                 L->wqkv, cb->hidden, kc, vc, cb->inv_freq, kb,
+                                                 cb->heads, cb->kv_heads, cb->head_dim,
+                                                 (struct folio_k_gemv_opts){0, cb->pdl_step}, s));
                 rope_done = true;
             } else {
                 CUDA_CHECK(gemv(cb, cb->qkv, cur, add, L->attn_norm, NULL, next, L->wqkv, t_rows,
@@ -1030,8 +1029,6 @@ static int create(struct cuda_backend *cb, const struct folio_model *m,
     cb->gemv_max_rows = gv ? atoi(gv) : 2;
     if (cb->gemv_max_rows < 0 || cb->gemv_max_rows > FOLIO_K_GEMV_MAX_ROWS)
         cb->gemv_max_rows = FOLIO_K_GEMV_MAX_ROWS;
-    const char *gst = getenv("FOLIO_GEMV_STREAM");
-    cb->gemv_stream = gst && strcmp(gst, "1") == 0;
     const char *qr = getenv("FOLIO_QKV_ROPE");
     cb->qkv_rope = !(qr && strcmp(qr, "0") == 0) && cb->hidden <= 2048 && cb->hidden % 8 == 0;
     const char *gs = getenv("FOLIO_GEMV_SPLITK");
