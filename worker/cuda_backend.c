@@ -53,7 +53,7 @@ typedef folio_bf16_bits bf16;
 
 /* One cached GEMM shape: y[M, N] = x[M, K] * w[N, K]^T, algorithm picked once. */
 struct gemm_plan {
-    bool used, tuned;
+    bool used;
     int m, n, k;
     bool out_f32;
     cublasLtMatmulDesc_t desc;
@@ -159,11 +159,6 @@ struct cuda_backend {
      * H200, 8 made batch 256 split and lose 45%) times the SMs. */
     int attn_target_ctas;
 
-    /* GEMM shapes of decode-only steps (tune_gemms, set by forward) are tuned: the
-     * heuristic's candidates are timed once, in the eager step before a graph's
-     * capture, or in eager decode steps alike, so both run the same algorithm.
-     * FOLIO_GEMM_TUNE=0 turns that off (gemm_tuning). */
-    bool gemm_tuning, tune_gemms;
     bool graphs_enabled;
     bool keep_logits; /* tests that pipeline steps and still read logits */
     struct graph_entry graphs[NUM_GRAPH_BUCKETS];
@@ -222,79 +217,12 @@ static void gemm_plans_clear(struct cuda_backend *cb)
     cb->num_plans = 0;
 }
 
-/* Up to want algorithms for p's shape from the heuristic, best first. */
-static int gemm_candidates(struct cuda_backend *cb, struct gemm_plan *p, int want,
-                           cublasLtMatmulHeuristicResult_t *res, int *found, char *err,
-                           size_t errlen)
+/* The heuristic's first choice for the shape, asked once and cached. (Timing its
+ * candidates at first use gained at most 1.3% per decode step on the H200 and
+ * stalled the stream for tens of milliseconds whenever a new batch size came.) */
+static int gemm_plan_get(struct cuda_backend *cb, int m, int n, int k, bool out_f32,
+                         struct gemm_plan **out, char *err, size_t errlen)
 {
-    cublasLtMatmulPreference_t pref;
-    CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
-    size_t ws = WORKSPACE_BYTES;
-    cublasStatus_t st = cublasLtMatmulPreferenceSetAttribute(
-        pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof(ws));
-    *found = 0;
-    if (st == CUBLAS_STATUS_SUCCESS)
-        st = cublasLtMatmulAlgoGetHeuristic(cb->lt, p->desc, p->a, p->b, p->c, p->c, pref, want,
-                                            res, found);
-    cublasLtMatmulPreferenceDestroy(pref);
-    CUBLAS_CHECK(st);
-    if (*found < 1) {
-        snprintf(err, errlen, "cuda backend: cuBLASLt has no algorithm for %dx%dx%d", p->m, p->n,
-                 p->k);
-        return -1;
-    }
-    return 0;
-}
-
-/* Times each of the heuristic's candidates on the real operands (a warm-up call,
- * then GEMM_TUNE_REPS calls between two events) and keeps the fastest. The
- * heuristic's first choice was up to 2x off the best on TinyLlama's decode
- * shapes (QKV and O at 64-256 rows ran at 1.1-1.5 TB/s under ncu). A candidate
- * that fails is skipped; if none runs, the first stays. */
-#define GEMM_TUNE_CANDIDATES 16
-#define GEMM_TUNE_REPS 5
-static int gemm_tune(struct cuda_backend *cb, struct gemm_plan *p,
-                     const cublasLtMatmulHeuristicResult_t *cand, int found, const bf16 *x,
-                     const bf16 *w, void *y, char *err, size_t errlen)
-{
-    const float alpha = 1.0f, beta = 0.0f;
-    cudaEvent_t ev[2];
-    CUDA_CHECK(cudaEventCreate(&ev[0]));
-    CUDA_CHECK(cudaEventCreate(&ev[1]));
-    float best = INFINITY;
-    p->algo = cand[0].algo;
-    for (int i = 0; i < found; i++) {
-        if (cublasLtMatmul(cb->lt, p->desc, &alpha, w, p->a, x, p->b, &beta, y, p->c, y, p->c,
-                           &cand[i].algo, cb->workspace, WORKSPACE_BYTES,
-                           cb->stream) != CUBLAS_STATUS_SUCCESS)
-            continue;
-        CUDA_CHECK(cudaEventRecord(ev[0], cb->stream));
-        for (int r = 0; r < GEMM_TUNE_REPS; r++)
-            cublasLtMatmul(cb->lt, p->desc, &alpha, w, p->a, x, p->b, &beta, y, p->c, y, p->c,
-                           &cand[i].algo, cb->workspace, WORKSPACE_BYTES, cb->stream);
-        CUDA_CHECK(cudaEventRecord(ev[1], cb->stream));
-        CUDA_CHECK(cudaEventSynchronize(ev[1]));
-        float ms = 0.0f;
-        CUDA_CHECK(cudaEventElapsedTime(&ms, ev[0], ev[1]));
-        if (ms < best) {
-            best = ms;
-            p->algo = cand[i].algo;
-        }
-    }
-    cudaEventDestroy(ev[0]);
-    cudaEventDestroy(ev[1]);
-    return 0;
-}
-
-/* tune: time the heuristic's candidates (the decode graphs' shapes, planned in
- * the eager step before capture); otherwise the heuristic's first choice. */
-static int gemm_plan_get(struct cuda_backend *cb, int m, int n, int k, bool out_f32, bool tune,
-                         const bf16 *x, const bf16 *w, void *y, struct gemm_plan **out, char *err,
-                         size_t errlen)
-{
-    enum cudaStreamCaptureStatus cap = cudaStreamCaptureStatusNone;
-    CUDA_CHECK(cudaStreamIsCapturing(cb->stream, &cap));
-    const bool capturing = cap != cudaStreamCaptureStatusNone; /* no timing inside a capture */
     if (cb->num_plans >= GEMM_CACHE_SIZE * 3 / 4)
         gemm_plans_clear(cb);
     uint64_t h = ((uint64_t)m * 0x9e3779b97f4a7c15ull) ^ ((uint64_t)n * 0xbf58476d1ce4e5b9ull) ^
@@ -303,14 +231,6 @@ static int gemm_plan_get(struct cuda_backend *cb, int m, int n, int k, bool out_
     for (int probe = 0; probe < GEMM_CACHE_SIZE; probe++) {
         struct gemm_plan *p = &cb->plans[(h + probe) & (GEMM_CACHE_SIZE - 1)];
         if (p->used && p->m == m && p->n == n && p->k == k && p->out_f32 == out_f32) {
-            if (tune && !p->tuned && !capturing) { /* planned earlier by a prefill step */
-                cublasLtMatmulHeuristicResult_t res[GEMM_TUNE_CANDIDATES];
-                int found = 0;
-                if (gemm_candidates(cb, p, GEMM_TUNE_CANDIDATES, res, &found, err, errlen) != 0 ||
-                    gemm_tune(cb, p, res, found, x, w, y, err, errlen) != 0)
-                    return -1;
-                p->tuned = true;
-            }
             *out = p;
             return 0;
         }
@@ -332,15 +252,23 @@ static int gemm_plan_get(struct cuda_backend *cb, int m, int n, int k, bool out_
         p->n = n;
         p->k = k;
         p->out_f32 = out_f32;
-        p->tuned = tune && !capturing;
-        cublasLtMatmulHeuristicResult_t res[GEMM_TUNE_CANDIDATES];
+        cublasLtMatmulPreference_t pref;
+        CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
+        size_t ws = WORKSPACE_BYTES;
+        cublasStatus_t st = cublasLtMatmulPreferenceSetAttribute(
+            pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof(ws));
+        cublasLtMatmulHeuristicResult_t res;
         int found = 0;
-        if (gemm_candidates(cb, p, p->tuned ? GEMM_TUNE_CANDIDATES : 1, res, &found, err, errlen) !=
-            0)
+        if (st == CUBLAS_STATUS_SUCCESS)
+            st = cublasLtMatmulAlgoGetHeuristic(cb->lt, p->desc, p->a, p->b, p->c, p->c, pref, 1,
+                                                &res, &found);
+        cublasLtMatmulPreferenceDestroy(pref);
+        CUBLAS_CHECK(st);
+        if (found < 1) {
+            snprintf(err, errlen, "cuda backend: cuBLASLt has no algorithm for %dx%dx%d", m, n, k);
             return -1;
-        p->algo = res[0].algo;
-        if (p->tuned && gemm_tune(cb, p, res, found, x, w, y, err, errlen) != 0)
-            return -1;
+        }
+        p->algo = res.algo;
         p->used = true;
         cb->num_plans++;
         *out = p;
@@ -373,7 +301,7 @@ static int gemm(struct cuda_backend *cb, const bf16 *x, const bf16 *w, void *y, 
         return 0;
     }
     struct gemm_plan *p;
-    if (gemm_plan_get(cb, m, n, k, out_f32, cb->tune_gemms, x, w, y, &p, err, errlen) != 0)
+    if (gemm_plan_get(cb, m, n, k, out_f32, &p, err, errlen) != 0)
         return -1;
     const float alpha = 1.0f, beta = 0.0f;
     CUBLAS_CHECK(cublasLtMatmul(cb->lt, p->desc, &alpha, w, p->a, x, p->b, &beta, y, p->c, y, p->c,
@@ -451,7 +379,6 @@ static int forward(struct cuda_backend *cb, const struct step_layout *l, int t_r
      * then moves between res and res2 (the GEMV's CTAs all read the old sum
      * while one writes the new). */
     bool fuse_norm = t_rows <= cb->gemv_max_rows;
-    cb->tune_gemms = cb->gemm_tuning && num_tiles < 0;
     /* Programmatic dependent launch pays on the GEMV path, whose kernels issue
      * their weight loads before waiting; with cuBLASLt between the small kernels
      * it made batch 64 slower (1.72 vs 1.58 ms on the H200). */
@@ -1036,8 +963,6 @@ static int create(struct cuda_backend *cb, const struct folio_model *m,
     if (cb->gemv_split_k != 1 && cb->gemv_split_k != 2 && cb->gemv_split_k != 4 &&
         cb->gemv_split_k != 8)
         cb->gemv_split_k = 0;
-    const char *gt = getenv("FOLIO_GEMM_TUNE");
-    cb->gemm_tuning = !(gt && strcmp(gt, "0") == 0);
     /* FOLIO_PDL=0: no programmatic dependent launch (a yardstick). */
     const char *pd = getenv("FOLIO_PDL");
     cb->pdl = !(pd && strcmp(pd, "0") == 0);

@@ -4,7 +4,7 @@
 # Run from the repo root on the GPU machine, after deploy/bundle.sh here (bundle/ carried):
 #     bash bench/gpu/check_and_time.sh
 # The backend's switches travel through the environment (FOLIO_GEMV_MAX_ROWS, FOLIO_PDL,
-# FOLIO_GEMM_TUNE, ...): the correctness checks, timings, smoke and sanitizer runs use them.
+# FOLIO_ATTN_CTAS_PER_SM, ...): the correctness checks, timings, smoke and sanitizer runs use them.
 # FOLIO_COMPARE_OLD=1 also times the decode steps with FOLIO_GEMV_MAX_ROWS unset ("old_decode_*").
 # Logs and figures go to $OUT (default /tmp/folio-out; at most 8 files, as the device tool
 # returns); the table is printed last.
@@ -37,13 +37,11 @@ FOLIO_SHARED=$ROOT/bundle python3 tests/fixtures/make_tiny_model.py /tmp/fx --la
   --hidden 256 --heads 4 --kv-heads 2 --intermediate 512 --seed 3 >/dev/null || exit 1
 
 echo "== correctness"
-# GEMM tuning picks algorithms by timing, so two processes may pick differently for one shape;
-# the checks compare separate runs bitwise (graph vs eager, launch-ahead), so they run untuned.
 # FOLIO_CHECK_GEMV8=1: once more with every step of <= 8 rows through the GEMV.
-FOLIO_GEMM_TUNE=0 timeout 400 python3 bench/gpu/check_cuda.py "$B/step_driver" /tmp/tl /tmp/fx \
+timeout 400 python3 bench/gpu/check_cuda.py "$B/step_driver" /tmp/tl /tmp/fx \
   "$OUT/work" 2>&1 | tee "$OUT/check.log"
 if [ "${FOLIO_CHECK_GEMV8:-0}" = 1 ]; then
-  FOLIO_GEMM_TUNE=0 FOLIO_GEMV_MAX_ROWS=8 timeout 200 python3 bench/gpu/check_cuda.py \
+  FOLIO_GEMV_MAX_ROWS=8 timeout 200 python3 bench/gpu/check_cuda.py \
     "$B/step_driver" /tmp/tl /tmp/fx "$OUT/work" 2>&1 | sed 's/^\(PASS\|FAIL\) /\1 [gemv<=8] /' |
     tee -a "$OUT/check.log"
 fi
