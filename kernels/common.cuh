@@ -25,6 +25,20 @@ __device__ __forceinline__ float round_bf16(float f)
     return bf16_to_f32(f32_to_bf16(f));
 }
 
+/* RoPE (rotate-half) of one pair (x1 at dim i, x2 at dim i + D/2) at position pos,
+ * rounded where Hugging Face's bf16 apply_rotary_pos_emb rounds: cos and sin to
+ * bf16, each product, the sums. rope_kv.cu and the QKV GEMV's epilogue both use
+ * it, so the two paths give the same bits. */
+__device__ __forceinline__ void rope_rotate(folio_bf16_bits &x1, folio_bf16_bits &x2, int pos,
+                                            float inv_freq)
+{
+    float ang = (float)pos * inv_freq;
+    float c = round_bf16(cosf(ang)), s = round_bf16(sinf(ang));
+    float f1 = bf16_to_f32(x1), f2 = bf16_to_f32(x2);
+    x1 = f32_to_bf16(round_bf16(f1 * c) + round_bf16(-f2 * s));
+    x2 = f32_to_bf16(round_bf16(f2 * c) + round_bf16(f1 * s));
+}
+
 __device__ __forceinline__ float warp_sum(float v)
 {
     for (int o = 16; o > 0; o >>= 1)

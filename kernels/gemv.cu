@@ -120,13 +120,8 @@ __device__ __forceinline__ void rope_pair_out(const gemv_args &a, int t, int h, 
     folio_bf16_bits *row = (folio_bf16_bits *)a.y + (int64_t)t * a.n + (int64_t)h * D;
     folio_bf16_bits x1 = f32_to_bf16(s1), x2 = f32_to_bf16(s2);
     const int pos = a.b.token_pos[t];
-    if (pos >= 0 && h < a.num_heads + a.num_kv_heads) {
-        float ang = (float)pos * a.inv_freq[i];
-        float c = round_bf16(cosf(ang)), s = round_bf16(sinf(ang));
-        float f1 = bf16_to_f32(x1), f2 = bf16_to_f32(x2);
-        x1 = f32_to_bf16(round_bf16(f1 * c) + round_bf16(-f2 * s));
-        x2 = f32_to_bf16(round_bf16(f2 * c) + round_bf16(f1 * s));
-    }
+    if (pos >= 0 && h < a.num_heads + a.num_kv_heads)
+        rope_rotate(x1, x2, pos, a.inv_freq[i]);
     row[i] = x1;
     row[i + half] = x2;
     if (pos < 0 || h < a.num_heads) /* padding row, or a q head */

@@ -1,16 +1,8 @@
-/* Fused RoPE (rotate-half convention) and K/V cache write. One CTA per token;
- * the token's position is its place in its sequence (context_len - num_new +
- * i, computed by the host into token_pos). cos and sin are rounded to bf16 and
- * each product is rounded, as Hugging Face's bf16 apply_rotary_pos_emb does. */
+/* Fused RoPE (rotate-half convention, rope_rotate in common.cuh) and K/V cache
+ * write, for the paths whose QKV projection does not do it in its epilogue
+ * (cuBLASLt batches, prefill). The token's position is its place in its
+ * sequence (context_len - num_new + i, computed by the host into token_pos). */
 #include "common.cuh"
-
-__device__ __forceinline__ void rotate_pair(folio_bf16_bits *x1p, folio_bf16_bits *x2p, float c,
-                                            float s)
-{
-    float x1 = bf16_to_f32(*x1p), x2 = bf16_to_f32(*x2p);
-    *x1p = f32_to_bf16(round_bf16(x1 * c) + round_bf16(-x2 * s));
-    *x2p = f32_to_bf16(round_bf16(x2 * c) + round_bf16(x1 * s));
-}
 
 /* Grid (token, group of ROPE_THREADS rotation pairs): one pair per thread, so a
  * token's 1-2 thousand pairs do not queue behind one CTA (one CTA per token
@@ -39,10 +31,8 @@ __global__ void __launch_bounds__(ROPE_THREADS)
     int p = blockIdx.y * ROPE_THREADS + threadIdx.x;
     if (p < (num_heads + num_kv_heads) * half) {
         int h = p / half, i = p - h * half;
-        float ang = (float)pos * inv_freq[i];
-        float c = round_bf16(cosf(ang)), s = round_bf16(sinf(ang));
         folio_bf16_bits *x = row + h * head_dim;
-        rotate_pair(&x[i], &x[i + half], c, s);
+        rope_rotate(x[i], x[i + half], pos, inv_freq[i]);
         if (h >= num_heads) {
             int kh = h - num_heads;
             folio_bf16_bits *dst = k_cache + cache_base + (int64_t)kh * FOLIO_K_BLOCK * head_dim;
