@@ -101,24 +101,9 @@ const struct tok_merge_slot *tok_bpe_merge(const struct tok_bpe *bpe, int32_t a,
     }
 }
 
-static int grow(void **p, size_t *cap, size_t need, size_t elem)
-{
-    if (need <= *cap)
-        return 0;
-    size_t c = *cap ? *cap : 64;
-    while (c < need)
-        c *= 2;
-    void *q = realloc(*p, c * elem);
-    if (!q)
-        return -1;
-    *p = q;
-    *cap = c;
-    return 0;
-}
-
 static int push_id(int32_t **ids, size_t *n, size_t *cap, int32_t id)
 {
-    if (*n == *cap && grow((void **)ids, cap, *n + 1, sizeof **ids))
+    if (*n == *cap && tok_grow((void **)ids, cap, *n + 1, sizeof **ids))
         return -1;
     (*ids)[(*n)++] = id;
     return 0;
@@ -141,7 +126,7 @@ static int32_t char_id(const struct tok_bpe *bpe, struct tok_bpe_scratch *s, con
     }
     size_t pl = add_prefix ? strlen(bpe->subword_prefix) : 0;
     size_t sl = add_suffix ? strlen(bpe->word_suffix) : 0;
-    if (grow((void **)&s->buf, &s->buf_cap, pl + len + sl, 1))
+    if (tok_grow((void **)&s->buf, &s->buf_cap, pl + len + sl, 1))
         return -2;
     if (pl)
         memcpy(s->buf, bpe->subword_prefix, pl);
@@ -153,7 +138,7 @@ static int32_t char_id(const struct tok_bpe *bpe, struct tok_bpe_scratch *s, con
 
 static int add_symbol(struct tok_bpe_scratch *s, size_t *n, int32_t id, size_t len)
 {
-    if (grow((void **)&s->sym, &s->sym_cap, *n + 1, sizeof *s->sym))
+    if (tok_grow((void **)&s->sym, &s->sym_cap, *n + 1, sizeof *s->sym))
         return -1;
     struct tok_symbol *y = &s->sym[*n];
     y->id = id;
@@ -260,7 +245,7 @@ static int merge_all(const struct tok_bpe *bpe, struct tok_bpe_scratch *s, size_
 {
     struct tok_symbol *sym = s->sym;
     /* Every merge removes a symbol and pushes at most two entries. */
-    if (grow((void **)&s->heap, &s->heap_cap, 3 * n + 1, sizeof *s->heap))
+    if (tok_grow((void **)&s->heap, &s->heap_cap, 3 * n + 1, sizeof *s->heap))
         return -1;
     struct tok_heap_item *heap = s->heap;
     size_t hn = 0;

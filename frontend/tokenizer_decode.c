@@ -183,21 +183,6 @@ struct folio_detok {
     size_t out_len, out_cap;
 };
 
-static int reserve(char **buf, size_t *cap, size_t need)
-{
-    if (need <= *cap)
-        return 0;
-    size_t c = *cap ? *cap * 2 : 256;
-    while (c < need)
-        c *= 2;
-    char *p = realloc(*buf, c);
-    if (!p)
-        return -1;
-    *buf = p;
-    *cap = c;
-    return 0;
-}
-
 static int list_add(struct piece_list *l, const char *s, size_t len, bool cont)
 {
     if (l->n == l->cap) {
@@ -208,7 +193,7 @@ static int list_add(struct piece_list *l, const char *s, size_t len, bool cont)
         l->p = p;
         l->cap = c;
     }
-    if (reserve(&l->text, &l->text_cap, l->len + len + 1))
+    if (tok_grow((void **)&l->text, &l->text_cap, l->len + len + 1, 1))
         return -1;
     memcpy(l->text + l->len, s, len);
     l->p[l->n++] = (struct piece){l->len, len, cont};
@@ -221,7 +206,7 @@ static int list_append(struct piece_list *l, const char *s, size_t len, bool new
 {
     if (new_piece || !l->n)
         return list_add(l, s, len, cont);
-    if (reserve(&l->text, &l->text_cap, l->len + len + 1))
+    if (tok_grow((void **)&l->text, &l->text_cap, l->len + len + 1, 1))
         return -1;
     memcpy(l->text + l->len, s, len);
     l->len += len;
@@ -321,7 +306,7 @@ static int stage_piece(const struct tok_dec_op *op, struct stage_state *st, cons
         unsigned char byte;
         if (!cont && byte_token(s, len, &byte)) {
             if (st->n_bytes == st->bytes_cap &&
-                reserve((char **)&st->bytes, &st->bytes_cap, st->n_bytes + 1))
+                tok_grow((void **)&st->bytes, &st->bytes_cap, st->n_bytes + 1, 1))
                 return -1;
             st->bytes[st->n_bytes++] = byte;
             return 0;
@@ -415,7 +400,7 @@ static int run_stages(struct folio_detok *d, bool finishing)
         in = out;
         out = tmp;
     }
-    if (reserve(&d->out, &d->out_cap, d->out_len + in->len + 1))
+    if (tok_grow((void **)&d->out, &d->out_cap, d->out_len + in->len + 1, 1))
         return -1;
     for (size_t i = 0; i < in->n; i++) {
         memcpy(d->out + d->out_len, in->text + in->p[i].off, in->p[i].len);

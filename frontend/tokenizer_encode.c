@@ -26,21 +26,6 @@ struct encoder {
     size_t norm_cap, pre_cap;
 };
 
-static int reserve(char **buf, size_t *cap, size_t need)
-{
-    if (need <= *cap)
-        return 0;
-    size_t c = *cap ? *cap * 2 : 256;
-    while (c < need)
-        c *= 2;
-    char *p = realloc(*buf, c);
-    if (!p)
-        return -1;
-    *buf = p;
-    *cap = c;
-    return 0;
-}
-
 static int push_id(struct encoder *e, int32_t id)
 {
     if (e->n == e->cap) {
@@ -168,7 +153,7 @@ static int find_matches(const struct folio_tokenizer *t, const struct tok_trie *
 static int normalize(struct encoder *e, const char *s, size_t len, size_t *out_len)
 {
     const struct folio_tokenizer *t = e->t;
-    if (reserve(&e->norm, &e->norm_cap, len + 1))
+    if (tok_grow((void **)&e->norm, &e->norm_cap, len + 1, 1))
         return -1;
     memcpy(e->norm, s, len);
     size_t n = len;
@@ -177,7 +162,7 @@ static int normalize(struct encoder *e, const char *s, size_t len, size_t *out_l
         if (op->kind == TOK_NORM_PREPEND) {
             if (!n)
                 continue;
-            if (reserve(&e->norm, &e->norm_cap, n + op->a_len + 1))
+            if (tok_grow((void **)&e->norm, &e->norm_cap, n + op->a_len + 1, 1))
                 return -1;
             memmove(e->norm + op->a_len, e->norm, n);
             memcpy(e->norm, op->a, op->a_len);
@@ -201,7 +186,7 @@ static int normalize(struct encoder *e, const char *s, size_t len, size_t *out_l
             if (!count)
                 continue;
             size_t nn = n - count * op->a_len + count * op->b_len;
-            if (reserve(&e->pre, &e->pre_cap, nn + 1))
+            if (tok_grow((void **)&e->pre, &e->pre_cap, nn + 1, 1))
                 return -1;
             size_t o = 0;
             for (size_t i = 0; i < n;)
@@ -233,7 +218,7 @@ static int pretokenize_and_model(struct encoder *e, const char *s, size_t len, b
     if (!t->has_metaspace)
         return tok_bpe_word(&t->bpe, &e->bpe, s, len, &e->ids, &e->n, &e->cap);
     const struct tok_metaspace *m = &t->metaspace;
-    if (reserve(&e->pre, &e->pre_cap, (len + 1) * m->repl_len + 1))
+    if (tok_grow((void **)&e->pre, &e->pre_cap, (len + 1) * m->repl_len + 1, 1))
         return -1;
     size_t n = 0;
     bool starts =

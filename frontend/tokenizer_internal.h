@@ -7,6 +7,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdlib.h>
 
 #include "tokenizer.h"
 
@@ -73,6 +74,23 @@ struct tok_bpe_scratch {
 
 /* Appends the ids of one pre-tokenized word (valid UTF-8, non-empty). */
 /* Home slot of a merge pair (splitmix64's finalizer: pair ids are dense). */
+/* Grows *p (an array of *cap elements of elem bytes) to hold at least need
+ * elements, doubling; 0, or -1 when out of memory (*p is then unchanged). */
+static inline int tok_grow(void **p, size_t *cap, size_t need, size_t elem)
+{
+    if (need <= *cap)
+        return 0;
+    size_t c = *cap ? *cap : 64;
+    while (c < need)
+        c *= 2;
+    void *q = realloc(*p, c * elem);
+    if (!q)
+        return -1;
+    *p = q;
+    *cap = c;
+    return 0;
+}
+
 static inline size_t tok_pair_slot(uint64_t pair, size_t mask)
 {
     uint64_t h = pair;

@@ -149,8 +149,8 @@ __device__ __forceinline__ void fold_ascending(float a, int ia, float &best, int
     }
 }
 
-/* Block-wide best (largest value, lowest index); every thread gets it. */
-__device__ arg_best block_argmax(float v, int i, float *sv, int *si)
+/* Warp-wide best (largest value, lowest index); every lane gets it. */
+__device__ __forceinline__ void warp_argmax(float &v, int &i)
 {
     for (int o = 16; o > 0; o >>= 1) {
         float ov = __shfl_xor_sync(0xffffffffu, v, o);
@@ -160,6 +160,12 @@ __device__ arg_best block_argmax(float v, int i, float *sv, int *si)
             i = oi;
         }
     }
+}
+
+/* Block-wide best (largest value, lowest index); every thread gets it. */
+__device__ arg_best block_argmax(float v, int i, float *sv, int *si)
+{
+    warp_argmax(v, i);
     int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     __syncthreads();
     if (lane == 0) {
@@ -169,14 +175,7 @@ __device__ arg_best block_argmax(float v, int i, float *sv, int *si)
     __syncthreads();
     v = lane < (int)(blockDim.x >> 5) ? sv[lane] : -INFINITY;
     i = lane < (int)(blockDim.x >> 5) ? si[lane] : -1;
-    for (int o = 16; o > 0; o >>= 1) {
-        float ov = __shfl_xor_sync(0xffffffffu, v, o);
-        int oi = __shfl_xor_sync(0xffffffffu, i, o);
-        if (beats(ov, oi, v, i)) {
-            v = ov;
-            i = oi;
-        }
-    }
+    warp_argmax(v, i);
     arg_best r = {v, i};
     return r;
 }
