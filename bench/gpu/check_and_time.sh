@@ -5,7 +5,6 @@
 #     bash bench/gpu/check_and_time.sh
 # The backend's switches travel through the environment (FOLIO_GEMV_MAX_ROWS, FOLIO_PDL,
 # FOLIO_ATTN_CTAS_PER_SM, ...): the correctness checks, timings, smoke and sanitizer runs use them.
-# FOLIO_COMPARE_OLD=1 also times the decode steps with FOLIO_GEMV_MAX_ROWS unset ("old_decode_*").
 # Logs and figures go to $OUT (default /tmp/folio-out; at most 8 files, as the device tool
 # returns); the table is printed last.
 set -uo pipefail
@@ -50,12 +49,6 @@ rm -rf "$OUT/work"
 echo "== timings"
 [ "${FOLIO_SKIP_TIMINGS:-0}" = 1 ] || {
   for b in 1 8 64 256; do timeout 60 "$B/decode_bench" /tmp/tl decode $b 512 64; done
-  if [ "${FOLIO_COMPARE_OLD:-0}" = 1 ]; then
-    for b in 1 8 64 256; do
-      env -u FOLIO_GEMV_MAX_ROWS timeout 60 "$B/decode_bench" \
-        /tmp/tl decode $b 512 64 | sed 's/name=decode_/name=old_decode_/'
-    done
-  fi
   # FOLIO_COMPARE_PDL=1: the same decode steps without programmatic dependent launch ("nopdl_").
   if [ "${FOLIO_COMPARE_PDL:-0}" = 1 ]; then
     for b in 1 8 64 256; do
