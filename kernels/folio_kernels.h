@@ -134,7 +134,8 @@ cudaError_t folio_k_gemv(void *y, const folio_bf16_bits *x, const folio_bf16_bit
  * folio_k_gemv with norm_w computes it (rows NULL), with
  * folio_k_rope_kv_write's work in the epilogue: q and k rotated in qkv
  * [T, (H + 2*Hkv) * D], k and v written to the paged caches. One launch where
- * the small-batch decode step took two. k <= 2048; head_dim a multiple of 8. */
+ * the small-batch decode step took two. No split-K: the two columns of a pair
+ * are computed by two warps of one CTA. */
 cudaError_t folio_k_gemv_qkv_rope(folio_bf16_bits *qkv, const folio_bf16_bits *x,
                                   const folio_bf16_bits *add, const folio_bf16_bits *norm_w,
                                   float eps, folio_bf16_bits *res_out, const folio_bf16_bits *w,

@@ -376,9 +376,9 @@ folio_k_gemv_qkv_rope(folio_bf16_bits *qkv, const folio_bf16_bits *x, const foli
     const int m = b.num_tokens, n = (num_heads + 2 * num_kv_heads) * head_dim;
     if (m <= 0)
         return cudaSuccess;
-    /* One stretch per row (no split-K); pairs of a head never straddle a CTA. */
-    if (m > FOLIO_K_GEMV_MAX_ROWS || !norm_w || k <= 0 || k % 8 != 0 || k / 8 > 32 * GEMV_UNROLL ||
-        head_dim % 8 != 0 || (res_out && res_out == x))
+    /* ks 1: a pair's two columns are whole rows of two warps of one CTA. */
+    if (m > FOLIO_K_GEMV_MAX_ROWS || !norm_w || k <= 0 || k % 8 != 0 || head_dim % 2 != 0 ||
+        (res_out && res_out == x))
         return cudaErrorInvalidValue;
     gemv_args a = {};
     a.y = qkv;

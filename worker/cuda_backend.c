@@ -152,7 +152,7 @@ struct cuda_backend {
     bool pdl_step;    /* this step's kernels use it (set by forward) */
     int gemv_split_k; /* FOLIO_GEMV_SPLITK (1, 2, 4, 8; default 0: from k) */
     /* The GEMV path's QKV projection rotates q and k and writes the caches in its
-     * epilogue (hidden <= 2048: one stretch per row); FOLIO_QKV_ROPE=0: apart. */
+     * epilogue; FOLIO_QKV_ROPE=0: apart (rope_kv_write). */
     bool qkv_rope;
     /* Decode attention splits the keys until about this many CTAs run:
      * FOLIO_ATTN_CTAS_PER_SM (default 4; 2 was 1-3% slower at batch 1-64 on the
@@ -957,7 +957,7 @@ static int create(struct cuda_backend *cb, const struct folio_model *m,
     if (cb->gemv_max_rows < 0 || cb->gemv_max_rows > FOLIO_K_GEMV_MAX_ROWS)
         cb->gemv_max_rows = FOLIO_K_GEMV_MAX_ROWS;
     const char *qr = getenv("FOLIO_QKV_ROPE");
-    cb->qkv_rope = !(qr && strcmp(qr, "0") == 0) && cb->hidden <= 2048 && cb->hidden % 8 == 0;
+    cb->qkv_rope = !(qr && strcmp(qr, "0") == 0);
     const char *gs = getenv("FOLIO_GEMV_SPLITK");
     cb->gemv_split_k = gs ? atoi(gs) : 0;
     if (cb->gemv_split_k != 1 && cb->gemv_split_k != 2 && cb->gemv_split_k != 4 &&
