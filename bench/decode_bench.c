@@ -309,13 +309,16 @@ static int bench_attention(const struct folio_model_config *c, int batch_size, i
     CK(cudaDeviceGetAttribute(&num_sms, cudaDevAttrMultiProcessorCount, 0));
     while (bucket < batch_size)
         bucket <<= 1;
-    const char *ac = getenv("FOLIO_ATTN_CTAS_PER_SM"); /* as the backend reads it */
-    int splits =
-        folio_k_attention_decode_splits(bucket, Hkv, (ac && atoi(ac) > 0 ? atoi(ac) : 4) * num_sms);
-    size_t ws_bytes = folio_k_attention_workspace_bytes(batch_size, splits, H, D);
+    const char *ac = getenv("FOLIO_ATTN_WARPS_PER_SM"); /* as the backend reads it */
+    struct folio_k_decode_plan plan =
+        folio_k_attention_decode_plan(bucket, Hkv, D, num_sms, ac && atoi(ac) > 0 ? atoi(ac) : 4);
+    size_t ws_bytes = folio_k_attention_decode_workspace_bytes(batch_size, plan, H, D);
     void *ws = NULL;
+    int *counters;
     if (ws_bytes)
         CK(cudaMalloc(&ws, ws_bytes));
+    CK(cudaMalloc((void **)&counters, sizeof(int) * (size_t)batch_size * Hkv));
+    CK(cudaMemset(counters, 0, sizeof(int) * (size_t)batch_size * Hkv));
     int mma = folio_k_attention_tile_tokens(H, Hkv, D) > 0;
     if (mma)
         CK(folio_k_attention_prepare(D));
@@ -325,7 +328,8 @@ static int bench_attention(const struct folio_model_config *c, int batch_size, i
         for (int i = 0; i < repeats + 3; i++) {
             CK(cudaEventRecord(e0, s));
             if (variant == 0)
-                CK(folio_k_attention_decode(out, qkv, k, v, kb, splits, ws, H, Hkv, D, 0, s));
+                CK(folio_k_attention_decode(out, qkv, k, v, kb, plan, ws, counters, H, Hkv, D, NULL,
+                                            0, s));
             else
                 CK(folio_k_paged_attention_ref(out, qkv, k, v, kb, H, Hkv, D, s));
             CK(cudaEventRecord(e1, s));
@@ -335,11 +339,14 @@ static int bench_attention(const struct folio_model_config *c, int batch_size, i
             if (i >= 3)
                 t[i - 3] = ms;
         }
-        printf("RESULT name=%s_b%d_ctx%d ms=%.4f median_ms=%.4f bytes=%.0f flops=0 splits=%d\n",
+        printf("RESULT name=%s_b%d_ctx%d ms=%.4f median_ms=%.4f bytes=%.0f flops=0 splits=%d "
+               "warps=%d\n",
                variant == 0 ? "attention" : "attnref", batch_size, ctx, median(t, repeats),
-               median(t, repeats), bytes, variant == 0 ? splits : 1);
+               median(t, repeats), bytes, variant == 0 ? plan.splits : 1,
+               variant == 0 ? plan.warps : 1);
     }
     cudaFree(ws);
+    cudaFree(counters);
     cudaFree(k);
     cudaFree(v);
     cudaFree(qkv);

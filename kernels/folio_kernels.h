@@ -72,16 +72,25 @@ cudaError_t folio_k_paged_attention_ref(folio_bf16_bits *out, const folio_bf16_b
  * 0 if the shape needs the reference kernel. */
 int folio_k_attention_tile_tokens(int num_heads, int num_kv_heads, int head_dim);
 
-/* Key-range splits of the decode kernel for a decode batch of num_tokens (the
- * caller passes the graph bucket, so eager and graph runs split alike): about
- * target_ctas CTAs in all, at most 32 splits. */
-int folio_k_attention_decode_splits(int num_tokens, int num_kv_heads, int target_ctas);
+/* How the decode kernel (attention_decode.cu) cuts a decode batch of
+ * num_tokens (the caller passes the graph bucket, so eager and graph runs
+ * split alike): warps per CTA (1 or 4) and key-range splits (<= 32), for
+ * about warps_per_sm warps per SM in all. */
+struct folio_k_decode_plan {
+    int splits, warps;
+};
+struct folio_k_decode_plan folio_k_attention_decode_plan(int num_tokens, int num_kv_heads,
+                                                         int head_dim, int num_sms,
+                                                         int warps_per_sm);
 
-/* Device bytes of the decode kernel's partial results. */
-size_t folio_k_attention_workspace_bytes(int num_tokens, int splits, int num_heads, int head_dim);
+/* Device bytes of the decode kernel's partial results (0 for one split). */
+size_t folio_k_attention_decode_workspace_bytes(int num_tokens, struct folio_k_decode_plan p,
+                                                int num_heads, int head_dim);
 
-/* Raises the kernels' shared-memory limits; once, before any launch or capture. */
+/* Raises the kernels' shared-memory limits; once, before any launch or capture.
+ * (folio_k_attention_prepare does both files' kernels.) */
 cudaError_t folio_k_attention_prepare(int head_dim);
+cudaError_t folio_k_attention_prefill_prepare(int head_dim);
 
 /* Prefill and mixed batches: tiles[2i] = first flattened token of tile i,
  * tiles[2i+1] = its token count (<= tile_tokens, one sequence, consecutive
@@ -93,12 +102,18 @@ cudaError_t folio_k_attention_prefill(folio_bf16_bits *out, const folio_bf16_bit
                                       int num_kv_heads, int head_dim, cudaStream_t s);
 
 /* Decode-only batches (token t is sequence t's one new token; padding rows
- * pos -1 get zeros): split-KV, then a combine kernel when splits > 1. */
+ * pos -1 get zeros), one launch: plan from folio_k_attention_decode_plan;
+ * with plan.splits > 1, workspace holds the partials and counters
+ * num_tokens * num_kv_heads ints that are zero before the first launch (the
+ * kernel leaves them zero). rope_inv_freq != NULL: q and k in qkv are not yet
+ * rotated and the new k/v not yet in the cache; the kernel does what
+ * folio_k_rope_kv_write would (qkv itself is left as it is). */
 cudaError_t folio_k_attention_decode(folio_bf16_bits *out, const folio_bf16_bits *qkv,
-                                     const folio_bf16_bits *k_cache, const folio_bf16_bits *v_cache,
-                                     struct folio_k_batch b, int splits, void *workspace,
-                                     int num_heads, int num_kv_heads, int head_dim, int pdl,
-                                     cudaStream_t s);
+                                     folio_bf16_bits *k_cache, folio_bf16_bits *v_cache,
+                                     struct folio_k_batch b, struct folio_k_decode_plan p,
+                                     void *workspace, int *counters, int num_heads,
+                                     int num_kv_heads, int head_dim, const float *rope_inv_freq,
+                                     int pdl, cudaStream_t s);
 
 #define FOLIO_K_GEMV_MAX_ROWS 8
 

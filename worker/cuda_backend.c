@@ -146,7 +146,8 @@ struct cuda_backend {
     int num_sms;
     void *attn_workspace; /* split-KV partials of the decode kernel */
     size_t attn_workspace_bytes;
-    int gemv_max_rows; /* GEMMs of at most this many rows run as folio_k_gemv */
+    int *attn_counters; /* its per-(token, KV head) counters, zero between launches */
+    int gemv_max_rows;  /* GEMMs of at most this many rows run as folio_k_gemv */
     /* Programmatic dependent launch for the kernels that support it (FOLIO_PDL=0: off). */
     int pdl;
     bool pdl_step;    /* this step's kernels use it (set by forward) */
@@ -154,10 +155,12 @@ struct cuda_backend {
     /* The GEMV path's QKV projection rotates q and k and writes the caches in its
      * epilogue; FOLIO_QKV_ROPE=0: apart (rope_kv_write). */
     bool qkv_rope;
-    /* Decode attention splits the keys until about this many CTAs run:
-     * FOLIO_ATTN_CTAS_PER_SM (default 4; 2 was 1-3% slower at batch 1-64 on the
-     * H200, 8 made batch 256 split and lose 45%) times the SMs. */
-    int attn_target_ctas;
+    /* Decode attention splits the keys until about this many warps per SM run:
+     * FOLIO_ATTN_WARPS_PER_SM (default 4). */
+    int attn_warps_per_sm;
+    /* Decode-only steps on the cuBLASLt path rotate q/k and write the new K/V
+     * inside the attention kernel; FOLIO_ATTN_ROPE=0: rope_kv_write apart. */
+    bool attn_rope;
 
     bool graphs_enabled;
     bool keep_logits; /* tests that pipeline steps and still read logits */
@@ -319,11 +322,26 @@ static int graph_bucket(int n)
     return b;
 }
 
+/* The decode kernel's plan for a decode step of n rows: from the graph
+ * bucket, so an eager step splits as its graph would. */
+static struct folio_k_decode_plan decode_plan(const struct cuda_backend *cb, int n)
+{
+    return folio_k_attention_decode_plan(graph_bucket(n), cb->kv_heads, cb->head_dim, cb->num_sms,
+                                         cb->attn_warps_per_sm);
+}
+
+/* Does the decode kernel rotate q/k and write the new K/V in this step? */
+static bool rope_in_attention(const struct cuda_backend *cb, int num_tiles)
+{
+    return cb->attn_rope && cb->attn_tile_tokens > 0 && num_tiles < 0;
+}
+
 /* Attention of one layer: the split-KV decode kernel for decode-only steps
  * (num_tiles < 0), the query-tile kernel otherwise, the reference kernel for
- * shapes the tensor-core kernels do not take. */
+ * shapes the tensor-core kernels do not take. rope: the decode kernel also
+ * does rope_kv_write's work. */
 static int attention(struct cuda_backend *cb, const struct step_layout *l,
-                     const struct folio_k_batch *kb, int num_tiles, const bf16 *kc, const bf16 *vc,
+                     const struct folio_k_batch *kb, int num_tiles, bf16 *kc, bf16 *vc, bool rope,
                      char *err, size_t errlen)
 {
     cudaStream_t s = cb->stream;
@@ -331,12 +349,10 @@ static int attention(struct cuda_backend *cb, const struct step_layout *l,
         CUDA_CHECK(folio_k_paged_attention_ref(cb->attn_out, cb->qkv, kc, vc, *kb, cb->heads,
                                                cb->kv_heads, cb->head_dim, s));
     } else if (num_tiles < 0) {
-        /* Splits from the graph bucket: an eager step splits as its graph would. */
-        int splits = folio_k_attention_decode_splits(graph_bucket(kb->num_tokens), cb->kv_heads,
-                                                     cb->attn_target_ctas);
-        CUDA_CHECK(folio_k_attention_decode(cb->attn_out, cb->qkv, kc, vc, *kb, splits,
-                                            cb->attn_workspace, cb->heads, cb->kv_heads,
-                                            cb->head_dim, cb->pdl_step, s));
+        CUDA_CHECK(folio_k_attention_decode(
+            cb->attn_out, cb->qkv, kc, vc, *kb, decode_plan(cb, kb->num_tokens), cb->attn_workspace,
+            cb->attn_counters, cb->heads, cb->kv_heads, cb->head_dim, rope ? cb->inv_freq : NULL,
+            cb->pdl_step, s));
     } else {
         CUDA_CHECK(folio_k_attention_prefill(cb->attn_out, cb->qkv, kc, vc, *kb,
                                              (const int32_t *)(cb->d_meta + l->attn_tiles),
@@ -411,10 +427,11 @@ static int forward(struct cuda_backend *cb, const struct step_layout *l, int t_r
                      errlen) != 0)
                 return -1;
         }
-        if (!rope_done)
+        bool rope_in_attn = !rope_done && rope_in_attention(cb, num_tiles);
+        if (!rope_done && !rope_in_attn)
             CUDA_CHECK(folio_k_rope_kv_write(cb->qkv, kc, vc, cb->inv_freq, kb, cb->heads,
                                              cb->kv_heads, cb->head_dim, cb->pdl_step, s));
-        if (attention(cb, l, &kb, num_tiles, kc, vc, err, errlen) != 0)
+        if (attention(cb, l, &kb, num_tiles, kc, vc, rope_in_attn, err, errlen) != 0)
             return -1;
         if (gemm(cb, cb->attn_out, L->wo, cb->proj_out, t_rows, cb->hidden,
                  cb->heads * cb->head_dim, false, err, errlen) != 0)
@@ -816,9 +833,9 @@ static void cuda_destroy(struct folio_backend *b)
                     cb->d_top_ids,      cb->d_top_logprobs,
                     cb->d_last_sampled, cb->d_meta,
                     cb->inv_freq,       cb->workspace,
-                    cb->attn_workspace, cb->res2,
-                    cb->d_pen_state,    cb->d_pen_history,
-                    cb->d_pen_rebuild};
+                    cb->attn_workspace, cb->attn_counters,
+                    cb->res2,           cb->d_pen_state,
+                    cb->d_pen_history,  cb->d_pen_rebuild};
     for (size_t i = 0; i < sizeof(bufs) / sizeof(bufs[0]); i++)
         cudaFree(bufs[i]);
     free(cb->lw);
@@ -969,8 +986,10 @@ static int create(struct cuda_backend *cb, const struct folio_model *m,
 
     CUDA_CHECK(cudaSetDevice(0));
     CUDA_CHECK(cudaDeviceGetAttribute(&cb->num_sms, cudaDevAttrMultiProcessorCount, 0));
-    const char *ac = getenv("FOLIO_ATTN_CTAS_PER_SM");
-    cb->attn_target_ctas = (ac && atoi(ac) > 0 ? atoi(ac) : 4) * cb->num_sms;
+    const char *ac = getenv("FOLIO_ATTN_WARPS_PER_SM");
+    cb->attn_warps_per_sm = ac && atoi(ac) > 0 ? atoi(ac) : 4;
+    const char *ar = getenv("FOLIO_ATTN_ROPE");
+    cb->attn_rope = !(ar && strcmp(ar, "0") == 0);
     if (cb->attn_tile_tokens > 0)
         CUDA_CHECK(folio_k_attention_prepare(cb->head_dim));
     CUDA_CHECK(cudaStreamCreateWithFlags(&cb->stream, cudaStreamNonBlocking));
@@ -1114,19 +1133,22 @@ static int create(struct cuda_backend *cb, const struct folio_model *m,
     CUDA_CHECK(cudaMalloc((void **)&cb->d_meta, meta));
     /* Split-KV partials: the largest over the decode batch sizes (their buckets). */
     for (int n = 1; n <= (int)S; n++) {
-        int sp =
-            folio_k_attention_decode_splits(graph_bucket(n), cb->kv_heads, cb->attn_target_ctas);
-        size_t bytes = folio_k_attention_workspace_bytes(n, sp, cb->heads, cb->head_dim);
-        size_t gbytes =
-            graph_bucket(n) <= (int)S && graph_bucket(n) <= (int)T
-                ? folio_k_attention_workspace_bytes(graph_bucket(n), sp, cb->heads, cb->head_dim)
-                : 0;
+        struct folio_k_decode_plan p = decode_plan(cb, n);
+        size_t bytes = folio_k_attention_decode_workspace_bytes(n, p, cb->heads, cb->head_dim);
+        size_t gbytes = graph_bucket(n) <= (int)S && graph_bucket(n) <= (int)T
+                            ? folio_k_attention_decode_workspace_bytes(graph_bucket(n), p,
+                                                                       cb->heads, cb->head_dim)
+                            : 0;
         bytes = bytes > gbytes ? bytes : gbytes;
         if (bytes > cb->attn_workspace_bytes)
             cb->attn_workspace_bytes = bytes;
     }
     if (cb->attn_workspace_bytes > 0)
         CUDA_CHECK(cudaMalloc(&cb->attn_workspace, cb->attn_workspace_bytes));
+    /* The counters of the last-CTA merge: one per (row, KV head) of the largest bucket. */
+    size_t counters = sizeof(int) * (size_t)graph_bucket((int)S) * cb->kv_heads;
+    CUDA_CHECK(cudaMalloc((void **)&cb->attn_counters, counters));
+    CUDA_CHECK(cudaMemsetAsync(cb->attn_counters, 0, counters, cb->stream));
     for (int i = 0; i < MAX_INFLIGHT; i++) {
         struct inflight *fl = &cb->fl[i];
         CUDA_CHECK(cudaEventCreateWithFlags(&fl->done, cudaEventDisableTiming));

@@ -4,7 +4,7 @@
 # Run from the repo root on the GPU machine, after deploy/bundle.sh here (bundle/ carried):
 #     bash bench/gpu/check_and_time.sh
 # The backend's switches travel through the environment (FOLIO_GEMV_MAX_ROWS, FOLIO_PDL,
-# FOLIO_ATTN_CTAS_PER_SM, ...): the correctness checks, timings, smoke and sanitizer runs use them.
+# FOLIO_ATTN_WARPS_PER_SM, ...): the correctness checks, timings, smoke and sanitizer runs use them.
 # Logs and figures go to $OUT (default /tmp/folio-out; at most 8 files, as the device tool
 # returns); the table is printed last.
 set -uo pipefail

@@ -1,0 +1,383 @@
+/* Paged attention of decode-only batches (token t is sequence t's one new
+ * token) on the tensor cores, one launch per layer.
+ *
+ * Grid: tokens x KV heads x splits; a CTA's rows are the group's query heads
+ * of one token (GQA: every K/V load serves all of them). The keys are cut into
+ * tiles of 32 (attention_tile.cuh); split s takes a run of tiles of its
+ * sequence and its NW warps take every NW-th tile of that run, each warp with
+ * its own double-buffered cp.async stages, so batch 1 still has a tile in
+ * flight for every warp of the chip while batch 256 keeps one warp per CTA.
+ * The warps merge their (max, sum, output) through shared memory. With one
+ * split the CTA writes the output; with several each CTA writes an
+ * unnormalized f32 partial and the last CTA of its (token, KV head) to finish
+ * (an atomic counter, reset by that CTA) merges them in a fixed order, so the
+ * result does not depend on timing and no second launch is needed.
+ *
+ * ROPE: the projection left q and k unrotated and the new K/V out of the
+ * cache (the cuBLASLt path). Each CTA rotates its q fragments in registers,
+ * and the warp whose tile holds the new token rotates its k, writes k and v
+ * to the paged cache and into its staged tile. Same roundings as rope_kv.cu. */
+#include "attention_tile.cuh"
+
+#define KT 32         /* keys per tile */
+#define MAX_SPLITS 32 /* splits a CTA of the last-CTA merge can take */
+#define SMEM_LIMIT (227 * 1024)
+
+template <int D, int NW> constexpr size_t decode_smem_bytes()
+{
+    constexpr size_t stages = sizeof(folio_bf16_bits) * NW * 2 * 2 * KT * tile_pitch<D>::value;
+    constexpr size_t merge = sizeof(float) * NW * 16 * (D + 2);
+    return stages > merge ? stages : merge;
+}
+
+struct decode_args {
+    folio_bf16_bits *out;
+    const folio_bf16_bits *qkv;
+    folio_bf16_bits *k_cache, *v_cache;
+    struct folio_k_batch b;
+    int num_heads, num_kv_heads;
+    const float *inv_freq; /* ROPE */
+    float *part_o;         /* [token * heads + head][split][D] */
+    float2 *part_ml;       /* [token * heads + head][split]: (max, sum) */
+    int *counters;         /* [token][KV head]: CTAs done, 0 between launches */
+};
+
+/* The new token's k (rotated) and v: to the paged cache and to key row r of
+ * the staged tile. One warp. */
+template <int D>
+__device__ __forceinline__ void write_new_kv(const decode_args &a, int t, int kvh, int pos,
+                                             const int32_t *table, folio_bf16_bits *ks,
+                                             folio_bf16_bits *vs, int r)
+{
+    constexpr int LD = tile_pitch<D>::value, HALF = D / 2;
+    const int lane = threadIdx.x & 31;
+    const folio_bf16_bits *row = a.qkv + (int64_t)t * (a.num_heads + 2 * a.num_kv_heads) * D;
+    const folio_bf16_bits *k = row + (int64_t)(a.num_heads + kvh) * D;
+    const folio_bf16_bits *v = row + (int64_t)(a.num_heads + a.num_kv_heads + kvh) * D;
+    const int64_t off =
+        ((int64_t)table[pos / FOLIO_K_BLOCK] * a.num_kv_heads + kvh) * FOLIO_K_BLOCK * D +
+        (int64_t)(pos % FOLIO_K_BLOCK) * D;
+    for (int i = lane; i < HALF; i += 32) {
+        folio_bf16_bits x1 = k[i], x2 = k[i + HALF];
+        rope_rotate(x1, x2, pos, a.inv_freq[i]);
+        a.k_cache[off + i] = x1;
+        a.k_cache[off + i + HALF] = x2;
+        ks[r * LD + i] = x1;
+        ks[r * LD + i + HALF] = x2;
+    }
+    for (int d = lane; d < D; d += 32) {
+        a.v_cache[off + d] = v[d];
+        vs[r * LD + d] = v[d];
+    }
+}
+
+template <int D, int NW, bool ROPE>
+__global__ void __launch_bounds__(NW * 32) attention_decode_kernel(decode_args a)
+{
+    constexpr int LD = tile_pitch<D>::value;
+    constexpr int DT = D / 8;  /* n-tiles of output dims */
+    constexpr int KS = D / 16; /* k-steps over head dims */
+    extern __shared__ __align__(16) folio_bf16_bits smem_kv[];
+    __shared__ int is_last;
+
+    pdl_trigger();
+    pdl_wait();
+    const int t = blockIdx.x, kvh = blockIdx.y, split = blockIdx.z, splits = gridDim.z;
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    const int g = lane >> 2, tq = lane & 3;
+    const int group = a.num_heads / a.num_kv_heads;
+    const int pos = a.b.token_pos[t]; /* -1: padding row, no keys, zeros out */
+    const int n_keys = pos + 1;
+    const int tiles = (n_keys + KT - 1) / KT;
+    const int per = max(NW, (tiles + splits - 1) / splits); /* tiles per split */
+    const int active = (tiles + per - 1) / per;             /* splits with keys */
+    const int64_t row0 = (int64_t)t * a.num_heads + kvh * group;
+
+    if (split < active || splits == 1) {
+        const int t_begin = split * per, t_end = min(t_begin + per, tiles);
+        const int32_t *table = a.b.block_tables + (int64_t)a.b.token_seq[t] * a.b.block_stride;
+
+        /* This lane's rows g and g + 8 are heads kvh * group + g (+ 8). */
+        int row_pos[2];
+        uint32_t qa[KS][4];
+        const folio_bf16_bits *qrow =
+            a.qkv + (int64_t)t * (a.num_heads + 2 * a.num_kv_heads) * D + (int64_t)kvh * group * D;
+#pragma unroll
+        for (int i = 0; i < 2; i++) {
+            const bool live = g + 8 * i < group && pos >= 0;
+            row_pos[i] = live ? pos : -1;
+            const uint32_t *q = (const uint32_t *)(qrow + (int64_t)(g + 8 * i) * D);
+#pragma unroll
+            for (int s = 0; s < KS; s++) {
+                qa[s][i] = live ? q[(16 * s + 2 * tq) / 2] : 0u;
+                qa[s][i + 2] = live ? q[(16 * s + 8 + 2 * tq) / 2] : 0u;
+            }
+        }
+        if (ROPE && pos >= 0) { /* dim d pairs with d + D/2: fragment s with s + KS/2 */
+#pragma unroll
+            for (int s = 0; s < KS / 2; s++)
+#pragma unroll
+                for (int r = 0; r < 4; r++) {
+                    uint32_t lo = qa[s][r], hi = qa[s + KS / 2][r];
+                    const int d = 16 * s + (r >= 2 ? 8 : 0) + 2 * tq;
+                    folio_bf16_bits x1 = lo & 0xffffu, x2 = hi & 0xffffu;
+                    folio_bf16_bits y1 = lo >> 16, y2 = hi >> 16;
+                    rope_rotate(x1, x2, pos, a.inv_freq[d]);
+                    rope_rotate(y1, y2, pos, a.inv_freq[d + 1]);
+                    qa[s][r] = (uint32_t)x1 | (uint32_t)y1 << 16;
+                    qa[s + KS / 2][r] = (uint32_t)x2 | (uint32_t)y2 << 16;
+                }
+        }
+
+        float o[DT][4];
+#pragma unroll
+        for (int n = 0; n < DT; n++)
+            o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.0f;
+        float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
+        const float scale_log2 = rsqrtf((float)D) * 1.4426950408889634f;
+
+        /* This warp's tiles: t_begin + warp, + NW, ... below t_end. */
+        folio_bf16_bits *stage0 = smem_kv + (size_t)warp * 2 * 2 * KT * LD;
+        const int mine = t_end > t_begin + warp ? (t_end - t_begin - warp + NW - 1) / NW : 0;
+        auto load = [&](int j) {
+            folio_bf16_bits *ks = stage0 + (size_t)(j & 1) * 2 * KT * LD;
+            attention_load_tile<D, KT>(ks, ks + KT * LD, a.k_cache, a.v_cache, table, kvh,
+                                       a.num_kv_heads, (t_begin + warp + j * NW) * KT, n_keys, lane,
+                                       32);
+        };
+        if (mine > 0)
+            load(0);
+        cp_async_commit();
+        for (int j = 0; j < mine; j++) {
+            if (j + 1 < mine) {
+                load(j + 1);
+                cp_async_commit();
+                cp_async_wait<1>();
+            } else {
+                cp_async_wait<0>();
+            }
+            __syncwarp();
+            folio_bf16_bits *ks = stage0 + (size_t)(j & 1) * 2 * KT * LD;
+            const int kbase = (t_begin + warp + j * NW) * KT;
+            if (ROPE && kbase + KT > pos) { /* the tile of the new token */
+                write_new_kv<D>(a, t, kvh, pos, table, ks, ks + KT * LD, pos - kbase);
+                __syncwarp();
+            }
+            attention_tile<D, KT>(ks, ks + KT * LD, qa, o, m, l, kbase, n_keys, row_pos,
+                                  scale_log2);
+            __syncwarp(); /* this stage is free for the load two tiles ahead */
+        }
+#pragma unroll
+        for (int i = 0; i < 2; i++) { /* row sums live spread over the quad */
+            l[i] += __shfl_xor_sync(0xffffffffu, l[i], 1);
+            l[i] += __shfl_xor_sync(0xffffffffu, l[i], 2);
+        }
+
+        /* Each warp's unnormalized rows into shared memory, then merged. */
+        __syncthreads();              /* every warp is done with its stages */
+        float *mo = (float *)smem_kv; /* [NW][16][D] */
+        float *mm = mo + NW * 16 * D; /* [NW][16] */
+        float *ml = mm + NW * 16;     /* [NW][16] */
+#pragma unroll
+        for (int i = 0; i < 2; i++) {
+            const int r = g + 8 * i;
+            if (r >= group)
+                continue;
+#pragma unroll
+            for (int n = 0; n < DT; n++)
+                *(float2 *)&mo[(warp * 16 + r) * D + 8 * n + 2 * tq] =
+                    make_float2(o[n][2 * i], o[n][2 * i + 1]);
+            if (tq == 0) {
+                mm[warp * 16 + r] = m[i];
+                ml[warp * 16 + r] = l[i];
+            }
+        }
+        __syncthreads();
+        for (int c = threadIdx.x; c < group * D / 4; c += NW * 32) {
+            const int r = c / (D / 4), d = (c - r * (D / 4)) * 4;
+            float mx = -INFINITY;
+#pragma unroll
+            for (int w = 0; w < NW; w++)
+                mx = fmaxf(mx, mm[w * 16 + r]);
+            float4 acc = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+            float sum = 0.0f;
+#pragma unroll
+            for (int w = 0; w < NW; w++) {
+                const float mw = mm[w * 16 + r];
+                const float wt = mw == -INFINITY ? 0.0f : exp2f(mw - mx);
+                const float4 ow = *(const float4 *)&mo[(w * 16 + r) * D + d];
+                sum += wt * ml[w * 16 + r];
+                acc.x += wt * ow.x;
+                acc.y += wt * ow.y;
+                acc.z += wt * ow.z;
+                acc.w += wt * ow.w;
+            }
+            if (splits == 1) {
+                const float inv = sum > 0.0f ? 1.0f / sum : 0.0f;
+                uint2 packed = make_uint2(pack_bf16x2(acc.x * inv, acc.y * inv),
+                                          pack_bf16x2(acc.z * inv, acc.w * inv));
+                *(uint2 *)(a.out + (row0 + r) * D + d) = packed;
+            } else {
+                *(float4 *)&a.part_o[((row0 + r) * splits + split) * D + d] = acc;
+                if (d == 0)
+                    a.part_ml[(row0 + r) * splits + split] = make_float2(mx, sum);
+            }
+        }
+    }
+    if (splits == 1)
+        return;
+
+    /* The last CTA of this (token, KV head) merges the active splits. */
+    __threadfence();
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        int *cnt = a.counters + (int64_t)t * a.num_kv_heads + kvh;
+        is_last = atomicAdd(cnt, 1) == splits - 1;
+        if (is_last)
+            *cnt = 0; /* every CTA of this launch has counted: ready for the next */
+    }
+    __syncthreads();
+    if (!is_last)
+        return;
+    __threadfence();
+    for (int c = threadIdx.x; c < group * D / 4; c += NW * 32) {
+        const int r = c / (D / 4), d = (c - r * (D / 4)) * 4;
+        const float2 *pml = a.part_ml + (row0 + r) * splits;
+        const float *po = a.part_o + (row0 + r) * splits * D + d;
+        float mx = -INFINITY;
+        for (int s = 0; s < active; s++)
+            mx = fmaxf(mx, __ldcg(&pml[s]).x);
+        float4 acc = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+        float sum = 0.0f;
+#pragma unroll 4
+        for (int s = 0; s < active; s++) {
+            const float2 ms = __ldcg(&pml[s]);
+            const float wt = ms.x == -INFINITY ? 0.0f : exp2f(ms.x - mx);
+            const float4 os = __ldcg((const float4 *)(po + (int64_t)s * D));
+            sum += wt * ms.y;
+            acc.x += wt * os.x;
+            acc.y += wt * os.y;
+            acc.z += wt * os.z;
+            acc.w += wt * os.w;
+        }
+        const float inv = sum > 0.0f ? 1.0f / sum : 0.0f;
+        *(uint2 *)(a.out + (row0 + r) * D + d) = make_uint2(pack_bf16x2(acc.x * inv, acc.y * inv),
+                                                            pack_bf16x2(acc.z * inv, acc.w * inv));
+    }
+}
+
+static int smem_per_cta(int head_dim, int warps)
+{
+    if (head_dim == 64)
+        return (int)(warps == 4 ? decode_smem_bytes<64, 4>() : decode_smem_bytes<64, 1>());
+    return (int)(warps == 4 ? decode_smem_bytes<128, 4>() : decode_smem_bytes<128, 1>());
+}
+
+extern "C" struct folio_k_decode_plan folio_k_attention_decode_plan(int num_tokens,
+                                                                    int num_kv_heads, int head_dim,
+                                                                    int num_sms, int warps_per_sm)
+{
+    struct folio_k_decode_plan p = {1, 1};
+    const int base = num_tokens * num_kv_heads;
+    if (base <= 0 || (head_dim != 64 && head_dim != 128))
+        return p;
+    /* Four warps a CTA while every CTA fits on the chip at once; past that one
+     * warp a CTA keeps the most warps resident (shared memory is the limit). */
+    const int fit = SMEM_LIMIT / smem_per_cta(head_dim, 4);
+    p.warps = base <= fit * num_sms ? 4 : 1;
+    const int target = warps_per_sm * num_sms;
+    const int s = (target + base * p.warps - 1) / (base * p.warps);
+    p.splits = s < 1 ? 1 : s > MAX_SPLITS ? MAX_SPLITS : s;
+    return p;
+}
+
+extern "C" size_t folio_k_attention_decode_workspace_bytes(int num_tokens,
+                                                           struct folio_k_decode_plan p,
+                                                           int num_heads, int head_dim)
+{
+    if (p.splits <= 1)
+        return 0;
+    size_t rows = (size_t)num_tokens * num_heads * p.splits;
+    return rows * (sizeof(float) * head_dim + sizeof(float2));
+}
+
+template <int D, int NW, bool ROPE> static cudaError_t prepare_one()
+{
+    return cudaFuncSetAttribute(attention_decode_kernel<D, NW, ROPE>,
+                                cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                (int)decode_smem_bytes<D, NW>());
+}
+
+template <int D> static cudaError_t prepare_d()
+{
+    cudaError_t e = prepare_one<D, 1, false>();
+    if (e == cudaSuccess)
+        e = prepare_one<D, 1, true>();
+    if (e == cudaSuccess)
+        e = prepare_one<D, 4, false>();
+    if (e == cudaSuccess)
+        e = prepare_one<D, 4, true>();
+    return e;
+}
+
+extern "C" cudaError_t folio_k_attention_prepare(int head_dim)
+{
+    cudaError_t e = folio_k_attention_prefill_prepare(head_dim);
+    if (e != cudaSuccess)
+        return e;
+    return head_dim == 64 ? prepare_d<64>() : prepare_d<128>();
+}
+
+template <int D, int NW, bool ROPE>
+static cudaError_t launch(const decode_args &a, int splits, bool pdl, cudaStream_t s)
+{
+    dim3 grid(a.b.num_tokens, a.num_kv_heads, splits);
+    return launch_pdl(attention_decode_kernel<D, NW, ROPE>, grid, dim3(NW * 32),
+                      decode_smem_bytes<D, NW>(), s, pdl, a);
+}
+
+template <int D>
+static cudaError_t launch_d(const decode_args &a, struct folio_k_decode_plan p, bool pdl,
+                            cudaStream_t s)
+{
+    const bool rope = a.inv_freq != NULL;
+    if (p.warps == 4)
+        return rope ? launch<D, 4, true>(a, p.splits, pdl, s)
+                    : launch<D, 4, false>(a, p.splits, pdl, s);
+    return rope ? launch<D, 1, true>(a, p.splits, pdl, s)
+                : launch<D, 1, false>(a, p.splits, pdl, s);
+}
+
+extern "C" cudaError_t folio_k_attention_decode(folio_bf16_bits *out, const folio_bf16_bits *qkv,
+                                                folio_bf16_bits *k_cache, folio_bf16_bits *v_cache,
+                                                struct folio_k_batch b,
+                                                struct folio_k_decode_plan p, void *workspace,
+                                                int *counters, int num_heads, int num_kv_heads,
+                                                int head_dim, const float *rope_inv_freq, int pdl,
+                                                cudaStream_t s)
+{
+    if (b.num_tokens <= 0)
+        return cudaSuccess;
+    if (folio_k_attention_tile_tokens(num_heads, num_kv_heads, head_dim) <= 0 || p.splits < 1 ||
+        p.splits > MAX_SPLITS || (p.warps != 1 && p.warps != 4) ||
+        (p.splits > 1 && (!workspace || !counters)))
+        return cudaErrorInvalidValue;
+    decode_args a = {};
+    a.out = out;
+    a.qkv = qkv;
+    a.k_cache = k_cache;
+    a.v_cache = v_cache;
+    a.b = b;
+    a.num_heads = num_heads;
+    a.num_kv_heads = num_kv_heads;
+    a.inv_freq = rope_inv_freq;
+    if (p.splits > 1) {
+        size_t rows = (size_t)b.num_tokens * num_heads * p.splits;
+        a.part_o = (float *)workspace;
+        a.part_ml = (float2 *)(a.part_o + rows * head_dim);
+        a.counters = counters;
+    }
+    cudaError_t e =
+        head_dim == 64 ? launch_d<64>(a, p, pdl != 0, s) : launch_d<128>(a, p, pdl != 0, s);
+    return e != cudaSuccess ? e : cudaGetLastError();
+}

@@ -1,0 +1,145 @@
+/* One K/V tile against one warp's 16 query rows on the tensor cores (mma.sync
+ * m16n8k16, bf16 in, f32 accumulate), FlashAttention-2 style: S = Q K^T, the
+ * mask, the online softmax in the log2 domain, O += P V. The prefill kernel
+ * (attention_mma.cu) and the decode kernel (attention_decode.cu) share it.
+ *
+ * Fragment layout (lane = 4 g + tq): the lane holds rows g and g + 8 of the
+ * warp's 16; qa[s] is the A operand of head dims 16 s .. 16 s + 15 (registers 0
+ * and 2: row g, dims 2 tq, 2 tq + 1 and +8; registers 1 and 3: row g + 8);
+ * o[n] holds output dims 8 n + 2 tq, +1 of row g (0, 1) and row g + 8 (2, 3).
+ * m and l are each row's running max (log2 domain) and sum; l is spread over
+ * the quad's four lanes until the caller adds them up. */
+#ifndef FOLIO_KERNELS_ATTENTION_TILE_CUH
+#define FOLIO_KERNELS_ATTENTION_TILE_CUH
+
+#include "mma_helpers.cuh"
+
+/* Shared-memory row pitch of a K/V tile: 16 bytes of padding keep the eight
+ * rows of each ldmatrix 8x8 block in different banks. */
+template <int D> struct tile_pitch {
+    static constexpr int value = D + 8;
+};
+
+/* Keys kbase .. kbase + KT - 1 from ks/vs ([KT][pitch], keys past the
+ * context zero-filled: a stale cache slot may hold a NaN bit pattern, and
+ * 0 * NaN would leak into the output). A key counts for row i when it is
+ * below k_end and at most row_pos[i] (causal). */
+template <int D, int KT>
+__device__ __forceinline__ void
+attention_tile(const folio_bf16_bits *ks, const folio_bf16_bits *vs,
+               const uint32_t (&qa)[D / 16][4], float (&o)[D / 8][4], float (&m)[2], float (&l)[2],
+               int kbase, int k_end, const int (&row_pos)[2], float scale_log2)
+{
+    constexpr int LD = tile_pitch<D>::value;
+    constexpr int NT = KT / 8; /* n-tiles of keys */
+    constexpr int DT = D / 8;  /* n-tiles of output dims */
+    constexpr int KS = D / 16; /* k-steps over head dims */
+    const int lane = threadIdx.x & 31, tq = lane & 3;
+
+    /* S = Q K^T: B operand is K^T, i.e. K rows, non-transposed ldmatrix. */
+    float sc[NT][4];
+#pragma unroll
+    for (int j = 0; j < NT; j++)
+        sc[j][0] = sc[j][1] = sc[j][2] = sc[j][3] = 0.0f;
+#pragma unroll
+    for (int s = 0; s < KS; s++) {
+#pragma unroll
+        for (int jp = 0; jp < NT / 2; jp++) {
+            uint32_t kb[4];
+            ldmatrix_x4(kb, ks + (jp * 16 + (lane >> 4) * 8 + (lane & 7)) * LD + s * 16 +
+                                ((lane >> 3) & 1) * 8);
+            mma_16816(sc[2 * jp], qa[s], kb[0], kb[1]);
+            mma_16816(sc[2 * jp + 1], qa[s], kb[2], kb[3]);
+        }
+    }
+
+    /* Mask, online softmax (log2 domain), P in bf16 for the PV product. */
+    float tile_max[2] = {-INFINITY, -INFINITY};
+#pragma unroll
+    for (int j = 0; j < NT; j++) {
+#pragma unroll
+        for (int e = 0; e < 4; e++) {
+            int i = e >> 1;
+            int key = kbase + 8 * j + 2 * tq + (e & 1);
+            bool ok = key < k_end && key <= row_pos[i];
+            sc[j][e] = ok ? sc[j][e] * scale_log2 : -INFINITY;
+            tile_max[i] = fmaxf(tile_max[i], sc[j][e]);
+        }
+    }
+    float alpha[2], m_use[2];
+#pragma unroll
+    for (int i = 0; i < 2; i++) {
+        tile_max[i] = fmaxf(tile_max[i], __shfl_xor_sync(0xffffffffu, tile_max[i], 1));
+        tile_max[i] = fmaxf(tile_max[i], __shfl_xor_sync(0xffffffffu, tile_max[i], 2));
+        float m_new = fmaxf(m[i], tile_max[i]);
+        m_use[i] = m_new == -INFINITY ? 0.0f : m_new; /* no -inf - -inf */
+        alpha[i] = exp2f(m[i] - m_use[i]);
+        m[i] = m_new;
+        l[i] *= alpha[i];
+    }
+#pragma unroll
+    for (int n = 0; n < DT; n++) {
+        o[n][0] *= alpha[0];
+        o[n][1] *= alpha[0];
+        o[n][2] *= alpha[1];
+        o[n][3] *= alpha[1];
+    }
+#pragma unroll
+    for (int j = 0; j < NT; j++) {
+#pragma unroll
+        for (int e = 0; e < 4; e++) {
+            float p = exp2f(sc[j][e] - m_use[e >> 1]);
+            sc[j][e] = p;
+            l[e >> 1] += p;
+        }
+    }
+
+    /* O += P V: P's C fragments are the A fragments; V via ldmatrix.trans. */
+#pragma unroll
+    for (int kk = 0; kk < KT / 16; kk++) {
+        uint32_t pa[4] = {pack_bf16x2(sc[2 * kk][0], sc[2 * kk][1]),
+                          pack_bf16x2(sc[2 * kk][2], sc[2 * kk][3]),
+                          pack_bf16x2(sc[2 * kk + 1][0], sc[2 * kk + 1][1]),
+                          pack_bf16x2(sc[2 * kk + 1][2], sc[2 * kk + 1][3])};
+#pragma unroll
+        for (int np = 0; np < DT / 2; np++) {
+            uint32_t vb[4];
+            ldmatrix_x4_trans(vb, vs + (kk * 16 + ((lane >> 3) & 1) * 8 + (lane & 7)) * LD +
+                                      np * 16 + (lane >> 4) * 8);
+            mma_16816(o[2 * np], pa, vb[0], vb[1]);
+            mma_16816(o[2 * np + 1], pa, vb[2], vb[3]);
+        }
+    }
+}
+
+/* Issues the cp.async copies of keys kbase .. kbase + KT - 1 of one KV head
+ * into ks/vs, threads first .. first + count - 1 of the caller sharing the
+ * work; keys at or past k_end are zero-filled. */
+template <int D, int KT>
+__device__ __forceinline__ void
+attention_load_tile(folio_bf16_bits *ks, folio_bf16_bits *vs, const folio_bf16_bits *k_cache,
+                    const folio_bf16_bits *v_cache, const int32_t *table, int kvh, int num_kv_heads,
+                    int kbase, int k_end, int thread, int count)
+{
+    constexpr int LD = tile_pitch<D>::value;
+    constexpr int CHUNKS = D / 8; /* 16-byte chunks per K/V row */
+    const int64_t head_stride = (int64_t)FOLIO_K_BLOCK * D;
+    for (int e = thread; e < KT * CHUNKS; e += count) {
+        int j = e / CHUNKS, c = e - j * CHUNKS;
+        int key = kbase + j;
+        const folio_bf16_bits *ksrc = k_cache, *vsrc = v_cache;
+        int bytes = 0;
+        if (key < k_end) {
+            int blk = table[key / FOLIO_K_BLOCK];
+            int64_t off = ((int64_t)blk * num_kv_heads + kvh) * head_stride +
+                          (int64_t)(key % FOLIO_K_BLOCK) * D + c * 8;
+            ksrc = k_cache + off;
+            vsrc = v_cache + off;
+            bytes = 16;
+        }
+        cp_async_16(ks + j * LD + c * 8, ksrc, bytes);
+        cp_async_16(vs + j * LD + c * 8, vsrc, bytes);
+    }
+}
+
+#endif
