@@ -85,9 +85,12 @@ if [ "${FOLIO_SANITIZE_RUN:-1}" = 1 ] && command -v compute-sanitizer >/dev/null
   echo "memcheck (batch 1: GEMV path, PDL) exit $? ($(grep -c 'Invalid\|ERROR' "$OUT/memcheck1.tmp") error lines)"
   cat "$OUT/memcheck1.tmp" >>"$OUT/sanitizer.log"
   rm -f "$OUT/memcheck1.tmp"
-  FOLIO_NUM_KV_BLOCKS=64 timeout ${FOLIO_SANITIZE_TIMEOUT:-120} compute-sanitizer --tool racecheck \
-    --error-exitcode 9 "$B/decode_bench" /tmp/fx decode 2 40 2 >"$OUT/racecheck.tmp" 2>&1
-  echo "racecheck exit $? ($(grep -c 'hazard\|ERROR' "$OUT/racecheck.tmp") hazard lines)"
-  cat "$OUT/racecheck.tmp" >>"$OUT/sanitizer.log"
-  rm -f "$OUT/racecheck.tmp"
+  # Batch 2 (GEMV path) and batch 4 (cuBLASLt path: RoPE inside the decode attention).
+  for rb in 2 4; do
+    FOLIO_NUM_KV_BLOCKS=64 timeout ${FOLIO_SANITIZE_TIMEOUT:-120} compute-sanitizer --tool racecheck \
+      --error-exitcode 9 "$B/decode_bench" /tmp/fx decode $rb 40 2 >"$OUT/racecheck.tmp" 2>&1
+    echo "racecheck (batch $rb) exit $? ($(grep -c 'hazard\|ERROR' "$OUT/racecheck.tmp") hazard lines)"
+    cat "$OUT/racecheck.tmp" >>"$OUT/sanitizer.log"
+    rm -f "$OUT/racecheck.tmp"
+  done
 fi

@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# One device call: decode steps of several builds or switch settings side by side, interleaved
+# round by round (A B C, A B C, ...) so that clock and thermal drift hit every variant alike;
+# prints each variant's per-round medians and their median. Run from the repo root on the GPU
+# machine after deploy/bundle.sh (bundle/ carried; a baseline binary may sit beside the new one,
+# e.g. bundle/bin/decode_bench_base built from the previous commit):
+#     FOLIO_COMPARE="new_b64 decode_bench 64
+#     old_b64 decode_bench_base 64
+#     norope_b64 decode_bench 64 FOLIO_ATTN_ROPE=0" bash bench/gpu/compare_decode.sh
+# FOLIO_COMPARE_ROUNDS (default 3), FOLIO_COMPARE_STEPS (default 200), context 512.
+set -uo pipefail
+OUT=${OUT:-/tmp/folio-out}
+mkdir -p "$OUT"
+ROOT=$(pwd)
+B=$ROOT/bundle/bin
+export LD_LIBRARY_PATH=$ROOT/bundle/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+[ -f /tmp/tl/config.json ] || python3 bench/make_checkpoint.py /tmp/tl --config bundle/models/tinyllama-1.1b-shape/config.json \
+  --tokenizer-dir bundle/models/llama2-tokenizer --device cuda >/dev/null || exit 1
+ROUNDS=${FOLIO_COMPARE_ROUNDS:-3}
+STEPS=${FOLIO_COMPARE_STEPS:-200}
+LOG=$OUT/compare.log
+: >"$LOG"
+for r in $(seq 1 "$ROUNDS"); do
+  while read -r label bin batch envs; do
+    [ -n "$label" ] || continue
+    env $envs timeout 60 "$B/$bin" /tmp/tl decode "$batch" 512 "$STEPS" 2>&1 |
+      grep RESULT | sed "s/name=[^ ]*/name=$label round=$r/" >>"$LOG"
+  done <<<"$FOLIO_COMPARE"
+done
+python3 - "$LOG" <<'PY'
+import re, statistics, sys
+rows = {}
+hashes = {}
+for line in open(sys.argv[1]):
+    m = re.search(r"name=(\S+) round=\d+ .*median_ms=([\d.]+)", line)
+    if m:
+        rows.setdefault(m.group(1), []).append(float(m.group(2)))
+        h = re.search(r"tokens_hash=(\S+)", line)
+        hashes.setdefault(m.group(1), set()).add(h.group(1) if h else "-")
+print("| variant | ms per step (median of rounds) | rounds | tokens_hash |")
+print("|---|---|---|---|")
+for k, v in rows.items():
+    print(f"| {k} | {statistics.median(v):.4f} | {' '.join(f'{x:.4f}' for x in v)} | {','.join(sorted(hashes[k]))} |")
+PY
