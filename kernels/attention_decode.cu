@@ -42,34 +42,54 @@ struct decode_args {
     int *counters;         /* [token][KV head]: CTAs done, 0 between launches */
 };
 
-/* The new token's k (rotated) and v: to the paged cache and to key row r of
- * the staged tile. One warp. */
-template <int D>
-__device__ __forceinline__ void write_new_kv(const decode_args &a, int t, int kvh, int pos,
-                                             const int32_t *table, folio_bf16_bits *ks,
-                                             folio_bf16_bits *vs, int r)
-{
-    constexpr int LD = tile_pitch<D>::value, HALF = D / 2;
-    const int lane = threadIdx.x & 31;
-    const folio_bf16_bits *row = a.qkv + (int64_t)t * (a.num_heads + 2 * a.num_kv_heads) * D;
-    const folio_bf16_bits *k = row + (int64_t)(a.num_heads + kvh) * D;
-    const folio_bf16_bits *v = row + (int64_t)(a.num_heads + a.num_kv_heads + kvh) * D;
-    const int64_t off =
-        ((int64_t)table[pos / FOLIO_K_BLOCK] * a.num_kv_heads + kvh) * FOLIO_K_BLOCK * D +
-        (int64_t)(pos % FOLIO_K_BLOCK) * D;
-    for (int i = lane; i < HALF; i += 32) {
-        folio_bf16_bits x1 = k[i], x2 = k[i + HALF];
-        rope_rotate(x1, x2, pos, a.inv_freq[i]);
-        a.k_cache[off + i] = x1;
-        a.k_cache[off + i + HALF] = x2;
-        ks[r * LD + i] = x1;
-        ks[r * LD + i + HALF] = x2;
+/* The new token's k (rotated) and v of one KV head, a warp's lanes holding
+ * pairs lane, lane + 32, ... (k) and dims lane, lane + 32, ... (v): computed
+ * and written to the paged cache early, staged into the tile once it lands. */
+template <int D> struct new_kv {
+    static constexpr int HALF = D / 2, NP = HALF / 32, NV = D / 32;
+    folio_bf16_bits k1[NP], k2[NP], v[NV];
+
+    __device__ __forceinline__ void make(const decode_args &a, int t, int kvh, int pos,
+                                         const int32_t *table)
+    {
+        const int lane = threadIdx.x & 31;
+        const folio_bf16_bits *row = a.qkv + (int64_t)t * (a.num_heads + 2 * a.num_kv_heads) * D;
+        const folio_bf16_bits *k = row + (int64_t)(a.num_heads + kvh) * D;
+        const folio_bf16_bits *vp = row + (int64_t)(a.num_heads + a.num_kv_heads + kvh) * D;
+        const int64_t off =
+            ((int64_t)table[pos / FOLIO_K_BLOCK] * a.num_kv_heads + kvh) * FOLIO_K_BLOCK * D +
+            (int64_t)(pos % FOLIO_K_BLOCK) * D;
+#pragma unroll
+        for (int j = 0; j < NP; j++) {
+            const int i = lane + 32 * j;
+            k1[j] = k[i];
+            k2[j] = k[i + HALF];
+            rope_rotate(k1[j], k2[j], pos, a.inv_freq[i]);
+            a.k_cache[off + i] = k1[j];
+            a.k_cache[off + i + HALF] = k2[j];
+        }
+#pragma unroll
+        for (int j = 0; j < NV; j++) {
+            v[j] = vp[lane + 32 * j];
+            a.v_cache[off + lane + 32 * j] = v[j];
+        }
     }
-    for (int d = lane; d < D; d += 32) {
-        a.v_cache[off + d] = v[d];
-        vs[r * LD + d] = v[d];
+
+    /* Into key row r of the staged tile (after its copies landed). */
+    __device__ __forceinline__ void stage(folio_bf16_bits *ks, folio_bf16_bits *vs, int r) const
+    {
+        constexpr int LD = tile_pitch<D>::value;
+        const int lane = threadIdx.x & 31;
+#pragma unroll
+        for (int j = 0; j < NP; j++) {
+            ks[r * LD + lane + 32 * j] = k1[j];
+            ks[r * LD + lane + 32 * j + HALF] = k2[j];
+        }
+#pragma unroll
+        for (int j = 0; j < NV; j++)
+            vs[r * LD + lane + 32 * j] = v[j];
     }
-}
+};
 
 template <int D, int NW, bool ROPE>
 __global__ void __launch_bounds__(NW * 32) attention_decode_kernel(decode_args a)
@@ -97,6 +117,27 @@ __global__ void __launch_bounds__(NW * 32) attention_decode_kernel(decode_args a
         const int t_begin = split * per, t_end = min(t_begin + per, tiles);
         const int32_t *table = a.b.block_tables + (int64_t)a.b.token_seq[t] * a.b.block_stride;
 
+        /* This warp's tiles: t_begin + warp, + NW, ... below t_end. The first
+         * one's copies go out before anything else. */
+        folio_bf16_bits *stage0 = smem_kv + (size_t)warp * 2 * 2 * KT * LD;
+        const int mine = t_end > t_begin + warp ? (t_end - t_begin - warp + NW - 1) / NW : 0;
+        auto load = [&](int j) {
+            folio_bf16_bits *ks = stage0 + (size_t)(j & 1) * 2 * KT * LD;
+            attention_load_tile<D, KT>(ks, ks + KT * LD, a.k_cache, a.v_cache, table, kvh,
+                                       a.num_kv_heads, (t_begin + warp + j * NW) * KT, n_keys, lane,
+                                       32);
+        };
+        if (mine > 0)
+            load(0);
+        cp_async_commit();
+
+        /* ROPE: the warp with the new token's tile (the last one) makes its k/v. */
+        const bool owns_new =
+            ROPE && mine > 0 && (tiles - 1 - t_begin) % NW == warp && t_end == tiles;
+        new_kv<D> nkv;
+        if (owns_new)
+            nkv.make(a, t, kvh, pos, table);
+
         /* This lane's rows g and g + 8 are heads kvh * group + g (+ 8). */
         int row_pos[2];
         uint32_t qa[KS][4];
@@ -113,11 +154,13 @@ __global__ void __launch_bounds__(NW * 32) attention_decode_kernel(decode_args a
                 qa[s][i + 2] = live ? q[(16 * s + 8 + 2 * tq) / 2] : 0u;
             }
         }
-        if (ROPE && pos >= 0) { /* dim d pairs with d + D/2: fragment s with s + KS/2 */
+        if (ROPE && mine > 0) { /* dim d pairs with d + D/2: fragment s with s + KS/2 */
 #pragma unroll
             for (int s = 0; s < KS / 2; s++)
 #pragma unroll
                 for (int r = 0; r < 4; r++) {
+                    if (g + 8 * (r & 1) >= group) /* a dead row */
+                        continue;
                     uint32_t lo = qa[s][r], hi = qa[s + KS / 2][r];
                     const int d = 16 * s + (r >= 2 ? 8 : 0) + 2 * tq;
                     folio_bf16_bits x1 = lo & 0xffffu, x2 = hi & 0xffffu;
@@ -135,19 +178,6 @@ __global__ void __launch_bounds__(NW * 32) attention_decode_kernel(decode_args a
             o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.0f;
         float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
         const float scale_log2 = rsqrtf((float)D) * 1.4426950408889634f;
-
-        /* This warp's tiles: t_begin + warp, + NW, ... below t_end. */
-        folio_bf16_bits *stage0 = smem_kv + (size_t)warp * 2 * 2 * KT * LD;
-        const int mine = t_end > t_begin + warp ? (t_end - t_begin - warp + NW - 1) / NW : 0;
-        auto load = [&](int j) {
-            folio_bf16_bits *ks = stage0 + (size_t)(j & 1) * 2 * KT * LD;
-            attention_load_tile<D, KT>(ks, ks + KT * LD, a.k_cache, a.v_cache, table, kvh,
-                                       a.num_kv_heads, (t_begin + warp + j * NW) * KT, n_keys, lane,
-                                       32);
-        };
-        if (mine > 0)
-            load(0);
-        cp_async_commit();
         for (int j = 0; j < mine; j++) {
             if (j + 1 < mine) {
                 load(j + 1);
@@ -159,8 +189,8 @@ __global__ void __launch_bounds__(NW * 32) attention_decode_kernel(decode_args a
             __syncwarp();
             folio_bf16_bits *ks = stage0 + (size_t)(j & 1) * 2 * KT * LD;
             const int kbase = (t_begin + warp + j * NW) * KT;
-            if (ROPE && kbase + KT > pos) { /* the tile of the new token */
-                write_new_kv<D>(a, t, kvh, pos, table, ks, ks + KT * LD, pos - kbase);
+            if (owns_new && j == mine - 1) { /* the tile of the new token */
+                nkv.stage(ks, ks + KT * LD, pos - kbase);
                 __syncwarp();
             }
             attention_tile<D, KT>(ks, ks + KT * LD, qa, o, m, l, kbase, n_keys, row_pos,
@@ -275,7 +305,8 @@ static int smem_per_cta(int head_dim, int warps)
 
 extern "C" struct folio_k_decode_plan folio_k_attention_decode_plan(int num_tokens,
                                                                     int num_kv_heads, int head_dim,
-                                                                    int num_sms, int warps_per_sm)
+                                                                    int num_sms, int warps_per_sm,
+                                                                    int cta_warps)
 {
     struct folio_k_decode_plan p = {1, 1};
     const int base = num_tokens * num_kv_heads;
@@ -284,7 +315,7 @@ extern "C" struct folio_k_decode_plan folio_k_attention_decode_plan(int num_toke
     /* Four warps a CTA while every CTA fits on the chip at once; past that one
      * warp a CTA keeps the most warps resident (shared memory is the limit). */
     const int fit = SMEM_LIMIT / smem_per_cta(head_dim, 4);
-    p.warps = base <= fit * num_sms ? 4 : 1;
+    p.warps = cta_warps == 1 || cta_warps == 4 ? cta_warps : base <= fit * num_sms ? 4 : 1;
     const int target = warps_per_sm * num_sms;
     const int s = (target + base * p.warps - 1) / (base * p.warps);
     p.splits = s < 1 ? 1 : s > MAX_SPLITS ? MAX_SPLITS : s;

@@ -74,14 +74,14 @@ int folio_k_attention_tile_tokens(int num_heads, int num_kv_heads, int head_dim)
 
 /* How the decode kernel (attention_decode.cu) cuts a decode batch of
  * num_tokens (the caller passes the graph bucket, so eager and graph runs
- * split alike): warps per CTA (1 or 4) and key-range splits (<= 32), for
- * about warps_per_sm warps per SM in all. */
+ * split alike): warps per CTA (1 or 4; cta_warps 1 or 4 forces it, 0 picks)
+ * and key-range splits (<= 32), for about warps_per_sm warps per SM in all. */
 struct folio_k_decode_plan {
     int splits, warps;
 };
 struct folio_k_decode_plan folio_k_attention_decode_plan(int num_tokens, int num_kv_heads,
                                                          int head_dim, int num_sms,
-                                                         int warps_per_sm);
+                                                         int warps_per_sm, int cta_warps);
 
 /* Device bytes of the decode kernel's partial results (0 for one split). */
 size_t folio_k_attention_decode_workspace_bytes(int num_tokens, struct folio_k_decode_plan p,

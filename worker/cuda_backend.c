@@ -158,6 +158,7 @@ struct cuda_backend {
     /* Decode attention splits the keys until about this many warps per SM run:
      * FOLIO_ATTN_WARPS_PER_SM (default 4). */
     int attn_warps_per_sm;
+    int attn_cta_warps; /* FOLIO_ATTN_CTA_WARPS: 1 or 4 forces warps per CTA (0: by batch) */
     /* Decode-only steps on the cuBLASLt path rotate q/k and write the new K/V
      * inside the attention kernel; FOLIO_ATTN_ROPE=0: rope_kv_write apart. */
     bool attn_rope;
@@ -327,7 +328,7 @@ static int graph_bucket(int n)
 static struct folio_k_decode_plan decode_plan(const struct cuda_backend *cb, int n)
 {
     return folio_k_attention_decode_plan(graph_bucket(n), cb->kv_heads, cb->head_dim, cb->num_sms,
-                                         cb->attn_warps_per_sm);
+                                         cb->attn_warps_per_sm, cb->attn_cta_warps);
 }
 
 /* Does the decode kernel rotate q/k and write the new K/V in this step? */
@@ -988,6 +989,8 @@ static int create(struct cuda_backend *cb, const struct folio_model *m,
     CUDA_CHECK(cudaDeviceGetAttribute(&cb->num_sms, cudaDevAttrMultiProcessorCount, 0));
     const char *ac = getenv("FOLIO_ATTN_WARPS_PER_SM");
     cb->attn_warps_per_sm = ac && atoi(ac) > 0 ? atoi(ac) : 4;
+    const char *aw = getenv("FOLIO_ATTN_CTA_WARPS");
+    cb->attn_cta_warps = aw ? atoi(aw) : 0;
     const char *ar = getenv("FOLIO_ATTN_ROPE");
     cb->attn_rope = !(ar && strcmp(ar, "0") == 0);
     if (cb->attn_tile_tokens > 0)
