@@ -49,6 +49,16 @@ cudaError_t folio_k_add_rmsnorm(folio_bf16_bits *out, folio_bf16_bits *residual,
                                 const int32_t *rows, int num_rows, int hidden, float eps,
                                 cudaStream_t s);
 
+/* folio_k_add_rmsnorm with the added operand given as the f32 partial sums of
+ * a split-K GEMM: partials[s * split_stride + row * hidden + col] for s in
+ * 0..splits-1 (2, 4 or 8). add = bf16(sum over s = 0, 1, .. in that order),
+ * one rounding as a GEMM writing bf16 does; then as above (rows included: the
+ * partials of row rows[r] are read). Deterministic: no atomics. */
+cudaError_t folio_k_add_rmsnorm_partials(folio_bf16_bits *out, folio_bf16_bits *residual,
+                                         const float *partials, int splits, int64_t split_stride,
+                                         const folio_bf16_bits *weight, const int32_t *rows,
+                                         int num_rows, int hidden, float eps, cudaStream_t s);
+
 /* Rotates q and k of qkv ([T, (H + 2*Hkv) * D], rotate-half convention, cos/sin
  * of pos * inv_freq[i]) in place and writes k and v of each token into the
  * paged caches [num_blocks, Hkv, 16, D] at its position. */

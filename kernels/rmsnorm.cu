@@ -1,17 +1,63 @@
 /* Fused residual add + RMSNorm, rounding where Hugging Face's bf16 Llama
  * rounds: the residual sum, the normalized row, and its product with the
- * weight. hidden must be a multiple of 8 (16-byte accesses). */
+ * weight. hidden must be a multiple of 8 (16-byte accesses).
+ *
+ * The added operand is one bf16 tensor (SPLITS == 0), or the SPLITS f32
+ * partial sums of a split-K GEMM, summed here in the order s = 0..SPLITS-1 and
+ * rounded to bf16 once, as the GEMM rounds its f32 accumulator when it writes
+ * bf16: the reduction of the split costs no launch of its own, and with no
+ * atomics a step gives the same bits eagerly and from a CUDA graph. */
 #include "common.cuh"
 
-__global__ void add_rmsnorm_kernel(folio_bf16_bits *out, folio_bf16_bits *residual,
-                                   const folio_bf16_bits *add, const folio_bf16_bits *weight,
-                                   const int32_t *rows, int hidden, float eps)
+/* re[0..7] = bf16(re + add) for the 8 columns of vector v of the row. */
+template <int SPLITS>
+__device__ __forceinline__ void add_vec(folio_bf16_bits *re, const folio_bf16_bits *a,
+                                        const float *p, int64_t split_stride, int v)
+{
+    if constexpr (SPLITS == 0) {
+        uint4 av = ((const uint4 *)a)[v];
+        const folio_bf16_bits *ae = (const folio_bf16_bits *)&av;
+        for (int e = 0; e < 8; e++)
+            re[e] = f32_to_bf16(bf16_to_f32(re[e]) + bf16_to_f32(ae[e]));
+    } else {
+        /* Every load issued before the first add. */
+        float4 lo[SPLITS], hi[SPLITS];
+#pragma unroll
+        for (int s = 0; s < SPLITS; s++) {
+            lo[s] = ((const float4 *)(p + s * split_stride))[2 * v];
+            hi[s] = ((const float4 *)(p + s * split_stride))[2 * v + 1];
+        }
+        float sum[8] = {lo[0].x, lo[0].y, lo[0].z, lo[0].w, hi[0].x, hi[0].y, hi[0].z, hi[0].w};
+#pragma unroll
+        for (int s = 1; s < SPLITS; s++) {
+            sum[0] += lo[s].x;
+            sum[1] += lo[s].y;
+            sum[2] += lo[s].z;
+            sum[3] += lo[s].w;
+            sum[4] += hi[s].x;
+            sum[5] += hi[s].y;
+            sum[6] += hi[s].z;
+            sum[7] += hi[s].w;
+        }
+        for (int e = 0; e < 8; e++)
+            re[e] = f32_to_bf16(bf16_to_f32(re[e]) + round_bf16(sum[e]));
+    }
+}
+
+/* One CTA per output row; add (SPLITS == 0) or partials (SPLITS > 0) is read. */
+template <int SPLITS>
+__device__ __forceinline__ void add_rmsnorm_row(folio_bf16_bits *out, folio_bf16_bits *residual,
+                                                const folio_bf16_bits *add, const float *partials,
+                                                int64_t split_stride, const folio_bf16_bits *weight,
+                                                const int32_t *rows, int hidden, float eps)
 {
     __shared__ float scratch[32];
     int r = blockIdx.x;
     int row = rows ? rows[r] : r;
     folio_bf16_bits *res = residual + (int64_t)row * hidden;
     const folio_bf16_bits *a = add ? add + (int64_t)row * hidden : NULL;
+    const float *p = SPLITS ? partials + (int64_t)row * hidden : NULL;
+    bool has_add = SPLITS || a;
     folio_bf16_bits *o = out + (int64_t)r * hidden;
     int nvec = hidden / 8;
 
@@ -19,11 +65,8 @@ __global__ void add_rmsnorm_kernel(folio_bf16_bits *out, folio_bf16_bits *residu
     for (int v = threadIdx.x; v < nvec; v += blockDim.x) {
         uint4 rv = ((const uint4 *)res)[v];
         folio_bf16_bits *re = (folio_bf16_bits *)&rv;
-        if (a) {
-            uint4 av = ((const uint4 *)a)[v];
-            const folio_bf16_bits *ae = (const folio_bf16_bits *)&av;
-            for (int e = 0; e < 8; e++)
-                re[e] = f32_to_bf16(bf16_to_f32(re[e]) + bf16_to_f32(ae[e]));
+        if (has_add) {
+            add_vec<SPLITS>(re, a, p, split_stride, v);
             if (!rows)
                 ((uint4 *)res)[v] = rv;
         }
@@ -37,12 +80,8 @@ __global__ void add_rmsnorm_kernel(folio_bf16_bits *out, folio_bf16_bits *residu
     for (int v = threadIdx.x; v < nvec; v += blockDim.x) {
         uint4 rv = ((const uint4 *)res)[v];
         folio_bf16_bits *re = (folio_bf16_bits *)&rv;
-        if (a && rows) { /* the sum was not written back: form it again */
-            uint4 av = ((const uint4 *)a)[v];
-            const folio_bf16_bits *ae = (const folio_bf16_bits *)&av;
-            for (int e = 0; e < 8; e++)
-                re[e] = f32_to_bf16(bf16_to_f32(re[e]) + bf16_to_f32(ae[e]));
-        }
+        if (has_add && rows) /* the sum was not written back: form it again */
+            add_vec<SPLITS>(re, a, p, split_stride, v);
         uint4 wv = ((const uint4 *)weight)[v];
         const folio_bf16_bits *we = (const folio_bf16_bits *)&wv;
         uint4 ov;
@@ -53,6 +92,26 @@ __global__ void add_rmsnorm_kernel(folio_bf16_bits *out, folio_bf16_bits *residu
     }
 }
 
+__global__ void add_rmsnorm_kernel(folio_bf16_bits *out, folio_bf16_bits *residual,
+                                   const folio_bf16_bits *add, const folio_bf16_bits *weight,
+                                   const int32_t *rows, int hidden, float eps)
+{
+    add_rmsnorm_row<0>(out, residual, add, NULL, 0, weight, rows, hidden, eps);
+}
+
+/* __launch_bounds__(256, 1): without it ptxas interleaves the 2 * SPLITS partial
+ * loads with the adds, about two in flight at a time (a chain of L2 round
+ * trips); with it all of them are issued back to back. */
+template <int SPLITS>
+__global__ void __launch_bounds__(256, 1)
+    add_rmsnorm_partials_kernel(folio_bf16_bits *out, folio_bf16_bits *residual,
+                                const float *partials, int64_t split_stride,
+                                const folio_bf16_bits *weight, const int32_t *rows, int hidden,
+                                float eps)
+{
+    add_rmsnorm_row<SPLITS>(out, residual, NULL, partials, split_stride, weight, rows, hidden, eps);
+}
+
 extern "C" cudaError_t folio_k_add_rmsnorm(folio_bf16_bits *out, folio_bf16_bits *residual,
                                            const folio_bf16_bits *add,
                                            const folio_bf16_bits *weight, const int32_t *rows,
@@ -61,5 +120,33 @@ extern "C" cudaError_t folio_k_add_rmsnorm(folio_bf16_bits *out, folio_bf16_bits
     if (num_rows <= 0)
         return cudaSuccess;
     add_rmsnorm_kernel<<<num_rows, 256, 0, s>>>(out, residual, add, weight, rows, hidden, eps);
+    return cudaGetLastError();
+}
+
+extern "C" cudaError_t folio_k_add_rmsnorm_partials(folio_bf16_bits *out, folio_bf16_bits *residual,
+                                                    const float *partials, int splits,
+                                                    int64_t split_stride,
+                                                    const folio_bf16_bits *weight,
+                                                    const int32_t *rows, int num_rows, int hidden,
+                                                    float eps, cudaStream_t s)
+{
+    if (num_rows <= 0)
+        return cudaSuccess;
+    switch (splits) {
+    case 2:
+        add_rmsnorm_partials_kernel<2><<<num_rows, 256, 0, s>>>(
+            out, residual, partials, split_stride, weight, rows, hidden, eps);
+        break;
+    case 4:
+        add_rmsnorm_partials_kernel<4><<<num_rows, 256, 0, s>>>(
+            out, residual, partials, split_stride, weight, rows, hidden, eps);
+        break;
+    case 8:
+        add_rmsnorm_partials_kernel<8><<<num_rows, 256, 0, s>>>(
+            out, residual, partials, split_stride, weight, rows, hidden, eps);
+        break;
+    default:
+        return cudaErrorInvalidValue;
+    }
     return cudaGetLastError();
 }

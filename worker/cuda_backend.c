@@ -28,6 +28,11 @@
 #define GEMM_CACHE_SIZE 1024 /* open-addressed, power of two */
 #define WORKSPACE_BYTES (32u << 20)
 #define NUM_GRAPH_BUCKETS 16
+/* Split-K of the O and down projections: batches of at most this many rows (the
+ * decode graph buckets) on the cuBLASLt path; the default rule keeps at least
+ * SPLITK_MIN_SLICE of K per slice. */
+#define SPLITK_MAX_ROWS 256
+#define SPLITK_MIN_SLICE 256
 
 #define CUDA_CHECK(call)                                                                           \
     do {                                                                                           \
@@ -51,11 +56,15 @@
 
 typedef folio_bf16_bits bf16;
 
-/* One cached GEMM shape: y[M, N] = x[M, K] * w[N, K]^T, algorithm picked once. */
+/* One cached GEMM shape: y[M, N] = x[M, K] * w[N, K]^T, algorithm picked once.
+ * splits > 1: a strided-batched matmul over that many slices of K, f32 partial
+ * results [splits][M][N]; align: the byte alignment its slices keep. */
 struct gemm_plan {
     bool used;
     int m, n, k;
     bool out_f32;
+    int splits;
+    unsigned align;
     cublasLtMatmulDesc_t desc;
     cublasLtMatrixLayout_t a, b, c;
     cublasLtMatmulAlgo_t algo;
@@ -155,6 +164,11 @@ struct cuda_backend {
     /* The GEMV path's QKV projection rotates q and k and writes the caches in its
      * epilogue; FOLIO_QKV_ROPE=0: apart (rope_kv_write). */
     bool qkv_rope;
+    /* K slices of the O and down projections on the cuBLASLt path (splitk_slices):
+     * FOLIO_SPLITK_O / FOLIO_SPLITK_DOWN (1: off, 2, 4, 8; 0: the default rule). The
+     * partial sums [S][m][hidden] in f32, summed by the add_rmsnorm that reads them. */
+    int splitk_o, splitk_down;
+    float *splitk_partials;
     /* Decode attention splits the keys until about this many warps per SM run:
      * FOLIO_ATTN_WARPS_PER_SM (default 4). */
     int attn_warps_per_sm;
@@ -221,20 +235,80 @@ static void gemm_plans_clear(struct cuda_backend *cb)
     cb->num_plans = 0;
 }
 
+/* A strided batch of `count` matrices, `stride` elements apart. */
+static cublasStatus_t layout_batch(cublasLtMatrixLayout_t l, int32_t count, int64_t stride)
+{
+    cublasStatus_t st = cublasLtMatrixLayoutSetAttribute(l, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT,
+                                                         &count, sizeof(count));
+    if (st == CUBLAS_STATUS_SUCCESS)
+        st = cublasLtMatrixLayoutSetAttribute(l, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET,
+                                              &stride, sizeof(stride));
+    return st;
+}
+
+/* The heuristic's first choice for plan p. A split-K plan (splits > 1) asks for
+ * algorithms without a reduction of their own (a split of the split would add
+ * the reduce kernel this one avoids), and falls back to any algorithm if there
+ * is none; it also declares its slices' alignment (the default assumes 256 bytes). */
+static cublasStatus_t gemm_heuristic(struct cuda_backend *cb, struct gemm_plan *p, int *found,
+                                     cublasLtMatmulHeuristicResult_t *res)
+{
+    *found = 0;
+    cublasStatus_t st = CUBLAS_STATUS_SUCCESS;
+    for (int attempt = 0; attempt < 2 && *found < 1 && st == CUBLAS_STATUS_SUCCESS; attempt++) {
+        if (attempt == 1 && p->splits <= 1)
+            break;
+        cublasLtMatmulPreference_t pref;
+        st = cublasLtMatmulPreferenceCreate(&pref);
+        if (st != CUBLAS_STATUS_SUCCESS)
+            break;
+        size_t ws = WORKSPACE_BYTES;
+        st = cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
+                                                  &ws, sizeof(ws));
+        if (p->splits > 1) {
+            const cublasLtMatmulPreferenceAttributes_t aligns[] = {
+                CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES,
+                CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
+                CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES,
+                CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES};
+            uint32_t align = p->align;
+            for (int i = 0; i < 4 && st == CUBLAS_STATUS_SUCCESS; i++)
+                st = cublasLtMatmulPreferenceSetAttribute(pref, aligns[i], &align, sizeof(align));
+            uint32_t no_reduction = CUBLASLT_REDUCTION_SCHEME_NONE;
+            if (attempt == 0 && st == CUBLAS_STATUS_SUCCESS)
+                st = cublasLtMatmulPreferenceSetAttribute(
+                    pref, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK, &no_reduction,
+                    sizeof(no_reduction));
+        }
+        if (st == CUBLAS_STATUS_SUCCESS)
+            st = cublasLtMatmulAlgoGetHeuristic(cb->lt, p->desc, p->a, p->b, p->c, p->c, pref, 1,
+                                                res, found);
+        cublasLtMatmulPreferenceDestroy(pref);
+        /* Nothing under the filters may come back as NOT_SUPPORTED: try without. */
+        if (attempt == 0 && p->splits > 1 && st == CUBLAS_STATUS_NOT_SUPPORTED) {
+            st = CUBLAS_STATUS_SUCCESS;
+            *found = 0;
+        }
+    }
+    return st;
+}
+
 /* The heuristic's first choice for the shape, asked once and cached. (Timing its
  * candidates at first use gained at most 1.3% per decode step on the H200 and
  * stalled the stream for tens of milliseconds whenever a new batch size came.) */
-static int gemm_plan_get(struct cuda_backend *cb, int m, int n, int k, bool out_f32,
-                         struct gemm_plan **out, char *err, size_t errlen)
+static int gemm_plan_get(struct cuda_backend *cb, int m, int n, int k, bool out_f32, int splits,
+                         unsigned align, struct gemm_plan **out, char *err, size_t errlen)
 {
     if (cb->num_plans >= GEMM_CACHE_SIZE * 3 / 4)
         gemm_plans_clear(cb);
     uint64_t h = ((uint64_t)m * 0x9e3779b97f4a7c15ull) ^ ((uint64_t)n * 0xbf58476d1ce4e5b9ull) ^
-                 ((uint64_t)k * 0x94d049bb133111ebull) ^ (uint64_t)out_f32;
+                 ((uint64_t)k * 0x94d049bb133111ebull) ^ (uint64_t)out_f32 ^
+                 ((uint64_t)splits << 1) ^ ((uint64_t)align << 5);
     h ^= h >> 29;
     for (int probe = 0; probe < GEMM_CACHE_SIZE; probe++) {
         struct gemm_plan *p = &cb->plans[(h + probe) & (GEMM_CACHE_SIZE - 1)];
-        if (p->used && p->m == m && p->n == n && p->k == k && p->out_f32 == out_f32) {
+        if (p->used && p->m == m && p->n == n && p->k == k && p->out_f32 == out_f32 &&
+            p->splits == splits && p->align == align) {
             *out = p;
             return 0;
         }
@@ -248,28 +322,31 @@ static int gemm_plan_get(struct cuda_backend *cb, int m, int n, int k, bool out_
             cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof(ta)));
         CUBLAS_CHECK(
             cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof(tb)));
-        /* Column-major view: w is K x N (op T gives N x K), x is K x M, y is N x M. */
-        CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p->a, CUDA_R_16BF, k, n, k));
-        CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p->b, CUDA_R_16BF, k, m, k));
+        /* Column-major view: w is K x N (op T gives N x K), x is K x M, y is N x M.
+         * Split: slice s of w and x starts k/splits elements after slice s-1 (the
+         * same leading dimension k), partial s is M x N after partial s-1. */
+        int ks = k / splits;
+        CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p->a, CUDA_R_16BF, ks, n, k));
+        CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p->b, CUDA_R_16BF, ks, m, k));
         CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p->c, ct, n, m, n));
+        if (splits > 1) {
+            CUBLAS_CHECK(layout_batch(p->a, splits, ks));
+            CUBLAS_CHECK(layout_batch(p->b, splits, ks));
+            CUBLAS_CHECK(layout_batch(p->c, splits, (int64_t)m * n));
+        }
         p->m = m;
         p->n = n;
         p->k = k;
         p->out_f32 = out_f32;
-        cublasLtMatmulPreference_t pref;
-        CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
-        size_t ws = WORKSPACE_BYTES;
-        cublasStatus_t st = cublasLtMatmulPreferenceSetAttribute(
-            pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof(ws));
+        p->splits = splits;
+        p->align = align;
         cublasLtMatmulHeuristicResult_t res;
         int found = 0;
-        if (st == CUBLAS_STATUS_SUCCESS)
-            st = cublasLtMatmulAlgoGetHeuristic(cb->lt, p->desc, p->a, p->b, p->c, p->c, pref, 1,
-                                                &res, &found);
-        cublasLtMatmulPreferenceDestroy(pref);
-        CUBLAS_CHECK(st);
+        CUBLAS_CHECK(gemm_heuristic(cb, p, &found, &res));
         if (found < 1) {
-            snprintf(err, errlen, "cuda backend: cuBLASLt has no algorithm for %dx%dx%d", m, n, k);
+            snprintf(err, errlen,
+                     "cuda backend: cuBLASLt has no algorithm for %dx%dx%d (%d splits)", m, n, k,
+                     splits);
             return -1;
         }
         p->algo = res.algo;
@@ -305,11 +382,42 @@ static int gemm(struct cuda_backend *cb, const bf16 *x, const bf16 *w, void *y, 
         return 0;
     }
     struct gemm_plan *p;
-    if (gemm_plan_get(cb, m, n, k, out_f32, &p, err, errlen) != 0)
+    if (gemm_plan_get(cb, m, n, k, out_f32, 1, 0, &p, err, errlen) != 0)
         return -1;
     const float alpha = 1.0f, beta = 0.0f;
     CUBLAS_CHECK(cublasLtMatmul(cb->lt, p->desc, &alpha, w, p->a, x, p->b, &beta, y, p->c, y, p->c,
                                 &p->algo, cb->workspace, WORKSPACE_BYTES, cb->stream));
+    return 0;
+}
+
+/* The largest power of two (at most 256) that divides v: the byte alignment of
+ * pointers and strides that cuBLASLt's heuristic is told. */
+static unsigned byte_alignment(uintptr_t v)
+{
+    unsigned a = 1;
+    while (a < 256 && !(v & a))
+        a <<= 1;
+    return a;
+}
+
+/* partials[s][m][n] = x[m, slice s of k] * w[n, slice s of k]^T in f32, s in
+ * 0..splits-1 (k / splits a multiple of 8): one strided-batched cuBLASLt matmul,
+ * its plan cached per (m, n, k, splits). The sum is left to the reader
+ * (folio_k_add_rmsnorm_partials). */
+static int gemm_splitk(struct cuda_backend *cb, const bf16 *x, const bf16 *w, float *partials,
+                       int m, int n, int k, int splits, char *err, size_t errlen)
+{
+    int ks = k / splits;
+    unsigned align =
+        byte_alignment((uintptr_t)x | (uintptr_t)w | (uintptr_t)partials |
+                       (uintptr_t)(sizeof(bf16) * ks) | (uintptr_t)(sizeof(float) * (size_t)m * n));
+    struct gemm_plan *p;
+    if (gemm_plan_get(cb, m, n, k, true, splits, align, &p, err, errlen) != 0)
+        return -1;
+    const float alpha = 1.0f, beta = 0.0f;
+    CUBLAS_CHECK(cublasLtMatmul(cb->lt, p->desc, &alpha, w, p->a, x, p->b, &beta, partials, p->c,
+                                partials, p->c, &p->algo, cb->workspace, WORKSPACE_BYTES,
+                                cb->stream));
     return 0;
 }
 
@@ -335,6 +443,60 @@ static struct folio_k_decode_plan decode_plan(const struct cuda_backend *cb, int
 static bool rope_in_attention(const struct cuda_backend *cb, int num_tiles)
 {
     return cb->attn_rope && cb->attn_tile_tokens > 0 && num_tiles < 0;
+}
+
+/* K slices for a projection y[m, n] = x[m, k] * w[n, k]^T on the cuBLASLt path
+ * whose output only the next add_rmsnorm reads (O and down); 1: no split.
+ * forced: FOLIO_SPLITK_O / FOLIO_SPLITK_DOWN, used as given for every m up to
+ * SPLITK_MAX_ROWS (1 if k / forced is not a whole multiple of 8). Prefill-sized
+ * m (above SPLITK_MAX_ROWS) never splits.
+ * Default rule, from the graph bucket of m (an eager step splits as its graph
+ * would, so the two give the same bits): the smallest S in 1, 2, 4, 8 that gives
+ * at least one CTA per SM, counting cuBLASLt's output tiles as 64 rows x 32
+ * columns for m <= 64 and 64 x 64 above (its picks for the TinyLlama shapes on
+ * the H200, where batch 64 ran the O projection on 64 CTAs and batch 256 on
+ * 128, for 132 SMs); while a slice keeps at least SPLITK_MIN_SLICE of K and the
+ * f32 partials (S * m * n * 4 bytes, written and read back) stay within half
+ * the weight bytes (n * k * 2). TinyLlama (n 2048, k 2048 / 5632) on 132 SMs:
+ * S = 4 for m <= 128, 2 for m = 256; not measured yet. */
+static int splitk_slices(const struct cuda_backend *cb, int forced, int m, int n, int k)
+{
+    if (m > SPLITK_MAX_ROWS)
+        return 1;
+    if (forced > 0)
+        return k % forced == 0 && (k / forced) % 8 == 0 ? forced : 1;
+    int b = graph_bucket(m);
+    int tile_n = b <= 64 ? 32 : 64;
+    int tiles = (b + 63) / 64 * ((n + tile_n - 1) / tile_n);
+    int s = 1;
+    while (s < 8 && tiles * s < cb->num_sms && k % (2 * s) == 0 && (k / (2 * s)) % 8 == 0 &&
+           k / (2 * s) >= SPLITK_MIN_SLICE && (int64_t)2 * s * b * 4 <= k)
+        s *= 2;
+    return s;
+}
+
+/* The O or down projection: into proj_out as any GEMM (splits 1), or as
+ * `splits` f32 partials that the next add_rmsnorm sums. */
+static int project(struct cuda_backend *cb, const bf16 *x, const bf16 *w, int m, int k, int splits,
+                   char *err, size_t errlen)
+{
+    if (splits <= 1)
+        return gemm(cb, x, w, cb->proj_out, m, cb->hidden, k, false, err, errlen);
+    return gemm_splitk(cb, x, w, cb->splitk_partials, m, cb->hidden, k, splits, err, errlen);
+}
+
+/* folio_k_add_rmsnorm on the cuBLASLt path, adding what the last projection
+ * left: nothing (add_splits 0), proj_out (1), or its add_splits f32 partials
+ * of m rows each. */
+static cudaError_t add_rmsnorm(struct cuda_backend *cb, bf16 *out, bf16 *residual, int add_splits,
+                               const bf16 *weight, const int32_t *rows, int num_rows, int m)
+{
+    if (add_splits > 1)
+        return folio_k_add_rmsnorm_partials(out, residual, cb->splitk_partials, add_splits,
+                                            (int64_t)m * cb->hidden, weight, rows, num_rows,
+                                            cb->hidden, cb->eps, cb->stream);
+    return folio_k_add_rmsnorm(out, residual, add_splits == 1 ? cb->proj_out : NULL, weight, rows,
+                               num_rows, cb->hidden, cb->eps, cb->stream);
 }
 
 /* Attention of one layer: the split-KV decode kernel for decode-only steps
@@ -400,6 +562,13 @@ static int forward(struct cuda_backend *cb, const struct step_layout *l, int t_r
      * their weight loads before waiting; with cuBLASLt between the small kernels
      * it made batch 64 slower (1.72 vs 1.58 ms on the H200). */
     cb->pdl_step = cb->pdl && fuse_norm;
+    /* Split-K of the O and down projections (the GEMV path never splits), and
+     * what the next add_rmsnorm adds: 0 nothing, 1 proj_out, S > 1 partials. */
+    int qd = cb->heads * cb->head_dim;
+    int split_o = fuse_norm ? 1 : splitk_slices(cb, cb->splitk_o, t_rows, cb->hidden, qd);
+    int split_down =
+        fuse_norm ? 1 : splitk_slices(cb, cb->splitk_down, t_rows, cb->hidden, cb->inter);
+    int pending_add = 0;
     bf16 *cur = cb->res;
     for (int li = 0; li < cb->layers; li++) {
         struct cuda_layer *L = &cb->lw[li];
@@ -422,8 +591,8 @@ static int forward(struct cuda_backend *cb, const struct step_layout *l, int t_r
             if (next)
                 cur = next;
         } else {
-            CUDA_CHECK(folio_k_add_rmsnorm(cb->normed, cur, li == 0 ? NULL : cb->proj_out,
-                                           L->attn_norm, NULL, t_rows, cb->hidden, cb->eps, s));
+            CUDA_CHECK(
+                add_rmsnorm(cb, cb->normed, cur, pending_add, L->attn_norm, NULL, t_rows, t_rows));
             if (gemm(cb, cb->normed, L->wqkv, cb->qkv, t_rows, cb->qkv_dim, cb->hidden, false, err,
                      errlen) != 0)
                 return -1;
@@ -434,8 +603,7 @@ static int forward(struct cuda_backend *cb, const struct step_layout *l, int t_r
                                              cb->kv_heads, cb->head_dim, cb->pdl_step, s));
         if (attention(cb, l, &kb, num_tiles, kc, vc, rope_in_attn, err, errlen) != 0)
             return -1;
-        if (gemm(cb, cb->attn_out, L->wo, cb->proj_out, t_rows, cb->hidden,
-                 cb->heads * cb->head_dim, false, err, errlen) != 0)
+        if (project(cb, cb->attn_out, L->wo, t_rows, qd, split_o, err, errlen) != 0)
             return -1;
         if (fuse_norm) { /* RMSNorm + gate/up + SiLU*mul in one launch */
             bf16 *next = cur == cb->res ? cb->res2 : cb->res;
@@ -443,16 +611,16 @@ static int forward(struct cuda_backend *cb, const struct step_layout *l, int t_r
                             t_rows, cb->inter, cb->hidden, false, true));
             cur = next;
         } else {
-            CUDA_CHECK(folio_k_add_rmsnorm(cb->normed, cur, cb->proj_out, L->mlp_norm, NULL, t_rows,
-                                           cb->hidden, cb->eps, s));
+            CUDA_CHECK(
+                add_rmsnorm(cb, cb->normed, cur, split_o, L->mlp_norm, NULL, t_rows, t_rows));
             if (gemm(cb, cb->normed, L->w_gate_up, cb->gate_up, t_rows, 2 * cb->inter, cb->hidden,
                      false, err, errlen) != 0)
                 return -1;
             CUDA_CHECK(folio_k_silu_mul(cb->act, cb->gate_up, t_rows, cb->inter, s));
         }
-        if (gemm(cb, cb->act, L->w_down, cb->proj_out, t_rows, cb->hidden, cb->inter, false, err,
-                 errlen) != 0)
+        if (project(cb, cb->act, L->w_down, t_rows, cb->inter, split_down, err, errlen) != 0)
             return -1;
+        pending_add = split_down;
     }
     if (n_sample <= 0)
         return 0;
@@ -461,8 +629,8 @@ static int forward(struct cuda_backend *cb, const struct step_layout *l, int t_r
         CUDA_CHECK(gemv(cb, cb->d_logits, cur, cb->proj_out, cb->final_norm, sample_rows, NULL,
                         cb->lm_head, n_sample, cb->vocab, cb->hidden, true, false));
     } else {
-        CUDA_CHECK(folio_k_add_rmsnorm(cb->final_h, cur, cb->proj_out, cb->final_norm, sample_rows,
-                                       n_sample, cb->hidden, cb->eps, s));
+        CUDA_CHECK(add_rmsnorm(cb, cb->final_h, cur, pending_add, cb->final_norm, sample_rows,
+                               n_sample, t_rows));
         if (gemm(cb, cb->final_h, cb->lm_head, cb->d_logits, n_sample, cb->vocab, cb->hidden, true,
                  err, errlen) != 0)
             return -1;
@@ -836,7 +1004,8 @@ static void cuda_destroy(struct folio_backend *b)
                     cb->inv_freq,       cb->workspace,
                     cb->attn_workspace, cb->attn_counters,
                     cb->res2,           cb->d_pen_state,
-                    cb->d_pen_history,  cb->d_pen_rebuild};
+                    cb->d_pen_history,  cb->d_pen_rebuild,
+                    cb->splitk_partials};
     for (size_t i = 0; i < sizeof(bufs) / sizeof(bufs[0]); i++)
         cudaFree(bufs[i]);
     free(cb->lw);
@@ -925,6 +1094,14 @@ static void rope_inv_freq(const struct folio_model_config *c, float *inv)
     }
 }
 
+/* A split count from the environment: 1, 2, 4 or 8, else 0 (the default rule). */
+static int env_splitk(const char *name)
+{
+    const char *v = getenv(name);
+    int s = v ? atoi(v) : 0;
+    return s == 1 || s == 2 || s == 4 || s == 8 ? s : 0;
+}
+
 static int create(struct cuda_backend *cb, const struct folio_model *m,
                   const struct folio_backend_options *opt, char *err, size_t errlen)
 {
@@ -981,6 +1158,11 @@ static int create(struct cuda_backend *cb, const struct folio_model *m,
     if (cb->gemv_split_k != 1 && cb->gemv_split_k != 2 && cb->gemv_split_k != 4 &&
         cb->gemv_split_k != 8)
         cb->gemv_split_k = 0;
+    /* FOLIO_SPLITK_O / FOLIO_SPLITK_DOWN: K slices of the O / down projection of
+     * batches of up to SPLITK_MAX_ROWS rows on the cuBLASLt path: 1 (no split), 2, 4
+     * or 8; unset or anything else: the default rule of splitk_slices. */
+    cb->splitk_o = env_splitk("FOLIO_SPLITK_O");
+    cb->splitk_down = env_splitk("FOLIO_SPLITK_DOWN");
     /* FOLIO_PDL=0: no programmatic dependent launch (a yardstick). */
     const char *pd = getenv("FOLIO_PDL");
     cb->pdl = !(pd && strcmp(pd, "0") == 0);
@@ -1152,6 +1334,21 @@ static int create(struct cuda_backend *cb, const struct folio_model *m,
     size_t counters = sizeof(int) * (size_t)graph_bucket((int)S) * cb->kv_heads;
     CUDA_CHECK(cudaMalloc((void **)&cb->attn_counters, counters));
     CUDA_CHECK(cudaMemsetAsync(cb->attn_counters, 0, counters, cb->stream));
+    /* Split-K partials of the O and down projections (both n = hidden): the most
+     * S * m over the row counts on the cuBLASLt path that split (forward runs at
+     * most T rows, graph buckets included). Allocated before the KV pool takes
+     * what the budget leaves, like the other activations. */
+    size_t splitk_bytes = 0;
+    for (int rows = cb->gemv_max_rows + 1; rows <= (int)T && rows <= SPLITK_MAX_ROWS; rows++) {
+        int so = splitk_slices(cb, cb->splitk_o, rows, cb->hidden, (int)QD);
+        int sd = splitk_slices(cb, cb->splitk_down, rows, cb->hidden, cb->inter);
+        int sp = so > sd ? so : sd;
+        size_t bytes = sp > 1 ? sizeof(float) * sp * rows * H : 0;
+        if (bytes > splitk_bytes)
+            splitk_bytes = bytes;
+    }
+    if (splitk_bytes > 0)
+        CUDA_CHECK(cudaMalloc((void **)&cb->splitk_partials, splitk_bytes));
     for (int i = 0; i < MAX_INFLIGHT; i++) {
         struct inflight *fl = &cb->fl[i];
         CUDA_CHECK(cudaEventCreateWithFlags(&fl->done, cudaEventDisableTiming));
