@@ -129,11 +129,13 @@ cudaError_t folio_k_attention_decode(folio_bf16_bits *out, const folio_bf16_bits
 
 /* How folio_k_gemv runs. split_k: warps per output column, each over 1/split_k
  * of k (1, 2, 4, 8; 0: chosen from k). pdl: programmatic dependent launch.
+ * persist: launch at most the CTAs that fit resident at once, each looping over
+ * its column groups (0: one CTA per group). The results are the same bits.
  * (A variant that streamed weight rows through shared memory with cp.async
  * from resident CTAs measured slower on the H200: 1.01 vs 0.89 ms per batch-1
  * decode step.) */
 struct folio_k_gemv_opts {
-    int split_k, pdl;
+    int split_k, pdl, persist;
 };
 
 /* y[m, n] = x[m, k] . w[n, k]^T for m <= FOLIO_K_GEMV_MAX_ROWS (bf16 in, f32

@@ -10,13 +10,19 @@
  * Each launch costs a ramp of a few microseconds that the small projections
  * (QKV, O: 8-10 MB) cannot amortise, so the kernel removes launches instead:
  * - norm: the residual add + RMSNorm in front of QKV, gate/up and the LM head
- *   is computed by every CTA into shared memory (k = hidden: a few KB from
- *   L2), rounded exactly as folio_k_add_rmsnorm rounds it; CTA 0 writes the
- *   residual sum to res_out (another buffer: the other CTAs still read x).
+ *   is computed once by every CTA into shared memory (k = hidden: a few KB
+ *   from L2), rounded exactly as folio_k_add_rmsnorm rounds it; CTA 0 writes
+ *   the residual sum to res_out (another buffer: the other CTAs still read x).
  * - gate_up_silu: w is the fused [gate; up] weight [2n, k], and the output is
  *   SwiGLU's activation rounded as GEMM + folio_k_silu_mul rounds it.
  * - pdl: the weight loads, which no kernel of the step writes, are issued
- *   before griddepcontrol.wait, so they overlap the previous kernel's tail. */
+ *   before griddepcontrol.wait, so they overlap the previous kernel's tail.
+ * - persistent: no more CTAs than fit at once, each looping over column
+ *   groups (see gemv_kernel), so that the norm prologue, the launch and the
+ *   first load latency are paid once per CTA and not once per wave: gate/up
+ *   ran 2.7 waves of one group per CTA at 2.74 TB/s. */
+#include <atomic>
+
 #include "common.cuh"
 
 #define GEMV_WARPS 8
@@ -40,7 +46,8 @@ struct gemv_args {
     folio_bf16_bits *res_out;
     const folio_bf16_bits *w;
     int n, k;
-    int ks; /* warps per output column, each over its own 1/ks of k (1, 2, 4 or 8) */
+    int groups; /* column groups: GEMV_WARPS / ks columns each (ROPE: 4 pairs) */
+    int ks;     /* warps per output column, each over its own 1/ks of k (1, 2, 4 or 8) */
     bool out_f32;
     /* ROPE (the QKV projection): RoPE of q and k and the K/V cache write of
      * rope_kv.cu in the epilogue, for the tokens of b. */
@@ -137,146 +144,233 @@ __device__ __forceinline__ void rope_pair_out(const gemv_args &a, int t, int h, 
     dst[i + half] = x2;
 }
 
-/* GLU: the warp reads weight rows col (gate) and n + col (up) and writes
- * bf16(bf16(silu(bf16(gate))) * bf16(up)) for its column.
- * ROPE: the CTA's warps w and w + 4 compute the columns c1 and c1 + D/2 of
- * one rotation pair, meet in shared memory, and warp w writes the pair. */
-template <int M, bool GLU, bool NORM, bool ROPE>
-__global__ void __launch_bounds__(GEMV_WARPS * 32) gemv_kernel(gemv_args a)
+/* The output column of warp `warp` in column group g (GEMV_WARPS / ks columns,
+ * ROPE: 4 rotation pairs); n for a warp past the end (a dead warp). ROPE also
+ * gives the pair's head h and dim i. Columns grow with g, so a warp dead in
+ * one group is dead in every later one. */
+template <bool ROPE>
+__device__ __forceinline__ int group_col(const gemv_args &a, int g, int warp, int &h, int &i)
 {
-    constexpr int R = GLU ? 2 : 1;               /* weight rows per warp */
-    extern __shared__ uint4 xs[];                /* NORM: the normalized input rows [M][k/8] */
-    __shared__ float part_sum[GEMV_WARPS][R][M]; /* ks > 1: each warp's share */
-    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-    const int ks = a.ks, part = warp & (ks - 1);
-    int col = blockIdx.x * (GEMV_WARPS / ks) + warp / ks;
-    int rope_h = 0, rope_i = 0;
     if (ROPE) { /* ks == 1 */
-        const int half = a.head_dim / 2, pair = blockIdx.x * (GEMV_WARPS / 2) + (warp & 3);
-        rope_h = pair / half;
-        rope_i = pair - rope_h * half;
-        col = pair < a.n / 2 ? rope_h * a.head_dim + rope_i + (warp >= 4 ? half : 0) : a.n;
+        const int half = a.head_dim / 2, pair = g * (GEMV_WARPS / 2) + (warp & 3);
+        h = pair / half;
+        i = pair - h * half;
+        return pair < a.n / 2 ? h * a.head_dim + i + (warp >= 4 ? half : 0) : a.n;
     }
-    /* Dead warps (past n) still take part in the norm and the barriers. */
+    h = i = 0;
+    return g * (GEMV_WARPS / a.ks) + warp / a.ks;
+}
+
+/* The lane's 16-byte loads of one stretch (from chunk base) of the R weight
+ * rows of column col (none for a dead warp), zeros past the warp's share. */
+template <int R>
+__device__ __forceinline__ void load_stretch(const gemv_args &a, uint4 wv[R][GEMV_UNROLL], int col,
+                                             int base, int chunks, int lane)
+{
     const bool live = col < a.n;
-    const int k8 = a.k / 8, per = (k8 + ks - 1) / ks;
-    const int c_begin = min(part * per, k8), chunks = min(c_begin + per, k8);
     const uint4 *wr[R];
 #pragma unroll
     for (int r = 0; r < R; r++)
         wr[r] = (const uint4 *)(a.w + (int64_t)((live ? col : 0) + r * a.n) * a.k);
-    uint4 wv[R][GEMV_UNROLL];
 #pragma unroll
     for (int u = 0; u < GEMV_UNROLL; u++) {
-        int c = c_begin + u * 32 + lane;
+        int c = base + u * 32 + lane;
 #pragma unroll
         for (int r = 0; r < R; r++) /* read once: streaming loads */
             wv[r][u] = live && c < chunks ? __ldcs(wr[r] + c) : make_uint4(0, 0, 0, 0);
     }
+}
+
+/* CTAs per SM that the registers must allow: about what the one-group-per-CTA
+ * kernel had (batch 1 and 2: 64 registers a thread, 128 for GLU's two rows).
+ * The loop and the early loads of the next group would otherwise take a few
+ * more registers and lose a CTA per SM. */
+template <int M, bool GLU> constexpr int gemv_min_ctas()
+{
+    return GLU ? (M <= 6 ? 2 : 1) : M <= 2 ? 4 : M <= 4 ? 3 : 2;
+}
+
+/* Persistent: the grid is at most as many CTAs as fit resident at once, and
+ * CTA b computes the column groups b, b + gridDim.x, ... A grid of one CTA per
+ * group ran 2.7 waves for gate/up (46 MB, 704 CTAs at 2 per SM): each later
+ * wave paid its launch, the norm prologue and its first load latency without
+ * overlap, and only the first wave's loads overlapped the previous kernel
+ * (16.9 us, 2.74 TB/s against the 4.25 of a copy). Here the norm runs once per
+ * CTA, and a warp issues its next group's first stretch before this group's
+ * reduction and epilogue. Each output value is computed by the same float
+ * operations in the same order whichever CTA computes it; gridDim.x == groups
+ * (FOLIO_GEMV_PERSIST=0) is the one-group-per-CTA grid.
+ * GLU: the warp reads weight rows col (gate) and n + col (up) and writes
+ * bf16(bf16(silu(bf16(gate))) * bf16(up)) for its column.
+ * ROPE: the CTA's warps w and w + 4 compute the columns c1 and c1 + D/2 of
+ * one rotation pair, meet in shared memory, and warp w writes the pair. */
+template <int M, bool GLU, bool NORM, bool ROPE>
+__global__ void __launch_bounds__(GEMV_WARPS * 32, (gemv_min_ctas<M, GLU>()))
+    gemv_kernel(gemv_args a)
+{
+    constexpr int R = GLU ? 2 : 1; /* weight rows per warp */
+    extern __shared__ uint4 xs[];  /* NORM: the normalized input rows [M][k/8] */
+    /* ks > 1: each warp's share; ROPE: the pair's second column. Two buffers,
+     * by group parity: a warp may write the next group's values while others
+     * still read this group's (the next group's barrier separates the reuse). */
+    __shared__ float part_sum[2][GEMV_WARPS][R][M];
+    __shared__ float pair_hi[2][GEMV_WARPS / 2][M];
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    const int ks = ROPE ? 1 : a.ks, part = warp & (ks - 1);
+    const int k8 = a.k / 8, per = (k8 + ks - 1) / ks;
+    const int c_begin = min(part * per, k8), chunks = min(c_begin + per, k8);
+    int g = blockIdx.x, rope_h, rope_i;
+    int col = group_col<ROPE>(a, g, warp, rope_h, rope_i);
+    uint4 wv[R][GEMV_UNROLL];
+    load_stretch<R>(a, wv, col, c_begin, chunks, lane);
     pdl_trigger();
     pdl_wait();
     if (NORM)
         norm_rows<M>(a, xs);
-    if (!live && ks == 1 && !ROPE)
-        return;
-    float acc[R][M];
-#pragma unroll
-    for (int r = 0; r < R; r++)
-#pragma unroll
-        for (int t = 0; t < M; t++)
-            acc[r][t] = 0.0f;
-    for (int base = c_begin; live;) {
-#pragma unroll
-        for (int u = 0; u < GEMV_UNROLL; u++) {
-            int c = base + u * 32 + lane;
-            if (c >= chunks)
-                break;
-#pragma unroll
-            for (int t = 0; t < M; t++) {
-                float xf[8];
-                unpack8(NORM ? xs[t * k8 + c] : __ldg((const uint4 *)(a.x + (int64_t)t * a.k) + c),
-                        xf);
-#pragma unroll
-                for (int r = 0; r < R; r++) {
-                    float wf[8];
-                    unpack8(wv[r][u], wf);
-#pragma unroll
-                    for (int e = 0; e < 8; e++)
-                        acc[r][t] = fmaf(wf[e], xf[e], acc[r][t]);
-                }
-            }
-        }
-        base += 32 * GEMV_UNROLL;
-        if (base >= chunks)
-            break;
-#pragma unroll
-        for (int u = 0; u < GEMV_UNROLL; u++) {
-            int c = base + u * 32 + lane;
-#pragma unroll
-            for (int r = 0; r < R; r++)
-                wv[r][u] = c < chunks ? __ldcs(wr[r] + c) : make_uint4(0, 0, 0, 0);
-        }
-    }
-    float sum[R][M];
-#pragma unroll
-    for (int r = 0; r < R; r++)
-#pragma unroll
-        for (int t = 0; t < M; t++)
-            sum[r][t] = warp_sum(acc[r][t]);
-    if (ks > 1) { /* the column's first warp adds the parts in order */
-        if (lane == 0)
-#pragma unroll
-            for (int r = 0; r < R; r++)
-#pragma unroll
-                for (int t = 0; t < M; t++)
-                    part_sum[warp][r][t] = sum[r][t];
-        __syncthreads();
-        if (part != 0 || !live)
-            return;
+    /* Every warp runs the same groups: the barriers below are reached by all,
+     * dead warps (past n, only in the last group) included. */
+    for (int buf = 0;; buf ^= 1) {
+        const bool live = col < a.n;
+        if (!live && ks == 1 && !ROPE)
+            return; /* no barrier ahead, and no later group of this CTA is live */
+        float acc[R][M];
 #pragma unroll
         for (int r = 0; r < R; r++)
 #pragma unroll
             for (int t = 0; t < M; t++)
-                for (int p = 1; p < ks; p++)
-                    sum[r][t] += part_sum[warp + p][r][t];
-    }
-    if (ROPE) {
-        __shared__ float pair_hi[GEMV_WARPS / 2][M];
-        if (warp >= GEMV_WARPS / 2 && lane == 0)
+                acc[r][t] = 0.0f;
+        for (int base = c_begin; live;) {
 #pragma unroll
-            for (int t = 0; t < M; t++)
-                pair_hi[warp - GEMV_WARPS / 2][t] = sum[0][t];
-        __syncthreads();
-        if (warp < GEMV_WARPS / 2 && live)
+            for (int u = 0; u < GEMV_UNROLL; u++) {
+                int c = base + u * 32 + lane;
+                if (c >= chunks)
+                    break;
 #pragma unroll
-            for (int t = 0; t < M; t++)
-                if (lane == t)
-                    rope_pair_out(a, t, rope_h, rope_i, sum[0][t], pair_hi[warp][t]);
-    } else {
+                for (int t = 0; t < M; t++) {
+                    float xf[8];
+                    unpack8(NORM ? xs[t * k8 + c]
+                                 : __ldg((const uint4 *)(a.x + (int64_t)t * a.k) + c),
+                            xf);
 #pragma unroll
-        for (int t = 0; t < M; t++) {
-            float v = sum[0][t];
-            if (GLU) {
-                float up = round_bf16(sum[R - 1][t]);
-                float gate = round_bf16(v);
-                float act = round_bf16(gate / (1.0f + expf(-gate)));
-                v = act * up;
+                    for (int r = 0; r < R; r++) {
+                        float wf[8];
+                        unpack8(wv[r][u], wf);
+#pragma unroll
+                        for (int e = 0; e < 8; e++)
+                            acc[r][t] = fmaf(wf[e], xf[e], acc[r][t]);
+                    }
+                }
             }
-            if (lane == t) {
-                if (a.out_f32)
-                    ((float *)a.y)[(int64_t)t * a.n + col] = v;
-                else
-                    ((folio_bf16_bits *)a.y)[(int64_t)t * a.n + col] = f32_to_bf16(v);
+            base += 32 * GEMV_UNROLL;
+            if (base >= chunks)
+                break;
+            load_stretch<R>(a, wv, col, base, chunks, lane);
+        }
+        /* The next group's first stretch, in flight during this group's
+         * reduction and epilogue (wv is free again). ROPE loads it after the
+         * epilogue: wv live across the rotation would need more than 64
+         * registers. */
+        const int g_next = g + gridDim.x;
+        int next_h = 0, next_i = 0;
+        const int next_col =
+            g_next < a.groups ? group_col<ROPE>(a, g_next, warp, next_h, next_i) : a.n;
+        if (!ROPE)
+            load_stretch<R>(a, wv, next_col, c_begin, chunks, lane);
+        float sum[R][M];
+#pragma unroll
+        for (int r = 0; r < R; r++)
+#pragma unroll
+            for (int t = 0; t < M; t++)
+                sum[r][t] = warp_sum(acc[r][t]);
+        bool writes = live;
+        if (ks > 1) { /* the column's first warp adds the parts in order */
+            if (lane == 0)
+#pragma unroll
+                for (int r = 0; r < R; r++)
+#pragma unroll
+                    for (int t = 0; t < M; t++)
+                        part_sum[buf][warp][r][t] = sum[r][t];
+            __syncthreads();
+            writes = live && part == 0;
+            if (writes)
+#pragma unroll
+                for (int r = 0; r < R; r++)
+#pragma unroll
+                    for (int t = 0; t < M; t++)
+                        for (int p = 1; p < ks; p++)
+                            sum[r][t] += part_sum[buf][warp + p][r][t];
+        }
+        if (ROPE) {
+            if (warp >= GEMV_WARPS / 2 && lane == 0)
+#pragma unroll
+                for (int t = 0; t < M; t++)
+                    pair_hi[buf][warp - GEMV_WARPS / 2][t] = sum[0][t];
+            __syncthreads();
+            if (warp < GEMV_WARPS / 2 && live)
+#pragma unroll
+                for (int t = 0; t < M; t++)
+                    if (lane == t)
+                        rope_pair_out(a, t, rope_h, rope_i, sum[0][t], pair_hi[buf][warp][t]);
+        } else if (writes) {
+#pragma unroll
+            for (int t = 0; t < M; t++) {
+                float v = sum[0][t];
+                if (GLU) {
+                    float up = round_bf16(sum[R - 1][t]);
+                    float gate = round_bf16(v);
+                    float act = round_bf16(gate / (1.0f + expf(-gate)));
+                    v = act * up;
+                }
+                if (lane == t) {
+                    if (a.out_f32)
+                        ((float *)a.y)[(int64_t)t * a.n + col] = v;
+                    else
+                        ((folio_bf16_bits *)a.y)[(int64_t)t * a.n + col] = f32_to_bf16(v);
+                }
             }
         }
+        if (g_next >= a.groups)
+            return;
+        if (ROPE)
+            load_stretch<R>(a, wv, next_col, c_begin, chunks, lane);
+        g = g_next;
+        col = next_col;
+        rope_h = next_h;
+        rope_i = next_i;
     }
 }
 
+/* *ctas: the CTAs of this instantiation that fit on the device at once with
+ * smem bytes of dynamic shared memory (registers decide for gate/up: 2 per
+ * SM). Asked once per instantiation and shared-memory size, then cached. */
+template <int M, bool GLU, bool NORM, bool ROPE>
+static cudaError_t resident_ctas(size_t smem, unsigned *ctas)
+{
+    static std::atomic<uint64_t> cache(0); /* (smem + 1) << 32 | CTAs; 0: not asked yet */
+    uint64_t c = cache.load(std::memory_order_relaxed);
+    if (c >> 32 == smem + 1) {
+        *ctas = (unsigned)c;
+        return cudaSuccess;
+    }
+    int dev = 0, sms = 0, per_sm = 0;
+    cudaError_t e = cudaGetDevice(&dev);
+    if (e == cudaSuccess)
+        e = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
+    if (e == cudaSuccess)
+        e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, gemv_kernel<M, GLU, NORM, ROPE>,
+                                                          GEMV_WARPS * 32, smem);
+    if (e != cudaSuccess)
+        return e;
+    *ctas = (unsigned)(sms * per_sm);
+    cache.store((uint64_t)(smem + 1) << 32 | *ctas, std::memory_order_relaxed);
+    return cudaSuccess;
+}
+
 template <int M, bool GLU, bool NORM, bool ROPE = false>
-static cudaError_t launch3(const gemv_args &a, bool pdl, cudaStream_t s)
+static cudaError_t launch3(gemv_args a, bool pdl, bool persist, cudaStream_t s)
 {
     const int cols = GEMV_WARPS / a.ks; /* output columns per CTA (ROPE: 4 pairs) */
-    unsigned blocks = (unsigned)((a.n + cols - 1) / cols);
+    a.groups = (a.n + cols - 1) / cols;
     size_t smem = NORM ? sizeof(folio_bf16_bits) * (size_t)M * a.k : 0;
     if (smem > 48 * 1024) {
         cudaError_t e =
@@ -285,48 +379,60 @@ static cudaError_t launch3(const gemv_args &a, bool pdl, cudaStream_t s)
         if (e != cudaSuccess)
             return e;
     }
+    unsigned blocks = (unsigned)a.groups;
+    if (persist) { /* at most the CTAs that fit at once, each looping over its groups */
+        unsigned resident = 0;
+        cudaError_t e = resident_ctas<M, GLU, NORM, ROPE>(smem, &resident);
+        if (e != cudaSuccess)
+            return e;
+        if (resident > 0 && resident < blocks)
+            blocks = resident;
+    }
     return launch_pdl(gemv_kernel<M, GLU, NORM, ROPE>, dim3(blocks), dim3(GEMV_WARPS * 32), smem, s,
                       pdl, a);
 }
 
 template <int M>
-static cudaError_t launch_m(const gemv_args &a, bool glu, bool rope, bool pdl, cudaStream_t s)
+static cudaError_t launch_m(const gemv_args &a, bool glu, bool rope, bool pdl, bool persist,
+                            cudaStream_t s)
 {
     if (rope)
-        return launch3<M, false, true, true>(a, pdl, s);
+        return launch3<M, false, true, true>(a, pdl, persist, s);
     if (a.norm_w)
-        return glu ? launch3<M, true, true>(a, pdl, s) : launch3<M, false, true>(a, pdl, s);
-    return glu ? launch3<M, true, false>(a, pdl, s) : launch3<M, false, false>(a, pdl, s);
+        return glu ? launch3<M, true, true>(a, pdl, persist, s)
+                   : launch3<M, false, true>(a, pdl, persist, s);
+    return glu ? launch3<M, true, false>(a, pdl, persist, s)
+               : launch3<M, false, false>(a, pdl, persist, s);
 }
 
-static cudaError_t dispatch(const gemv_args &a, int m, bool glu, bool rope, bool pdl,
+static cudaError_t dispatch(const gemv_args &a, int m, bool glu, bool rope, bool pdl, bool persist,
                             cudaStream_t s)
 {
     cudaError_t e;
     switch (m) {
     case 1:
-        e = launch_m<1>(a, glu, rope, pdl, s);
+        e = launch_m<1>(a, glu, rope, pdl, persist, s);
         break;
     case 2:
-        e = launch_m<2>(a, glu, rope, pdl, s);
+        e = launch_m<2>(a, glu, rope, pdl, persist, s);
         break;
     case 3:
-        e = launch_m<3>(a, glu, rope, pdl, s);
+        e = launch_m<3>(a, glu, rope, pdl, persist, s);
         break;
     case 4:
-        e = launch_m<4>(a, glu, rope, pdl, s);
+        e = launch_m<4>(a, glu, rope, pdl, persist, s);
         break;
     case 5:
-        e = launch_m<5>(a, glu, rope, pdl, s);
+        e = launch_m<5>(a, glu, rope, pdl, persist, s);
         break;
     case 6:
-        e = launch_m<6>(a, glu, rope, pdl, s);
+        e = launch_m<6>(a, glu, rope, pdl, persist, s);
         break;
     case 7:
-        e = launch_m<7>(a, glu, rope, pdl, s);
+        e = launch_m<7>(a, glu, rope, pdl, persist, s);
         break;
     default:
-        e = launch_m<8>(a, glu, rope, pdl, s);
+        e = launch_m<8>(a, glu, rope, pdl, persist, s);
         break;
     }
     return e != cudaSuccess ? e : cudaGetLastError();
@@ -362,7 +468,7 @@ extern "C" cudaError_t folio_k_gemv(void *y, const folio_bf16_bits *x, const fol
     a.k = k;
     a.ks = ks;
     a.out_f32 = out_f32 != 0;
-    return dispatch(a, m, gate_up_silu != 0, false, o.pdl != 0, s);
+    return dispatch(a, m, gate_up_silu != 0, false, o.pdl != 0, o.persist != 0, s);
 }
 
 extern "C" cudaError_t
@@ -398,5 +504,5 @@ folio_k_gemv_qkv_rope(folio_bf16_bits *qkv, const folio_bf16_bits *x, const foli
     a.num_heads = num_heads;
     a.num_kv_heads = num_kv_heads;
     a.head_dim = head_dim;
-    return dispatch(a, m, false, true, o.pdl != 0, s);
+    return dispatch(a, m, false, true, o.pdl != 0, o.persist != 0, s);
 }

@@ -161,6 +161,7 @@ struct cuda_backend {
     int pdl;
     bool pdl_step;    /* this step's kernels use it (set by forward) */
     int gemv_split_k; /* FOLIO_GEMV_SPLITK (1, 2, 4, 8; default 0: from k) */
+    int gemv_persist; /* FOLIO_GEMV_PERSIST=0: one GEMV CTA per column group (a yardstick) */
     /* The GEMV path's QKV projection rotates q and k and writes the caches in its
      * epilogue; FOLIO_QKV_ROPE=0: apart (rope_kv_write). */
     bool qkv_rope;
@@ -364,7 +365,7 @@ static cudaError_t gemv(struct cuda_backend *cb, void *y, const bf16 *x, const b
                         const bf16 *norm_w, const int32_t *rows, bf16 *res_out, const bf16 *w,
                         int m, int n, int k, bool out_f32, bool gate_up_silu)
 {
-    struct folio_k_gemv_opts o = {cb->gemv_split_k, cb->pdl_step};
+    struct folio_k_gemv_opts o = {cb->gemv_split_k, cb->pdl_step, cb->gemv_persist};
     return folio_k_gemv(y, x, add, norm_w, cb->eps, rows, res_out, w, m, n, k, out_f32,
                         gate_up_silu, o, cb->stream);
 }
@@ -579,10 +580,10 @@ static int forward(struct cuda_backend *cb, const struct step_layout *l, int t_r
             bf16 *next = li == 0 ? NULL : cur == cb->res ? cb->res2 : cb->res;
             const bf16 *add = li == 0 ? NULL : cb->proj_out;
             if (cb->qkv_rope) {
-                CUDA_CHECK(folio_k_gemv_qkv_rope(cb->qkv, cur, add, L->attn_norm, cb->eps, next,
-                                                 L->wqkv, cb->hidden, kc, vc, cb->inv_freq, kb,
-                                                 cb->heads, cb->kv_heads, cb->head_dim,
-                                                 (struct folio_k_gemv_opts){0, cb->pdl_step}, s));
+                CUDA_CHECK(folio_k_gemv_qkv_rope(
+                    cb->qkv, cur, add, L->attn_norm, cb->eps, next, L->wqkv, cb->hidden, kc, vc,
+                    cb->inv_freq, kb, cb->heads, cb->kv_heads, cb->head_dim,
+                    (struct folio_k_gemv_opts){0, cb->pdl_step, cb->gemv_persist}, s));
                 rope_done = true;
             } else {
                 CUDA_CHECK(gemv(cb, cb->qkv, cur, add, L->attn_norm, NULL, next, L->wqkv, t_rows,
@@ -1163,6 +1164,10 @@ static int create(struct cuda_backend *cb, const struct folio_model *m,
      * or 8; unset or anything else: the default rule of splitk_slices. */
     cb->splitk_o = env_splitk("FOLIO_SPLITK_O");
     cb->splitk_down = env_splitk("FOLIO_SPLITK_DOWN");
+    /* FOLIO_GEMV_PERSIST=0: the GEMV's grid is one CTA per column group instead of the
+     * CTAs that fit resident at once (each looping over its groups). */
+    const char *gp = getenv("FOLIO_GEMV_PERSIST");
+    cb->gemv_persist = !(gp && strcmp(gp, "0") == 0);
     /* FOLIO_PDL=0: no programmatic dependent launch (a yardstick). */
     const char *pd = getenv("FOLIO_PDL");
     cb->pdl = !(pd && strcmp(pd, "0") == 0);
