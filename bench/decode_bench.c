@@ -312,7 +312,8 @@ static int bench_attention(const struct folio_model_config *c, int batch_size, i
     const char *ac = getenv("FOLIO_ATTN_WARPS_PER_SM"); /* as the backend reads it */
     struct folio_k_decode_plan plan = folio_k_attention_decode_plan(
         bucket, Hkv, D, num_sms, ac && atoi(ac) > 0 ? atoi(ac) : 4,
-        getenv("FOLIO_ATTN_CTA_WARPS") ? atoi(getenv("FOLIO_ATTN_CTA_WARPS")) : 0);
+        getenv("FOLIO_ATTN_CTA_WARPS") ? atoi(getenv("FOLIO_ATTN_CTA_WARPS")) : 0,
+        getenv("FOLIO_ATTN_STAGES") ? atoi(getenv("FOLIO_ATTN_STAGES")) : 0);
     size_t ws_bytes = folio_k_attention_decode_workspace_bytes(batch_size, plan, H, D);
     void *ws = NULL;
     int *counters;
@@ -341,10 +342,10 @@ static int bench_attention(const struct folio_model_config *c, int batch_size, i
                 t[i - 3] = ms;
         }
         printf("RESULT name=%s_b%d_ctx%d ms=%.4f median_ms=%.4f bytes=%.0f flops=0 splits=%d "
-               "warps=%d\n",
+               "warps=%d stages=%d\n",
                variant == 0 ? "attention" : "attnref", batch_size, ctx, median(t, repeats),
                median(t, repeats), bytes, variant == 0 ? plan.splits : 1,
-               variant == 0 ? plan.warps : 1);
+               variant == 0 ? plan.warps : 1, variant == 0 ? plan.stages : 0);
     }
     cudaFree(ws);
     cudaFree(counters);

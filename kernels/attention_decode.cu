@@ -23,9 +23,9 @@
 #define MAX_SPLITS 32 /* splits a CTA of the last-CTA merge can take */
 #define SMEM_LIMIT (227 * 1024)
 
-template <int D, int NW> constexpr size_t decode_smem_bytes()
+template <int D, int NW, int ST> constexpr size_t decode_smem_bytes()
 {
-    constexpr size_t stages = sizeof(folio_bf16_bits) * NW * 2 * 2 * KT * tile_pitch<D>::value;
+    constexpr size_t stages = sizeof(folio_bf16_bits) * NW * ST * 2 * KT * tile_pitch<D>::value;
     constexpr size_t merge = sizeof(float) * NW * 16 * (D + 2);
     return stages > merge ? stages : merge;
 }
@@ -91,7 +91,7 @@ template <int D> struct new_kv {
     }
 };
 
-template <int D, int NW, bool ROPE>
+template <int D, int NW, int ST, bool ROPE>
 __global__ void __launch_bounds__(NW * 32) attention_decode_kernel(decode_args a)
 {
     constexpr int LD = tile_pitch<D>::value;
@@ -117,19 +117,22 @@ __global__ void __launch_bounds__(NW * 32) attention_decode_kernel(decode_args a
         const int t_begin = split * per, t_end = min(t_begin + per, tiles);
         const int32_t *table = a.b.block_tables + (int64_t)a.b.token_seq[t] * a.b.block_stride;
 
-        /* This warp's tiles: t_begin + warp, + NW, ... below t_end. The first
-         * one's copies go out before anything else. */
-        folio_bf16_bits *stage0 = smem_kv + (size_t)warp * 2 * 2 * KT * LD;
+        /* This warp's tiles: t_begin + warp, + NW, ... below t_end, through ST
+         * stages. The first ones' copies go out before anything else. */
+        folio_bf16_bits *stage0 = smem_kv + (size_t)warp * ST * 2 * KT * LD;
         const int mine = t_end > t_begin + warp ? (t_end - t_begin - warp + NW - 1) / NW : 0;
         auto load = [&](int j) {
-            folio_bf16_bits *ks = stage0 + (size_t)(j & 1) * 2 * KT * LD;
+            folio_bf16_bits *ks = stage0 + (size_t)(j % ST) * 2 * KT * LD;
             attention_load_tile<D, KT>(ks, ks + KT * LD, a.k_cache, a.v_cache, table, kvh,
                                        a.num_kv_heads, (t_begin + warp + j * NW) * KT, n_keys, lane,
                                        32);
         };
-        if (mine > 0)
-            load(0);
-        cp_async_commit();
+#pragma unroll
+        for (int j = 0; j < ST - 1; j++) {
+            if (j < mine)
+                load(j);
+            cp_async_commit();
+        }
 
         /* ROPE: the warp with the new token's tile (the last one) makes its k/v. */
         const bool owns_new =
@@ -179,15 +182,12 @@ __global__ void __launch_bounds__(NW * 32) attention_decode_kernel(decode_args a
         float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
         const float scale_log2 = rsqrtf((float)D) * 1.4426950408889634f;
         for (int j = 0; j < mine; j++) {
-            if (j + 1 < mine) {
-                load(j + 1);
-                cp_async_commit();
-                cp_async_wait<1>();
-            } else {
-                cp_async_wait<0>();
-            }
+            if (j + ST - 1 < mine) /* into the stage tile j - 1 left */
+                load(j + ST - 1);
+            cp_async_commit();
+            cp_async_wait<ST - 1>(); /* tile j's group is complete */
             __syncwarp();
-            folio_bf16_bits *ks = stage0 + (size_t)(j & 1) * 2 * KT * LD;
+            folio_bf16_bits *ks = stage0 + (size_t)(j % ST) * 2 * KT * LD;
             const int kbase = (t_begin + warp + j * NW) * KT;
             if (owns_new && j == mine - 1) { /* the tile of the new token */
                 nkv.stage(ks, ks + KT * LD, pos - kbase);
@@ -195,7 +195,7 @@ __global__ void __launch_bounds__(NW * 32) attention_decode_kernel(decode_args a
             }
             attention_tile<D, KT>(ks, ks + KT * LD, qa, o, m, l, kbase, n_keys, row_pos,
                                   scale_log2);
-            __syncwarp(); /* this stage is free for the load two tiles ahead */
+            __syncwarp(); /* this stage is free for the load ST - 1 tiles ahead */
         }
 #pragma unroll
         for (int i = 0; i < 2; i++) { /* row sums live spread over the quad */
@@ -203,6 +203,30 @@ __global__ void __launch_bounds__(NW * 32) attention_decode_kernel(decode_args a
             l[i] += __shfl_xor_sync(0xffffffffu, l[i], 2);
         }
 
+        if (NW == 1) { /* the warp's rows are the CTA's: straight out */
+#pragma unroll
+            for (int i = 0; i < 2; i++) {
+                const int r = g + 8 * i;
+                if (r >= group)
+                    continue;
+                if (splits == 1) {
+                    const float inv = l[i] > 0.0f ? 1.0f / l[i] : 0.0f;
+                    uint32_t *dst = (uint32_t *)(a.out + (row0 + r) * D);
+#pragma unroll
+                    for (int n = 0; n < DT; n++)
+                        dst[(8 * n + 2 * tq) / 2] =
+                            pack_bf16x2(o[n][2 * i] * inv, o[n][2 * i + 1] * inv);
+                } else {
+                    float *dst = a.part_o + ((row0 + r) * splits + split) * D;
+#pragma unroll
+                    for (int n = 0; n < DT; n++)
+                        *(float2 *)(dst + 8 * n + 2 * tq) =
+                            make_float2(o[n][2 * i], o[n][2 * i + 1]);
+                    if (tq == 0)
+                        a.part_ml[(row0 + r) * splits + split] = make_float2(m[i], l[i]);
+                }
+            }
+        }
         /* Each warp's unnormalized rows into shared memory, then merged. */
         __syncthreads();              /* every warp is done with its stages */
         float *mo = (float *)smem_kv; /* [NW][16][D] */
@@ -211,7 +235,7 @@ __global__ void __launch_bounds__(NW * 32) attention_decode_kernel(decode_args a
 #pragma unroll
         for (int i = 0; i < 2; i++) {
             const int r = g + 8 * i;
-            if (r >= group)
+            if (r >= group || NW == 1)
                 continue;
 #pragma unroll
             for (int n = 0; n < DT; n++)
@@ -223,7 +247,7 @@ __global__ void __launch_bounds__(NW * 32) attention_decode_kernel(decode_args a
             }
         }
         __syncthreads();
-        for (int c = threadIdx.x; c < group * D / 4; c += NW * 32) {
+        for (int c = threadIdx.x; c < group * D / 4 && NW > 1; c += NW * 32) {
             const int r = c / (D / 4), d = (c - r * (D / 4)) * 4;
             float mx = -INFINITY;
 #pragma unroll
@@ -296,26 +320,38 @@ __global__ void __launch_bounds__(NW * 32) attention_decode_kernel(decode_args a
     }
 }
 
-static int smem_per_cta(int head_dim, int warps)
+/* The (warps, stages) shapes the launcher instantiates. */
+static bool shape_ok(int warps, int stages)
 {
-    if (head_dim == 64)
-        return (int)(warps == 4 ? decode_smem_bytes<64, 4>() : decode_smem_bytes<64, 1>());
-    return (int)(warps == 4 ? decode_smem_bytes<128, 4>() : decode_smem_bytes<128, 1>());
+    return (warps == 1 && stages == 2) || (warps == 2 && stages == 2) ||
+           (warps == 4 && (stages == 2 || stages == 3));
+}
+
+template <int D> static int smem_d(int warps, int stages)
+{
+    if (warps == 1)
+        return (int)decode_smem_bytes<D, 1, 2>();
+    if (warps == 2)
+        return (int)decode_smem_bytes<D, 2, 2>();
+    return (int)(stages == 3 ? decode_smem_bytes<D, 4, 3>() : decode_smem_bytes<D, 4, 2>());
 }
 
 extern "C" struct folio_k_decode_plan folio_k_attention_decode_plan(int num_tokens,
                                                                     int num_kv_heads, int head_dim,
                                                                     int num_sms, int warps_per_sm,
-                                                                    int cta_warps)
+                                                                    int cta_warps, int stages)
 {
-    struct folio_k_decode_plan p = {1, 1};
+    struct folio_k_decode_plan p = {1, 1, 2};
     const int base = num_tokens * num_kv_heads;
     if (base <= 0 || (head_dim != 64 && head_dim != 128))
         return p;
     /* Four warps a CTA while every CTA fits on the chip at once; past that one
      * warp a CTA keeps the most warps resident (shared memory is the limit). */
-    const int fit = SMEM_LIMIT / smem_per_cta(head_dim, 4);
-    p.warps = cta_warps == 1 || cta_warps == 4 ? cta_warps : base <= fit * num_sms ? 4 : 1;
+    const int smem4 = head_dim == 64 ? smem_d<64>(4, 2) : smem_d<128>(4, 2);
+    p.warps = cta_warps == 1 || cta_warps == 2 || cta_warps == 4 ? cta_warps
+              : base <= SMEM_LIMIT / smem4 * num_sms             ? 4
+                                                                 : 1;
+    p.stages = shape_ok(p.warps, stages) ? stages : 2;
     const int target = warps_per_sm * num_sms;
     const int s = (target + base * p.warps - 1) / (base * p.warps);
     p.splits = s < 1 ? 1 : s > MAX_SPLITS ? MAX_SPLITS : s;
@@ -332,23 +368,34 @@ extern "C" size_t folio_k_attention_decode_workspace_bytes(int num_tokens,
     return rows * (sizeof(float) * head_dim + sizeof(float2));
 }
 
-template <int D, int NW, bool ROPE> static cudaError_t prepare_one()
+template <int D, int NW, int ST, bool ROPE> static cudaError_t prepare_one()
 {
-    return cudaFuncSetAttribute(attention_decode_kernel<D, NW, ROPE>,
-                                cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                (int)decode_smem_bytes<D, NW>());
+    cudaError_t e = cudaFuncSetAttribute(attention_decode_kernel<D, NW, ST, ROPE>,
+                                         cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                         (int)decode_smem_bytes<D, NW, ST>());
+    if (e == cudaSuccess && folio_k_smem_carveout() >= 0)
+        e = cudaFuncSetAttribute(attention_decode_kernel<D, NW, ST, ROPE>,
+                                 cudaFuncAttributePreferredSharedMemoryCarveout,
+                                 folio_k_smem_carveout());
+    return e;
+}
+
+template <int D, bool ROPE> static cudaError_t prepare_rope()
+{
+    cudaError_t e = prepare_one<D, 1, 2, ROPE>();
+    if (e == cudaSuccess)
+        e = prepare_one<D, 2, 2, ROPE>();
+    if (e == cudaSuccess)
+        e = prepare_one<D, 4, 2, ROPE>();
+    if (e == cudaSuccess)
+        e = prepare_one<D, 4, 3, ROPE>();
+    return e;
 }
 
 template <int D> static cudaError_t prepare_d()
 {
-    cudaError_t e = prepare_one<D, 1, false>();
-    if (e == cudaSuccess)
-        e = prepare_one<D, 1, true>();
-    if (e == cudaSuccess)
-        e = prepare_one<D, 4, false>();
-    if (e == cudaSuccess)
-        e = prepare_one<D, 4, true>();
-    return e;
+    cudaError_t e = prepare_rope<D, false>();
+    return e == cudaSuccess ? prepare_rope<D, true>() : e;
 }
 
 extern "C" cudaError_t folio_k_attention_prepare(int head_dim)
@@ -359,24 +406,31 @@ extern "C" cudaError_t folio_k_attention_prepare(int head_dim)
     return head_dim == 64 ? prepare_d<64>() : prepare_d<128>();
 }
 
-template <int D, int NW, bool ROPE>
+template <int D, int NW, int ST, bool ROPE>
 static cudaError_t launch(const decode_args &a, int splits, bool pdl, cudaStream_t s)
 {
     dim3 grid(a.b.num_tokens, a.num_kv_heads, splits);
-    return launch_pdl(attention_decode_kernel<D, NW, ROPE>, grid, dim3(NW * 32),
-                      decode_smem_bytes<D, NW>(), s, pdl, a);
+    return launch_pdl(attention_decode_kernel<D, NW, ST, ROPE>, grid, dim3(NW * 32),
+                      decode_smem_bytes<D, NW, ST>(), s, pdl, a);
+}
+
+template <int D, bool ROPE>
+static cudaError_t launch_rope(const decode_args &a, struct folio_k_decode_plan p, bool pdl,
+                               cudaStream_t s)
+{
+    if (p.warps == 1)
+        return launch<D, 1, 2, ROPE>(a, p.splits, pdl, s);
+    if (p.warps == 2)
+        return launch<D, 2, 2, ROPE>(a, p.splits, pdl, s);
+    return p.stages == 3 ? launch<D, 4, 3, ROPE>(a, p.splits, pdl, s)
+                         : launch<D, 4, 2, ROPE>(a, p.splits, pdl, s);
 }
 
 template <int D>
 static cudaError_t launch_d(const decode_args &a, struct folio_k_decode_plan p, bool pdl,
                             cudaStream_t s)
 {
-    const bool rope = a.inv_freq != NULL;
-    if (p.warps == 4)
-        return rope ? launch<D, 4, true>(a, p.splits, pdl, s)
-                    : launch<D, 4, false>(a, p.splits, pdl, s);
-    return rope ? launch<D, 1, true>(a, p.splits, pdl, s)
-                : launch<D, 1, false>(a, p.splits, pdl, s);
+    return a.inv_freq ? launch_rope<D, true>(a, p, pdl, s) : launch_rope<D, false>(a, p, pdl, s);
 }
 
 extern "C" cudaError_t folio_k_attention_decode(folio_bf16_bits *out, const folio_bf16_bits *qkv,
@@ -390,7 +444,7 @@ extern "C" cudaError_t folio_k_attention_decode(folio_bf16_bits *out, const foli
     if (b.num_tokens <= 0)
         return cudaSuccess;
     if (folio_k_attention_tile_tokens(num_heads, num_kv_heads, head_dim) <= 0 || p.splits < 1 ||
-        p.splits > MAX_SPLITS || (p.warps != 1 && p.warps != 4) ||
+        p.splits > MAX_SPLITS || !shape_ok(p.warps, p.stages) ||
         (p.splits > 1 && (!workspace || !counters)))
         return cudaErrorInvalidValue;
     decode_args a = {};

@@ -84,14 +84,16 @@ int folio_k_attention_tile_tokens(int num_heads, int num_kv_heads, int head_dim)
 
 /* How the decode kernel (attention_decode.cu) cuts a decode batch of
  * num_tokens (the caller passes the graph bucket, so eager and graph runs
- * split alike): warps per CTA (1 or 4; cta_warps 1 or 4 forces it, 0 picks)
- * and key-range splits (<= 32), for about warps_per_sm warps per SM in all. */
+ * split alike): warps per CTA (1, 2 or 4; cta_warps forces it, 0 picks),
+ * cp.async stages per warp (2, or 3 with 4 warps; stages forces it, 0: 2) and
+ * key-range splits (<= 32), for about warps_per_sm warps per SM in all. */
 struct folio_k_decode_plan {
-    int splits, warps;
+    int splits, warps, stages;
 };
 struct folio_k_decode_plan folio_k_attention_decode_plan(int num_tokens, int num_kv_heads,
                                                          int head_dim, int num_sms,
-                                                         int warps_per_sm, int cta_warps);
+                                                         int warps_per_sm, int cta_warps,
+                                                         int stages);
 
 /* Device bytes of the decode kernel's partial results (0 for one split). */
 size_t folio_k_attention_decode_workspace_bytes(int num_tokens, struct folio_k_decode_plan p,
@@ -124,6 +126,11 @@ cudaError_t folio_k_attention_decode(folio_bf16_bits *out, const folio_bf16_bits
                                      void *workspace, int *counters, int num_heads,
                                      int num_kv_heads, int head_dim, const float *rope_inv_freq,
                                      int pdl, cudaStream_t s);
+
+/* The shared-memory carveout (percent, -1: the driver's) that the GEMV and
+ * decode attention kernels ask for (carveout.cu); set before the first launch. */
+void folio_k_set_smem_carveout(int percent);
+int folio_k_smem_carveout(void);
 
 #define FOLIO_K_GEMV_MAX_ROWS 8
 

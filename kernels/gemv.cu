@@ -379,6 +379,15 @@ static cudaError_t launch3(gemv_args a, bool pdl, bool persist, cudaStream_t s)
         if (e != cudaSuccess)
             return e;
     }
+    static std::atomic<bool> carveout_set(false);
+    if (!carveout_set.load() && folio_k_smem_carveout() >= 0) { /* before the occupancy query */
+        cudaError_t e = cudaFuncSetAttribute(gemv_kernel<M, GLU, NORM, ROPE>,
+                                             cudaFuncAttributePreferredSharedMemoryCarveout,
+                                             folio_k_smem_carveout());
+        if (e != cudaSuccess)
+            return e;
+        carveout_set.store(true);
+    }
     unsigned blocks = (unsigned)a.groups;
     if (persist) { /* at most the CTAs that fit at once, each looping over its groups */
         unsigned resident = 0;

@@ -29,10 +29,8 @@
 #define WORKSPACE_BYTES (32u << 20)
 #define NUM_GRAPH_BUCKETS 16
 /* Split-K of the O and down projections: batches of at most this many rows (the
- * decode graph buckets) on the cuBLASLt path; the default rule keeps at least
- * SPLITK_MIN_SLICE of K per slice. */
+ * decode graph buckets) on the cuBLASLt path. */
 #define SPLITK_MAX_ROWS 256
-#define SPLITK_MIN_SLICE 256
 
 #define CUDA_CHECK(call)                                                                           \
     do {                                                                                           \
@@ -173,7 +171,8 @@ struct cuda_backend {
     /* Decode attention splits the keys until about this many warps per SM run:
      * FOLIO_ATTN_WARPS_PER_SM (default 4). */
     int attn_warps_per_sm;
-    int attn_cta_warps; /* FOLIO_ATTN_CTA_WARPS: 1 or 4 forces warps per CTA (0: by batch) */
+    int attn_cta_warps; /* FOLIO_ATTN_CTA_WARPS: 1, 2 or 4 forces warps per CTA (0: by batch) */
+    int attn_stages;    /* FOLIO_ATTN_STAGES: 3 (with 4 warps) forces it (0: 2) */
     /* Decode-only steps on the cuBLASLt path rotate q/k and write the new K/V
      * inside the attention kernel; FOLIO_ATTN_ROPE=0: rope_kv_write apart. */
     bool attn_rope;
@@ -437,7 +436,8 @@ static int graph_bucket(int n)
 static struct folio_k_decode_plan decode_plan(const struct cuda_backend *cb, int n)
 {
     return folio_k_attention_decode_plan(graph_bucket(n), cb->kv_heads, cb->head_dim, cb->num_sms,
-                                         cb->attn_warps_per_sm, cb->attn_cta_warps);
+                                         cb->attn_warps_per_sm, cb->attn_cta_warps,
+                                         cb->attn_stages);
 }
 
 /* Does the decode kernel rotate q/k and write the new K/V in this step? */
@@ -451,29 +451,20 @@ static bool rope_in_attention(const struct cuda_backend *cb, int num_tiles)
  * forced: FOLIO_SPLITK_O / FOLIO_SPLITK_DOWN, used as given for every m up to
  * SPLITK_MAX_ROWS (1 if k / forced is not a whole multiple of 8). Prefill-sized
  * m (above SPLITK_MAX_ROWS) never splits.
- * Default rule, from the graph bucket of m (an eager step splits as its graph
- * would, so the two give the same bits): the smallest S in 1, 2, 4, 8 that gives
- * at least one CTA per SM, counting cuBLASLt's output tiles as 64 rows x 32
- * columns for m <= 64 and 64 x 64 above (its picks for the TinyLlama shapes on
- * the H200, where batch 64 ran the O projection on 64 CTAs and batch 256 on
- * 128, for 132 SMs); while a slice keeps at least SPLITK_MIN_SLICE of K and the
- * f32 partials (S * m * n * 4 bytes, written and read back) stay within half
- * the weight bytes (n * k * 2). TinyLlama (n 2048, k 2048 / 5632) on 132 SMs:
- * S = 4 for m <= 128, 2 for m = 256; not measured yet. */
+ * Default, from the graph bucket of m (an eager step splits as its graph
+ * would, so the two give the same bits): 2 slices up to 128 rows, none above.
+ * Measured on the H200 (TinyLlama shape, bench/results/2026-11-29-cuda-round9.md):
+ * 2 beat 1 and 4 at batch 64 and 128 (1.443 / 1.461 / 1.513 ms at 64) and tied
+ * 4 at batch 8; at batch 256 any split lost (cuBLASLt's tiles already fill the
+ * chip: 2.456 unsplit vs 2.499 with 2). */
 static int splitk_slices(const struct cuda_backend *cb, int forced, int m, int n, int k)
 {
+    (void)cb;
+    (void)n;
     if (m > SPLITK_MAX_ROWS)
         return 1;
-    if (forced > 0)
-        return k % forced == 0 && (k / forced) % 8 == 0 ? forced : 1;
-    int b = graph_bucket(m);
-    int tile_n = b <= 64 ? 32 : 64;
-    int tiles = (b + 63) / 64 * ((n + tile_n - 1) / tile_n);
-    int s = 1;
-    while (s < 8 && tiles * s < cb->num_sms && k % (2 * s) == 0 && (k / (2 * s)) % 8 == 0 &&
-           k / (2 * s) >= SPLITK_MIN_SLICE && (int64_t)2 * s * b * 4 <= k)
-        s *= 2;
-    return s;
+    int s = forced > 0 ? forced : graph_bucket(m) <= 128 ? 2 : 1;
+    return k % s == 0 && (k / s) % 8 == 0 ? s : 1;
 }
 
 /* The O or down projection: into proj_out as any GEMM (splits 1), or as
@@ -1178,6 +1169,12 @@ static int create(struct cuda_backend *cb, const struct folio_model *m,
     cb->attn_warps_per_sm = ac && atoi(ac) > 0 ? atoi(ac) : 4;
     const char *aw = getenv("FOLIO_ATTN_CTA_WARPS");
     cb->attn_cta_warps = aw ? atoi(aw) : 0;
+    const char *as = getenv("FOLIO_ATTN_STAGES");
+    cb->attn_stages = as ? atoi(as) : 0;
+    /* FOLIO_SMEM_CARVEOUT: percent of L1 as shared memory for the GEMV and decode
+     * attention kernels (a yardstick; default: the driver's choice). */
+    const char *sc = getenv("FOLIO_SMEM_CARVEOUT");
+    folio_k_set_smem_carveout(sc ? atoi(sc) : -1);
     const char *ar = getenv("FOLIO_ATTN_ROPE");
     cb->attn_rope = !(ar && strcmp(ar, "0") == 0);
     if (cb->attn_tile_tokens > 0)
