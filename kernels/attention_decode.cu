@@ -5,13 +5,17 @@
  * of one token (GQA: every K/V load serves all of them). The keys are cut into
  * tiles of 32 (attention_tile.cuh); split s takes a run of tiles of its
  * sequence and its NW warps take every NW-th tile of that run, each warp with
- * its own double-buffered cp.async stages, so batch 1 still has a tile in
- * flight for every warp of the chip while batch 256 keeps one warp per CTA.
- * The warps merge their (max, sum, output) through shared memory. With one
- * split the CTA writes the output; with several each CTA writes an
- * unnormalized f32 partial and the last CTA of its (token, KV head) to finish
- * (an atomic counter, reset by that CTA) merges them in a fixed order, so the
- * result does not depend on timing and no second launch is needed.
+ * its own ST cp.async stages. The shape follows the batch
+ * (folio_k_attention_decode_plan): up to one (token, KV head) per SM, a wide
+ * CTA (16 warps at head_dim 64) reads a 512-token context in one round of
+ * loads, one tile per warp, with no split; batch 64 takes 4-warp CTAs; batch
+ * 256 one-warp CTAs, which keep the most loads in flight per SM.
+ * The warps merge their (max, sum, output) through shared memory. When only
+ * one split has keys, it writes the output; otherwise each split writes an
+ * unnormalized f32 partial and the last of them to finish (an atomic counter,
+ * reset by that CTA) merges them in a fixed order, so the result does not
+ * depend on timing and no second launch is needed. Splits past the keys
+ * return at once.
  *
  * ROPE: the projection left q and k unrotated and the new K/V out of the
  * cache (the cuBLASLt path). Each CTA rotates its q fragments in registers,
@@ -109,11 +113,15 @@ __global__ void __launch_bounds__(NW * 32) attention_decode_kernel(decode_args a
     const int pos = a.b.token_pos[t]; /* -1: padding row, no keys, zeros out */
     const int n_keys = pos + 1;
     const int tiles = (n_keys + KT - 1) / KT;
-    const int per = max(NW, (tiles + splits - 1) / splits); /* tiles per split */
-    const int active = (tiles + per - 1) / per;             /* splits with keys */
+    /* Tiles per split: at least a full pipeline of the CTA's warps. */
+    const int per = max(NW * ST, (tiles + splits - 1) / splits);
+    const int active = (tiles + per - 1) / per; /* splits with keys */
+    /* One split with keys (or none: a padding row) writes the output itself. */
+    const bool direct = active <= 1;
     const int64_t row0 = (int64_t)t * a.num_heads + kvh * group;
-
-    if (split < active || splits == 1) {
+    if (split >= max(active, 1))
+        return; /* nothing to read, nothing to merge */
+    {
         const int t_begin = split * per, t_end = min(t_begin + per, tiles);
         const int32_t *table = a.b.block_tables + (int64_t)a.b.token_seq[t] * a.b.block_stride;
 
@@ -127,8 +135,9 @@ __global__ void __launch_bounds__(NW * 32) attention_decode_kernel(decode_args a
                                        a.num_kv_heads, (t_begin + warp + j * NW) * KT, n_keys, lane,
                                        32);
         };
+        constexpr int AHEAD = ST > 1 ? ST - 1 : 1; /* tiles issued up front */
 #pragma unroll
-        for (int j = 0; j < ST - 1; j++) {
+        for (int j = 0; j < AHEAD; j++) {
             if (j < mine)
                 load(j);
             cp_async_commit();
@@ -182,7 +191,7 @@ __global__ void __launch_bounds__(NW * 32) attention_decode_kernel(decode_args a
         float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
         const float scale_log2 = rsqrtf((float)D) * 1.4426950408889634f;
         for (int j = 0; j < mine; j++) {
-            if (j + ST - 1 < mine) /* into the stage tile j - 1 left */
+            if (j + ST - 1 < mine && j + ST - 1 >= AHEAD) /* into the stage tile j - 1 left */
                 load(j + ST - 1);
             cp_async_commit();
             cp_async_wait<ST - 1>(); /* tile j's group is complete */
@@ -209,7 +218,7 @@ __global__ void __launch_bounds__(NW * 32) attention_decode_kernel(decode_args a
                 const int r = g + 8 * i;
                 if (r >= group)
                     continue;
-                if (splits == 1) {
+                if (direct) {
                     const float inv = l[i] > 0.0f ? 1.0f / l[i] : 0.0f;
                     uint32_t *dst = (uint32_t *)(a.out + (row0 + r) * D);
 #pragma unroll
@@ -266,7 +275,7 @@ __global__ void __launch_bounds__(NW * 32) attention_decode_kernel(decode_args a
                 acc.z += wt * ow.z;
                 acc.w += wt * ow.w;
             }
-            if (splits == 1) {
+            if (direct) {
                 const float inv = sum > 0.0f ? 1.0f / sum : 0.0f;
                 uint2 packed = make_uint2(pack_bf16x2(acc.x * inv, acc.y * inv),
                                           pack_bf16x2(acc.z * inv, acc.w * inv));
@@ -278,15 +287,15 @@ __global__ void __launch_bounds__(NW * 32) attention_decode_kernel(decode_args a
             }
         }
     }
-    if (splits == 1)
+    if (direct)
         return;
 
-    /* The last CTA of this (token, KV head) merges the active splits. */
+    /* The last of the active CTAs of this (token, KV head) merges their splits. */
     __threadfence();
     __syncthreads();
     if (threadIdx.x == 0) {
         int *cnt = a.counters + (int64_t)t * a.num_kv_heads + kvh;
-        is_last = atomicAdd(cnt, 1) == splits - 1;
+        is_last = atomicAdd(cnt, 1) == active - 1;
         if (is_last)
             *cnt = 0; /* every CTA of this launch has counted: ready for the next */
     }
@@ -320,11 +329,18 @@ __global__ void __launch_bounds__(NW * 32) attention_decode_kernel(decode_args a
     }
 }
 
+/* The wide shape: the most warps of one stage whose registers and shared
+ * memory fit one CTA (head_dim 64: 16 warps, 147 KB; 128: 8 warps, 139 KB). */
+template <int D> struct wide {
+    static constexpr int warps = D == 64 ? 16 : 8;
+};
+
 /* The (warps, stages) shapes the launcher instantiates. */
-static bool shape_ok(int warps, int stages)
+static bool shape_ok(int head_dim, int warps, int stages)
 {
+    const int wide_warps = head_dim == 64 ? wide<64>::warps : wide<128>::warps;
     return (warps == 1 && stages == 2) || (warps == 2 && stages == 2) ||
-           (warps == 4 && (stages == 2 || stages == 3));
+           (warps == 4 && (stages == 2 || stages == 3)) || (warps == wide_warps && stages == 1);
 }
 
 template <int D> static int smem_d(int warps, int stages)
@@ -333,6 +349,8 @@ template <int D> static int smem_d(int warps, int stages)
         return (int)decode_smem_bytes<D, 1, 2>();
     if (warps == 2)
         return (int)decode_smem_bytes<D, 2, 2>();
+    if (warps == wide<D>::warps)
+        return (int)decode_smem_bytes<D, wide<D>::warps, 1>();
     return (int)(stages == 3 ? decode_smem_bytes<D, 4, 3>() : decode_smem_bytes<D, 4, 2>());
 }
 
@@ -345,13 +363,26 @@ extern "C" struct folio_k_decode_plan folio_k_attention_decode_plan(int num_toke
     const int base = num_tokens * num_kv_heads;
     if (base <= 0 || (head_dim != 64 && head_dim != 128))
         return p;
-    /* Four warps a CTA while every CTA fits on the chip at once; past that one
-     * warp a CTA keeps the most warps resident (shared memory is the limit). */
+    /* Up to one (token, KV head) per SM: the wide CTA, one tile per warp and no
+     * split at short contexts (no partials to merge). Then four warps a CTA
+     * while all fit on the chip at once; past that one warp a CTA keeps the
+     * most warps resident (shared memory is the limit). */
+    const int wide_warps = head_dim == 64 ? wide<64>::warps : wide<128>::warps;
     const int smem4 = head_dim == 64 ? smem_d<64>(4, 2) : smem_d<128>(4, 2);
-    p.warps = cta_warps == 1 || cta_warps == 2 || cta_warps == 4 ? cta_warps
-              : base <= SMEM_LIMIT / smem4 * num_sms             ? 4
-                                                                 : 1;
-    p.stages = shape_ok(p.warps, stages) ? stages : 2;
+    if (cta_warps > 0) {
+        p.warps = cta_warps;
+        p.stages = stages > 0 ? stages : cta_warps == wide_warps ? 1 : 2;
+    } else if (base <= num_sms) {
+        p.warps = wide_warps;
+        p.stages = 1;
+    } else {
+        p.warps = base <= SMEM_LIMIT / smem4 * num_sms ? 4 : 1;
+        p.stages = stages > 0 ? stages : 2;
+    }
+    if (!shape_ok(head_dim, p.warps, p.stages)) {
+        p.warps = 1;
+        p.stages = 2;
+    }
     const int target = warps_per_sm * num_sms;
     const int s = (target + base * p.warps - 1) / (base * p.warps);
     p.splits = s < 1 ? 1 : s > MAX_SPLITS ? MAX_SPLITS : s;
@@ -382,7 +413,9 @@ template <int D, int NW, int ST, bool ROPE> static cudaError_t prepare_one()
 
 template <int D, bool ROPE> static cudaError_t prepare_rope()
 {
-    cudaError_t e = prepare_one<D, 1, 2, ROPE>();
+    cudaError_t e = prepare_one<D, wide<D>::warps, 1, ROPE>();
+    if (e == cudaSuccess)
+        e = prepare_one<D, 1, 2, ROPE>();
     if (e == cudaSuccess)
         e = prepare_one<D, 2, 2, ROPE>();
     if (e == cudaSuccess)
@@ -422,6 +455,8 @@ static cudaError_t launch_rope(const decode_args &a, struct folio_k_decode_plan 
         return launch<D, 1, 2, ROPE>(a, p.splits, pdl, s);
     if (p.warps == 2)
         return launch<D, 2, 2, ROPE>(a, p.splits, pdl, s);
+    if (p.warps == wide<D>::warps)
+        return launch<D, wide<D>::warps, 1, ROPE>(a, p.splits, pdl, s);
     return p.stages == 3 ? launch<D, 4, 3, ROPE>(a, p.splits, pdl, s)
                          : launch<D, 4, 2, ROPE>(a, p.splits, pdl, s);
 }
@@ -444,7 +479,7 @@ extern "C" cudaError_t folio_k_attention_decode(folio_bf16_bits *out, const foli
     if (b.num_tokens <= 0)
         return cudaSuccess;
     if (folio_k_attention_tile_tokens(num_heads, num_kv_heads, head_dim) <= 0 || p.splits < 1 ||
-        p.splits > MAX_SPLITS || !shape_ok(p.warps, p.stages) ||
+        p.splits > MAX_SPLITS || !shape_ok(head_dim, p.warps, p.stages) ||
         (p.splits > 1 && (!workspace || !counters)))
         return cudaErrorInvalidValue;
     decode_args a = {};
