@@ -1,21 +1,20 @@
 /* Paged attention of decode-only batches (token t is sequence t's one new
- * token) on the tensor cores, one launch per layer.
+ * token) on the tensor cores.
  *
  * Grid: tokens x KV heads x splits; a CTA's rows are the group's query heads
  * of one token (GQA: every K/V load serves all of them). The keys are cut into
  * tiles of 32 (attention_tile.cuh); split s takes a run of tiles of its
  * sequence and its NW warps take every NW-th tile of that run, each warp with
- * its own ST cp.async stages. The shape follows the batch
- * (folio_k_attention_decode_plan): up to one (token, KV head) per SM, a wide
- * CTA (16 warps at head_dim 64) reads a 512-token context in one round of
- * loads, one tile per warp, with no split; batch 64 takes 4-warp CTAs; batch
- * 256 one-warp CTAs, which keep the most loads in flight per SM.
- * The warps merge their (max, sum, output) through shared memory. When only
- * one split has keys, it writes the output; otherwise each split writes an
- * unnormalized f32 partial and the last of them to finish (an atomic counter,
- * reset by that CTA) merges them in a fixed order, so the result does not
- * depend on timing and no second launch is needed. Splits past the keys
- * return at once.
+ * its own ST cp.async stages (folio_k_attention_decode_plan picks the shape:
+ * 4-warp CTAs while they all fit on the chip at once, one-warp CTAs past
+ * that, which keep the most loads in flight per SM). The warps merge their
+ * (max, sum, output) through shared memory. When only one split has keys, it
+ * writes the output; otherwise each split with keys writes an unnormalized
+ * f32 partial, merged in a fixed order (the result does not depend on timing)
+ * either by the last of those CTAs to finish (an atomic counter, reset by that
+ * CTA: one launch) or by combine_kernel (plan.combine: the batch-1/2 steps,
+ * where programmatic dependent launch starts the combine early and that
+ * measured faster). Splits past the keys return at once.
  *
  * ROPE: the projection left q and k unrotated and the new K/V out of the
  * cache (the cuBLASLt path). Each CTA rotates its q fragments in registers,
@@ -43,7 +42,21 @@ struct decode_args {
     const float *inv_freq; /* ROPE */
     float *part_o;         /* [token * heads + head][split][D] */
     float2 *part_ml;       /* [token * heads + head][split]: (max, sum) */
-    int *counters;         /* [token][KV head]: CTAs done, 0 between launches */
+    int *counters;         /* [token][KV head]: CTAs done, 0 between launches; NULL:
+                              combine_kernel merges */
+};
+
+/* The split layout every CTA of a (token, KV head), and combine_kernel,
+ * derive alike from the token's position. */
+struct split_layout {
+    int tiles, per, active;
+
+    __device__ __forceinline__ split_layout(int pos, int splits, int nw)
+    {
+        tiles = (pos + 1 + KT - 1) / KT;              /* pos -1 (padding): none */
+        per = max(nw, (tiles + splits - 1) / splits); /* tiles per split */
+        active = (tiles + per - 1) / per;             /* splits with keys */
+    }
 };
 
 /* The new token's k (rotated) and v of one KV head, a warp's lanes holding
@@ -112,10 +125,8 @@ __global__ void __launch_bounds__(NW * 32) attention_decode_kernel(decode_args a
     const int group = a.num_heads / a.num_kv_heads;
     const int pos = a.b.token_pos[t]; /* -1: padding row, no keys, zeros out */
     const int n_keys = pos + 1;
-    const int tiles = (n_keys + KT - 1) / KT;
-    /* Tiles per split: at least a full pipeline of the CTA's warps. */
-    const int per = max(NW * ST, (tiles + splits - 1) / splits);
-    const int active = (tiles + per - 1) / per; /* splits with keys */
+    const split_layout sl(pos, splits, NW);
+    const int tiles = sl.tiles, per = sl.per, active = sl.active;
     /* One split with keys (or none: a padding row) writes the output itself. */
     const bool direct = active <= 1;
     const int64_t row0 = (int64_t)t * a.num_heads + kvh * group;
@@ -287,7 +298,7 @@ __global__ void __launch_bounds__(NW * 32) attention_decode_kernel(decode_args a
             }
         }
     }
-    if (direct)
+    if (direct || !a.counters)
         return;
 
     /* The last of the active CTAs of this (token, KV head) merges their splits. */
@@ -329,18 +340,49 @@ __global__ void __launch_bounds__(NW * 32) attention_decode_kernel(decode_args a
     }
 }
 
-/* The wide shape: the most warps of one stage whose registers and shared
- * memory fit one CTA (head_dim 64: 16 warps, 147 KB; 128: 8 warps, 139 KB). */
-template <int D> struct wide {
-    static constexpr int warps = D == 64 ? 16 : 8;
-};
+/* Merges the split partials of one (token, head) row when the decode kernel
+ * leaves it to a second launch: one CTA of D threads; warp 0 turns the active
+ * splits' (max, sum) into weights (<= 32, one per lane), then each thread sums
+ * its output dimension over them with independent loads. Rows with at most one
+ * active split were written by the decode kernel. */
+template <int D>
+__global__ void combine_kernel(folio_bf16_bits *out, const float *part_o, const float2 *part_ml,
+                               struct folio_k_batch b, int num_heads, int splits, int nw)
+{
+    __shared__ float w_s[32];
+    __shared__ float sum_s;
+    pdl_trigger();
+    pdl_wait();
+    const int64_t row = blockIdx.x;
+    const int t = (int)(row / num_heads), d = threadIdx.x;
+    const split_layout sl(b.token_pos[t], splits, nw);
+    if (sl.active <= 1)
+        return;
+    if (threadIdx.x < 32) {
+        float2 ml = threadIdx.x < sl.active ? part_ml[row * splits + threadIdx.x]
+                                            : make_float2(-INFINITY, 0.0f);
+        float mmax = warp_max(ml.x);
+        float w = mmax == -INFINITY || ml.x == -INFINITY ? 0.0f : exp2f(ml.x - mmax);
+        float sum = warp_sum(w * ml.y);
+        w_s[threadIdx.x] = w;
+        if (threadIdx.x == 0)
+            sum_s = sum;
+    }
+    __syncthreads();
+    float acc = 0.0f;
+    const float *po = part_o + row * splits * D + d;
+#pragma unroll 8
+    for (int s = 0; s < sl.active; s++)
+        acc += w_s[s] * po[(int64_t)s * D];
+    const float sum = sum_s;
+    out[row * D + d] = f32_to_bf16(sum > 0.0f ? acc / sum : 0.0f);
+}
 
 /* The (warps, stages) shapes the launcher instantiates. */
-static bool shape_ok(int head_dim, int warps, int stages)
+static bool shape_ok(int warps, int stages)
 {
-    const int wide_warps = head_dim == 64 ? wide<64>::warps : wide<128>::warps;
     return (warps == 1 && stages == 2) || (warps == 2 && stages == 2) ||
-           (warps == 4 && (stages == 2 || stages == 3)) || (warps == wide_warps && stages == 1);
+           (warps == 4 && (stages == 2 || stages == 3));
 }
 
 template <int D> static int smem_d(int warps, int stages)
@@ -349,37 +391,27 @@ template <int D> static int smem_d(int warps, int stages)
         return (int)decode_smem_bytes<D, 1, 2>();
     if (warps == 2)
         return (int)decode_smem_bytes<D, 2, 2>();
-    if (warps == wide<D>::warps)
-        return (int)decode_smem_bytes<D, wide<D>::warps, 1>();
     return (int)(stages == 3 ? decode_smem_bytes<D, 4, 3>() : decode_smem_bytes<D, 4, 2>());
 }
 
-extern "C" struct folio_k_decode_plan folio_k_attention_decode_plan(int num_tokens,
-                                                                    int num_kv_heads, int head_dim,
-                                                                    int num_sms, int warps_per_sm,
-                                                                    int cta_warps, int stages)
+extern "C" struct folio_k_decode_plan
+folio_k_attention_decode_plan(int num_tokens, int num_kv_heads, int head_dim, int num_sms,
+                              int warps_per_sm, int cta_warps, int stages, int pdl)
 {
-    struct folio_k_decode_plan p = {1, 1, 2};
+    struct folio_k_decode_plan p = {1, 1, 2, 0};
     const int base = num_tokens * num_kv_heads;
     if (base <= 0 || (head_dim != 64 && head_dim != 128))
         return p;
-    /* Up to one (token, KV head) per SM: the wide CTA, one tile per warp and no
-     * split at short contexts (no partials to merge). Then four warps a CTA
-     * while all fit on the chip at once; past that one warp a CTA keeps the
-     * most warps resident (shared memory is the limit). */
-    const int wide_warps = head_dim == 64 ? wide<64>::warps : wide<128>::warps;
+    /* PDL steps (batch 1-2 on the GEMV path): one-warp CTAs and the combine
+     * kernel, started early by PDL (b1 0.885 ms on the H200 against 0.89-0.95
+     * for 4-warp CTAs merging in the last CTA, round 9). Otherwise four warps
+     * a CTA while every CTA fits on the chip at once; past that one warp a CTA
+     * keeps the most warps resident (shared memory is the limit). */
     const int smem4 = head_dim == 64 ? smem_d<64>(4, 2) : smem_d<128>(4, 2);
-    if (cta_warps > 0) {
-        p.warps = cta_warps;
-        p.stages = stages > 0 ? stages : cta_warps == wide_warps ? 1 : 2;
-    } else if (base <= num_sms) {
-        p.warps = wide_warps;
-        p.stages = 1;
-    } else {
-        p.warps = base <= SMEM_LIMIT / smem4 * num_sms ? 4 : 1;
-        p.stages = stages > 0 ? stages : 2;
-    }
-    if (!shape_ok(head_dim, p.warps, p.stages)) {
+    p.combine = pdl != 0;
+    p.warps = cta_warps > 0 ? cta_warps : pdl ? 1 : base <= SMEM_LIMIT / smem4 * num_sms ? 4 : 1;
+    p.stages = stages > 0 ? stages : 2;
+    if (!shape_ok(p.warps, p.stages)) {
         p.warps = 1;
         p.stages = 2;
     }
@@ -413,9 +445,7 @@ template <int D, int NW, int ST, bool ROPE> static cudaError_t prepare_one()
 
 template <int D, bool ROPE> static cudaError_t prepare_rope()
 {
-    cudaError_t e = prepare_one<D, wide<D>::warps, 1, ROPE>();
-    if (e == cudaSuccess)
-        e = prepare_one<D, 1, 2, ROPE>();
+    cudaError_t e = prepare_one<D, 1, 2, ROPE>();
     if (e == cudaSuccess)
         e = prepare_one<D, 2, 2, ROPE>();
     if (e == cudaSuccess)
@@ -455,8 +485,6 @@ static cudaError_t launch_rope(const decode_args &a, struct folio_k_decode_plan 
         return launch<D, 1, 2, ROPE>(a, p.splits, pdl, s);
     if (p.warps == 2)
         return launch<D, 2, 2, ROPE>(a, p.splits, pdl, s);
-    if (p.warps == wide<D>::warps)
-        return launch<D, wide<D>::warps, 1, ROPE>(a, p.splits, pdl, s);
     return p.stages == 3 ? launch<D, 4, 3, ROPE>(a, p.splits, pdl, s)
                          : launch<D, 4, 2, ROPE>(a, p.splits, pdl, s);
 }
@@ -479,8 +507,8 @@ extern "C" cudaError_t folio_k_attention_decode(folio_bf16_bits *out, const foli
     if (b.num_tokens <= 0)
         return cudaSuccess;
     if (folio_k_attention_tile_tokens(num_heads, num_kv_heads, head_dim) <= 0 || p.splits < 1 ||
-        p.splits > MAX_SPLITS || !shape_ok(head_dim, p.warps, p.stages) ||
-        (p.splits > 1 && (!workspace || !counters)))
+        p.splits > MAX_SPLITS || !shape_ok(p.warps, p.stages) ||
+        (p.splits > 1 && (!workspace || (!p.combine && !counters))))
         return cudaErrorInvalidValue;
     decode_args a = {};
     a.out = out;
@@ -495,9 +523,20 @@ extern "C" cudaError_t folio_k_attention_decode(folio_bf16_bits *out, const foli
         size_t rows = (size_t)b.num_tokens * num_heads * p.splits;
         a.part_o = (float *)workspace;
         a.part_ml = (float2 *)(a.part_o + rows * head_dim);
-        a.counters = counters;
+        a.counters = p.combine ? NULL : counters;
     }
     cudaError_t e =
         head_dim == 64 ? launch_d<64>(a, p, pdl != 0, s) : launch_d<128>(a, p, pdl != 0, s);
+    if (e == cudaSuccess)
+        e = cudaGetLastError();
+    if (e != cudaSuccess || p.splits == 1 || !p.combine)
+        return e;
+    dim3 grid((unsigned)(b.num_tokens * num_heads));
+    e = head_dim == 64 ? launch_pdl(combine_kernel<64>, grid, dim3(64), 0, s, pdl != 0, out,
+                                    (const float *)a.part_o, (const float2 *)a.part_ml, b,
+                                    num_heads, p.splits, p.warps)
+                       : launch_pdl(combine_kernel<128>, grid, dim3(128), 0, s, pdl != 0, out,
+                                    (const float *)a.part_o, (const float2 *)a.part_ml, b,
+                                    num_heads, p.splits, p.warps);
     return e != cudaSuccess ? e : cudaGetLastError();
 }

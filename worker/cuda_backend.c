@@ -436,9 +436,11 @@ static int graph_bucket(int n)
  * bucket, so an eager step splits as its graph would. */
 static struct folio_k_decode_plan decode_plan(const struct cuda_backend *cb, int n)
 {
+    /* The step's PDL, as forward sets it: on the GEMV path. */
+    bool pdl = cb->pdl && graph_bucket(n) <= cb->gemv_max_rows;
     return folio_k_attention_decode_plan(graph_bucket(n), cb->kv_heads, cb->head_dim, cb->num_sms,
-                                         cb->attn_warps_per_sm, cb->attn_cta_warps,
-                                         cb->attn_stages);
+                                         cb->attn_warps_per_sm, cb->attn_cta_warps, cb->attn_stages,
+                                         pdl);
 }
 
 /* Does the decode kernel rotate q/k and write the new K/V in this step? */
