@@ -381,14 +381,14 @@ __global__ void combine_kernel(folio_bf16_bits *out, const float *part_o, const 
 /* The (warps, stages) shapes the launcher instantiates. */
 static bool shape_ok(int warps, int stages)
 {
-    return (warps == 1 && stages == 2) || (warps == 2 && stages == 2) ||
-           (warps == 4 && (stages == 2 || stages == 3));
+    return ((warps == 1 || warps == 4) && (stages == 2 || stages == 3)) ||
+           (warps == 2 && stages == 2);
 }
 
 template <int D> static int smem_d(int warps, int stages)
 {
     if (warps == 1)
-        return (int)decode_smem_bytes<D, 1, 2>();
+        return (int)(stages == 3 ? decode_smem_bytes<D, 1, 3>() : decode_smem_bytes<D, 1, 2>());
     if (warps == 2)
         return (int)decode_smem_bytes<D, 2, 2>();
     return (int)(stages == 3 ? decode_smem_bytes<D, 4, 3>() : decode_smem_bytes<D, 4, 2>());
@@ -447,6 +447,8 @@ template <int D, bool ROPE> static cudaError_t prepare_rope()
 {
     cudaError_t e = prepare_one<D, 1, 2, ROPE>();
     if (e == cudaSuccess)
+        e = prepare_one<D, 1, 3, ROPE>();
+    if (e == cudaSuccess)
         e = prepare_one<D, 2, 2, ROPE>();
     if (e == cudaSuccess)
         e = prepare_one<D, 4, 2, ROPE>();
@@ -482,7 +484,8 @@ static cudaError_t launch_rope(const decode_args &a, struct folio_k_decode_plan 
                                cudaStream_t s)
 {
     if (p.warps == 1)
-        return launch<D, 1, 2, ROPE>(a, p.splits, pdl, s);
+        return p.stages == 3 ? launch<D, 1, 3, ROPE>(a, p.splits, pdl, s)
+                             : launch<D, 1, 2, ROPE>(a, p.splits, pdl, s);
     if (p.warps == 2)
         return launch<D, 2, 2, ROPE>(a, p.splits, pdl, s);
     return p.stages == 3 ? launch<D, 4, 3, ROPE>(a, p.splits, pdl, s)

@@ -85,7 +85,7 @@ int folio_k_attention_tile_tokens(int num_heads, int num_kv_heads, int head_dim)
 /* How the decode kernel (attention_decode.cu) cuts a decode batch of
  * num_tokens (the caller passes the graph bucket, so eager and graph runs
  * split alike): warps per CTA (1, 2 or 4; cta_warps forces it, 0 picks),
- * cp.async stages per warp (2, or 3 with 4 warps; stages forces it, 0: 2),
+ * cp.async stages per warp (2, or 3 with 1 or 4 warps; stages forces it, 0: 2),
  * key-range splits (<= 32) for about warps_per_sm warps per SM in all, and
  * whether a second kernel merges the splits (combine; pdl: the step uses
  * programmatic dependent launch). */
