@@ -312,8 +312,7 @@ static int bench_attention(const struct folio_model_config *c, int batch_size, i
     const char *ac = getenv("FOLIO_ATTN_WARPS_PER_SM"); /* as the backend reads it */
     struct folio_k_decode_plan plan = folio_k_attention_decode_plan(
         bucket, Hkv, D, num_sms, ac && atoi(ac) > 0 ? atoi(ac) : 4,
-        getenv("FOLIO_ATTN_CTA_WARPS") ? atoi(getenv("FOLIO_ATTN_CTA_WARPS")) : 0,
-        getenv("FOLIO_ATTN_STAGES") ? atoi(getenv("FOLIO_ATTN_STAGES")) : 0, 0);
+        getenv("FOLIO_ATTN_CTA_WARPS") ? atoi(getenv("FOLIO_ATTN_CTA_WARPS")) : 0, 0);
     size_t ws_bytes = folio_k_attention_decode_workspace_bytes(batch_size, plan, H, D);
     void *ws = NULL;
     int *counters;
@@ -330,8 +329,8 @@ static int bench_attention(const struct folio_model_config *c, int batch_size, i
         for (int i = 0; i < repeats + 3; i++) {
             CK(cudaEventRecord(e0, s));
             if (variant == 0)
-                CK(folio_k_attention_decode(out, qkv, k, v, kb, plan, ws, counters, H, Hkv, D, NULL,
-                                            0, s));
+                CK(folio_k_attention_decode(out, qkv, k, v, kb, plan, ws, counters, H, Hkv, D, 0,
+                                            s));
             else
                 CK(folio_k_paged_attention_ref(out, qkv, k, v, kb, H, Hkv, D, s));
             CK(cudaEventRecord(e1, s));
@@ -342,10 +341,10 @@ static int bench_attention(const struct folio_model_config *c, int batch_size, i
                 t[i - 3] = ms;
         }
         printf("RESULT name=%s_b%d_ctx%d ms=%.4f median_ms=%.4f bytes=%.0f flops=0 splits=%d "
-               "warps=%d stages=%d\n",
+               "warps=%d\n",
                variant == 0 ? "attention" : "attnref", batch_size, ctx, median(t, repeats),
                median(t, repeats), bytes, variant == 0 ? plan.splits : 1,
-               variant == 0 ? plan.warps : 1, variant == 0 ? plan.stages : 0);
+               variant == 0 ? plan.warps : 1);
     }
     cudaFree(ws);
     cudaFree(counters);

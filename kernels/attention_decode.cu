@@ -5,7 +5,7 @@
  * of one token (GQA: every K/V load serves all of them). The keys are cut into
  * tiles of 32 (attention_tile.cuh); split s takes a run of tiles of its
  * sequence and its NW warps take every NW-th tile of that run, each warp with
- * its own ST cp.async stages (folio_k_attention_decode_plan picks the shape:
+ * its own two cp.async stages (folio_k_attention_decode_plan picks the shape:
  * 4-warp CTAs while they all fit on the chip at once, one-warp CTAs past
  * that, which keep the most loads in flight per SM). The warps merge their
  * (max, sum, output) through shared memory. When only one split has keys, it
@@ -16,17 +16,17 @@
  * where programmatic dependent launch starts the combine early and that
  * measured faster). Splits past the keys return at once.
  *
- * ROPE: the projection left q and k unrotated and the new K/V out of the
- * cache (the cuBLASLt path). Each CTA rotates its q fragments in registers,
- * and the warp whose tile holds the new token rotates its k, writes k and v
- * to the paged cache and into its staged tile. Same roundings as rope_kv.cu. */
+ * Measured slower on the H200 and removed (bench/results/2026-11-29-cuda-round9.md):
+ * RoPE + K/V write folded into this kernel, 2-warp and 16-warp CTAs, three
+ * stages per warp. */
 #include "attention_tile.cuh"
 
 #define KT 32         /* keys per tile */
+#define ST 2          /* cp.async stages per warp */
 #define MAX_SPLITS 32 /* splits a CTA of the last-CTA merge can take */
 #define SMEM_LIMIT (227 * 1024)
 
-template <int D, int NW, int ST> constexpr size_t decode_smem_bytes()
+template <int D, int NW> constexpr size_t decode_smem_bytes()
 {
     constexpr size_t stages = sizeof(folio_bf16_bits) * NW * ST * 2 * KT * tile_pitch<D>::value;
     constexpr size_t merge = sizeof(float) * NW * 16 * (D + 2);
@@ -36,14 +36,13 @@ template <int D, int NW, int ST> constexpr size_t decode_smem_bytes()
 struct decode_args {
     folio_bf16_bits *out;
     const folio_bf16_bits *qkv;
-    folio_bf16_bits *k_cache, *v_cache;
+    const folio_bf16_bits *k_cache, *v_cache;
     struct folio_k_batch b;
     int num_heads, num_kv_heads;
-    const float *inv_freq; /* ROPE */
-    float *part_o;         /* [token * heads + head][split][D] */
-    float2 *part_ml;       /* [token * heads + head][split]: (max, sum) */
-    int *counters;         /* [token][KV head]: CTAs done, 0 between launches; NULL:
-                              combine_kernel merges */
+    float *part_o;   /* [token * heads + head][split][D] */
+    float2 *part_ml; /* [token * heads + head][split]: (max, sum) */
+    int *counters;   /* [token][KV head]: CTAs done, 0 between launches; NULL:
+                        combine_kernel merges */
 };
 
 /* The split layout every CTA of a (token, KV head), and combine_kernel,
@@ -59,56 +58,7 @@ struct split_layout {
     }
 };
 
-/* The new token's k (rotated) and v of one KV head, a warp's lanes holding
- * pairs lane, lane + 32, ... (k) and dims lane, lane + 32, ... (v): computed
- * and written to the paged cache early, staged into the tile once it lands. */
-template <int D> struct new_kv {
-    static constexpr int HALF = D / 2, NP = HALF / 32, NV = D / 32;
-    folio_bf16_bits k1[NP], k2[NP], v[NV];
-
-    __device__ __forceinline__ void make(const decode_args &a, int t, int kvh, int pos,
-                                         const int32_t *table)
-    {
-        const int lane = threadIdx.x & 31;
-        const folio_bf16_bits *row = a.qkv + (int64_t)t * (a.num_heads + 2 * a.num_kv_heads) * D;
-        const folio_bf16_bits *k = row + (int64_t)(a.num_heads + kvh) * D;
-        const folio_bf16_bits *vp = row + (int64_t)(a.num_heads + a.num_kv_heads + kvh) * D;
-        const int64_t off =
-            ((int64_t)table[pos / FOLIO_K_BLOCK] * a.num_kv_heads + kvh) * FOLIO_K_BLOCK * D +
-            (int64_t)(pos % FOLIO_K_BLOCK) * D;
-#pragma unroll
-        for (int j = 0; j < NP; j++) {
-            const int i = lane + 32 * j;
-            k1[j] = k[i];
-            k2[j] = k[i + HALF];
-            rope_rotate(k1[j], k2[j], pos, a.inv_freq[i]);
-            a.k_cache[off + i] = k1[j];
-            a.k_cache[off + i + HALF] = k2[j];
-        }
-#pragma unroll
-        for (int j = 0; j < NV; j++) {
-            v[j] = vp[lane + 32 * j];
-            a.v_cache[off + lane + 32 * j] = v[j];
-        }
-    }
-
-    /* Into key row r of the staged tile (after its copies landed). */
-    __device__ __forceinline__ void stage(folio_bf16_bits *ks, folio_bf16_bits *vs, int r) const
-    {
-        constexpr int LD = tile_pitch<D>::value;
-        const int lane = threadIdx.x & 31;
-#pragma unroll
-        for (int j = 0; j < NP; j++) {
-            ks[r * LD + lane + 32 * j] = k1[j];
-            ks[r * LD + lane + 32 * j + HALF] = k2[j];
-        }
-#pragma unroll
-        for (int j = 0; j < NV; j++)
-            vs[r * LD + lane + 32 * j] = v[j];
-    }
-};
-
-template <int D, int NW, int ST, bool ROPE>
+template <int D, int NW>
 __global__ void __launch_bounds__(NW * 32) attention_decode_kernel(decode_args a)
 {
     constexpr int LD = tile_pitch<D>::value;
@@ -137,7 +87,7 @@ __global__ void __launch_bounds__(NW * 32) attention_decode_kernel(decode_args a
         const int32_t *table = a.b.block_tables + (int64_t)a.b.token_seq[t] * a.b.block_stride;
 
         /* This warp's tiles: t_begin + warp, + NW, ... below t_end, through ST
-         * stages. The first ones' copies go out before anything else. */
+         * stages. The first one's copies go out before the q loads. */
         folio_bf16_bits *stage0 = smem_kv + (size_t)warp * ST * 2 * KT * LD;
         const int mine = t_end > t_begin + warp ? (t_end - t_begin - warp + NW - 1) / NW : 0;
         auto load = [&](int j) {
@@ -146,20 +96,12 @@ __global__ void __launch_bounds__(NW * 32) attention_decode_kernel(decode_args a
                                        a.num_kv_heads, (t_begin + warp + j * NW) * KT, n_keys, lane,
                                        32);
         };
-        constexpr int AHEAD = ST > 1 ? ST - 1 : 1; /* tiles issued up front */
 #pragma unroll
-        for (int j = 0; j < AHEAD; j++) {
+        for (int j = 0; j < ST - 1; j++) {
             if (j < mine)
                 load(j);
             cp_async_commit();
         }
-
-        /* ROPE: the warp with the new token's tile (the last one) makes its k/v. */
-        const bool owns_new =
-            ROPE && mine > 0 && (tiles - 1 - t_begin) % NW == warp && t_end == tiles;
-        new_kv<D> nkv;
-        if (owns_new)
-            nkv.make(a, t, kvh, pos, table);
 
         /* This lane's rows g and g + 8 are heads kvh * group + g (+ 8). */
         int row_pos[2];
@@ -177,24 +119,6 @@ __global__ void __launch_bounds__(NW * 32) attention_decode_kernel(decode_args a
                 qa[s][i + 2] = live ? q[(16 * s + 8 + 2 * tq) / 2] : 0u;
             }
         }
-        if (ROPE && mine > 0) { /* dim d pairs with d + D/2: fragment s with s + KS/2 */
-#pragma unroll
-            for (int s = 0; s < KS / 2; s++)
-#pragma unroll
-                for (int r = 0; r < 4; r++) {
-                    if (g + 8 * (r & 1) >= group) /* a dead row */
-                        continue;
-                    uint32_t lo = qa[s][r], hi = qa[s + KS / 2][r];
-                    const int d = 16 * s + (r >= 2 ? 8 : 0) + 2 * tq;
-                    folio_bf16_bits x1 = lo & 0xffffu, x2 = hi & 0xffffu;
-                    folio_bf16_bits y1 = lo >> 16, y2 = hi >> 16;
-                    rope_rotate(x1, x2, pos, a.inv_freq[d]);
-                    rope_rotate(y1, y2, pos, a.inv_freq[d + 1]);
-                    qa[s][r] = (uint32_t)x1 | (uint32_t)y1 << 16;
-                    qa[s + KS / 2][r] = (uint32_t)x2 | (uint32_t)y2 << 16;
-                }
-        }
-
         float o[DT][4];
 #pragma unroll
         for (int n = 0; n < DT; n++)
@@ -202,17 +126,13 @@ __global__ void __launch_bounds__(NW * 32) attention_decode_kernel(decode_args a
         float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
         const float scale_log2 = rsqrtf((float)D) * 1.4426950408889634f;
         for (int j = 0; j < mine; j++) {
-            if (j + ST - 1 < mine && j + ST - 1 >= AHEAD) /* into the stage tile j - 1 left */
+            if (j + ST - 1 < mine) /* into the stage tile j - 1 left */
                 load(j + ST - 1);
             cp_async_commit();
             cp_async_wait<ST - 1>(); /* tile j's group is complete */
             __syncwarp();
             folio_bf16_bits *ks = stage0 + (size_t)(j % ST) * 2 * KT * LD;
             const int kbase = (t_begin + warp + j * NW) * KT;
-            if (owns_new && j == mine - 1) { /* the tile of the new token */
-                nkv.stage(ks, ks + KT * LD, pos - kbase);
-                __syncwarp();
-            }
             attention_tile<D, KT>(ks, ks + KT * LD, qa, o, m, l, kbase, n_keys, row_pos,
                                   scale_log2);
             __syncwarp(); /* this stage is free for the load ST - 1 tiles ahead */
@@ -378,43 +298,31 @@ __global__ void combine_kernel(folio_bf16_bits *out, const float *part_o, const 
     out[row * D + d] = f32_to_bf16(sum > 0.0f ? acc / sum : 0.0f);
 }
 
-/* The (warps, stages) shapes the launcher instantiates. */
-static bool shape_ok(int warps, int stages)
+template <int D> static int smem_d(int warps)
 {
-    return ((warps == 1 || warps == 4) && (stages == 2 || stages == 3)) ||
-           (warps == 2 && stages == 2);
+    return (int)(warps == 1 ? decode_smem_bytes<D, 1>() : decode_smem_bytes<D, 4>());
 }
 
-template <int D> static int smem_d(int warps, int stages)
+extern "C" struct folio_k_decode_plan folio_k_attention_decode_plan(int num_tokens,
+                                                                    int num_kv_heads, int head_dim,
+                                                                    int num_sms, int warps_per_sm,
+                                                                    int cta_warps, int pdl)
 {
-    if (warps == 1)
-        return (int)(stages == 3 ? decode_smem_bytes<D, 1, 3>() : decode_smem_bytes<D, 1, 2>());
-    if (warps == 2)
-        return (int)decode_smem_bytes<D, 2, 2>();
-    return (int)(stages == 3 ? decode_smem_bytes<D, 4, 3>() : decode_smem_bytes<D, 4, 2>());
-}
-
-extern "C" struct folio_k_decode_plan
-folio_k_attention_decode_plan(int num_tokens, int num_kv_heads, int head_dim, int num_sms,
-                              int warps_per_sm, int cta_warps, int stages, int pdl)
-{
-    struct folio_k_decode_plan p = {1, 1, 2, 0};
+    struct folio_k_decode_plan p = {1, 1, 0};
     const int base = num_tokens * num_kv_heads;
     if (base <= 0 || (head_dim != 64 && head_dim != 128))
         return p;
     /* PDL steps (batch 1-2 on the GEMV path): one-warp CTAs and the combine
-     * kernel, started early by PDL (b1 0.885 ms on the H200 against 0.89-0.95
+     * kernel, started early by PDL (b1 0.879 ms on the H200 against 0.89-0.95
      * for 4-warp CTAs merging in the last CTA, round 9). Otherwise four warps
      * a CTA while every CTA fits on the chip at once; past that one warp a CTA
      * keeps the most warps resident (shared memory is the limit). */
-    const int smem4 = head_dim == 64 ? smem_d<64>(4, 2) : smem_d<128>(4, 2);
+    const int smem4 = head_dim == 64 ? smem_d<64>(4) : smem_d<128>(4);
     p.combine = pdl != 0;
-    p.warps = cta_warps > 0 ? cta_warps : pdl ? 1 : base <= SMEM_LIMIT / smem4 * num_sms ? 4 : 1;
-    p.stages = stages > 0 ? stages : 2;
-    if (!shape_ok(p.warps, p.stages)) {
-        p.warps = 1;
-        p.stages = 2;
-    }
+    p.warps = cta_warps == 1 || cta_warps == 4       ? cta_warps
+              : pdl                                  ? 1
+              : base <= SMEM_LIMIT / smem4 * num_sms ? 4
+                                                     : 1;
     const int target = warps_per_sm * num_sms;
     const int s = (target + base * p.warps - 1) / (base * p.warps);
     p.splits = s < 1 ? 1 : s > MAX_SPLITS ? MAX_SPLITS : s;
@@ -431,36 +339,22 @@ extern "C" size_t folio_k_attention_decode_workspace_bytes(int num_tokens,
     return rows * (sizeof(float) * head_dim + sizeof(float2));
 }
 
-template <int D, int NW, int ST, bool ROPE> static cudaError_t prepare_one()
+template <int D, int NW> static cudaError_t prepare_one()
 {
-    cudaError_t e = cudaFuncSetAttribute(attention_decode_kernel<D, NW, ST, ROPE>,
+    cudaError_t e = cudaFuncSetAttribute(attention_decode_kernel<D, NW>,
                                          cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                         (int)decode_smem_bytes<D, NW, ST>());
+                                         (int)decode_smem_bytes<D, NW>());
     if (e == cudaSuccess && folio_k_smem_carveout() >= 0)
-        e = cudaFuncSetAttribute(attention_decode_kernel<D, NW, ST, ROPE>,
+        e = cudaFuncSetAttribute(attention_decode_kernel<D, NW>,
                                  cudaFuncAttributePreferredSharedMemoryCarveout,
                                  folio_k_smem_carveout());
     return e;
 }
 
-template <int D, bool ROPE> static cudaError_t prepare_rope()
-{
-    cudaError_t e = prepare_one<D, 1, 2, ROPE>();
-    if (e == cudaSuccess)
-        e = prepare_one<D, 1, 3, ROPE>();
-    if (e == cudaSuccess)
-        e = prepare_one<D, 2, 2, ROPE>();
-    if (e == cudaSuccess)
-        e = prepare_one<D, 4, 2, ROPE>();
-    if (e == cudaSuccess)
-        e = prepare_one<D, 4, 3, ROPE>();
-    return e;
-}
-
 template <int D> static cudaError_t prepare_d()
 {
-    cudaError_t e = prepare_rope<D, false>();
-    return e == cudaSuccess ? prepare_rope<D, true>() : e;
+    cudaError_t e = prepare_one<D, 1>();
+    return e == cudaSuccess ? prepare_one<D, 4>() : e;
 }
 
 extern "C" cudaError_t folio_k_attention_prepare(int head_dim)
@@ -471,46 +365,33 @@ extern "C" cudaError_t folio_k_attention_prepare(int head_dim)
     return head_dim == 64 ? prepare_d<64>() : prepare_d<128>();
 }
 
-template <int D, int NW, int ST, bool ROPE>
+template <int D, int NW>
 static cudaError_t launch(const decode_args &a, int splits, bool pdl, cudaStream_t s)
 {
     dim3 grid(a.b.num_tokens, a.num_kv_heads, splits);
-    return launch_pdl(attention_decode_kernel<D, NW, ST, ROPE>, grid, dim3(NW * 32),
-                      decode_smem_bytes<D, NW, ST>(), s, pdl, a);
-}
-
-template <int D, bool ROPE>
-static cudaError_t launch_rope(const decode_args &a, struct folio_k_decode_plan p, bool pdl,
-                               cudaStream_t s)
-{
-    if (p.warps == 1)
-        return p.stages == 3 ? launch<D, 1, 3, ROPE>(a, p.splits, pdl, s)
-                             : launch<D, 1, 2, ROPE>(a, p.splits, pdl, s);
-    if (p.warps == 2)
-        return launch<D, 2, 2, ROPE>(a, p.splits, pdl, s);
-    return p.stages == 3 ? launch<D, 4, 3, ROPE>(a, p.splits, pdl, s)
-                         : launch<D, 4, 2, ROPE>(a, p.splits, pdl, s);
+    return launch_pdl(attention_decode_kernel<D, NW>, grid, dim3(NW * 32),
+                      decode_smem_bytes<D, NW>(), s, pdl, a);
 }
 
 template <int D>
 static cudaError_t launch_d(const decode_args &a, struct folio_k_decode_plan p, bool pdl,
                             cudaStream_t s)
 {
-    return a.inv_freq ? launch_rope<D, true>(a, p, pdl, s) : launch_rope<D, false>(a, p, pdl, s);
+    return p.warps == 1 ? launch<D, 1>(a, p.splits, pdl, s) : launch<D, 4>(a, p.splits, pdl, s);
 }
 
 extern "C" cudaError_t folio_k_attention_decode(folio_bf16_bits *out, const folio_bf16_bits *qkv,
-                                                folio_bf16_bits *k_cache, folio_bf16_bits *v_cache,
+                                                const folio_bf16_bits *k_cache,
+                                                const folio_bf16_bits *v_cache,
                                                 struct folio_k_batch b,
                                                 struct folio_k_decode_plan p, void *workspace,
                                                 int *counters, int num_heads, int num_kv_heads,
-                                                int head_dim, const float *rope_inv_freq, int pdl,
-                                                cudaStream_t s)
+                                                int head_dim, int pdl, cudaStream_t s)
 {
     if (b.num_tokens <= 0)
         return cudaSuccess;
     if (folio_k_attention_tile_tokens(num_heads, num_kv_heads, head_dim) <= 0 || p.splits < 1 ||
-        p.splits > MAX_SPLITS || !shape_ok(p.warps, p.stages) ||
+        p.splits > MAX_SPLITS || (p.warps != 1 && p.warps != 4) ||
         (p.splits > 1 && (!workspace || (!p.combine && !counters))))
         return cudaErrorInvalidValue;
     decode_args a = {};
@@ -521,7 +402,6 @@ extern "C" cudaError_t folio_k_attention_decode(folio_bf16_bits *out, const foli
     a.b = b;
     a.num_heads = num_heads;
     a.num_kv_heads = num_kv_heads;
-    a.inv_freq = rope_inv_freq;
     if (p.splits > 1) {
         size_t rows = (size_t)b.num_tokens * num_heads * p.splits;
         a.part_o = (float *)workspace;

@@ -84,18 +84,16 @@ int folio_k_attention_tile_tokens(int num_heads, int num_kv_heads, int head_dim)
 
 /* How the decode kernel (attention_decode.cu) cuts a decode batch of
  * num_tokens (the caller passes the graph bucket, so eager and graph runs
- * split alike): warps per CTA (1, 2 or 4; cta_warps forces it, 0 picks),
- * cp.async stages per warp (2, or 3 with 1 or 4 warps; stages forces it, 0: 2),
+ * split alike): warps per CTA (1 or 4; cta_warps 1 or 4 forces it, 0 picks),
  * key-range splits (<= 32) for about warps_per_sm warps per SM in all, and
  * whether a second kernel merges the splits (combine; pdl: the step uses
  * programmatic dependent launch). */
 struct folio_k_decode_plan {
-    int splits, warps, stages, combine;
+    int splits, warps, combine;
 };
 struct folio_k_decode_plan folio_k_attention_decode_plan(int num_tokens, int num_kv_heads,
                                                          int head_dim, int num_sms,
-                                                         int warps_per_sm, int cta_warps,
-                                                         int stages, int pdl);
+                                                         int warps_per_sm, int cta_warps, int pdl);
 
 /* Device bytes of the decode kernel's partial results (0 for one split). */
 size_t folio_k_attention_decode_workspace_bytes(int num_tokens, struct folio_k_decode_plan p,
@@ -119,15 +117,12 @@ cudaError_t folio_k_attention_prefill(folio_bf16_bits *out, const folio_bf16_bit
  * pos -1 get zeros): plan from folio_k_attention_decode_plan; with
  * plan.splits > 1, workspace holds the partials and (without plan.combine)
  * counters num_tokens * num_kv_heads ints that are zero before the first
- * launch (the kernel leaves them zero). rope_inv_freq != NULL: q and k in qkv are not yet
- * rotated and the new k/v not yet in the cache; the kernel does what
- * folio_k_rope_kv_write would (qkv itself is left as it is). */
+ * launch (the kernel leaves them zero). */
 cudaError_t folio_k_attention_decode(folio_bf16_bits *out, const folio_bf16_bits *qkv,
-                                     folio_bf16_bits *k_cache, folio_bf16_bits *v_cache,
+                                     const folio_bf16_bits *k_cache, const folio_bf16_bits *v_cache,
                                      struct folio_k_batch b, struct folio_k_decode_plan p,
                                      void *workspace, int *counters, int num_heads,
-                                     int num_kv_heads, int head_dim, const float *rope_inv_freq,
-                                     int pdl, cudaStream_t s);
+                                     int num_kv_heads, int head_dim, int pdl, cudaStream_t s);
 
 /* The shared-memory carveout (percent, -1: the driver's) that the GEMV and
  * decode attention kernels ask for (carveout.cu); set before the first launch. */

@@ -171,12 +171,9 @@ struct cuda_backend {
     /* Decode attention splits the keys until about this many warps per SM run:
      * FOLIO_ATTN_WARPS_PER_SM (default 4). */
     int attn_warps_per_sm;
-    /* FOLIO_ATTN_CTA_WARPS / FOLIO_ATTN_STAGES force the decode kernel's shape
-     * (see folio_k_attention_decode_plan; 0: by batch). Yardsticks. */
-    int attn_cta_warps, attn_stages;
-    /* Decode-only steps on the cuBLASLt path rotate q/k and write the new K/V
-     * inside the attention kernel; FOLIO_ATTN_ROPE=0: rope_kv_write apart. */
-    bool attn_rope;
+    /* FOLIO_ATTN_CTA_WARPS: 1 or 4 forces the decode kernel's warps per CTA
+     * (see folio_k_attention_decode_plan; 0: by batch). A yardstick. */
+    int attn_cta_warps;
 
     bool graphs_enabled;
     bool keep_logits; /* tests that pipeline steps and still read logits */
@@ -439,14 +436,7 @@ static struct folio_k_decode_plan decode_plan(const struct cuda_backend *cb, int
     /* The step's PDL, as forward sets it: on the GEMV path. */
     bool pdl = cb->pdl && graph_bucket(n) <= cb->gemv_max_rows;
     return folio_k_attention_decode_plan(graph_bucket(n), cb->kv_heads, cb->head_dim, cb->num_sms,
-                                         cb->attn_warps_per_sm, cb->attn_cta_warps, cb->attn_stages,
-                                         pdl);
-}
-
-/* Does the decode kernel rotate q/k and write the new K/V in this step? */
-static bool rope_in_attention(const struct cuda_backend *cb, int num_tiles)
-{
-    return cb->attn_rope && cb->attn_tile_tokens > 0 && num_tiles < 0;
+                                         cb->attn_warps_per_sm, cb->attn_cta_warps, pdl);
 }
 
 /* K slices for a projection y[m, n] = x[m, k] * w[n, k]^T on the cuBLASLt path
@@ -496,10 +486,9 @@ static cudaError_t add_rmsnorm(struct cuda_backend *cb, bf16 *out, bf16 *residua
 
 /* Attention of one layer: the split-KV decode kernel for decode-only steps
  * (num_tiles < 0), the query-tile kernel otherwise, the reference kernel for
- * shapes the tensor-core kernels do not take. rope: the decode kernel also
- * does rope_kv_write's work. */
+ * shapes the tensor-core kernels do not take. */
 static int attention(struct cuda_backend *cb, const struct step_layout *l,
-                     const struct folio_k_batch *kb, int num_tiles, bf16 *kc, bf16 *vc, bool rope,
+                     const struct folio_k_batch *kb, int num_tiles, const bf16 *kc, const bf16 *vc,
                      char *err, size_t errlen)
 {
     cudaStream_t s = cb->stream;
@@ -509,8 +498,7 @@ static int attention(struct cuda_backend *cb, const struct step_layout *l,
     } else if (num_tiles < 0) {
         CUDA_CHECK(folio_k_attention_decode(
             cb->attn_out, cb->qkv, kc, vc, *kb, decode_plan(cb, kb->num_tokens), cb->attn_workspace,
-            cb->attn_counters, cb->heads, cb->kv_heads, cb->head_dim, rope ? cb->inv_freq : NULL,
-            cb->pdl_step, s));
+            cb->attn_counters, cb->heads, cb->kv_heads, cb->head_dim, cb->pdl_step, s));
     } else {
         CUDA_CHECK(folio_k_attention_prefill(cb->attn_out, cb->qkv, kc, vc, *kb,
                                              (const int32_t *)(cb->d_meta + l->attn_tiles),
@@ -592,11 +580,10 @@ static int forward(struct cuda_backend *cb, const struct step_layout *l, int t_r
                      errlen) != 0)
                 return -1;
         }
-        bool rope_in_attn = !rope_done && rope_in_attention(cb, num_tiles);
-        if (!rope_done && !rope_in_attn)
+        if (!rope_done)
             CUDA_CHECK(folio_k_rope_kv_write(cb->qkv, kc, vc, cb->inv_freq, kb, cb->heads,
                                              cb->kv_heads, cb->head_dim, cb->pdl_step, s));
-        if (attention(cb, l, &kb, num_tiles, kc, vc, rope_in_attn, err, errlen) != 0)
+        if (attention(cb, l, &kb, num_tiles, kc, vc, err, errlen) != 0)
             return -1;
         if (project(cb, cb->attn_out, L->wo, t_rows, qd, split_o, err, errlen) != 0)
             return -1;
@@ -1172,16 +1159,12 @@ static int create(struct cuda_backend *cb, const struct folio_model *m,
     cb->attn_warps_per_sm = ac && atoi(ac) > 0 ? atoi(ac) : 4;
     const char *aw = getenv("FOLIO_ATTN_CTA_WARPS");
     cb->attn_cta_warps = aw ? atoi(aw) : 0;
-    const char *as = getenv("FOLIO_ATTN_STAGES");
-    cb->attn_stages = as ? atoi(as) : 0;
     /* The GEMV and decode attention kernels ask for the whole carveout as shared
      * memory, so that their CTAs can share SMs and PDL overlaps them: batch 1
      * 0.949 -> 0.893 ms on the H200 (round 9). FOLIO_SMEM_CARVEOUT: another
      * percent, -1 the driver's choice (a yardstick). */
     const char *sc = getenv("FOLIO_SMEM_CARVEOUT");
     folio_k_set_smem_carveout(sc ? atoi(sc) : 100);
-    const char *ar = getenv("FOLIO_ATTN_ROPE");
-    cb->attn_rope = !(ar && strcmp(ar, "0") == 0);
     if (cb->attn_tile_tokens > 0)
         CUDA_CHECK(folio_k_attention_prepare(cb->head_dim));
     CUDA_CHECK(cudaStreamCreateWithFlags(&cb->stream, cudaStreamNonBlocking));

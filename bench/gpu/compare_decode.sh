@@ -6,7 +6,7 @@
 # e.g. bundle/bin/decode_bench_base built from the previous commit):
 #     FOLIO_COMPARE="new_b64 decode_bench 64
 #     old_b64 decode_bench_base 64
-#     norope_b64 decode_bench 64 FOLIO_ATTN_ROPE=0" bash bench/gpu/compare_decode.sh
+#     nosplitk_b64 decode_bench 64 FOLIO_SPLITK_O=1 FOLIO_SPLITK_DOWN=1" bash bench/gpu/compare_decode.sh
 # FOLIO_COMPARE_ROUNDS (default 3), FOLIO_COMPARE_STEPS (default 200), context 512.
 set -uo pipefail
 OUT=${OUT:-/tmp/folio-out}
