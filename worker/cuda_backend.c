@@ -1161,8 +1161,8 @@ static int create(struct cuda_backend *cb, const struct folio_model *m,
     cb->attn_cta_warps = aw ? atoi(aw) : 0;
     /* The GEMV and decode attention kernels ask for the whole carveout as shared
      * memory, so that their CTAs can share SMs and PDL overlaps them: batch 1
-     * 0.949 -> 0.893 ms on the H200 (round 9). FOLIO_SMEM_CARVEOUT: another
-     * percent, -1 the driver's choice (a yardstick). */
+     * 0.971 -> 0.877 ms, batch 2 1.131 -> 1.072 on the H200 (round 9).
+     * FOLIO_SMEM_CARVEOUT: another percent, -1 the driver's choice (a yardstick). */
     const char *sc = getenv("FOLIO_SMEM_CARVEOUT");
     folio_k_set_smem_carveout(sc ? atoi(sc) : 100);
     if (cb->attn_tile_tokens > 0)
