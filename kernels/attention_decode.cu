@@ -143,7 +143,7 @@ __global__ void __launch_bounds__(NW * 32) attention_decode_kernel(decode_args a
             l[i] += __shfl_xor_sync(0xffffffffu, l[i], 2);
         }
 
-        if (NW == 1) { /* the warp's rows are the CTA's: straight out */
+        if constexpr (NW == 1) { /* the warp's rows are the CTA's: straight out */
 #pragma unroll
             for (int i = 0; i < 2; i++) {
                 const int r = g + 8 * i;
@@ -166,55 +166,56 @@ __global__ void __launch_bounds__(NW * 32) attention_decode_kernel(decode_args a
                         a.part_ml[(row0 + r) * splits + split] = make_float2(m[i], l[i]);
                 }
             }
-        }
-        /* Each warp's unnormalized rows into shared memory, then merged. */
-        __syncthreads();              /* every warp is done with its stages */
-        float *mo = (float *)smem_kv; /* [NW][16][D] */
-        float *mm = mo + NW * 16 * D; /* [NW][16] */
-        float *ml = mm + NW * 16;     /* [NW][16] */
+        } else {
+            /* Each warp's unnormalized rows into shared memory, then merged. */
+            __syncthreads();              /* every warp is done with its stages */
+            float *mo = (float *)smem_kv; /* [NW][16][D] */
+            float *mm = mo + NW * 16 * D; /* [NW][16] */
+            float *ml = mm + NW * 16;     /* [NW][16] */
 #pragma unroll
-        for (int i = 0; i < 2; i++) {
-            const int r = g + 8 * i;
-            if (r >= group || NW == 1)
-                continue;
+            for (int i = 0; i < 2; i++) {
+                const int r = g + 8 * i;
+                if (r >= group)
+                    continue;
 #pragma unroll
-            for (int n = 0; n < DT; n++)
-                *(float2 *)&mo[(warp * 16 + r) * D + 8 * n + 2 * tq] =
-                    make_float2(o[n][2 * i], o[n][2 * i + 1]);
-            if (tq == 0) {
-                mm[warp * 16 + r] = m[i];
-                ml[warp * 16 + r] = l[i];
+                for (int n = 0; n < DT; n++)
+                    *(float2 *)&mo[(warp * 16 + r) * D + 8 * n + 2 * tq] =
+                        make_float2(o[n][2 * i], o[n][2 * i + 1]);
+                if (tq == 0) {
+                    mm[warp * 16 + r] = m[i];
+                    ml[warp * 16 + r] = l[i];
+                }
             }
-        }
-        __syncthreads();
-        for (int c = threadIdx.x; c < group * D / 4 && NW > 1; c += NW * 32) {
-            const int r = c / (D / 4), d = (c - r * (D / 4)) * 4;
-            float mx = -INFINITY;
+            __syncthreads();
+            for (int c = threadIdx.x; c < group * D / 4; c += NW * 32) {
+                const int r = c / (D / 4), d = (c - r * (D / 4)) * 4;
+                float mx = -INFINITY;
 #pragma unroll
-            for (int w = 0; w < NW; w++)
-                mx = fmaxf(mx, mm[w * 16 + r]);
-            float4 acc = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-            float sum = 0.0f;
+                for (int w = 0; w < NW; w++)
+                    mx = fmaxf(mx, mm[w * 16 + r]);
+                float4 acc = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+                float sum = 0.0f;
 #pragma unroll
-            for (int w = 0; w < NW; w++) {
-                const float mw = mm[w * 16 + r];
-                const float wt = mw == -INFINITY ? 0.0f : exp2f(mw - mx);
-                const float4 ow = *(const float4 *)&mo[(w * 16 + r) * D + d];
-                sum += wt * ml[w * 16 + r];
-                acc.x += wt * ow.x;
-                acc.y += wt * ow.y;
-                acc.z += wt * ow.z;
-                acc.w += wt * ow.w;
-            }
-            if (direct) {
-                const float inv = sum > 0.0f ? 1.0f / sum : 0.0f;
-                uint2 packed = make_uint2(pack_bf16x2(acc.x * inv, acc.y * inv),
-                                          pack_bf16x2(acc.z * inv, acc.w * inv));
-                *(uint2 *)(a.out + (row0 + r) * D + d) = packed;
-            } else {
-                *(float4 *)&a.part_o[((row0 + r) * splits + split) * D + d] = acc;
-                if (d == 0)
-                    a.part_ml[(row0 + r) * splits + split] = make_float2(mx, sum);
+                for (int w = 0; w < NW; w++) {
+                    const float mw = mm[w * 16 + r];
+                    const float wt = mw == -INFINITY ? 0.0f : exp2f(mw - mx);
+                    const float4 ow = *(const float4 *)&mo[(w * 16 + r) * D + d];
+                    sum += wt * ml[w * 16 + r];
+                    acc.x += wt * ow.x;
+                    acc.y += wt * ow.y;
+                    acc.z += wt * ow.z;
+                    acc.w += wt * ow.w;
+                }
+                if (direct) {
+                    const float inv = sum > 0.0f ? 1.0f / sum : 0.0f;
+                    uint2 packed = make_uint2(pack_bf16x2(acc.x * inv, acc.y * inv),
+                                              pack_bf16x2(acc.z * inv, acc.w * inv));
+                    *(uint2 *)(a.out + (row0 + r) * D + d) = packed;
+                } else {
+                    *(float4 *)&a.part_o[((row0 + r) * splits + split) * D + d] = acc;
+                    if (d == 0)
+                        a.part_ml[(row0 + r) * splits + split] = make_float2(mx, sum);
+                }
             }
         }
     }

@@ -450,10 +450,8 @@ static struct folio_k_decode_plan decode_plan(const struct cuda_backend *cb, int
  * 2 beat 1 and 4 at batch 64 and 128 (1.443 / 1.461 / 1.513 ms at 64) and tied
  * 4 at batch 8; at batch 256 any split lost (cuBLASLt's tiles already fill the
  * chip: 2.456 unsplit vs 2.499 with 2). */
-static int splitk_slices(const struct cuda_backend *cb, int forced, int m, int n, int k)
+static int splitk_slices(int forced, int m, int k)
 {
-    (void)cb;
-    (void)n;
     if (m > SPLITK_MAX_ROWS)
         return 1;
     int s = forced > 0 ? forced : graph_bucket(m) <= 128 ? 2 : 1;
@@ -548,9 +546,8 @@ static int forward(struct cuda_backend *cb, const struct step_layout *l, int t_r
     /* Split-K of the O and down projections (the GEMV path never splits), and
      * what the next add_rmsnorm adds: 0 nothing, 1 proj_out, S > 1 partials. */
     int qd = cb->heads * cb->head_dim;
-    int split_o = fuse_norm ? 1 : splitk_slices(cb, cb->splitk_o, t_rows, cb->hidden, qd);
-    int split_down =
-        fuse_norm ? 1 : splitk_slices(cb, cb->splitk_down, t_rows, cb->hidden, cb->inter);
+    int split_o = fuse_norm ? 1 : splitk_slices(cb->splitk_o, t_rows, qd);
+    int split_down = fuse_norm ? 1 : splitk_slices(cb->splitk_down, t_rows, cb->inter);
     int pending_add = 0;
     bf16 *cur = cb->res;
     for (int li = 0; li < cb->layers; li++) {
@@ -1330,8 +1327,8 @@ static int create(struct cuda_backend *cb, const struct folio_model *m,
      * what the budget leaves, like the other activations. */
     size_t splitk_bytes = 0;
     for (int rows = cb->gemv_max_rows + 1; rows <= (int)T && rows <= SPLITK_MAX_ROWS; rows++) {
-        int so = splitk_slices(cb, cb->splitk_o, rows, cb->hidden, (int)QD);
-        int sd = splitk_slices(cb, cb->splitk_down, rows, cb->hidden, cb->inter);
+        int so = splitk_slices(cb->splitk_o, rows, (int)QD);
+        int sd = splitk_slices(cb->splitk_down, rows, cb->inter);
         int sp = so > sd ? so : sd;
         size_t bytes = sp > 1 ? sizeof(float) * sp * rows * H : 0;
         if (bytes > splitk_bytes)
