@@ -175,30 +175,6 @@ cudaError_t folio_k_gemv_qkv_rope(folio_bf16_bits *qkv, const folio_bf16_bits *x
                                   int num_kv_heads, int head_dim, struct folio_k_gemv_opts o,
                                   cudaStream_t s);
 
-/* Output modes of folio_k_gemm_skinny. */
-#define FOLIO_K_SKINNY_BF16 0     /* y bf16 [m][n] */
-#define FOLIO_K_SKINNY_PARTIALS 1 /* y f32 [splits][m][n]: folio_k_add_rmsnorm_partials' input */
-#define FOLIO_K_SKINNY_GLU 2      /* w [gate; up] of 2n rows, y bf16 [m][n] as gemv's GLU */
-#define FOLIO_K_SKINNY_MAX_ROWS 64
-
-/* y[m, n] = x[m, k] . w[n, k]^T for 1 <= m <= FOLIO_K_SKINNY_MAX_ROWS on the
- * tensor cores (gemm_skinny.cu): a weight-streaming GEMM for decode batches,
- * the weights as the MMA's A operand, each CTA 64 weight rows by one of
- * `splits` (1..8) K slices (k a multiple of 64 * splits). BF16 and GLU with
- * splits > 1 sum the slices in a thread-block cluster (deterministic, one
- * bf16 rounding); PARTIALS leaves them to the reader (partial s of row r,
- * column c at s*m*n + r*n + c). GLU: n is the output width (w has 2n rows,
- * n a multiple of 32; else n a multiple of 64), y = bf16(bf16(silu(bf16(x.gate)))
- * * bf16(x.up)). x, w, y 16-byte aligned. Bad shapes: cudaErrorInvalidValue.
- * No allocation, no synchronization (graph capture safe; the first call per
- * instantiation sets its shared-memory attributes, so make it before capture). */
-cudaError_t folio_k_gemm_skinny(void *y, const folio_bf16_bits *x, const folio_bf16_bits *w, int m,
-                                int n, int k, int mode, int splits, cudaStream_t s);
-
-/* The default K slices of folio_k_gemm_skinny for a shape: doubled (up to 8,
- * while k allows) until the grid has about two CTAs per SM. */
-int folio_k_gemm_skinny_splits(int m, int n, int k, int mode, int num_sms);
-
 /* out[t, j] = bf16(bf16(silu(gu[t, j])) * gu[t, inter + j]). */
 cudaError_t folio_k_silu_mul(folio_bf16_bits *out, const folio_bf16_bits *gate_up, int num_tokens,
                              int inter, cudaStream_t s);

@@ -168,15 +168,6 @@ struct cuda_backend {
      * partial sums [S][m][hidden] in f32, summed by the add_rmsnorm that reads them. */
     int splitk_o, splitk_down;
     float *splitk_partials;
-    /* FOLIO_SKINNY_GEMM=1: decode-only steps of gemv_max_rows < rows <= 64 on the
-     * cuBLASLt path run their projections as folio_k_gemm_skinny instead (QKV
-     * bf16, O and down as split-K partials, gate/up with SiLU*mul in the
-     * epilogue). Off by default until measured. skinny_splits_*: forced K
-     * slices (FOLIO_SKINNY_SPLITS_QKV/_O/_DOWN/_GLU: 1, 2, 4, 8; 0: the kernel's
-     * rule). FOLIO_SKINNY_PROJ=bf16: O and down sum their slices in the kernel
-     * (thread-block clusters) and write bf16 proj_out instead of f32 partials. */
-    bool skinny, skinny_proj_bf16;
-    int skinny_splits_qkv, skinny_splits_o, skinny_splits_down, skinny_splits_glu;
     /* Decode attention splits the keys until about this many warps per SM run:
      * FOLIO_ATTN_WARPS_PER_SM (default 4). */
     int attn_warps_per_sm;
@@ -467,41 +458,11 @@ static int splitk_slices(int forced, int m, int k)
     return k % s == 0 && (k / s) % 8 == 0 ? s : 1;
 }
 
-/* Whether a decode step of m rows (num_tiles < 0) runs its projections as
- * folio_k_gemm_skinny: FOLIO_SKINNY_GEMM=1, more rows than the GEMV takes, at
- * most FOLIO_K_SKINNY_MAX_ROWS, and a model shape the kernel takes (every k a
- * multiple of 64; n of 64, or of 32 for gate/up). */
-static bool use_skinny(const struct cuda_backend *cb, int m, int num_tiles)
-{
-    int qd = cb->heads * cb->head_dim;
-    return cb->skinny && num_tiles < 0 && m > cb->gemv_max_rows && m <= FOLIO_K_SKINNY_MAX_ROWS &&
-           cb->hidden % 64 == 0 && qd % 64 == 0 && cb->inter % 64 == 0 && cb->qkv_dim % 64 == 0;
-}
-
-/* K slices of a skinny projection: forced where k takes it (slices of whole
- * 64s), else the kernel's rule for the graph bucket of m (an eager step splits
- * as its graph would). */
-static int skinny_slices(const struct cuda_backend *cb, int forced, int m, int n, int k, int mode)
-{
-    if (forced > 0 && k % (64 * forced) == 0)
-        return forced;
-    return folio_k_gemm_skinny_splits(graph_bucket(m), n, k, mode, cb->num_sms);
-}
-
 /* The O or down projection: into proj_out as any GEMM (splits 1), or as
- * `splits` f32 partials that the next add_rmsnorm sums; skinny: through
- * folio_k_gemm_skinny in the same two forms, or always into proj_out with
- * FOLIO_SKINNY_PROJ=bf16 (see skinny_adds). */
+ * `splits` f32 partials that the next add_rmsnorm sums. */
 static int project(struct cuda_backend *cb, const bf16 *x, const bf16 *w, int m, int k, int splits,
-                   bool skinny, char *err, size_t errlen)
+                   char *err, size_t errlen)
 {
-    if (skinny) {
-        bool partials = splits > 1 && !cb->skinny_proj_bf16;
-        CUDA_CHECK(folio_k_gemm_skinny(
-            partials ? (void *)cb->splitk_partials : cb->proj_out, x, w, m, cb->hidden, k,
-            partials ? FOLIO_K_SKINNY_PARTIALS : FOLIO_K_SKINNY_BF16, splits, cb->stream));
-        return 0;
-    }
     if (splits <= 1)
         return gemm(cb, x, w, cb->proj_out, m, cb->hidden, k, false, err, errlen);
     return gemm_splitk(cb, x, w, cb->splitk_partials, m, cb->hidden, k, splits, err, errlen);
@@ -587,22 +548,6 @@ static int forward(struct cuda_backend *cb, const struct step_layout *l, int t_r
     int qd = cb->heads * cb->head_dim;
     int split_o = fuse_norm ? 1 : splitk_slices(cb->splitk_o, t_rows, qd);
     int split_down = fuse_norm ? 1 : splitk_slices(cb->splitk_down, t_rows, cb->inter);
-    /* Decode steps of up to 64 rows: the skinny tensor-core GEMM (FOLIO_SKINNY_GEMM=1). */
-    bool skinny = !fuse_norm && use_skinny(cb, t_rows, num_tiles);
-    int split_qkv = 1, split_glu = 1;
-    if (skinny) {
-        split_qkv = skinny_slices(cb, cb->skinny_splits_qkv, t_rows, cb->qkv_dim, cb->hidden,
-                                  FOLIO_K_SKINNY_BF16);
-        split_o =
-            skinny_slices(cb, cb->skinny_splits_o, t_rows, cb->hidden, qd, FOLIO_K_SKINNY_PARTIALS);
-        split_down = skinny_slices(cb, cb->skinny_splits_down, t_rows, cb->hidden, cb->inter,
-                                   FOLIO_K_SKINNY_PARTIALS);
-        split_glu = skinny_slices(cb, cb->skinny_splits_glu, t_rows, cb->inter, cb->hidden,
-                                  FOLIO_K_SKINNY_GLU);
-    }
-    /* What add_rmsnorm adds after O and after down: their partials, or proj_out. */
-    int add_o = skinny && cb->skinny_proj_bf16 ? 1 : split_o;
-    int add_down = skinny && cb->skinny_proj_bf16 ? 1 : split_down;
     int pending_add = 0;
     bf16 *cur = cb->res;
     for (int li = 0; li < cb->layers; li++) {
@@ -628,11 +573,8 @@ static int forward(struct cuda_backend *cb, const struct step_layout *l, int t_r
         } else {
             CUDA_CHECK(
                 add_rmsnorm(cb, cb->normed, cur, pending_add, L->attn_norm, NULL, t_rows, t_rows));
-            if (skinny)
-                CUDA_CHECK(folio_k_gemm_skinny(cb->qkv, cb->normed, L->wqkv, t_rows, cb->qkv_dim,
-                                               cb->hidden, FOLIO_K_SKINNY_BF16, split_qkv, s));
-            else if (gemm(cb, cb->normed, L->wqkv, cb->qkv, t_rows, cb->qkv_dim, cb->hidden, false,
-                          err, errlen) != 0)
+            if (gemm(cb, cb->normed, L->wqkv, cb->qkv, t_rows, cb->qkv_dim, cb->hidden, false, err,
+                     errlen) != 0)
                 return -1;
         }
         if (!rope_done)
@@ -640,7 +582,7 @@ static int forward(struct cuda_backend *cb, const struct step_layout *l, int t_r
                                              cb->kv_heads, cb->head_dim, cb->pdl_step, s));
         if (attention(cb, l, &kb, num_tiles, kc, vc, err, errlen) != 0)
             return -1;
-        if (project(cb, cb->attn_out, L->wo, t_rows, qd, split_o, skinny, err, errlen) != 0)
+        if (project(cb, cb->attn_out, L->wo, t_rows, qd, split_o, err, errlen) != 0)
             return -1;
         if (fuse_norm) { /* RMSNorm + gate/up + SiLU*mul in one launch */
             bf16 *next = cur == cb->res ? cb->res2 : cb->res;
@@ -648,21 +590,16 @@ static int forward(struct cuda_backend *cb, const struct step_layout *l, int t_r
                             t_rows, cb->inter, cb->hidden, false, true));
             cur = next;
         } else {
-            CUDA_CHECK(add_rmsnorm(cb, cb->normed, cur, add_o, L->mlp_norm, NULL, t_rows, t_rows));
-            if (skinny) { /* SiLU*mul in the GEMM's epilogue */
-                CUDA_CHECK(folio_k_gemm_skinny(cb->act, cb->normed, L->w_gate_up, t_rows, cb->inter,
-                                               cb->hidden, FOLIO_K_SKINNY_GLU, split_glu, s));
-            } else {
-                if (gemm(cb, cb->normed, L->w_gate_up, cb->gate_up, t_rows, 2 * cb->inter,
-                         cb->hidden, false, err, errlen) != 0)
-                    return -1;
-                CUDA_CHECK(folio_k_silu_mul(cb->act, cb->gate_up, t_rows, cb->inter, s));
-            }
+            CUDA_CHECK(
+                add_rmsnorm(cb, cb->normed, cur, split_o, L->mlp_norm, NULL, t_rows, t_rows));
+            if (gemm(cb, cb->normed, L->w_gate_up, cb->gate_up, t_rows, 2 * cb->inter, cb->hidden,
+                     false, err, errlen) != 0)
+                return -1;
+            CUDA_CHECK(folio_k_silu_mul(cb->act, cb->gate_up, t_rows, cb->inter, s));
         }
-        if (project(cb, cb->act, L->w_down, t_rows, cb->inter, split_down, skinny, err, errlen) !=
-            0)
+        if (project(cb, cb->act, L->w_down, t_rows, cb->inter, split_down, err, errlen) != 0)
             return -1;
-        pending_add = add_down;
+        pending_add = split_down;
     }
     if (n_sample <= 0)
         return 0;
@@ -1205,14 +1142,6 @@ static int create(struct cuda_backend *cb, const struct folio_model *m,
      * or 8; unset or anything else: the default rule of splitk_slices. */
     cb->splitk_o = env_splitk("FOLIO_SPLITK_O");
     cb->splitk_down = env_splitk("FOLIO_SPLITK_DOWN");
-    const char *sk = getenv("FOLIO_SKINNY_GEMM");
-    cb->skinny = sk && strcmp(sk, "1") == 0;
-    const char *sp = getenv("FOLIO_SKINNY_PROJ");
-    cb->skinny_proj_bf16 = sp && strcmp(sp, "bf16") == 0;
-    cb->skinny_splits_qkv = env_splitk("FOLIO_SKINNY_SPLITS_QKV");
-    cb->skinny_splits_o = env_splitk("FOLIO_SKINNY_SPLITS_O");
-    cb->skinny_splits_down = env_splitk("FOLIO_SKINNY_SPLITS_DOWN");
-    cb->skinny_splits_glu = env_splitk("FOLIO_SKINNY_SPLITS_GLU");
     /* FOLIO_GEMV_PERSIST=0: the GEMV's grid is one CTA per column group instead of the
      * CTAs that fit resident at once (each looping over its groups). */
     const char *gp = getenv("FOLIO_GEMV_PERSIST");
@@ -1400,14 +1329,6 @@ static int create(struct cuda_backend *cb, const struct folio_model *m,
     for (int rows = cb->gemv_max_rows + 1; rows <= (int)T && rows <= SPLITK_MAX_ROWS; rows++) {
         int so = splitk_slices(cb->splitk_o, rows, (int)QD);
         int sd = splitk_slices(cb->splitk_down, rows, cb->inter);
-        if (use_skinny(cb, rows, -1)) { /* a decode step of this many rows may go skinny */
-            int ko = skinny_slices(cb, cb->skinny_splits_o, rows, cb->hidden, (int)QD,
-                                   FOLIO_K_SKINNY_PARTIALS);
-            int kd = skinny_slices(cb, cb->skinny_splits_down, rows, cb->hidden, cb->inter,
-                                   FOLIO_K_SKINNY_PARTIALS);
-            so = so > ko ? so : ko;
-            sd = sd > kd ? sd : kd;
-        }
         int sp = so > sd ? so : sd;
         size_t bytes = sp > 1 ? sizeof(float) * sp * rows * H : 0;
         if (bytes > splitk_bytes)
