@@ -329,8 +329,8 @@ static int bench_attention(const struct folio_model_config *c, int batch_size, i
         for (int i = 0; i < repeats + 3; i++) {
             CK(cudaEventRecord(e0, s));
             if (variant == 0)
-                CK(folio_k_attention_decode(out, qkv, k, v, kb, plan, ws, counters, H, Hkv, D,
-                                            (struct folio_k_prefetch){NULL, 0}, 0, s));
+                CK(folio_k_attention_decode(out, qkv, k, v, kb, plan, ws, counters, H, Hkv, D, 0,
+                                            s));
             else
                 CK(folio_k_paged_attention_ref(out, qkv, k, v, kb, H, Hkv, D, s));
             CK(cudaEventRecord(e1, s));

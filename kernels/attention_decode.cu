@@ -43,7 +43,6 @@ struct decode_args {
     float2 *part_ml; /* [token * heads + head][split]: (max, sum) */
     int *counters;   /* [token][KV head]: CTAs done, 0 between launches; NULL:
                         combine_kernel merges */
-    struct folio_k_prefetch prefetch;
 };
 
 /* The split layout every CTA of a (token, KV head), and combine_kernel,
@@ -68,9 +67,6 @@ __global__ void __launch_bounds__(NW * 32) attention_decode_kernel(decode_args a
     extern __shared__ __align__(16) folio_bf16_bits smem_kv[];
     __shared__ int is_last;
 
-    l2_prefetch_share((const char *)a.prefetch.ptr, a.prefetch.bytes,
-                      blockIdx.x + gridDim.x * (blockIdx.y + gridDim.y * blockIdx.z),
-                      gridDim.x * gridDim.y * gridDim.z);
     pdl_trigger();
     pdl_wait();
     const int t = blockIdx.x, kvh = blockIdx.y, split = blockIdx.z, splits = gridDim.z;
@@ -385,18 +381,18 @@ static cudaError_t launch_d(const decode_args &a, struct folio_k_decode_plan p, 
     return p.warps == 1 ? launch<D, 1>(a, p.splits, pdl, s) : launch<D, 4>(a, p.splits, pdl, s);
 }
 
-extern "C" cudaError_t
-folio_k_attention_decode(folio_bf16_bits *out, const folio_bf16_bits *qkv,
-                         const folio_bf16_bits *k_cache, const folio_bf16_bits *v_cache,
-                         struct folio_k_batch b, struct folio_k_decode_plan p, void *workspace,
-                         int *counters, int num_heads, int num_kv_heads, int head_dim,
-                         struct folio_k_prefetch prefetch, int pdl, cudaStream_t s)
+extern "C" cudaError_t folio_k_attention_decode(folio_bf16_bits *out, const folio_bf16_bits *qkv,
+                                                const folio_bf16_bits *k_cache,
+                                                const folio_bf16_bits *v_cache,
+                                                struct folio_k_batch b,
+                                                struct folio_k_decode_plan p, void *workspace,
+                                                int *counters, int num_heads, int num_kv_heads,
+                                                int head_dim, int pdl, cudaStream_t s)
 {
     if (b.num_tokens <= 0)
         return cudaSuccess;
     if (folio_k_attention_tile_tokens(num_heads, num_kv_heads, head_dim) <= 0 || p.splits < 1 ||
         p.splits > MAX_SPLITS || (p.warps != 1 && p.warps != 4) ||
-        ((uintptr_t)prefetch.ptr | prefetch.bytes) % 16 != 0 ||
         (p.splits > 1 && (!workspace || (!p.combine && !counters))))
         return cudaErrorInvalidValue;
     decode_args a = {};
@@ -407,7 +403,6 @@ folio_k_attention_decode(folio_bf16_bits *out, const folio_bf16_bits *qkv,
     a.b = b;
     a.num_heads = num_heads;
     a.num_kv_heads = num_kv_heads;
-    a.prefetch = prefetch;
     if (p.splits > 1) {
         size_t rows = (size_t)b.num_tokens * num_heads * p.splits;
         a.part_o = (float *)workspace;

@@ -99,27 +99,6 @@ __device__ __forceinline__ void pdl_trigger()
 #endif
 }
 
-/* Asks L2 for this CTA's share (part of parts) of [p, p + bytes): the lanes
- * of warp 0 issue bulk prefetches of up to 32 KB each and go on at once (a
- * hint: nothing waits for the bytes). For weights that a later kernel of the
- * step streams, fetched while this one leaves the DRAM idle. p and bytes are
- * multiples of 16. */
-__device__ __forceinline__ void l2_prefetch_share(const char *p, size_t bytes, int part, int parts)
-{
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-    constexpr size_t CHUNK = 32 * 1024;
-    if (bytes == 0 || threadIdx.x >= 32)
-        return;
-    const size_t share = ((bytes + parts - 1) / parts + 15) & ~(size_t)15;
-    const size_t end = min(bytes, (size_t)(part + 1) * share);
-    for (size_t off = (size_t)part * share + threadIdx.x * CHUNK; off < end; off += 32 * CHUNK) {
-        uint32_t n = (uint32_t)min(CHUNK, end - off);
-        asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;\n" ::"l"(p + off), "r"(n)
-                     : "memory");
-    }
-#endif
-}
-
 /* kernel<<<grid, block, smem, s>>>(args...), with the programmatic-serialization
  * attribute when pdl is set. */
 template <typename... P, typename... A>

@@ -40,23 +40,14 @@ cudaError_t folio_k_embed(folio_bf16_bits *out, const folio_bf16_bits *embed,
                           const int32_t *last_sampled, int num_tokens, int hidden, int vocab,
                           cudaStream_t s);
 
-/* Bytes a kernel asks L2 to fetch while it runs, for a later kernel of the
- * step (weights: nothing in a step writes them); 16-byte multiples, {NULL, 0}:
- * none. */
-struct folio_k_prefetch {
-    const void *ptr;
-    size_t bytes;
-};
-
 /* Row r of the output comes from row rows[r] of the input (rows == NULL: r itself).
  * If add != NULL: residual[row] = bf16(residual[row] + add[row]) first (written
  * back only when rows == NULL). out[r] = bf16(w * bf16(norm(residual[row]))), as
- * Hugging Face's LlamaRMSNorm rounds. Its CTAs also ask L2 for prefetch (as
- * folio_k_silu_mul's do). */
+ * Hugging Face's LlamaRMSNorm rounds. */
 cudaError_t folio_k_add_rmsnorm(folio_bf16_bits *out, folio_bf16_bits *residual,
                                 const folio_bf16_bits *add, const folio_bf16_bits *weight,
                                 const int32_t *rows, int num_rows, int hidden, float eps,
-                                struct folio_k_prefetch prefetch, cudaStream_t s);
+                                cudaStream_t s);
 
 /* folio_k_add_rmsnorm with the added operand given as the f32 partial sums of
  * a split-K GEMM: partials[s * split_stride + row * hidden + col] for s in
@@ -66,8 +57,7 @@ cudaError_t folio_k_add_rmsnorm(folio_bf16_bits *out, folio_bf16_bits *residual,
 cudaError_t folio_k_add_rmsnorm_partials(folio_bf16_bits *out, folio_bf16_bits *residual,
                                          const float *partials, int splits, int64_t split_stride,
                                          const folio_bf16_bits *weight, const int32_t *rows,
-                                         int num_rows, int hidden, float eps,
-                                         struct folio_k_prefetch prefetch, cudaStream_t s);
+                                         int num_rows, int hidden, float eps, cudaStream_t s);
 
 /* Rotates q and k of qkv ([T, (H + 2*Hkv) * D], rotate-half convention, cos/sin
  * of pos * inv_freq[i]) in place and writes k and v of each token into the
@@ -127,14 +117,12 @@ cudaError_t folio_k_attention_prefill(folio_bf16_bits *out, const folio_bf16_bit
  * pos -1 get zeros): plan from folio_k_attention_decode_plan; with
  * plan.splits > 1, workspace holds the partials and (without plan.combine)
  * counters num_tokens * num_kv_heads ints that are zero before the first
- * launch (the kernel leaves them zero). Its CTAs also ask L2 for prefetch,
- * shared out among them, before they wait for the previous kernel. */
+ * launch (the kernel leaves them zero). */
 cudaError_t folio_k_attention_decode(folio_bf16_bits *out, const folio_bf16_bits *qkv,
                                      const folio_bf16_bits *k_cache, const folio_bf16_bits *v_cache,
                                      struct folio_k_batch b, struct folio_k_decode_plan p,
                                      void *workspace, int *counters, int num_heads,
-                                     int num_kv_heads, int head_dim,
-                                     struct folio_k_prefetch prefetch, int pdl, cudaStream_t s);
+                                     int num_kv_heads, int head_dim, int pdl, cudaStream_t s);
 
 /* The shared-memory carveout (percent, -1: the driver's) that the GEMV and
  * decode attention kernels ask for (carveout.cu); set before the first launch. */
@@ -152,7 +140,6 @@ int folio_k_smem_carveout(void);
  * decode step.) */
 struct folio_k_gemv_opts {
     int split_k, pdl, persist;
-    struct folio_k_prefetch prefetch; /* each CTA asks L2 for its share as it finishes */
 };
 
 /* y[m, n] = x[m, k] . w[n, k]^T for m <= FOLIO_K_GEMV_MAX_ROWS (bf16 in, f32
@@ -190,7 +177,7 @@ cudaError_t folio_k_gemv_qkv_rope(folio_bf16_bits *qkv, const folio_bf16_bits *x
 
 /* out[t, j] = bf16(bf16(silu(gu[t, j])) * gu[t, inter + j]). */
 cudaError_t folio_k_silu_mul(folio_bf16_bits *out, const folio_bf16_bits *gate_up, int num_tokens,
-                             int inter, struct folio_k_prefetch prefetch, cudaStream_t s);
+                             int inter, cudaStream_t s);
 
 /* One sampling row's parameters, laid out for the device. */
 struct folio_k_sample_params {

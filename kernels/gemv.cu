@@ -55,7 +55,6 @@ struct gemv_args {
     folio_bf16_bits *k_cache, *v_cache;
     const float *inv_freq;
     int num_heads, num_kv_heads, head_dim;
-    struct folio_k_prefetch prefetch; /* asked of L2 as each CTA finishes */
 };
 
 /* Residual add + RMSNorm of the M input rows into xs [M][k/8] (shared). */
@@ -330,11 +329,8 @@ __global__ void __launch_bounds__(GEMV_WARPS * 32, (gemv_min_ctas<M, GLU>()))
                 }
             }
         }
-        if (g_next >= a.groups) { /* the CTA's last group is done: the next weights */
-            l2_prefetch_share((const char *)a.prefetch.ptr, a.prefetch.bytes, blockIdx.x,
-                              gridDim.x);
+        if (g_next >= a.groups)
             return;
-        }
         if (ROPE)
             load_stretch<R>(a, wv, next_col, c_begin, chunks, lane);
         g = g_next;
@@ -477,7 +473,6 @@ extern "C" cudaError_t folio_k_gemv(void *y, const folio_bf16_bits *x, const fol
     a.rows = rows;
     a.res_out = res_out;
     a.w = w;
-    a.prefetch = o.prefetch;
     a.n = n;
     a.k = k;
     a.ks = ks;
@@ -508,7 +503,6 @@ folio_k_gemv_qkv_rope(folio_bf16_bits *qkv, const folio_bf16_bits *x, const foli
     a.eps = eps;
     a.res_out = res_out;
     a.w = w;
-    a.prefetch = o.prefetch;
     a.n = n;
     a.k = k;
     a.ks = 1;

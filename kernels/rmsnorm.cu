@@ -94,10 +94,8 @@ __device__ __forceinline__ void add_rmsnorm_row(folio_bf16_bits *out, folio_bf16
 
 __global__ void add_rmsnorm_kernel(folio_bf16_bits *out, folio_bf16_bits *residual,
                                    const folio_bf16_bits *add, const folio_bf16_bits *weight,
-                                   const int32_t *rows, int hidden, float eps,
-                                   struct folio_k_prefetch prefetch)
+                                   const int32_t *rows, int hidden, float eps)
 {
-    l2_prefetch_share((const char *)prefetch.ptr, prefetch.bytes, blockIdx.x, gridDim.x);
     add_rmsnorm_row<0>(out, residual, add, NULL, 0, weight, rows, hidden, eps);
 }
 
@@ -109,22 +107,19 @@ __global__ void __launch_bounds__(256, 1)
     add_rmsnorm_partials_kernel(folio_bf16_bits *out, folio_bf16_bits *residual,
                                 const float *partials, int64_t split_stride,
                                 const folio_bf16_bits *weight, const int32_t *rows, int hidden,
-                                float eps, struct folio_k_prefetch prefetch)
+                                float eps)
 {
-    l2_prefetch_share((const char *)prefetch.ptr, prefetch.bytes, blockIdx.x, gridDim.x);
     add_rmsnorm_row<SPLITS>(out, residual, NULL, partials, split_stride, weight, rows, hidden, eps);
 }
 
 extern "C" cudaError_t folio_k_add_rmsnorm(folio_bf16_bits *out, folio_bf16_bits *residual,
                                            const folio_bf16_bits *add,
                                            const folio_bf16_bits *weight, const int32_t *rows,
-                                           int num_rows, int hidden, float eps,
-                                           struct folio_k_prefetch prefetch, cudaStream_t s)
+                                           int num_rows, int hidden, float eps, cudaStream_t s)
 {
     if (num_rows <= 0)
         return cudaSuccess;
-    add_rmsnorm_kernel<<<num_rows, 256, 0, s>>>(out, residual, add, weight, rows, hidden, eps,
-                                                prefetch);
+    add_rmsnorm_kernel<<<num_rows, 256, 0, s>>>(out, residual, add, weight, rows, hidden, eps);
     return cudaGetLastError();
 }
 
@@ -133,23 +128,22 @@ extern "C" cudaError_t folio_k_add_rmsnorm_partials(folio_bf16_bits *out, folio_
                                                     int64_t split_stride,
                                                     const folio_bf16_bits *weight,
                                                     const int32_t *rows, int num_rows, int hidden,
-                                                    float eps, struct folio_k_prefetch prefetch,
-                                                    cudaStream_t s)
+                                                    float eps, cudaStream_t s)
 {
     if (num_rows <= 0)
         return cudaSuccess;
     switch (splits) {
     case 2:
         add_rmsnorm_partials_kernel<2><<<num_rows, 256, 0, s>>>(
-            out, residual, partials, split_stride, weight, rows, hidden, eps, prefetch);
+            out, residual, partials, split_stride, weight, rows, hidden, eps);
         break;
     case 4:
         add_rmsnorm_partials_kernel<4><<<num_rows, 256, 0, s>>>(
-            out, residual, partials, split_stride, weight, rows, hidden, eps, prefetch);
+            out, residual, partials, split_stride, weight, rows, hidden, eps);
         break;
     case 8:
         add_rmsnorm_partials_kernel<8><<<num_rows, 256, 0, s>>>(
-            out, residual, partials, split_stride, weight, rows, hidden, eps, prefetch);
+            out, residual, partials, split_stride, weight, rows, hidden, eps);
         break;
     default:
         return cudaErrorInvalidValue;

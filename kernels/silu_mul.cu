@@ -3,9 +3,8 @@
 #include "common.cuh"
 
 __global__ void silu_mul_kernel(folio_bf16_bits *out, const folio_bf16_bits *gate_up, int inter,
-                                int64_t total_vecs, struct folio_k_prefetch prefetch)
+                                int64_t total_vecs)
 {
-    l2_prefetch_share((const char *)prefetch.ptr, prefetch.bytes, blockIdx.x, gridDim.x);
     int nvec = inter / 8;
     for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < total_vecs;
          i += (int64_t)gridDim.x * blockDim.x) {
@@ -25,8 +24,7 @@ __global__ void silu_mul_kernel(folio_bf16_bits *out, const folio_bf16_bits *gat
 }
 
 extern "C" cudaError_t folio_k_silu_mul(folio_bf16_bits *out, const folio_bf16_bits *gate_up,
-                                        int num_tokens, int inter,
-                                        struct folio_k_prefetch prefetch, cudaStream_t s)
+                                        int num_tokens, int inter, cudaStream_t s)
 {
     int64_t total = (int64_t)num_tokens * (inter / 8);
     if (total <= 0)
@@ -34,6 +32,6 @@ extern "C" cudaError_t folio_k_silu_mul(folio_bf16_bits *out, const folio_bf16_b
     int64_t blocks = (total + 255) / 256;
     if (blocks > 4096)
         blocks = 4096;
-    silu_mul_kernel<<<(unsigned)blocks, 256, 0, s>>>(out, gate_up, inter, total, prefetch);
+    silu_mul_kernel<<<(unsigned)blocks, 256, 0, s>>>(out, gate_up, inter, total);
     return cudaGetLastError();
 }

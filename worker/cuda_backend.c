@@ -174,15 +174,6 @@ struct cuda_backend {
     /* FOLIO_ATTN_CTA_WARPS: 1 or 4 forces the decode kernel's warps per CTA
      * (see folio_k_attention_decode_plan; 0: by batch). A yardstick. */
     int attn_cta_warps;
-    /* Kernels that leave the DRAM mostly idle (decode attention, add_rmsnorm,
-     * silu_mul) and the GEMV's last CTAs ask L2 for up to this many bytes of
-     * the weights the next projections stream (FOLIO_L2_PREFETCH_MB, 0: off),
-     * at the sites of FOLIO_L2_PREFETCH_SITES (bits: PREFETCH_*). The layers'
-     * weights lie in one allocation in the order they are read, up to
-     * layers_end. */
-    size_t l2_prefetch_bytes;
-    int l2_prefetch_sites;
-    const char *layers_begin, *layers_end;
 
     bool graphs_enabled;
     bool keep_logits; /* tests that pipeline steps and still read logits */
@@ -366,32 +357,12 @@ static int gemm_plan_get(struct cuda_backend *cb, int m, int n, int k, bool out_
     return -1;
 }
 
-enum { PREFETCH_ATTENTION = 1, PREFETCH_NORM = 2, PREFETCH_SILU = 4, PREFETCH_GEMV = 8 };
-
-/* What a kernel at site asks L2 for: l2_prefetch_bytes of the layers' weights
- * from `from` on (none past their end, none from outside them). */
-static struct folio_k_prefetch prefetch_from(const struct cuda_backend *cb, const void *from,
-                                             int site)
-{
-    struct folio_k_prefetch pf = {NULL, 0};
-    const char *p = from;
-    if (!(cb->l2_prefetch_sites & site) || p < cb->layers_begin || p >= cb->layers_end)
-        return pf;
-    size_t left = (size_t)(cb->layers_end - p);
-    pf.ptr = p;
-    pf.bytes = (cb->l2_prefetch_bytes < left ? cb->l2_prefetch_bytes : left) & ~(size_t)15;
-    return pf;
-}
-
-/* Folio's GEMV for a few rows, optionally with the residual add + RMSNorm in
- * front; its last CTAs ask L2 for the weights after w (the next projection's). */
+/* Folio's GEMV for a few rows, optionally with the residual add + RMSNorm in front. */
 static cudaError_t gemv(struct cuda_backend *cb, void *y, const bf16 *x, const bf16 *add,
                         const bf16 *norm_w, const int32_t *rows, bf16 *res_out, const bf16 *w,
                         int m, int n, int k, bool out_f32, bool gate_up_silu)
 {
-    const bf16 *w_end = w + (size_t)(gate_up_silu ? 2 : 1) * n * k;
-    struct folio_k_gemv_opts o = {cb->gemv_split_k, cb->pdl_step, cb->gemv_persist,
-                                  prefetch_from(cb, w_end, PREFETCH_GEMV)};
+    struct folio_k_gemv_opts o = {cb->gemv_split_k, cb->pdl_step, cb->gemv_persist};
     return folio_k_gemv(y, x, add, norm_w, cb->eps, rows, res_out, w, m, n, k, out_f32,
                         gate_up_silu, o, cb->stream);
 }
@@ -499,36 +470,33 @@ static int project(struct cuda_backend *cb, const bf16 *x, const bf16 *w, int m,
 
 /* folio_k_add_rmsnorm on the cuBLASLt path, adding what the last projection
  * left: nothing (add_splits 0), proj_out (1), or its add_splits f32 partials
- * of m rows each; it asks L2 for the weights from next_w on (the GEMM after). */
+ * of m rows each. */
 static cudaError_t add_rmsnorm(struct cuda_backend *cb, bf16 *out, bf16 *residual, int add_splits,
-                               const bf16 *weight, const int32_t *rows, int num_rows, int m,
-                               const bf16 *next_w)
+                               const bf16 *weight, const int32_t *rows, int num_rows, int m)
 {
-    struct folio_k_prefetch pf = prefetch_from(cb, next_w, PREFETCH_NORM);
     if (add_splits > 1)
         return folio_k_add_rmsnorm_partials(out, residual, cb->splitk_partials, add_splits,
                                             (int64_t)m * cb->hidden, weight, rows, num_rows,
-                                            cb->hidden, cb->eps, pf, cb->stream);
+                                            cb->hidden, cb->eps, cb->stream);
     return folio_k_add_rmsnorm(out, residual, add_splits == 1 ? cb->proj_out : NULL, weight, rows,
-                               num_rows, cb->hidden, cb->eps, pf, cb->stream);
+                               num_rows, cb->hidden, cb->eps, cb->stream);
 }
 
 /* Attention of one layer: the split-KV decode kernel for decode-only steps
  * (num_tiles < 0), the query-tile kernel otherwise, the reference kernel for
  * shapes the tensor-core kernels do not take. */
 static int attention(struct cuda_backend *cb, const struct step_layout *l,
-                     const struct cuda_layer *L, const struct folio_k_batch *kb, int num_tiles,
-                     const bf16 *kc, const bf16 *vc, char *err, size_t errlen)
+                     const struct folio_k_batch *kb, int num_tiles, const bf16 *kc, const bf16 *vc,
+                     char *err, size_t errlen)
 {
     cudaStream_t s = cb->stream;
     if (cb->attn_tile_tokens == 0) {
         CUDA_CHECK(folio_k_paged_attention_ref(cb->attn_out, cb->qkv, kc, vc, *kb, cb->heads,
                                                cb->kv_heads, cb->head_dim, s));
     } else if (num_tiles < 0) {
-        struct folio_k_prefetch pf = prefetch_from(cb, L->wo, PREFETCH_ATTENTION);
         CUDA_CHECK(folio_k_attention_decode(
             cb->attn_out, cb->qkv, kc, vc, *kb, decode_plan(cb, kb->num_tokens), cb->attn_workspace,
-            cb->attn_counters, cb->heads, cb->kv_heads, cb->head_dim, pf, cb->pdl_step, s));
+            cb->attn_counters, cb->heads, cb->kv_heads, cb->head_dim, cb->pdl_step, s));
     } else {
         CUDA_CHECK(folio_k_attention_prefill(cb->attn_out, cb->qkv, kc, vc, *kb,
                                              (const int32_t *)(cb->d_meta + l->attn_tiles),
@@ -594,9 +562,7 @@ static int forward(struct cuda_backend *cb, const struct step_layout *l, int t_r
                 CUDA_CHECK(folio_k_gemv_qkv_rope(
                     cb->qkv, cur, add, L->attn_norm, cb->eps, next, L->wqkv, cb->hidden, kc, vc,
                     cb->inv_freq, kb, cb->heads, cb->kv_heads, cb->head_dim,
-                    (struct folio_k_gemv_opts){0, cb->pdl_step, cb->gemv_persist,
-                                               prefetch_from(cb, L->wo, PREFETCH_GEMV)},
-                    s));
+                    (struct folio_k_gemv_opts){0, cb->pdl_step, cb->gemv_persist}, s));
                 rope_done = true;
             } else {
                 CUDA_CHECK(gemv(cb, cb->qkv, cur, add, L->attn_norm, NULL, next, L->wqkv, t_rows,
@@ -605,8 +571,8 @@ static int forward(struct cuda_backend *cb, const struct step_layout *l, int t_r
             if (next)
                 cur = next;
         } else {
-            CUDA_CHECK(add_rmsnorm(cb, cb->normed, cur, pending_add, L->attn_norm, NULL, t_rows,
-                                   t_rows, L->wqkv));
+            CUDA_CHECK(
+                add_rmsnorm(cb, cb->normed, cur, pending_add, L->attn_norm, NULL, t_rows, t_rows));
             if (gemm(cb, cb->normed, L->wqkv, cb->qkv, t_rows, cb->qkv_dim, cb->hidden, false, err,
                      errlen) != 0)
                 return -1;
@@ -614,7 +580,7 @@ static int forward(struct cuda_backend *cb, const struct step_layout *l, int t_r
         if (!rope_done)
             CUDA_CHECK(folio_k_rope_kv_write(cb->qkv, kc, vc, cb->inv_freq, kb, cb->heads,
                                              cb->kv_heads, cb->head_dim, cb->pdl_step, s));
-        if (attention(cb, l, L, &kb, num_tiles, kc, vc, err, errlen) != 0)
+        if (attention(cb, l, &kb, num_tiles, kc, vc, err, errlen) != 0)
             return -1;
         if (project(cb, cb->attn_out, L->wo, t_rows, qd, split_o, err, errlen) != 0)
             return -1;
@@ -624,13 +590,12 @@ static int forward(struct cuda_backend *cb, const struct step_layout *l, int t_r
                             t_rows, cb->inter, cb->hidden, false, true));
             cur = next;
         } else {
-            CUDA_CHECK(add_rmsnorm(cb, cb->normed, cur, split_o, L->mlp_norm, NULL, t_rows, t_rows,
-                                   L->w_gate_up));
+            CUDA_CHECK(
+                add_rmsnorm(cb, cb->normed, cur, split_o, L->mlp_norm, NULL, t_rows, t_rows));
             if (gemm(cb, cb->normed, L->w_gate_up, cb->gate_up, t_rows, 2 * cb->inter, cb->hidden,
                      false, err, errlen) != 0)
                 return -1;
-            CUDA_CHECK(folio_k_silu_mul(cb->act, cb->gate_up, t_rows, cb->inter,
-                                        prefetch_from(cb, L->w_down, PREFETCH_SILU), s));
+            CUDA_CHECK(folio_k_silu_mul(cb->act, cb->gate_up, t_rows, cb->inter, s));
         }
         if (project(cb, cb->act, L->w_down, t_rows, cb->inter, split_down, err, errlen) != 0)
             return -1;
@@ -644,7 +609,7 @@ static int forward(struct cuda_backend *cb, const struct step_layout *l, int t_r
                         cb->lm_head, n_sample, cb->vocab, cb->hidden, true, false));
     } else {
         CUDA_CHECK(add_rmsnorm(cb, cb->final_h, cur, pending_add, cb->final_norm, sample_rows,
-                               n_sample, t_rows, NULL));
+                               n_sample, t_rows));
         if (gemm(cb, cb->final_h, cb->lm_head, cb->d_logits, n_sample, cb->vocab, cb->hidden, true,
                  err, errlen) != 0)
             return -1;
@@ -1191,10 +1156,6 @@ static int create(struct cuda_backend *cb, const struct folio_model *m,
     cb->attn_warps_per_sm = ac && atoi(ac) > 0 ? atoi(ac) : 4;
     const char *aw = getenv("FOLIO_ATTN_CTA_WARPS");
     cb->attn_cta_warps = aw ? atoi(aw) : 0;
-    const char *pm = getenv("FOLIO_L2_PREFETCH_MB");
-    cb->l2_prefetch_bytes = pm && atoi(pm) > 0 ? (size_t)atoi(pm) << 20 : 0;
-    const char *ps = getenv("FOLIO_L2_PREFETCH_SITES");
-    cb->l2_prefetch_sites = ps ? atoi(ps) : 15;
     /* The GEMV and decode attention kernels ask for the whole carveout as shared
      * memory, so that their CTAs can share SMs and PDL overlaps them: batch 1
      * 0.971 -> 0.877 ms, batch 2 1.131 -> 1.072 on the H200 (round 9).
@@ -1245,8 +1206,6 @@ static int create(struct cuda_backend *cb, const struct folio_model *m,
     if (alloc_weights(cb, &wl, sizeof(bf16) * lin * cb->layers, err, errlen) ||
         alloc_weights(cb, &wg, sizeof(bf16) * glob, err, errlen))
         return -1;
-    cb->layers_begin = wl;
-    cb->layers_end = (const char *)wl + sizeof(bf16) * lin * cb->layers;
     CUDA_CHECK(cudaMalloc(&staging, max_bytes));
     int rc = 0;
     bf16 *p = wg;
