@@ -906,6 +906,20 @@ static int cuda_collect(struct folio_backend *b, struct folio_step_result *res, 
     cb->fl_head = (cb->fl_head + 1) % MAX_INFLIGHT;
     cb->fl_count--;
 
+    /* The sampler's logprob is NaN exactly when the row's logits hold a NaN, a
+     * +inf, or are all -inf (its log-sum-exp is then NaN): the cases where
+     * worker/sampler.c refuses to sample. The step fails as it does on the CPU
+     * backend, rather than hand out a token drawn from garbage. */
+    for (int i = 0; i < fl->num_seqs; i++) {
+        int row = fl->seq_row[i];
+        if (row >= 0 && isnan(fl->h_logprobs[row])) {
+            snprintf(err, errlen,
+                     "step: seq %d: sampling: the logits are not finite (a NaN, +inf, or all "
+                     "-inf)",
+                     i);
+            return -1;
+        }
+    }
     int out = 0;
     for (int i = 0; i < fl->num_seqs; i++) {
         int row = fl->seq_row[i];

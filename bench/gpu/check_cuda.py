@@ -22,10 +22,12 @@ Checks:
   7. the same with repetition / frequency / presence penalties (together and each alone) on some
      sequences of the batch, over 40 steps fed on the device (graphs, and the launch-ahead
      pipeline), and a sequence preempted and recomputed in another slot while a new one reuses
-     its slot.
+     its slot;
+  8. a model whose logits are NaN: the step fails with a message on both backends.
 Prints one line per check (PASS/FAIL, figures) and exits 1 if any failed."""
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -320,6 +322,43 @@ def check_penalties(drv, fx_dir, vocab, gpu_backend="cuda"):
                    rc, lc, rg, lg)
 
 
+def check_nan_logits(drv, fx_dir, vocab, backends=("cpu", "cuda")):
+    """A model whose logits are NaN (the fixture with a NaN final-norm weight): the step fails
+    with a message on both backends, instead of returning a token (worker/sampler.c refuses; the
+    CUDA backend sees the sampler's NaN logprob)."""
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tests" / "fixtures"))
+    from make_tiny_model import read_safetensors, write_safetensors
+
+    nan_dir = Path(drv.out) / "fx_nan"
+    shutil.rmtree(nan_dir, ignore_errors=True)
+    shutil.copytree(fx_dir, nan_dir)
+    files = sorted(nan_dir.glob("*.safetensors"))
+    found = False
+    for f in files:
+        tensors = read_safetensors(f)
+        if "model.norm.weight" in tensors:
+            dtype, arr = tensors["model.norm.weight"]
+            arr[0] = np.nan
+            write_safetensors(f, [(n, a) for n, (_, a) in tensors.items()], dtype)
+            found = True
+    outcome = {}
+    for backend in backends:
+        st = [[seq(0, prompt(9, 500, vocab), 9, [0])]]
+        try:
+            drv.run(nan_dir, st, vocab, backend=backend, threads=2, max_num_tokens=64,
+                    num_kv_blocks=16)
+            outcome[backend] = "returned tokens"
+        except RuntimeError as e:
+            msg = str(e)
+            outcome[backend] = ("failed: " + msg.strip().splitlines()[-1][:160]
+                                if "NaN" in msg or "not finite" in msg else "failed otherwise: " +
+                                msg[-160:])
+    shutil.rmtree(nan_dir, ignore_errors=True)
+    check("NaN logits fail the step (fixture, final norm weight NaN)",
+          found and all(v.startswith("failed: ") for v in outcome.values()),
+          "; ".join(f"{k}: {v}" for k, v in outcome.items()))
+
+
 def penalties_only():
     """check_cuda.py --penalties STEP_DRIVER FIXTURE_DIR OUT_DIR [BACKEND]: check 7 alone, e.g.
     with BACKEND cpu on a machine without a GPU (the CPU backend against itself: every
@@ -469,6 +508,7 @@ def main():
                        extra=f"; first-step logits rel L2 {e0:.2e}")
 
     check_penalties(drv, fx_dir, fx_vocab)
+    check_nan_logits(drv, fx_dir, fx_vocab)
 
     failed = [n for n, ok, _ in results if not ok]
     print(f"correctness: {len(results) - len(failed)}/{len(results)} passed" +
