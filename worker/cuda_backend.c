@@ -1401,6 +1401,32 @@ static int create(struct cuda_backend *cb, const struct folio_model *m,
     return 0;
 }
 
+/* Captures the decode graph of every bucket up front, as vLLM does at start-up,
+ * so that the first step of each batch size while serving does not pay for
+ * an eager run and a capture (tens of milliseconds of inter-token latency).
+ * Each bucket runs a step whose rows are all padding (no keys, no cache
+ * writes, no sampling), then captures and replays it. */
+static int capture_decode_graphs(struct cuda_backend *cb, char *err, size_t errlen)
+{
+    if (!cb->graphs_enabled)
+        return 0;
+    const struct folio_step_batch none = {0};
+    for (int bucket = 1; bucket <= cb->base.max_seqs && bucket <= cb->base.max_num_tokens;
+         bucket <<= 1) {
+        struct step_layout l;
+        layout_for(bucket, bucket, cb->block_stride, &l);
+        struct inflight *fl = &cb->fl[0];
+        pack_step(cb, &none, bucket, bucket, true, &l, fl);
+        CUDA_CHECK(
+            cudaMemcpyAsync(cb->d_meta, fl->staging, l.total, cudaMemcpyHostToDevice, cb->stream));
+        for (int pass = 0; pass < 2; pass++) /* the eager run, then capture + replay */
+            if (run_decode_graph(cb, bucket, &l, err, errlen) != 0)
+                return -1;
+        CUDA_CHECK(cudaStreamSynchronize(cb->stream));
+    }
+    return 0;
+}
+
 int folio_cuda_backend_create(const struct folio_model *m, const struct folio_backend_options *opt,
                               struct folio_backend **out, char *err, size_t errlen)
 {
@@ -1409,7 +1435,7 @@ int folio_cuda_backend_create(const struct folio_model *m, const struct folio_ba
         snprintf(err, errlen, "cuda backend: out of host memory");
         return -1;
     }
-    if (create(cb, m, opt, err, errlen) != 0) {
+    if (create(cb, m, opt, err, errlen) != 0 || capture_decode_graphs(cb, err, errlen) != 0) {
         cuda_destroy(&cb->base);
         return -1;
     }
