@@ -111,7 +111,10 @@ __global__ void __launch_bounds__(NW * 32) attention_decode_kernel(decode_args a
 #pragma unroll
         for (int i = 0; i < 2; i++) {
             const bool live = g + 8 * i < group && pos >= 0;
-            row_pos[i] = live ? pos : -1;
+            /* A head past the group (live false, q zero) takes the keys as a
+             * live one does, so that whole tiles skip the mask; its output
+             * is never written. */
+            row_pos[i] = pos;
             const uint32_t *q = (const uint32_t *)(qrow + (int64_t)(g + 8 * i) * D);
 #pragma unroll
             for (int s = 0; s < KS; s++) {

@@ -53,17 +53,30 @@ attention_tile(const folio_bf16_bits *ks, const folio_bf16_bits *vs,
         }
     }
 
-    /* Mask, online softmax (log2 domain), P in bf16 for the PV product. */
+    /* Mask, online softmax (log2 domain), P in bf16 for the PV product. A
+     * tile that every row of the warp sees whole (inside the context, at or
+     * before each row's position) needs no mask. */
     float tile_max[2] = {-INFINITY, -INFINITY};
+    const int last = kbase + KT - 1;
+    if (__all_sync(0xffffffffu, last < k_end && last <= row_pos[0] && last <= row_pos[1])) {
 #pragma unroll
-    for (int j = 0; j < NT; j++) {
+        for (int j = 0; j < NT; j++)
 #pragma unroll
-        for (int e = 0; e < 4; e++) {
-            int i = e >> 1;
-            int key = kbase + 8 * j + 2 * tq + (e & 1);
-            bool ok = key < k_end && key <= row_pos[i];
-            sc[j][e] = ok ? sc[j][e] * scale_log2 : -INFINITY;
-            tile_max[i] = fmaxf(tile_max[i], sc[j][e]);
+            for (int e = 0; e < 4; e++) {
+                sc[j][e] *= scale_log2;
+                tile_max[e >> 1] = fmaxf(tile_max[e >> 1], sc[j][e]);
+            }
+    } else {
+#pragma unroll
+        for (int j = 0; j < NT; j++) {
+#pragma unroll
+            for (int e = 0; e < 4; e++) {
+                int i = e >> 1;
+                int key = kbase + 8 * j + 2 * tq + (e & 1);
+                bool ok = key < k_end && key <= row_pos[i];
+                sc[j][e] = ok ? sc[j][e] * scale_log2 : -INFINITY;
+                tile_max[i] = fmaxf(tile_max[i], sc[j][e]);
+            }
         }
     }
     float alpha[2], m_use[2];
@@ -114,7 +127,11 @@ attention_tile(const folio_bf16_bits *ks, const folio_bf16_bits *vs,
 
 /* Issues the cp.async copies of keys kbase .. kbase + KT - 1 of one KV head
  * into ks/vs, threads first .. first + count - 1 of the caller sharing the
- * work; keys at or past k_end are zero-filled. */
+ * work; keys at or past k_end are zero-filled. kbase is a multiple of KT and
+ * KT of the cache block, so the tile is whole blocks: one block-table read
+ * per block, then its rows lie at fixed offsets (reading the table and
+ * redoing the 64-bit address for every 16-byte chunk made this loop half of
+ * the decode kernel's instructions). */
 template <int D, int KT>
 __device__ __forceinline__ void
 attention_load_tile(folio_bf16_bits *ks, folio_bf16_bits *vs, const folio_bf16_bits *k_cache,
@@ -123,22 +140,29 @@ attention_load_tile(folio_bf16_bits *ks, folio_bf16_bits *vs, const folio_bf16_b
 {
     constexpr int LD = tile_pitch<D>::value;
     constexpr int CHUNKS = D / 8; /* 16-byte chunks per K/V row */
-    const int64_t head_stride = (int64_t)FOLIO_K_BLOCK * D;
-    for (int e = thread; e < KT * CHUNKS; e += count) {
-        int j = e / CHUNKS, c = e - j * CHUNKS;
-        int key = kbase + j;
-        const folio_bf16_bits *ksrc = k_cache, *vsrc = v_cache;
-        int bytes = 0;
-        if (key < k_end) {
-            int blk = table[key / FOLIO_K_BLOCK];
-            int64_t off = ((int64_t)blk * num_kv_heads + kvh) * head_stride +
-                          (int64_t)(key % FOLIO_K_BLOCK) * D + c * 8;
-            ksrc = k_cache + off;
-            vsrc = v_cache + off;
-            bytes = 16;
+    constexpr int BK = FOLIO_K_BLOCK;
+    static_assert(KT % BK == 0, "a tile is whole cache blocks");
+    const int per = (BK * CHUNKS + count - 1) / count; /* chunks per thread and block */
+#pragma unroll
+    for (int b = 0; b < KT / BK; b++) {
+        const int first = kbase + b * BK;
+        const folio_bf16_bits *kb = k_cache, *vb = v_cache;
+        if (first < k_end) {
+            int64_t off = ((int64_t)table[first / BK] * num_kv_heads + kvh) * (BK * D);
+            kb += off;
+            vb += off;
         }
-        cp_async_16(ks + j * LD + c * 8, ksrc, bytes);
-        cp_async_16(vs + j * LD + c * 8, vsrc, bytes);
+#pragma unroll
+        for (int i = 0; i < per; i++) {
+            const int e = thread + i * count;
+            if (e >= BK * CHUNKS)
+                break;
+            const int j = e / CHUNKS, c = e % CHUNKS, src = j * D + c * 8;
+            const int dst = (b * BK + j) * LD + c * 8;
+            const bool live = first + BK <= k_end || first + j < k_end;
+            cp_async_16(ks + dst, live ? kb + src : k_cache, live ? 16 : 0);
+            cp_async_16(vs + dst, live ? vb + src : v_cache, live ? 16 : 0);
+        }
     }
 }
 
