@@ -179,13 +179,6 @@ cudaError_t folio_k_gemv_qkv_rope(folio_bf16_bits *qkv, const folio_bf16_bits *x
 cudaError_t folio_k_silu_mul(folio_bf16_bits *out, const folio_bf16_bits *gate_up, int num_tokens,
                              int inter, cudaStream_t s);
 
-/* folio_k_silu_mul on the split-K f32 partials of the gate/up GEMM:
- * partials[s * split_stride + t * 2 * inter + c] for s in 0..splits-1 (2, 4 or
- * 8), gate and up each summed in that order and rounded to bf16 once. */
-cudaError_t folio_k_silu_mul_partials(folio_bf16_bits *out, const float *partials, int splits,
-                                      int64_t split_stride, int num_tokens, int inter,
-                                      cudaStream_t s);
-
 /* One sampling row's parameters, laid out for the device. */
 struct folio_k_sample_params {
     float temperature; /* <= 0: greedy */

@@ -163,11 +163,10 @@ struct cuda_backend {
     /* The GEMV path's QKV projection rotates q and k and writes the caches in its
      * epilogue; FOLIO_QKV_ROPE=0: apart (rope_kv_write). */
     bool qkv_rope;
-    /* K slices of the O, down and gate/up projections on the cuBLASLt path
-     * (splitk_slices): FOLIO_SPLITK_O / _DOWN / _GLU (1: off, 2, 4, 8; 0: the
-     * default rule). The partial sums [S][m][n] in f32, summed by the kernel that
-     * reads them (add_rmsnorm, SiLU*mul). */
-    int splitk_o, splitk_down, splitk_glu;
+    /* K slices of the O and down projections on the cuBLASLt path (splitk_slices):
+     * FOLIO_SPLITK_O / FOLIO_SPLITK_DOWN (1: off, 2, 4, 8; 0: the default rule). The
+     * partial sums [S][m][hidden] in f32, summed by the add_rmsnorm that reads them. */
+    int splitk_o, splitk_down;
     float *splitk_partials;
     /* Decode attention splits the keys until about this many warps per SM run:
      * FOLIO_ATTN_WARPS_PER_SM (default 4). */
@@ -442,7 +441,7 @@ static struct folio_k_decode_plan decode_plan(const struct cuda_backend *cb, int
 
 /* K slices for a projection y[m, n] = x[m, k] * w[n, k]^T on the cuBLASLt path
  * whose output only the next add_rmsnorm reads (O and down); 1: no split.
- * forced: FOLIO_SPLITK_O / _DOWN / _GLU, used as given for every m up to
+ * forced: FOLIO_SPLITK_O / FOLIO_SPLITK_DOWN, used as given for every m up to
  * SPLITK_MAX_ROWS (1 if k / forced is not a whole multiple of 8). Prefill-sized
  * m (above SPLITK_MAX_ROWS) never splits.
  * Default, from the graph bucket of m (an eager step splits as its graph
@@ -549,7 +548,6 @@ static int forward(struct cuda_backend *cb, const struct step_layout *l, int t_r
     int qd = cb->heads * cb->head_dim;
     int split_o = fuse_norm ? 1 : splitk_slices(cb->splitk_o, t_rows, qd);
     int split_down = fuse_norm ? 1 : splitk_slices(cb->splitk_down, t_rows, cb->inter);
-    int split_glu = fuse_norm ? 1 : splitk_slices(cb->splitk_glu, t_rows, cb->hidden);
     int pending_add = 0;
     bf16 *cur = cb->res;
     for (int li = 0; li < cb->layers; li++) {
@@ -594,19 +592,10 @@ static int forward(struct cuda_backend *cb, const struct step_layout *l, int t_r
         } else {
             CUDA_CHECK(
                 add_rmsnorm(cb, cb->normed, cur, split_o, L->mlp_norm, NULL, t_rows, t_rows));
-            if (split_glu > 1) { /* the SiLU*mul kernel sums the slices */
-                if (gemm_splitk(cb, cb->normed, L->w_gate_up, cb->splitk_partials, t_rows,
-                                2 * cb->inter, cb->hidden, split_glu, err, errlen) != 0)
-                    return -1;
-                CUDA_CHECK(folio_k_silu_mul_partials(cb->act, cb->splitk_partials, split_glu,
-                                                     (int64_t)t_rows * 2 * cb->inter, t_rows,
-                                                     cb->inter, s));
-            } else {
-                if (gemm(cb, cb->normed, L->w_gate_up, cb->gate_up, t_rows, 2 * cb->inter,
-                         cb->hidden, false, err, errlen) != 0)
-                    return -1;
-                CUDA_CHECK(folio_k_silu_mul(cb->act, cb->gate_up, t_rows, cb->inter, s));
-            }
+            if (gemm(cb, cb->normed, L->w_gate_up, cb->gate_up, t_rows, 2 * cb->inter, cb->hidden,
+                     false, err, errlen) != 0)
+                return -1;
+            CUDA_CHECK(folio_k_silu_mul(cb->act, cb->gate_up, t_rows, cb->inter, s));
         }
         if (project(cb, cb->act, L->w_down, t_rows, cb->inter, split_down, err, errlen) != 0)
             return -1;
@@ -1162,12 +1151,11 @@ static int create(struct cuda_backend *cb, const struct folio_model *m,
     if (cb->gemv_split_k != 1 && cb->gemv_split_k != 2 && cb->gemv_split_k != 4 &&
         cb->gemv_split_k != 8)
         cb->gemv_split_k = 0;
-    /* FOLIO_SPLITK_O / _DOWN / _GLU: K slices of the O / down / gate-up projection
-     * of batches of up to SPLITK_MAX_ROWS rows on the cuBLASLt path: 1 (no split),
-     * 2, 4 or 8; unset or anything else: the default rule of splitk_slices. */
+    /* FOLIO_SPLITK_O / FOLIO_SPLITK_DOWN: K slices of the O / down projection of
+     * batches of up to SPLITK_MAX_ROWS rows on the cuBLASLt path: 1 (no split), 2, 4
+     * or 8; unset or anything else: the default rule of splitk_slices. */
     cb->splitk_o = env_splitk("FOLIO_SPLITK_O");
     cb->splitk_down = env_splitk("FOLIO_SPLITK_DOWN");
-    cb->splitk_glu = env_splitk("FOLIO_SPLITK_GLU");
     /* FOLIO_GEMV_PERSIST=0: the GEMV's grid is one CTA per column group instead of the
      * CTAs that fit resident at once (each looping over its groups). */
     const char *gp = getenv("FOLIO_GEMV_PERSIST");
@@ -1347,21 +1335,16 @@ static int create(struct cuda_backend *cb, const struct folio_model *m,
     size_t counters = sizeof(int) * (size_t)graph_bucket((int)S) * cb->kv_heads;
     CUDA_CHECK(cudaMalloc((void **)&cb->attn_counters, counters));
     CUDA_CHECK(cudaMemsetAsync(cb->attn_counters, 0, counters, cb->stream));
-    /* Split-K partials of the O and down projections (n = hidden) and of gate/up
-     * (n = 2 * inter), one buffer: each projection's partials are read before
-     * the next projection writes. The most S * m * n over the row counts on the
-     * cuBLASLt path that split (forward runs at most T rows, graph buckets
-     * included). Allocated before the KV pool takes what the budget leaves,
-     * like the other activations. */
+    /* Split-K partials of the O and down projections (both n = hidden): the most
+     * S * m over the row counts on the cuBLASLt path that split (forward runs at
+     * most T rows, graph buckets included). Allocated before the KV pool takes
+     * what the budget leaves, like the other activations. */
     size_t splitk_bytes = 0;
     for (int rows = cb->gemv_max_rows + 1; rows <= (int)T && rows <= SPLITK_MAX_ROWS; rows++) {
         int so = splitk_slices(cb->splitk_o, rows, (int)QD);
         int sd = splitk_slices(cb->splitk_down, rows, cb->inter);
-        int sg = splitk_slices(cb->splitk_glu, rows, (int)H);
         int sp = so > sd ? so : sd;
         size_t bytes = sp > 1 ? sizeof(float) * sp * rows * H : 0;
-        if (sg > 1 && sizeof(float) * sg * rows * 2 * I > bytes)
-            bytes = sizeof(float) * sg * rows * 2 * I;
         if (bytes > splitk_bytes)
             splitk_bytes = bytes;
     }
