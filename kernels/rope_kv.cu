@@ -17,27 +17,37 @@ __global__ void __launch_bounds__(ROPE_THREADS)
     pdl_trigger();
     pdl_wait();
     int t = blockIdx.x;
-    int pos = b.token_pos[t];
-    if (pos < 0)
-        return; /* padding row of a CUDA-graph bucket */
     int half = head_dim / 2;
     int stride = (num_heads + 2 * num_kv_heads) * head_dim;
     folio_bf16_bits *row = qkv + (int64_t)t * stride;
-    int seq = b.token_seq[t];
+    int p = blockIdx.y * ROPE_THREADS + threadIdx.x;
+    bool pair = p < (num_heads + num_kv_heads) * half;
+    int h = pair ? p / half : 0, i = p - h * half;
+    folio_bf16_bits *x = row + h * head_dim;
+    /* Everything that needs neither the position nor the cache block is loaded
+     * with the position: one memory round trip, then the block table's. */
+    int pos = b.token_pos[t], seq = b.token_seq[t];
+    folio_bf16_bits x1 = 0, x2 = 0;
+    float freq = 0.0f;
+    if (pair) {
+        x1 = x[i];
+        x2 = x[i + half];
+        freq = inv_freq[i];
+    }
+    if (pos < 0)
+        return; /* padding row of a CUDA-graph bucket */
     int block = b.block_tables[(int64_t)seq * b.block_stride + pos / FOLIO_K_BLOCK];
     int64_t cache_base = (int64_t)block * num_kv_heads * FOLIO_K_BLOCK * head_dim +
                          (int64_t)(pos % FOLIO_K_BLOCK) * head_dim;
-
-    int p = blockIdx.y * ROPE_THREADS + threadIdx.x;
-    if (p < (num_heads + num_kv_heads) * half) {
-        int h = p / half, i = p - h * half;
-        folio_bf16_bits *x = row + h * head_dim;
-        rope_rotate(x[i], x[i + half], pos, inv_freq[i]);
+    if (pair) {
+        rope_rotate(x1, x2, pos, freq);
+        x[i] = x1;
+        x[i + half] = x2;
         if (h >= num_heads) {
             int kh = h - num_heads;
             folio_bf16_bits *dst = k_cache + cache_base + (int64_t)kh * FOLIO_K_BLOCK * head_dim;
-            dst[i] = x[i];
-            dst[i + half] = x[i + half];
+            dst[i] = x1;
+            dst[i + half] = x2;
         }
     }
     if (blockIdx.y != 0)
