@@ -58,9 +58,7 @@ struct split_layout {
     }
 };
 
-/* LOW8: the GQA group has at most 8 heads, so rows 8-15 of every warp's MMA
- * tile are nobody's and the tile math skips their softmax (attention_tile). */
-template <int D, int NW, bool LOW8>
+template <int D, int NW>
 __global__ void __launch_bounds__(NW * 32) attention_decode_kernel(decode_args a)
 {
     constexpr int LD = tile_pitch<D>::value;
@@ -138,8 +136,8 @@ __global__ void __launch_bounds__(NW * 32) attention_decode_kernel(decode_args a
             __syncwarp();
             folio_bf16_bits *ks = stage0 + (size_t)(j % ST) * 2 * KT * LD;
             const int kbase = (t_begin + warp + j * NW) * KT;
-            attention_tile<D, KT, LOW8>(ks, ks + KT * LD, qa, o, m, l, kbase, n_keys, row_pos,
-                                        scale_log2);
+            attention_tile<D, KT>(ks, ks + KT * LD, qa, o, m, l, kbase, n_keys, row_pos,
+                                  scale_log2);
             __syncwarp(); /* this stage is free for the load ST - 1 tiles ahead */
         }
 #pragma unroll
@@ -345,13 +343,13 @@ extern "C" size_t folio_k_attention_decode_workspace_bytes(int num_tokens,
     return rows * (sizeof(float) * head_dim + sizeof(float2));
 }
 
-template <int D, int NW, bool LOW8> static cudaError_t prepare_one()
+template <int D, int NW> static cudaError_t prepare_one()
 {
-    cudaError_t e = cudaFuncSetAttribute(attention_decode_kernel<D, NW, LOW8>,
+    cudaError_t e = cudaFuncSetAttribute(attention_decode_kernel<D, NW>,
                                          cudaFuncAttributeMaxDynamicSharedMemorySize,
                                          (int)decode_smem_bytes<D, NW>());
     if (e == cudaSuccess && folio_k_smem_carveout() >= 0)
-        e = cudaFuncSetAttribute(attention_decode_kernel<D, NW, LOW8>,
+        e = cudaFuncSetAttribute(attention_decode_kernel<D, NW>,
                                  cudaFuncAttributePreferredSharedMemoryCarveout,
                                  folio_k_smem_carveout());
     return e;
@@ -359,12 +357,8 @@ template <int D, int NW, bool LOW8> static cudaError_t prepare_one()
 
 template <int D> static cudaError_t prepare_d()
 {
-    cudaError_t e = prepare_one<D, 1, false>();
-    if (e == cudaSuccess)
-        e = prepare_one<D, 4, false>();
-    if (e == cudaSuccess)
-        e = prepare_one<D, 1, true>();
-    return e == cudaSuccess ? prepare_one<D, 4, true>() : e;
+    cudaError_t e = prepare_one<D, 1>();
+    return e == cudaSuccess ? prepare_one<D, 4>() : e;
 }
 
 extern "C" cudaError_t folio_k_attention_prepare(int head_dim)
@@ -379,9 +373,8 @@ template <int D, int NW>
 static cudaError_t launch(const decode_args &a, int splits, bool pdl, cudaStream_t s)
 {
     dim3 grid(a.b.num_tokens, a.num_kv_heads, splits);
-    auto kernel = a.num_heads / a.num_kv_heads <= 8 ? attention_decode_kernel<D, NW, true>
-                                                    : attention_decode_kernel<D, NW, false>;
-    return launch_pdl(kernel, grid, dim3(NW * 32), decode_smem_bytes<D, NW>(), s, pdl, a);
+    return launch_pdl(attention_decode_kernel<D, NW>, grid, dim3(NW * 32),
+                      decode_smem_bytes<D, NW>(), s, pdl, a);
 }
 
 template <int D>

@@ -23,11 +23,8 @@ template <int D> struct tile_pitch {
 /* Keys kbase .. kbase + KT - 1 from ks/vs ([KT][pitch], keys past the
  * context zero-filled: a stale cache slot may hold a NaN bit pattern, and
  * 0 * NaN would leak into the output). A key counts for row i when it is
- * below k_end and at most row_pos[i] (causal). LOW8: rows 8-15 are nobody's
- * (a decode CTA of a GQA group of at most 8 heads): their softmax is skipped
- * and their m, l and o are left as they are, never to be read; the MMAs still
- * compute them (rows do not mix in an MMA). */
-template <int D, int KT, bool LOW8 = false>
+ * below k_end and at most row_pos[i] (causal). */
+template <int D, int KT>
 __device__ __forceinline__ void
 attention_tile(const folio_bf16_bits *ks, const folio_bf16_bits *vs,
                const uint32_t (&qa)[D / 16][4], float (&o)[D / 8][4], float (&m)[2], float (&l)[2],
@@ -59,16 +56,13 @@ attention_tile(const folio_bf16_bits *ks, const folio_bf16_bits *vs,
     /* Mask, online softmax (log2 domain), P in bf16 for the PV product. A
      * tile that every row of the warp sees whole (inside the context, at or
      * before each row's position) needs no mask. */
-    constexpr int ROWS = LOW8 ? 1 : 2; /* this lane's rows that count: g (and g + 8) */
-    constexpr int ELEMS = 2 * ROWS;    /* their elements of each C fragment */
     float tile_max[2] = {-INFINITY, -INFINITY};
     const int last = kbase + KT - 1;
-    if (__all_sync(0xffffffffu,
-                   last < k_end && last <= row_pos[0] && (LOW8 || last <= row_pos[1]))) {
+    if (__all_sync(0xffffffffu, last < k_end && last <= row_pos[0] && last <= row_pos[1])) {
 #pragma unroll
         for (int j = 0; j < NT; j++)
 #pragma unroll
-            for (int e = 0; e < ELEMS; e++) {
+            for (int e = 0; e < 4; e++) {
                 sc[j][e] *= scale_log2;
                 tile_max[e >> 1] = fmaxf(tile_max[e >> 1], sc[j][e]);
             }
@@ -76,7 +70,7 @@ attention_tile(const folio_bf16_bits *ks, const folio_bf16_bits *vs,
 #pragma unroll
         for (int j = 0; j < NT; j++) {
 #pragma unroll
-            for (int e = 0; e < ELEMS; e++) {
+            for (int e = 0; e < 4; e++) {
                 int i = e >> 1;
                 int key = kbase + 8 * j + 2 * tq + (e & 1);
                 bool ok = key < k_end && key <= row_pos[i];
@@ -87,7 +81,7 @@ attention_tile(const folio_bf16_bits *ks, const folio_bf16_bits *vs,
     }
     float alpha[2], m_use[2];
 #pragma unroll
-    for (int i = 0; i < ROWS; i++) {
+    for (int i = 0; i < 2; i++) {
         tile_max[i] = fmaxf(tile_max[i], __shfl_xor_sync(0xffffffffu, tile_max[i], 1));
         tile_max[i] = fmaxf(tile_max[i], __shfl_xor_sync(0xffffffffu, tile_max[i], 2));
         float m_new = fmaxf(m[i], tile_max[i]);
@@ -100,15 +94,13 @@ attention_tile(const folio_bf16_bits *ks, const folio_bf16_bits *vs,
     for (int n = 0; n < DT; n++) {
         o[n][0] *= alpha[0];
         o[n][1] *= alpha[0];
-        if (!LOW8) {
-            o[n][2] *= alpha[1];
-            o[n][3] *= alpha[1];
-        }
+        o[n][2] *= alpha[1];
+        o[n][3] *= alpha[1];
     }
 #pragma unroll
     for (int j = 0; j < NT; j++) {
 #pragma unroll
-        for (int e = 0; e < ELEMS; e++) {
+        for (int e = 0; e < 4; e++) {
             float p = exp2f(sc[j][e] - m_use[e >> 1]);
             sc[j][e] = p;
             l[e >> 1] += p;
