@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # One device call: Nsight Compute's detailed sections (speed of light, memory workload, occupancy,
-# launch statistics, warp stall reasons) for the kernels of the first layer of a steady-state decode
-# step, to see why a kernel is below the bandwidth. Run from the repo root on the GPU machine after
+# launch statistics, warp states, and each stall reason's warps per issued instruction) for the
+# kernels of the first layer of a steady-state decode step, to see why a kernel is below the
+# bandwidth. Run from the repo root on the GPU machine after
 # deploy/bundle.sh (bundle/ carried):
 #     bash bench/gpu/ncu_detail.sh
 # FOLIO_NCU_DETAIL: lines of "LABEL BATCH KERNELS [ENV...]" (KERNELS: how many launches from the
@@ -26,6 +27,7 @@ while read -r label batch count envs; do
     --graph-profiling node --launch-count "$count" \
     --section SpeedOfLight --section MemoryWorkloadAnalysis --section Occupancy \
     --section LaunchStats --section WarpStateStats --section SchedulerStats \
+    --metrics "regex:smsp__average_warps_issue_stalled_.*_per_issue_active\.ratio" \
     "$B/decode_bench" /tmp/tl decode "$batch" 512 1 >"$OUT/detail_$label.txt" 2>&1
 done <<<"$CONFIGS"
 python3 - "$OUT" <<'PY'
