@@ -620,7 +620,8 @@ static int forward(struct cuda_backend *cb, const struct step_layout *l, int t_r
     return 0;
 }
 
-/* Replays (capturing on first use) the decode graph of one bucket. */
+/* Replays the decode graph of one bucket: its first call runs the step eagerly, its second
+ * captures it (capture_decode_graphs makes both calls for every bucket at start-up). */
 static int run_decode_graph(struct cuda_backend *cb, int bucket, const struct step_layout *l,
                             char *err, size_t errlen)
 {
