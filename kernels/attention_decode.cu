@@ -122,12 +122,8 @@ __global__ void __launch_bounds__(NW * 32) attention_decode_kernel(decode_args a
                 qa[s][i + 2] = live ? q[(16 * s + 8 + 2 * tq) / 2] : 0u;
             }
         }
-        float o[DT][4];
-#pragma unroll
-        for (int n = 0; n < DT; n++)
-            o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.0f;
-        float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
-        const float scale_log2 = rsqrtf((float)D) * 1.4426950408889634f;
+        float o[DT][4], m[2], l[2];
+        const float scale_log2 = attention_start<D>(o, m, l);
         for (int j = 0; j < mine; j++) {
             if (j + ST - 1 < mine) /* into the stage tile j - 1 left */
                 load(j + ST - 1);

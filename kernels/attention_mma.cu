@@ -70,12 +70,8 @@ __global__ void __launch_bounds__(NW * 32)
         }
     }
 
-    float o[DT][4];
-#pragma unroll
-    for (int n = 0; n < DT; n++)
-        o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.0f;
-    float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
-    const float scale_log2 = rsqrtf((float)D) * 1.4426950408889634f;
+    float o[DT][4], m[2], l[2];
+    const float scale_log2 = attention_start<D>(o, m, l);
 
     auto load_tile = [&](int kbase, int stage) {
         folio_bf16_bits *ks = smem_kv + (size_t)stage * 2 * KT * LD;

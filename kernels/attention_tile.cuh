@@ -20,6 +20,20 @@ template <int D> struct tile_pitch {
     static constexpr int value = D + 8;
 };
 
+/* The online softmax's starting state of a warp's rows: no output, running
+ * max -inf, running sum 0; the scale of the scores in the log2 domain (taken
+ * once, outside the tile loop). */
+template <int D>
+__device__ __forceinline__ float attention_start(float (&o)[D / 8][4], float (&m)[2], float (&l)[2])
+{
+#pragma unroll
+    for (int n = 0; n < D / 8; n++)
+        o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.0f;
+    m[0] = m[1] = -INFINITY;
+    l[0] = l[1] = 0.0f;
+    return rsqrtf((float)D) * 1.4426950408889634f;
+}
+
 /* Keys kbase .. kbase + KT - 1 from ks/vs ([KT][pitch], keys past the
  * context zero-filled: a stale cache slot may hold a NaN bit pattern, and
  * 0 * NaN would leak into the output). A key counts for row i when it is
