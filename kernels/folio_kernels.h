@@ -129,6 +129,19 @@ cudaError_t folio_k_attention_decode(folio_bf16_bits *out, const folio_bf16_bits
 void folio_k_set_smem_carveout(int percent);
 int folio_k_smem_carveout(void);
 
+/* The TMA + wgmma decode GEMM (gemm_tma.cu; a proof of concept measured by
+ * bench/gemm_tma_bench.c, not used by the backend). A plan holds the tensor
+ * maps of x [m, k] (m <= 64) and w [n, k] (n a multiple of 64, k of 64);
+ * folio_k_gemm_tma writes y = x . w^T as bf16 [m, n], or with splits > 1 the
+ * f32 sums of K slices [splits][m][n]. create returns NULL for a shape it does
+ * not take or when the driver has no cuTensorMapEncodeTiled. */
+struct folio_k_tma_gemm;
+struct folio_k_tma_gemm *folio_k_tma_gemm_create(const folio_bf16_bits *x, int m,
+                                                 const folio_bf16_bits *w, int n, int k);
+void folio_k_tma_gemm_destroy(struct folio_k_tma_gemm *g);
+cudaError_t folio_k_gemm_tma(const struct folio_k_tma_gemm *g, void *y, int splits,
+                             cudaStream_t s);
+
 #define FOLIO_K_GEMV_MAX_ROWS 8
 
 /* How folio_k_gemv runs. split_k: warps per output column, each over 1/split_k

@@ -1,0 +1,261 @@
+/* gemm_tma_bench: folio_k_gemm_tma (kernels/gemm_tma.cu, TMA + wgmma) against
+ * cuBLASLt on TinyLlama's decode projections, checked and timed.
+ *
+ *     gemm_tma_bench
+ *
+ * For each shape (QKV, O, gate/up as one GEMM of 2 * 5632 rows, down), m in
+ * 8, 16, 32, 64 and the K slices listed per shape: x and w hold deterministic
+ * pseudo-random bf16 values (x in [-1, 1], w in [-0.02, 0.02]); the reference
+ * is cuBLASLt with f32 output (the layout of cuda_backend.c's gemm()). Check:
+ * max |y - ref| over the rms of ref, below 1e-2 for bf16 output (a bf16
+ * rounding of values a few rms large) and 1e-4 for f32 slices summed on the
+ * host. Timings: CUDA events around each of 100 launches after 10 warm-ups,
+ * median; the weights rotate over copies of at least 256 MB, so that they come
+ * from device memory as in a decode step (the H200's L2 is 50 MB). ref_ms is
+ * cuBLASLt writing bf16, unsplit, over the same copies. One line per case:
+ *     RESULT name=tma_<shape>_m<m>_s<splits> ms=... ref_ms=... GBps=... err=... ok=1
+ * GBps: weight bytes over the kernel's time. Exit status 1 if a case fails. */
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cublasLt.h>
+#include <cuda_runtime_api.h>
+
+#include "folio_kernels.h"
+#include "safetensors.h"
+
+#define WARMUP 10
+#define REPEATS 100
+#define ROTATE_BYTES (256.0 * 1024 * 1024)
+#define MAX_COPIES 64
+#define LT_WORKSPACE (32u << 20)
+
+#define CK(x)                                                                                      \
+    do {                                                                                           \
+        cudaError_t e_ = (x);                                                                      \
+        if (e_ != cudaSuccess) {                                                                   \
+            fprintf(stderr, "gemm_tma_bench: %s: %s (line %d)\n", #x, cudaGetErrorString(e_),      \
+                    __LINE__);                                                                     \
+            exit(2);                                                                               \
+        }                                                                                          \
+    } while (0)
+
+#define LK(x)                                                                                      \
+    do {                                                                                           \
+        cublasStatus_t s_ = (x);                                                                   \
+        if (s_ != CUBLAS_STATUS_SUCCESS) {                                                         \
+            fprintf(stderr, "gemm_tma_bench: %s: cuBLASLt status %d (line %d)\n", #x, (int)s_,     \
+                    __LINE__);                                                                     \
+            exit(2);                                                                               \
+        }                                                                                          \
+    } while (0)
+
+struct shape {
+    const char *name;
+    int n, k;
+    int splits[3]; /* the K slices to run, 0-terminated */
+};
+
+static uint64_t rng_state = 0x853c49e6748fea9bull;
+
+static float next_uniform(void) /* [-1, 1) */
+{
+    rng_state ^= rng_state << 13;
+    rng_state ^= rng_state >> 7;
+    rng_state ^= rng_state << 17;
+    return (float)((rng_state >> 40) * (2.0 / 16777216.0) - 1.0);
+}
+
+static int cmp_float(const void *a, const void *b)
+{
+    float x = *(const float *)a, y = *(const float *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* y (n x m column-major, i.e. [m][n]) = w^T x as cuda_backend.c's gemm() asks cuBLASLt. */
+struct lt_gemm {
+    cublasLtMatmulDesc_t desc;
+    cublasLtMatrixLayout_t a, b, c;
+    cublasLtMatmulAlgo_t algo;
+};
+
+static void lt_plan(cublasLtHandle_t lt, struct lt_gemm *g, int m, int n, int k, int out_f32)
+{
+    cublasOperation_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
+    LK(cublasLtMatmulDescCreate(&g->desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+    LK(cublasLtMatmulDescSetAttribute(g->desc, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof(ta)));
+    LK(cublasLtMatmulDescSetAttribute(g->desc, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof(tb)));
+    LK(cublasLtMatrixLayoutCreate(&g->a, CUDA_R_16BF, k, n, k));
+    LK(cublasLtMatrixLayoutCreate(&g->b, CUDA_R_16BF, k, m, k));
+    LK(cublasLtMatrixLayoutCreate(&g->c, out_f32 ? CUDA_R_32F : CUDA_R_16BF, n, m, n));
+    cublasLtMatmulPreference_t pref;
+    size_t ws = LT_WORKSPACE;
+    LK(cublasLtMatmulPreferenceCreate(&pref));
+    LK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws,
+                                            sizeof(ws)));
+    cublasLtMatmulHeuristicResult_t res;
+    int found = 0;
+    LK(cublasLtMatmulAlgoGetHeuristic(lt, g->desc, g->a, g->b, g->c, g->c, pref, 1, &res, &found));
+    cublasLtMatmulPreferenceDestroy(pref);
+    if (found < 1) {
+        fprintf(stderr, "gemm_tma_bench: cuBLASLt has no algorithm for %dx%dx%d\n", m, n, k);
+        exit(2);
+    }
+    g->algo = res.algo;
+}
+
+static void lt_run(cublasLtHandle_t lt, const struct lt_gemm *g, const void *x, const void *w,
+                   void *y, void *workspace, cudaStream_t s)
+{
+    const float alpha = 1.0f, beta = 0.0f;
+    LK(cublasLtMatmul(lt, g->desc, &alpha, w, g->a, x, g->b, &beta, y, g->c, y, g->c, &g->algo,
+                      workspace, LT_WORKSPACE, s));
+}
+
+static void lt_destroy(struct lt_gemm *g)
+{
+    cublasLtMatrixLayoutDestroy(g->a);
+    cublasLtMatrixLayoutDestroy(g->b);
+    cublasLtMatrixLayoutDestroy(g->c);
+    cublasLtMatmulDescDestroy(g->desc);
+}
+
+/* Median ms of one launch; tma != 0: folio_k_gemm_tma, else cuBLASLt bf16. */
+static double time_median(int copies, struct folio_k_tma_gemm **plans, int splits, void *y,
+                          cublasLtHandle_t lt, const struct lt_gemm *g, uint16_t *x,
+                          uint16_t **w, void *workspace, cudaStream_t s, int tma)
+{
+    float ms[REPEATS];
+    cudaEvent_t a, b;
+    CK(cudaEventCreate(&a));
+    CK(cudaEventCreate(&b));
+    for (int i = -WARMUP; i < REPEATS; i++) {
+        int c = (i + WARMUP) % copies;
+        CK(cudaEventRecord(a, s));
+        if (tma)
+            CK(folio_k_gemm_tma(plans[c], y, splits, s));
+        else
+            lt_run(lt, g, x, w[c], y, workspace, s);
+        CK(cudaEventRecord(b, s));
+        CK(cudaEventSynchronize(b));
+        if (i >= 0)
+            CK(cudaEventElapsedTime(&ms[i], a, b));
+    }
+    CK(cudaEventDestroy(a));
+    CK(cudaEventDestroy(b));
+    qsort(ms, REPEATS, sizeof(float), cmp_float);
+    return ms[REPEATS / 2];
+}
+
+int main(void)
+{
+    const struct shape shapes[] = {
+        {"qkv", 2560, 2048, {1, 4, 0}},
+        {"o", 2048, 2048, {1, 4, 0}},
+        {"gateup", 11264, 2048, {1, 2, 0}},
+        {"down", 2048, 5632, {4, 8, 0}},
+    };
+    const int ms_list[] = {8, 16, 32, 64};
+    cublasLtHandle_t lt;
+    LK(cublasLtCreate(&lt));
+    cudaStream_t s;
+    CK(cudaStreamCreate(&s));
+    void *workspace;
+    CK(cudaMalloc(&workspace, LT_WORKSPACE));
+    int failed = 0, ok_count = 0;
+    for (size_t si = 0; si < sizeof(shapes) / sizeof(shapes[0]); si++) {
+        const struct shape *sh = &shapes[si];
+        const size_t wn = (size_t)sh->n * sh->k, xn = (size_t)64 * sh->k;
+        int copies = (int)ceil(ROTATE_BYTES / (wn * 2.0));
+        copies = copies < 1 ? 1 : copies > MAX_COPIES ? MAX_COPIES : copies;
+        uint16_t *hw = malloc(wn * 2), *hx = malloc(xn * 2);
+        for (size_t i = 0; i < wn; i++)
+            hw[i] = folio_f32_to_bf16(0.02f * next_uniform());
+        for (size_t i = 0; i < xn; i++)
+            hx[i] = folio_f32_to_bf16(next_uniform());
+        uint16_t *w[MAX_COPIES], *x;
+        for (int c = 0; c < copies; c++) {
+            CK(cudaMalloc((void **)&w[c], wn * 2));
+            CK(cudaMemcpy(w[c], hw, wn * 2, cudaMemcpyHostToDevice));
+        }
+        CK(cudaMalloc((void **)&x, xn * 2));
+        CK(cudaMemcpy(x, hx, xn * 2, cudaMemcpyHostToDevice));
+        void *y, *y_ref;
+        CK(cudaMalloc(&y, (size_t)8 * 64 * sh->n * 4));
+        CK(cudaMalloc(&y_ref, (size_t)64 * sh->n * 4));
+        float *ref = malloc((size_t)64 * sh->n * 4), *out = malloc((size_t)8 * 64 * sh->n * 4);
+        for (size_t mi = 0; mi < sizeof(ms_list) / sizeof(ms_list[0]); mi++) {
+            const int m = ms_list[mi];
+            struct folio_k_tma_gemm *plans[MAX_COPIES];
+            for (int c = 0; c < copies; c++) {
+                plans[c] = folio_k_tma_gemm_create(x, m, w[c], sh->n, sh->k);
+                if (!plans[c]) {
+                    fprintf(stderr, "gemm_tma_bench: no plan for %s m=%d\n", sh->name, m);
+                    return 2;
+                }
+            }
+            struct lt_gemm g_ref, g_time;
+            lt_plan(lt, &g_ref, m, sh->n, sh->k, 1);
+            lt_plan(lt, &g_time, m, sh->n, sh->k, 0);
+            lt_run(lt, &g_ref, x, w[0], y_ref, workspace, s);
+            CK(cudaStreamSynchronize(s));
+            CK(cudaMemcpy(ref, y_ref, (size_t)m * sh->n * 4, cudaMemcpyDeviceToHost));
+            double rms = 0.0;
+            for (size_t i = 0; i < (size_t)m * sh->n; i++)
+                rms += (double)ref[i] * ref[i];
+            rms = sqrt(rms / ((double)m * sh->n));
+            double ref_ms = time_median(copies, plans, 1, y_ref, lt, &g_time, x, w, workspace, s, 0);
+            for (int sp = 0; sp < 3 && sh->splits[sp]; sp++) {
+                const int splits = sh->splits[sp];
+                CK(cudaMemset(y, 0xff, (size_t)splits * m * sh->n * 4)); /* NaN where unwritten */
+                CK(folio_k_gemm_tma(plans[0], y, splits, s));
+                CK(cudaStreamSynchronize(s));
+                double err = 0.0;
+                if (splits == 1) {
+                    uint16_t *o16 = (uint16_t *)out;
+                    CK(cudaMemcpy(o16, y, (size_t)m * sh->n * 2, cudaMemcpyDeviceToHost));
+                    for (size_t i = 0; i < (size_t)m * sh->n; i++) {
+                        double e = fabs((double)folio_bf16_to_f32(o16[i]) - ref[i]);
+                        err = isnan(e) || e > err ? (isnan(e) ? INFINITY : e) : err;
+                    }
+                } else {
+                    CK(cudaMemcpy(out, y, (size_t)splits * m * sh->n * 4, cudaMemcpyDeviceToHost));
+                    for (size_t i = 0; i < (size_t)m * sh->n; i++) {
+                        double v = 0.0;
+                        for (int p = 0; p < splits; p++)
+                            v += out[(size_t)p * m * sh->n + i];
+                        double e = fabs(v - ref[i]);
+                        err = isnan(e) || e > err ? (isnan(e) ? INFINITY : e) : err;
+                    }
+                }
+                err /= rms;
+                const int ok = err < (splits == 1 ? 1e-2 : 1e-4);
+                double t = time_median(copies, plans, splits, y, lt, &g_time, x, w, workspace, s, 1);
+                printf("RESULT name=tma_%s_m%d_s%d ms=%.5f ref_ms=%.5f ratio=%.2f GBps=%.1f "
+                       "err=%.2e ok=%d\n",
+                       sh->name, m, splits, t, ref_ms, t / ref_ms, wn * 2.0 / (t * 1e6), err, ok);
+                fflush(stdout);
+                failed += !ok;
+                ok_count += ok;
+            }
+            lt_destroy(&g_ref);
+            lt_destroy(&g_time);
+            for (int c = 0; c < copies; c++)
+                folio_k_tma_gemm_destroy(plans[c]);
+        }
+        for (int c = 0; c < copies; c++)
+            CK(cudaFree(w[c]));
+        CK(cudaFree(x));
+        CK(cudaFree(y));
+        CK(cudaFree(y_ref));
+        free(hw);
+        free(hx);
+        free(ref);
+        free(out);
+    }
+    printf("gemm_tma_bench: %d ok, %d failed\n", ok_count, failed);
+    return failed ? 1 : 0;
+}
