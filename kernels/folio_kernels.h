@@ -129,18 +129,30 @@ cudaError_t folio_k_attention_decode(folio_bf16_bits *out, const folio_bf16_bits
 void folio_k_set_smem_carveout(int percent);
 int folio_k_smem_carveout(void);
 
-/* The TMA + wgmma decode GEMM (gemm_tma.cu; a proof of concept measured by
- * bench/gemm_tma_bench.c, not used by the backend). A plan holds the tensor
- * maps of x [m, k] (m <= 64) and w [n, k] (n a multiple of 64, k of 64);
- * folio_k_gemm_tma writes y = x . w^T as bf16 [m, n], or with splits > 1 the
- * f32 sums of K slices [splits][m][n]. create returns NULL for a shape it does
- * not take or when the driver has no cuTensorMapEncodeTiled. */
-struct folio_k_tma_gemm;
-struct folio_k_tma_gemm *folio_k_tma_gemm_create(const folio_bf16_bits *x, int m,
-                                                 const folio_bf16_bits *w, int n, int k);
-void folio_k_tma_gemm_destroy(struct folio_k_tma_gemm *g);
-cudaError_t folio_k_gemm_tma(const struct folio_k_tma_gemm *g, void *y, int splits,
-                             cudaStream_t s);
+/* The decode GEMM on Hopper's TMA + wgmma path (gemm_tma.cu), for
+ * 1 <= m <= FOLIO_K_TMA_MAX_ROWS rows. A tensor map (CUtensorMap: 128 bytes,
+ * 64-byte aligned) describes a bf16 matrix [rows, k] for it: activations with
+ * box_rows FOLIO_K_TMA_MAX_ROWS (rows: the step's bucket; rows past m are
+ * read but their outputs never written), weights with box_rows FOLIO_K_TMA_NT.
+ * folio_k_tmap_encode returns 0, or -1 for a shape it does not take (k a
+ * multiple of 64) or a driver without cuTensorMapEncodeTiled.
+ * folio_k_gemm_tma: y = x . w^T for w [n, k] (n a multiple of FOLIO_K_TMA_NT),
+ * bf16 [m, n], or with splits > 1 the f32 sums of K slices [splits][m][n]
+ * (what folio_k_add_rmsnorm_partials reads); k a multiple of 64 * splits. */
+#ifdef __cplusplus
+#define FOLIO_K_ALIGN64 alignas(64)
+#else
+#define FOLIO_K_ALIGN64 _Alignas(64)
+#endif
+struct folio_k_tmap {
+    FOLIO_K_ALIGN64 uint64_t opaque[16];
+};
+#define FOLIO_K_TMA_MAX_ROWS 64
+#define FOLIO_K_TMA_NT 64
+int folio_k_tmap_encode(struct folio_k_tmap *map, const folio_bf16_bits *base, int rows, int k,
+                        int box_rows);
+cudaError_t folio_k_gemm_tma(const struct folio_k_tmap *xmap, const struct folio_k_tmap *wmap,
+                             void *y, int m, int n, int k, int splits, cudaStream_t s);
 
 #define FOLIO_K_GEMV_MAX_ROWS 8
 

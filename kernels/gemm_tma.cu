@@ -17,11 +17,11 @@
  * columns 8 j + 2 (l % 4) and + 1; d[4 j + 2, 3] the same columns of row
  * 16 w + l / 4 + 8. Rows are tokens, columns weight rows (output features).
  *
- * A proof of concept, not yet used by the backend (bench/gemm_tma_bench.c). */
+ * bench/gemm_tma_bench.c checks it against cuBLASLt and times it. */
 #include <cuda.h>
 #include <cudaTypedefs.h>
 
-#include <stdlib.h>
+#include <atomic>
 
 #include "bulk_copy.cuh"
 #include "common.cuh"
@@ -179,69 +179,46 @@ PFN_cuTensorMapEncodeTiled_v12000 encode_fn()
     return fn;
 }
 
-/* A 2-D bf16 tensor map of rows x k (row stride k), box TK x box_rows, 128-byte swizzle. */
-bool encode(CUtensorMap *map, const void *base, int rows, int k, int box_rows)
+} // namespace
+
+static_assert(sizeof(struct folio_k_tmap) == sizeof(CUtensorMap), "a tensor map is 128 bytes");
+
+extern "C" int folio_k_tmap_encode(struct folio_k_tmap *map, const folio_bf16_bits *base, int rows,
+                                   int k, int box_rows)
 {
     PFN_cuTensorMapEncodeTiled_v12000 fn = encode_fn();
-    if (!fn)
-        return false;
+    if (!fn || rows < 1 || k < TK || k % TK != 0 || (box_rows != MT && box_rows != NT) ||
+        (uintptr_t)base % 16 != 0 || (uintptr_t)map % 64 != 0)
+        return -1;
     cuuint64_t dims[2] = {(cuuint64_t)k, (cuuint64_t)rows};
     cuuint64_t strides[1] = {(cuuint64_t)k * 2};
     cuuint32_t box[2] = {(cuuint32_t)TK, (cuuint32_t)box_rows};
     cuuint32_t elem[2] = {1, 1};
-    return fn(map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, (void *)base, dims, strides, box, elem,
-              CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
-              CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
+    CUresult r = fn((CUtensorMap *)map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, (void *)base, dims,
+                    strides, box, elem, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+                    CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+    return r == CUDA_SUCCESS ? 0 : -1;
 }
 
-} // namespace
-
-struct folio_k_tma_gemm {
-    CUtensorMap xmap, wmap; /* 64-byte aligned: the struct is allocated so */
-    int m, n, k;
-};
-
-extern "C" struct folio_k_tma_gemm *folio_k_tma_gemm_create(const folio_bf16_bits *x, int m,
-                                                            const folio_bf16_bits *w, int n, int k)
+extern "C" cudaError_t folio_k_gemm_tma(const struct folio_k_tmap *xmap,
+                                        const struct folio_k_tmap *wmap, void *y, int m, int n,
+                                        int k, int splits, cudaStream_t s)
 {
-    if (m < 1 || m > MT || n < 1 || n % NT != 0 || k < TK || k % TK != 0 ||
-        ((uintptr_t)x | (uintptr_t)w) % 16 != 0)
-        return NULL;
-    struct folio_k_tma_gemm *g =
-        (struct folio_k_tma_gemm *)aligned_alloc(64, sizeof(struct folio_k_tma_gemm));
-    if (!g)
-        return NULL;
-    g->m = m;
-    g->n = n;
-    g->k = k;
-    if (!encode(&g->xmap, x, m, k, MT) || !encode(&g->wmap, w, n, k, NT)) {
-        free(g);
-        return NULL;
-    }
-    return g;
-}
-
-extern "C" void folio_k_tma_gemm_destroy(struct folio_k_tma_gemm *g)
-{
-    free(g);
-}
-
-extern "C" cudaError_t folio_k_gemm_tma(const struct folio_k_tma_gemm *g, void *y, int splits,
-                                        cudaStream_t s)
-{
-    if (!g || splits < 1 || g->k % (splits * TK) != 0)
+    if (m <= 0)
+        return cudaSuccess;
+    if (m > MT || n % NT != 0 || splits < 1 || k % (splits * TK) != 0)
         return cudaErrorInvalidValue;
     const size_t smem = (size_t)STAGES * STAGE_BYTES + 1024;
-    static bool prepared = false;
-    if (!prepared) {
+    static std::atomic<bool> prepared(false); /* before any capture: the eager first step */
+    if (!prepared.load()) {
         cudaError_t e = cudaFuncSetAttribute(gemm_tma_kernel,
                                              cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
         if (e != cudaSuccess)
             return e;
-        prepared = true;
+        prepared.store(true);
     }
-    tma_args a = {y, g->m, g->n, g->k, g->k / splits};
-    gemm_tma_kernel<<<dim3((unsigned)(g->n / NT), (unsigned)splits), THREADS, smem, s>>>(
-        g->xmap, g->wmap, a);
+    tma_args a = {y, m, n, k, k / splits};
+    gemm_tma_kernel<<<dim3((unsigned)(n / NT), (unsigned)splits), THREADS, smem, s>>>(
+        *(const CUtensorMap *)xmap, *(const CUtensorMap *)wmap, a);
     return cudaGetLastError();
 }

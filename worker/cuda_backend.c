@@ -168,6 +168,17 @@ struct cuda_backend {
      * partial sums [S][m][hidden] in f32, summed by the add_rmsnorm that reads them. */
     int splitk_o, splitk_down;
     float *splitk_partials;
+    /* The TMA + wgmma GEMM (folio_k_gemm_tma) for steps of gemv_max_rows < m <=
+     * FOLIO_K_TMA_MAX_ROWS rows (FOLIO_TMA_GEMM=0: cuBLASLt, a yardstick):
+     * tensor maps of each layer's four weights (TMA_QKV ..) and of the three
+     * activations they read per row bucket (tma_xmap). O and down write
+     * tma_split_o / tma_split_down f32 K slices for the next add_rmsnorm
+     * (FOLIO_TMA_SPLIT_O / _DOWN: 1, 2, 4, 8; default 4 and 8); gate/up runs
+     * here from tma_gate_up_min rows (FOLIO_TMA_GATE_UP_MIN, default 17),
+     * below that on cuBLASLt, which gemm_tma_bench measured faster there. */
+    bool tma;
+    struct folio_k_tmap *tmaps; /* [layers][4] weights, then [3][TMA_BUCKETS] */
+    int tma_split_o, tma_split_down, tma_gate_up_min;
     /* Decode attention splits the keys until about this many warps per SM run:
      * FOLIO_ATTN_WARPS_PER_SM (default 4). */
     int attn_warps_per_sm;
@@ -458,6 +469,85 @@ static int splitk_slices(int forced, int m, int k)
     return k % s == 0 && (k / s) % 8 == 0 ? s : 1;
 }
 
+/* The TMA GEMM's tensor maps: the weights of layer li, and the activation
+ * buffers by row bucket 1, 2, 4, .., FOLIO_K_TMA_MAX_ROWS. */
+enum { TMA_QKV, TMA_O, TMA_GATE_UP, TMA_DOWN, TMA_WEIGHTS };
+enum { TMA_X_NORMED, TMA_X_ATTN_OUT, TMA_X_ACT, TMA_XS };
+#define TMA_BUCKETS 7
+
+static const struct folio_k_tmap *tma_wmap(const struct cuda_backend *cb, int li, int which)
+{
+    return &cb->tmaps[li * TMA_WEIGHTS + which];
+}
+
+static const struct folio_k_tmap *tma_xmap(const struct cuda_backend *cb, int which, int m)
+{
+    int b = 0;
+    while ((1 << b) < m)
+        b++;
+    return &cb->tmaps[cb->layers * TMA_WEIGHTS + which * TMA_BUCKETS + b];
+}
+
+/* Whether a step of m rows runs its projections as folio_k_gemm_tma. */
+static bool use_tma(const struct cuda_backend *cb, int m)
+{
+    return cb->tma && m > cb->gemv_max_rows && m <= FOLIO_K_TMA_MAX_ROWS;
+}
+
+/* The most K slices, up to want, that k takes (whole 64-wide stages each). */
+static int tma_slices(int k, int want)
+{
+    int s = want;
+    while (s > 1 && k % (s * 64) != 0)
+        s /= 2;
+    return s;
+}
+
+/* Encodes the tensor maps (create, after the weights and activations are on
+ * the GPU). The TMA path stays off when the shapes or the driver do not
+ * allow it: every k a multiple of 64, every n of FOLIO_K_TMA_NT. */
+static void tma_setup(struct cuda_backend *cb, size_t max_rows)
+{
+    int H = cb->hidden, QD = cb->heads * cb->head_dim, I = cb->inter;
+    if (!cb->tma || H % 64 != 0 || QD % 64 != 0 || I % 64 != 0 ||
+        cb->qkv_dim % FOLIO_K_TMA_NT != 0 || (2 * I) % FOLIO_K_TMA_NT != 0) {
+        cb->tma = false;
+        return;
+    }
+    size_t n = (size_t)cb->layers * TMA_WEIGHTS + TMA_XS * TMA_BUCKETS;
+    cb->tmaps = aligned_alloc(64, sizeof(struct folio_k_tmap) * n);
+    if (!cb->tmaps) {
+        cb->tma = false;
+        return;
+    }
+    int bad = 0;
+    for (int li = 0; li < cb->layers; li++) {
+        const struct cuda_layer *L = &cb->lw[li];
+        struct folio_k_tmap *w = &cb->tmaps[li * TMA_WEIGHTS];
+        bad |= folio_k_tmap_encode(&w[TMA_QKV], L->wqkv, cb->qkv_dim, H, FOLIO_K_TMA_NT);
+        bad |= folio_k_tmap_encode(&w[TMA_O], L->wo, H, QD, FOLIO_K_TMA_NT);
+        bad |= folio_k_tmap_encode(&w[TMA_GATE_UP], L->w_gate_up, 2 * I, H, FOLIO_K_TMA_NT);
+        bad |= folio_k_tmap_encode(&w[TMA_DOWN], L->w_down, H, I, FOLIO_K_TMA_NT);
+    }
+    const bf16 *xs[TMA_XS] = {cb->normed, cb->attn_out, cb->act};
+    const int ks[TMA_XS] = {H, QD, I};
+    for (int x = 0; x < TMA_XS; x++)
+        for (int b = 0; b < TMA_BUCKETS; b++) {
+            size_t rows = (size_t)1 << b;
+            bad |= folio_k_tmap_encode(&cb->tmaps[cb->layers * TMA_WEIGHTS + x * TMA_BUCKETS + b],
+                                       xs[x], (int)(rows < max_rows ? rows : max_rows), ks[x],
+                                       FOLIO_K_TMA_MAX_ROWS);
+        }
+    if (bad) {
+        free(cb->tmaps);
+        cb->tmaps = NULL;
+        cb->tma = false;
+        return;
+    }
+    cb->tma_split_o = tma_slices(QD, cb->tma_split_o);
+    cb->tma_split_down = tma_slices(I, cb->tma_split_down);
+}
+
 /* The O or down projection: into proj_out as any GEMM (splits 1), or as
  * `splits` f32 partials that the next add_rmsnorm sums. */
 static int project(struct cuda_backend *cb, const bf16 *x, const bf16 *w, int m, int k, int splits,
@@ -548,6 +638,15 @@ static int forward(struct cuda_backend *cb, const struct step_layout *l, int t_r
     int qd = cb->heads * cb->head_dim;
     int split_o = fuse_norm ? 1 : splitk_slices(cb->splitk_o, t_rows, qd);
     int split_down = fuse_norm ? 1 : splitk_slices(cb->splitk_down, t_rows, cb->inter);
+    const bool tma = use_tma(cb, t_rows);
+    if (tma) {
+        split_o = cb->tma_split_o;
+        split_down = cb->tma_split_down;
+    }
+    /* The O or down projection's output on the TMA path: proj_out (one slice)
+     * or the partials. */
+    void *tma_o_out = split_o > 1 ? (void *)cb->splitk_partials : (void *)cb->proj_out;
+    void *tma_down_out = split_down > 1 ? (void *)cb->splitk_partials : (void *)cb->proj_out;
     int pending_add = 0;
     bf16 *cur = cb->res;
     for (int li = 0; li < cb->layers; li++) {
@@ -573,8 +672,12 @@ static int forward(struct cuda_backend *cb, const struct step_layout *l, int t_r
         } else {
             CUDA_CHECK(
                 add_rmsnorm(cb, cb->normed, cur, pending_add, L->attn_norm, NULL, t_rows, t_rows));
-            if (gemm(cb, cb->normed, L->wqkv, cb->qkv, t_rows, cb->qkv_dim, cb->hidden, false, err,
-                     errlen) != 0)
+            if (tma)
+                CUDA_CHECK(folio_k_gemm_tma(tma_xmap(cb, TMA_X_NORMED, t_rows),
+                                            tma_wmap(cb, li, TMA_QKV), cb->qkv, t_rows,
+                                            cb->qkv_dim, cb->hidden, 1, s));
+            else if (gemm(cb, cb->normed, L->wqkv, cb->qkv, t_rows, cb->qkv_dim, cb->hidden, false,
+                          err, errlen) != 0)
                 return -1;
         }
         if (!rope_done)
@@ -582,7 +685,11 @@ static int forward(struct cuda_backend *cb, const struct step_layout *l, int t_r
                                              cb->kv_heads, cb->head_dim, cb->pdl_step, s));
         if (attention(cb, l, &kb, num_tiles, kc, vc, err, errlen) != 0)
             return -1;
-        if (project(cb, cb->attn_out, L->wo, t_rows, qd, split_o, err, errlen) != 0)
+        if (tma)
+            CUDA_CHECK(folio_k_gemm_tma(tma_xmap(cb, TMA_X_ATTN_OUT, t_rows),
+                                        tma_wmap(cb, li, TMA_O), tma_o_out, t_rows, cb->hidden,
+                                        qd, split_o, s));
+        else if (project(cb, cb->attn_out, L->wo, t_rows, qd, split_o, err, errlen) != 0)
             return -1;
         if (fuse_norm) { /* RMSNorm + gate/up + SiLU*mul in one launch */
             bf16 *next = cur == cb->res ? cb->res2 : cb->res;
@@ -592,12 +699,20 @@ static int forward(struct cuda_backend *cb, const struct step_layout *l, int t_r
         } else {
             CUDA_CHECK(
                 add_rmsnorm(cb, cb->normed, cur, split_o, L->mlp_norm, NULL, t_rows, t_rows));
-            if (gemm(cb, cb->normed, L->w_gate_up, cb->gate_up, t_rows, 2 * cb->inter, cb->hidden,
-                     false, err, errlen) != 0)
+            if (tma && t_rows >= cb->tma_gate_up_min)
+                CUDA_CHECK(folio_k_gemm_tma(tma_xmap(cb, TMA_X_NORMED, t_rows),
+                                            tma_wmap(cb, li, TMA_GATE_UP), cb->gate_up, t_rows,
+                                            2 * cb->inter, cb->hidden, 1, s));
+            else if (gemm(cb, cb->normed, L->w_gate_up, cb->gate_up, t_rows, 2 * cb->inter,
+                          cb->hidden, false, err, errlen) != 0)
                 return -1;
             CUDA_CHECK(folio_k_silu_mul(cb->act, cb->gate_up, t_rows, cb->inter, s));
         }
-        if (project(cb, cb->act, L->w_down, t_rows, cb->inter, split_down, err, errlen) != 0)
+        if (tma)
+            CUDA_CHECK(folio_k_gemm_tma(tma_xmap(cb, TMA_X_ACT, t_rows),
+                                        tma_wmap(cb, li, TMA_DOWN), tma_down_out, t_rows,
+                                        cb->hidden, cb->inter, split_down, s));
+        else if (project(cb, cb->act, L->w_down, t_rows, cb->inter, split_down, err, errlen) != 0)
             return -1;
         pending_add = split_down;
     }
@@ -1003,6 +1118,7 @@ static void cuda_destroy(struct folio_backend *b)
     for (size_t i = 0; i < sizeof(bufs) / sizeof(bufs[0]); i++)
         cudaFree(bufs[i]);
     free(cb->lw);
+    free(cb->tmaps);
     if (cb->lt)
         cublasLtDestroy(cb->lt);
     if (cb->stream)
@@ -1164,6 +1280,14 @@ static int create(struct cuda_backend *cb, const struct folio_model *m,
     /* FOLIO_PDL=0: no programmatic dependent launch (a yardstick). */
     const char *pd = getenv("FOLIO_PDL");
     cb->pdl = !(pd && strcmp(pd, "0") == 0);
+    const char *tg = getenv("FOLIO_TMA_GEMM");
+    cb->tma = !(tg && strcmp(tg, "0") == 0);
+    cb->tma_split_o = env_splitk("FOLIO_TMA_SPLIT_O");
+    cb->tma_split_o = cb->tma_split_o > 0 ? cb->tma_split_o : 4;
+    cb->tma_split_down = env_splitk("FOLIO_TMA_SPLIT_DOWN");
+    cb->tma_split_down = cb->tma_split_down > 0 ? cb->tma_split_down : 8;
+    const char *tm = getenv("FOLIO_TMA_GATE_UP_MIN");
+    cb->tma_gate_up_min = tm ? atoi(tm) : 17;
 
     CUDA_CHECK(cudaSetDevice(0));
     CUDA_CHECK(cudaDeviceGetAttribute(&cb->num_sms, cudaDevAttrMultiProcessorCount, 0));
@@ -1346,6 +1470,14 @@ static int create(struct cuda_backend *cb, const struct folio_model *m,
         int sd = splitk_slices(cb->splitk_down, rows, cb->inter);
         int sp = so > sd ? so : sd;
         size_t bytes = sp > 1 ? sizeof(float) * sp * rows * H : 0;
+        if (bytes > splitk_bytes)
+            splitk_bytes = bytes;
+    }
+    tma_setup(cb, T);
+    if (cb->tma) {
+        int rows = (int)T < FOLIO_K_TMA_MAX_ROWS ? (int)T : FOLIO_K_TMA_MAX_ROWS;
+        int sp = cb->tma_split_o > cb->tma_split_down ? cb->tma_split_o : cb->tma_split_down;
+        size_t bytes = sizeof(float) * sp * rows * H;
         if (bytes > splitk_bytes)
             splitk_bytes = bytes;
     }
