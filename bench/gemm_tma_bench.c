@@ -9,11 +9,17 @@
  * is cuBLASLt with f32 output (the layout of cuda_backend.c's gemm()). Check:
  * bf16 output within one bf16 ulp of the reference (or 1e-4 of its rms, where
  * a sum nearly cancels); f32 slices summed on the host within 1e-4 rms. err:
- * max |y - ref| over the rms of ref. Timings: CUDA events around each of 100 launches after 10 warm-ups,
- * median; the weights rotate over copies of at least 256 MB, so that they come
- * from device memory as in a decode step (the H200's L2 is 50 MB). ref_ms is
- * cuBLASLt writing bf16, unsplit, over the same copies. One line per case:
- *     RESULT name=tma_<shape>_m<m>_s<splits> ms=... ref_ms=... GBps=... err=... ok=1
+ * max |y - ref| over the rms of ref. Each case runs twice: on the row-major
+ * weights, and on a copy re-laid as contiguous 64 x 64 tiles
+ * (folio_k_tmap_encode_tiled: a stage reads 8 KB in one run instead of 64 runs
+ * of 128 bytes). Timings: 20 launches back to back in a CUDA graph, as a
+ * decode step runs them (timing launches one by one counted cuBLASLt's host
+ * submission time, which favoured the kernel), the median over 15 replays
+ * divided by 20; the weights rotate over copies of at least 256 MB, so that
+ * they come from device memory as in a decode step (the H200's L2 is 50 MB).
+ * ref_ms is cuBLASLt writing bf16, unsplit, over the same copies. One line per
+ * case:
+ *     RESULT name=tma[tiled]_<shape>_m<m>_s<splits> ms=... ref_ms=... GBps=... err=... ok=1
  * GBps: weight bytes over the kernel's time. Exit status 1 if a case fails. */
 #include <math.h>
 #include <stdint.h>
@@ -27,8 +33,8 @@
 #include "folio_kernels.h"
 #include "safetensors.h"
 
-#define WARMUP 10
-#define REPEATS 100
+#define WARMUP 3
+#define REPEATS 15
 #define ROTATE_BYTES (256.0 * 1024 * 1024)
 #define MAX_COPIES 64
 #define LT_WORKSPACE (32u << 20)
@@ -123,23 +129,46 @@ static void lt_destroy(struct lt_gemm *g)
     cublasLtMatmulDescDestroy(g->desc);
 }
 
-/* Median ms of one launch; tma != 0: folio_k_gemm_tma, else cuBLASLt bf16. */
-static double time_median(int copies, const struct folio_k_tmap *xmap,
-                          const struct folio_k_tmap *wmaps, int m, int n, int k, int splits,
-                          void *y, cublasLtHandle_t lt, const struct lt_gemm *g, uint16_t *x,
-                          uint16_t **w, void *workspace, cudaStream_t s, int tma)
+/* What one timed launch runs: cuBLASLt bf16 (tma 0), or folio_k_gemm_tma on
+ * the row-major weights (1) or the tiled ones (2); copy c of the weights. */
+struct runner {
+    int tma, m, n, k, splits, copies;
+    const struct folio_k_tmap *xmap, *wmaps, *tmaps;
+    void *y, *workspace;
+    cublasLtHandle_t lt;
+    const struct lt_gemm *g;
+    uint16_t *x, **w;
+};
+
+static void run_one(const struct runner *r, int c, cudaStream_t s)
 {
+    if (r->tma == 0)
+        lt_run(r->lt, r->g, r->x, r->w[c], r->y, r->workspace, s);
+    else
+        CK(folio_k_gemm_tma(r->xmap, r->tma == 2 ? &r->tmaps[c] : &r->wmaps[c], r->y, r->m, r->n,
+                            r->k, r->splits, r->tma == 2, s));
+}
+
+/* Median ms of one launch: BATCH launches back to back in a CUDA graph (the
+ * weights rotating over the copies), as a decode step runs them, so that no
+ * host submission time counts; median over REPEATS replays. */
+#define BATCH 20
+static double time_median(const struct runner *r, cudaStream_t s)
+{
+    cudaGraph_t graph;
+    cudaGraphExec_t exec;
+    CK(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal));
+    for (int i = 0; i < BATCH; i++)
+        run_one(r, i % r->copies, s);
+    CK(cudaStreamEndCapture(s, &graph));
+    CK(cudaGraphInstantiate(&exec, graph, 0));
     float ms[REPEATS];
     cudaEvent_t a, b;
     CK(cudaEventCreate(&a));
     CK(cudaEventCreate(&b));
     for (int i = -WARMUP; i < REPEATS; i++) {
-        int c = (i + WARMUP) % copies;
         CK(cudaEventRecord(a, s));
-        if (tma)
-            CK(folio_k_gemm_tma(xmap, &wmaps[c], y, m, n, k, splits, s));
-        else
-            lt_run(lt, g, x, w[c], y, workspace, s);
+        CK(cudaGraphLaunch(exec, s));
         CK(cudaEventRecord(b, s));
         CK(cudaEventSynchronize(b));
         if (i >= 0)
@@ -147,8 +176,20 @@ static double time_median(int copies, const struct folio_k_tmap *xmap,
     }
     CK(cudaEventDestroy(a));
     CK(cudaEventDestroy(b));
+    CK(cudaGraphExecDestroy(exec));
+    CK(cudaGraphDestroy(graph));
     qsort(ms, REPEATS, sizeof(float), cmp_float);
-    return ms[REPEATS / 2];
+    return ms[REPEATS / 2] / BATCH;
+}
+
+/* w [n][k] re-laid as the tiles folio_k_tmap_encode_tiled describes. */
+static void tile_weights(uint16_t *dst, const uint16_t *src, int n, int k)
+{
+    for (int r = 0; r < n; r++)
+        for (int c = 0; c < k; c++) {
+            size_t t = (size_t)(r / 64) * (k / 64) + c / 64;
+            dst[t * 4096 + (r % 64) * 64 + c % 64] = src[(size_t)r * k + c];
+        }
 }
 
 int main(void)
@@ -177,10 +218,13 @@ int main(void)
             hw[i] = folio_f32_to_bf16(0.02f * next_uniform());
         for (size_t i = 0; i < xn; i++)
             hx[i] = folio_f32_to_bf16(next_uniform());
-        uint16_t *w[MAX_COPIES], *x;
+        uint16_t *w[MAX_COPIES], *wt[MAX_COPIES], *x, *htw = malloc(wn * 2);
+        tile_weights(htw, hw, sh->n, sh->k);
         for (int c = 0; c < copies; c++) {
             CK(cudaMalloc((void **)&w[c], wn * 2));
             CK(cudaMemcpy(w[c], hw, wn * 2, cudaMemcpyHostToDevice));
+            CK(cudaMalloc((void **)&wt[c], wn * 2));
+            CK(cudaMemcpy(wt[c], htw, wn * 2, cudaMemcpyHostToDevice));
         }
         CK(cudaMalloc((void **)&x, xn * 2));
         CK(cudaMemcpy(x, hx, xn * 2, cudaMemcpyHostToDevice));
@@ -190,10 +234,13 @@ int main(void)
         float *ref = malloc((size_t)64 * sh->n * 4), *out = malloc((size_t)8 * 64 * sh->n * 4);
         for (size_t mi = 0; mi < sizeof(ms_list) / sizeof(ms_list[0]); mi++) {
             const int m = ms_list[mi];
-            struct folio_k_tmap *maps = aligned_alloc(64, sizeof(*maps) * (copies + 1));
+            /* maps: [0, copies) weights, [copies] x, [copies + 1, ..) tiled weights */
+            struct folio_k_tmap *maps = aligned_alloc(64, sizeof(*maps) * (2 * copies + 1));
             int bad = folio_k_tmap_encode(&maps[copies], x, m, sh->k, FOLIO_K_TMA_MAX_ROWS);
-            for (int c = 0; c < copies; c++)
+            for (int c = 0; c < copies; c++) {
                 bad |= folio_k_tmap_encode(&maps[c], w[c], sh->n, sh->k, FOLIO_K_TMA_NT);
+                bad |= folio_k_tmap_encode_tiled(&maps[copies + 1 + c], wt[c], sh->n, sh->k);
+            }
             if (bad) {
                 fprintf(stderr, "gemm_tma_bench: no tensor map for %s m=%d\n", sh->name, m);
                 return 2;
@@ -208,12 +255,30 @@ int main(void)
             for (size_t i = 0; i < (size_t)m * sh->n; i++)
                 rms += (double)ref[i] * ref[i];
             rms = sqrt(rms / ((double)m * sh->n));
-            double ref_ms = time_median(copies, &maps[copies], maps, m, sh->n, sh->k, 1, y_ref, lt,
-                                        &g_time, x, w, workspace, s, 0);
-            for (int sp = 0; sp < 3 && sh->splits[sp]; sp++) {
-                const int splits = sh->splits[sp];
+            struct runner run = {.tma = 0,
+                                 .m = m,
+                                 .n = sh->n,
+                                 .k = sh->k,
+                                 .splits = 1,
+                                 .copies = copies,
+                                 .xmap = &maps[copies],
+                                 .wmaps = maps,
+                                 .tmaps = &maps[copies + 1],
+                                 .y = y_ref,
+                                 .workspace = workspace,
+                                 .lt = lt,
+                                 .g = &g_time,
+                                 .x = x,
+                                 .w = w};
+            double ref_ms = time_median(&run, s);
+            run.y = y;
+            for (int v = 0; v < 6; v++) { /* each listed split, row-major then tiled weights */
+                const int splits = sh->splits[v % 3], tiled = v >= 3;
+                if (!splits)
+                    continue;
                 CK(cudaMemset(y, 0xff, (size_t)splits * m * sh->n * 4)); /* NaN where unwritten */
-                CK(folio_k_gemm_tma(&maps[copies], &maps[0], y, m, sh->n, sh->k, splits, s));
+                CK(folio_k_gemm_tma(&maps[copies], tiled ? &maps[copies + 1] : &maps[0], y, m,
+                                    sh->n, sh->k, splits, tiled, s));
                 CK(cudaStreamSynchronize(s));
                 double err = 0.0;
                 long ulp_bad = 0;
@@ -241,11 +306,13 @@ int main(void)
                 }
                 err /= rms;
                 const int ok = splits == 1 ? ulp_bad == 0 : err < 1e-4;
-                double t = time_median(copies, &maps[copies], maps, m, sh->n, sh->k, splits, y, lt,
-                                       &g_time, x, w, workspace, s, 1);
-                printf("RESULT name=tma_%s_m%d_s%d ms=%.5f ref_ms=%.5f ratio=%.2f GBps=%.1f "
+                run.tma = tiled ? 2 : 1;
+                run.splits = splits;
+                double t = time_median(&run, s);
+                printf("RESULT name=tma%s_%s_m%d_s%d ms=%.5f ref_ms=%.5f ratio=%.2f GBps=%.1f "
                        "err=%.2e ok=%d\n",
-                       sh->name, m, splits, t, ref_ms, t / ref_ms, wn * 2.0 / (t * 1e6), err, ok);
+                       tiled ? "tiled" : "", sh->name, m, splits, t, ref_ms, t / ref_ms,
+                       wn * 2.0 / (t * 1e6), err, ok);
                 fflush(stdout);
                 failed += !ok;
                 ok_count += ok;
@@ -254,8 +321,11 @@ int main(void)
             lt_destroy(&g_time);
             free(maps);
         }
-        for (int c = 0; c < copies; c++)
+        for (int c = 0; c < copies; c++) {
             CK(cudaFree(w[c]));
+            CK(cudaFree(wt[c]));
+        }
+        free(htw);
         CK(cudaFree(x));
         CK(cudaFree(y));
         CK(cudaFree(y_ref));

@@ -29,18 +29,19 @@
 namespace
 {
 
-constexpr int TK = 64;                      /* k per stage: one 128-byte swizzle span */
-constexpr int NT = 64;                      /* weight rows per CTA */
-constexpr int MT = 64;                      /* activation rows (wgmma M) */
+constexpr int TK = 64; /* k per stage: one 128-byte swizzle span */
+constexpr int NT = 64; /* weight rows per CTA */
+constexpr int MT = 64; /* activation rows (wgmma M) */
 constexpr int STAGES = 6;
-constexpr int A_BYTES = MT * TK * 2;        /* 8 KB */
-constexpr int B_BYTES = NT * TK * 2;        /* 8 KB */
+constexpr int A_BYTES = MT * TK * 2; /* 8 KB */
+constexpr int B_BYTES = NT * TK * 2; /* 8 KB */
 constexpr int STAGE_BYTES = A_BYTES + B_BYTES;
-constexpr int THREADS = 128 + 32;           /* consumer warpgroup + producer warp */
+constexpr int THREADS = 128 + 32; /* consumer warpgroup + producer warp */
 
 struct tma_args {
     void *y;
     int m, n, k, kslice;
+    bool w_tiled; /* w re-laid as contiguous [n / NT][k / TK] tiles (a 3-D map) */
 };
 
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
@@ -59,6 +60,15 @@ __device__ __forceinline__ void tma_load_2d(void *dst, const CUtensorMap *map, i
     asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes "
                  "[%0], [%1, {%2, %3}], [%4];\n" ::"r"(smem_addr(dst)),
                  "l"((uint64_t)map), "r"(c0), "r"(c1), "r"(smem_addr(bar))
+                 : "memory");
+}
+
+__device__ __forceinline__ void tma_load_3d(void *dst, const CUtensorMap *map, int c0, int c1,
+                                            int c2, uint64_t *bar)
+{
+    asm volatile("cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::complete_tx::bytes "
+                 "[%0], [%1, {%2, %3, %4}], [%5];\n" ::"r"(smem_addr(dst)),
+                 "l"((uint64_t)map), "r"(c0), "r"(c1), "r"(c2), "r"(smem_addr(bar))
                  : "memory");
 }
 
@@ -93,8 +103,7 @@ __global__ void __launch_bounds__(THREADS)
     extern __shared__ __align__(1024) unsigned char smem_raw[];
     __shared__ __align__(8) uint64_t full[STAGES], empty[STAGES];
     /* The swizzled tiles need 1024-byte alignment. */
-    unsigned char *smem =
-        smem_raw + ((1024 - (smem_addr(smem_raw) & 1023)) & 1023);
+    unsigned char *smem = smem_raw + ((1024 - (smem_addr(smem_raw) & 1023)) & 1023);
     const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
     const int n0 = blockIdx.x * NT, split = blockIdx.y;
     const int k_tiles = a.kslice / TK, k0 = split * a.kslice;
@@ -116,7 +125,11 @@ __global__ void __launch_bounds__(THREADS)
                     mbar_wait(&empty[s], (uint32_t)((kt / STAGES) - 1) & 1);
                 unsigned char *st = smem + (size_t)s * STAGE_BYTES;
                 mbar_arrive_expect_tx(&full[s], STAGE_BYTES);
-                tma_load_2d(st + A_BYTES, &wmap, k0 + kt * TK, n0, &full[s]);
+                if (a.w_tiled)
+                    tma_load_3d(st + A_BYTES, &wmap, 0, 0, blockIdx.x * (a.k / TK) + k0 / TK + kt,
+                                &full[s]);
+                else
+                    tma_load_2d(st + A_BYTES, &wmap, k0 + kt * TK, n0, &full[s]);
                 tma_load_2d(st, &xmap, k0 + kt * TK, 0, &full[s]);
             }
         }
@@ -200,9 +213,26 @@ extern "C" int folio_k_tmap_encode(struct folio_k_tmap *map, const folio_bf16_bi
     return r == CUDA_SUCCESS ? 0 : -1;
 }
 
+extern "C" int folio_k_tmap_encode_tiled(struct folio_k_tmap *map, const folio_bf16_bits *tiles,
+                                         int n, int k)
+{
+    PFN_cuTensorMapEncodeTiled_v12000 fn = encode_fn();
+    if (!fn || n < NT || n % NT != 0 || k < TK || k % TK != 0 || (uintptr_t)tiles % 16 != 0 ||
+        (uintptr_t)map % 64 != 0)
+        return -1;
+    cuuint64_t dims[3] = {(cuuint64_t)TK, (cuuint64_t)NT, (cuuint64_t)(n / NT) * (k / TK)};
+    cuuint64_t strides[2] = {(cuuint64_t)TK * 2, (cuuint64_t)TK * NT * 2};
+    cuuint32_t box[3] = {(cuuint32_t)TK, (cuuint32_t)NT, 1};
+    cuuint32_t elem[3] = {1, 1, 1};
+    CUresult r = fn((CUtensorMap *)map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 3, (void *)tiles, dims,
+                    strides, box, elem, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+                    CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+    return r == CUDA_SUCCESS ? 0 : -1;
+}
+
 extern "C" cudaError_t folio_k_gemm_tma(const struct folio_k_tmap *xmap,
                                         const struct folio_k_tmap *wmap, void *y, int m, int n,
-                                        int k, int splits, cudaStream_t s)
+                                        int k, int splits, int w_tiled, cudaStream_t s)
 {
     if (m <= 0)
         return cudaSuccess;
@@ -211,13 +241,13 @@ extern "C" cudaError_t folio_k_gemm_tma(const struct folio_k_tmap *xmap,
     const size_t smem = (size_t)STAGES * STAGE_BYTES + 1024;
     static std::atomic<bool> prepared(false); /* before any capture: the eager first step */
     if (!prepared.load()) {
-        cudaError_t e = cudaFuncSetAttribute(gemm_tma_kernel,
-                                             cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
+        cudaError_t e = cudaFuncSetAttribute(
+            gemm_tma_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
         if (e != cudaSuccess)
             return e;
         prepared.store(true);
     }
-    tma_args a = {y, m, n, k, k / splits};
+    tma_args a = {y, m, n, k, k / splits, w_tiled != 0};
     gemm_tma_kernel<<<dim3((unsigned)(n / NT), (unsigned)splits), THREADS, smem, s>>>(
         *(const CUtensorMap *)xmap, *(const CUtensorMap *)wmap, a);
     return cudaGetLastError();

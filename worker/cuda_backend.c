@@ -674,8 +674,8 @@ static int forward(struct cuda_backend *cb, const struct step_layout *l, int t_r
                 add_rmsnorm(cb, cb->normed, cur, pending_add, L->attn_norm, NULL, t_rows, t_rows));
             if (tma)
                 CUDA_CHECK(folio_k_gemm_tma(tma_xmap(cb, TMA_X_NORMED, t_rows),
-                                            tma_wmap(cb, li, TMA_QKV), cb->qkv, t_rows,
-                                            cb->qkv_dim, cb->hidden, 1, s));
+                                            tma_wmap(cb, li, TMA_QKV), cb->qkv, t_rows, cb->qkv_dim,
+                                            cb->hidden, 1, 0, s));
             else if (gemm(cb, cb->normed, L->wqkv, cb->qkv, t_rows, cb->qkv_dim, cb->hidden, false,
                           err, errlen) != 0)
                 return -1;
@@ -687,8 +687,8 @@ static int forward(struct cuda_backend *cb, const struct step_layout *l, int t_r
             return -1;
         if (tma)
             CUDA_CHECK(folio_k_gemm_tma(tma_xmap(cb, TMA_X_ATTN_OUT, t_rows),
-                                        tma_wmap(cb, li, TMA_O), tma_o_out, t_rows, cb->hidden,
-                                        qd, split_o, s));
+                                        tma_wmap(cb, li, TMA_O), tma_o_out, t_rows, cb->hidden, qd,
+                                        split_o, 0, s));
         else if (project(cb, cb->attn_out, L->wo, t_rows, qd, split_o, err, errlen) != 0)
             return -1;
         if (fuse_norm) { /* RMSNorm + gate/up + SiLU*mul in one launch */
@@ -702,16 +702,16 @@ static int forward(struct cuda_backend *cb, const struct step_layout *l, int t_r
             if (tma && t_rows >= cb->tma_gate_up_min)
                 CUDA_CHECK(folio_k_gemm_tma(tma_xmap(cb, TMA_X_NORMED, t_rows),
                                             tma_wmap(cb, li, TMA_GATE_UP), cb->gate_up, t_rows,
-                                            2 * cb->inter, cb->hidden, 1, s));
+                                            2 * cb->inter, cb->hidden, 1, 0, s));
             else if (gemm(cb, cb->normed, L->w_gate_up, cb->gate_up, t_rows, 2 * cb->inter,
                           cb->hidden, false, err, errlen) != 0)
                 return -1;
             CUDA_CHECK(folio_k_silu_mul(cb->act, cb->gate_up, t_rows, cb->inter, s));
         }
         if (tma)
-            CUDA_CHECK(folio_k_gemm_tma(tma_xmap(cb, TMA_X_ACT, t_rows),
-                                        tma_wmap(cb, li, TMA_DOWN), tma_down_out, t_rows,
-                                        cb->hidden, cb->inter, split_down, s));
+            CUDA_CHECK(folio_k_gemm_tma(tma_xmap(cb, TMA_X_ACT, t_rows), tma_wmap(cb, li, TMA_DOWN),
+                                        tma_down_out, t_rows, cb->hidden, cb->inter, split_down, 0,
+                                        s));
         else if (project(cb, cb->act, L->w_down, t_rows, cb->inter, split_down, err, errlen) != 0)
             return -1;
         pending_add = split_down;
