@@ -9,17 +9,19 @@
  * is cuBLASLt with f32 output (the layout of cuda_backend.c's gemm()). Check:
  * bf16 output within one bf16 ulp of the reference (or 1e-4 of its rms, where
  * a sum nearly cancels); f32 slices summed on the host within 1e-4 rms. err:
- * max |y - ref| over the rms of ref. Each case runs twice: on the row-major
- * weights, and on a copy re-laid as contiguous 64 x 64 tiles
- * (folio_k_tmap_encode_tiled: a stage reads 8 KB in one run instead of 64 runs
- * of 128 bytes). Timings: 20 launches back to back in a CUDA graph, as a
+ * max |y - ref| over the rms of ref. Each case runs three ways: plain; with
+ * programmatic dependent launch (each launch's first weight copies overlap the
+ * previous one's tail); and so with x's map spanning 64 rows (TMA reads rows
+ * past m instead of zero-filling them). (Weights re-laid as contiguous 64 x 64
+ * tiles measured the same as row-major ones: 2026-11-29-cuda-round11.md.)
+ * Timings: 20 launches back to back in a CUDA graph, as a
  * decode step runs them (timing launches one by one counted cuBLASLt's host
  * submission time, which favoured the kernel), the median over 15 replays
  * divided by 20; the weights rotate over copies of at least 256 MB, so that
  * they come from device memory as in a decode step (the H200's L2 is 50 MB).
  * ref_ms is cuBLASLt writing bf16, unsplit, over the same copies. One line per
  * case:
- *     RESULT name=tma[tiled]_<shape>_m<m>_s<splits> ms=... ref_ms=... GBps=... err=... ok=1
+ *     RESULT name=tma[pdl|pdlx64]_<shape>_m<m>_s<splits> ms=... ref_ms=... GBps=... err=... ok=1
  * GBps: weight bytes over the kernel's time. Exit status 1 if a case fails. */
 #include <math.h>
 #include <stdint.h>
@@ -129,11 +131,11 @@ static void lt_destroy(struct lt_gemm *g)
     cublasLtMatmulDescDestroy(g->desc);
 }
 
-/* What one timed launch runs: cuBLASLt bf16 (tma 0), or folio_k_gemm_tma on
- * the row-major weights (1) or the tiled ones (2); copy c of the weights. */
+/* What one timed launch runs: cuBLASLt bf16 (tma 0) or folio_k_gemm_tma (1,
+ * with programmatic dependent launch if pdl); copy c of the weights. */
 struct runner {
-    int tma, m, n, k, splits, copies;
-    const struct folio_k_tmap *xmap, *wmaps, *tmaps;
+    int tma, pdl, m, n, k, splits, copies;
+    const struct folio_k_tmap *xmap, *wmaps;
     void *y, *workspace;
     cublasLtHandle_t lt;
     const struct lt_gemm *g;
@@ -145,8 +147,7 @@ static void run_one(const struct runner *r, int c, cudaStream_t s)
     if (r->tma == 0)
         lt_run(r->lt, r->g, r->x, r->w[c], r->y, r->workspace, s);
     else
-        CK(folio_k_gemm_tma(r->xmap, r->tma == 2 ? &r->tmaps[c] : &r->wmaps[c], r->y, r->m, r->n,
-                            r->k, r->splits, r->tma == 2, s));
+        CK(folio_k_gemm_tma(r->xmap, &r->wmaps[c], r->y, r->m, r->n, r->k, r->splits, r->pdl, s));
 }
 
 /* Median ms of one launch: BATCH launches back to back in a CUDA graph (the
@@ -182,16 +183,6 @@ static double time_median(const struct runner *r, cudaStream_t s)
     return ms[REPEATS / 2] / BATCH;
 }
 
-/* w [n][k] re-laid as the tiles folio_k_tmap_encode_tiled describes. */
-static void tile_weights(uint16_t *dst, const uint16_t *src, int n, int k)
-{
-    for (int r = 0; r < n; r++)
-        for (int c = 0; c < k; c++) {
-            size_t t = (size_t)(r / 64) * (k / 64) + c / 64;
-            dst[t * 4096 + (r % 64) * 64 + c % 64] = src[(size_t)r * k + c];
-        }
-}
-
 int main(void)
 {
     const struct shape shapes[] = {
@@ -218,13 +209,10 @@ int main(void)
             hw[i] = folio_f32_to_bf16(0.02f * next_uniform());
         for (size_t i = 0; i < xn; i++)
             hx[i] = folio_f32_to_bf16(next_uniform());
-        uint16_t *w[MAX_COPIES], *wt[MAX_COPIES], *x, *htw = malloc(wn * 2);
-        tile_weights(htw, hw, sh->n, sh->k);
+        uint16_t *w[MAX_COPIES], *x;
         for (int c = 0; c < copies; c++) {
             CK(cudaMalloc((void **)&w[c], wn * 2));
             CK(cudaMemcpy(w[c], hw, wn * 2, cudaMemcpyHostToDevice));
-            CK(cudaMalloc((void **)&wt[c], wn * 2));
-            CK(cudaMemcpy(wt[c], htw, wn * 2, cudaMemcpyHostToDevice));
         }
         CK(cudaMalloc((void **)&x, xn * 2));
         CK(cudaMemcpy(x, hx, xn * 2, cudaMemcpyHostToDevice));
@@ -234,13 +222,12 @@ int main(void)
         float *ref = malloc((size_t)64 * sh->n * 4), *out = malloc((size_t)8 * 64 * sh->n * 4);
         for (size_t mi = 0; mi < sizeof(ms_list) / sizeof(ms_list[0]); mi++) {
             const int m = ms_list[mi];
-            /* maps: [0, copies) weights, [copies] x, [copies + 1, ..) tiled weights */
-            struct folio_k_tmap *maps = aligned_alloc(64, sizeof(*maps) * (2 * copies + 1));
+            /* maps: [0, copies) weights, [copies] x of m rows, [copies + 1] x of 64 rows */
+            struct folio_k_tmap *maps = aligned_alloc(64, sizeof(*maps) * (copies + 2));
             int bad = folio_k_tmap_encode(&maps[copies], x, m, sh->k, FOLIO_K_TMA_MAX_ROWS);
-            for (int c = 0; c < copies; c++) {
+            bad |= folio_k_tmap_encode(&maps[copies + 1], x, 64, sh->k, FOLIO_K_TMA_MAX_ROWS);
+            for (int c = 0; c < copies; c++)
                 bad |= folio_k_tmap_encode(&maps[c], w[c], sh->n, sh->k, FOLIO_K_TMA_NT);
-                bad |= folio_k_tmap_encode_tiled(&maps[copies + 1 + c], wt[c], sh->n, sh->k);
-            }
             if (bad) {
                 fprintf(stderr, "gemm_tma_bench: no tensor map for %s m=%d\n", sh->name, m);
                 return 2;
@@ -263,7 +250,6 @@ int main(void)
                                  .copies = copies,
                                  .xmap = &maps[copies],
                                  .wmaps = maps,
-                                 .tmaps = &maps[copies + 1],
                                  .y = y_ref,
                                  .workspace = workspace,
                                  .lt = lt,
@@ -272,13 +258,14 @@ int main(void)
                                  .w = w};
             double ref_ms = time_median(&run, s);
             run.y = y;
-            for (int v = 0; v < 6; v++) { /* each listed split, row-major then tiled weights */
-                const int splits = sh->splits[v % 3], tiled = v >= 3;
+            /* each listed split: plain; with PDL; with PDL and x read as 64 rows */
+            for (int v = 0; v < 9; v++) {
+                const int splits = sh->splits[v % 3], variant = v / 3;
                 if (!splits)
                     continue;
+                const struct folio_k_tmap *xm = &maps[copies + (variant == 2)];
                 CK(cudaMemset(y, 0xff, (size_t)splits * m * sh->n * 4)); /* NaN where unwritten */
-                CK(folio_k_gemm_tma(&maps[copies], tiled ? &maps[copies + 1] : &maps[0], y, m,
-                                    sh->n, sh->k, splits, tiled, s));
+                CK(folio_k_gemm_tma(xm, &maps[0], y, m, sh->n, sh->k, splits, 0, s));
                 CK(cudaStreamSynchronize(s));
                 double err = 0.0;
                 long ulp_bad = 0;
@@ -306,13 +293,17 @@ int main(void)
                 }
                 err /= rms;
                 const int ok = splits == 1 ? ulp_bad == 0 : err < 1e-4;
-                run.tma = tiled ? 2 : 1;
+                run.tma = 1;
+                run.pdl = variant > 0;
+                run.xmap = xm;
                 run.splits = splits;
                 double t = time_median(&run, s);
                 printf("RESULT name=tma%s_%s_m%d_s%d ms=%.5f ref_ms=%.5f ratio=%.2f GBps=%.1f "
                        "err=%.2e ok=%d\n",
-                       tiled ? "tiled" : "", sh->name, m, splits, t, ref_ms, t / ref_ms,
-                       wn * 2.0 / (t * 1e6), err, ok);
+                       variant == 0   ? ""
+                       : variant == 1 ? "pdl"
+                                      : "pdlx64",
+                       sh->name, m, splits, t, ref_ms, t / ref_ms, wn * 2.0 / (t * 1e6), err, ok);
                 fflush(stdout);
                 failed += !ok;
                 ok_count += ok;
@@ -321,11 +312,8 @@ int main(void)
             lt_destroy(&g_time);
             free(maps);
         }
-        for (int c = 0; c < copies; c++) {
+        for (int c = 0; c < copies; c++)
             CK(cudaFree(w[c]));
-            CK(cudaFree(wt[c]));
-        }
-        free(htw);
         CK(cudaFree(x));
         CK(cudaFree(y));
         CK(cudaFree(y_ref));

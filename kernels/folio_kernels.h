@@ -138,7 +138,9 @@ int folio_k_smem_carveout(void);
  * multiple of 64) or a driver without cuTensorMapEncodeTiled.
  * folio_k_gemm_tma: y = x . w^T for w [n, k] (n a multiple of FOLIO_K_TMA_NT),
  * bf16 [m, n], or with splits > 1 the f32 sums of K slices [splits][m][n]
- * (what folio_k_add_rmsnorm_partials reads); k a multiple of 64 * splits. */
+ * (what folio_k_add_rmsnorm_partials reads); k a multiple of 64 * splits.
+ * pdl: the first ring of weight copies goes out before the wait for the
+ * previous kernel. */
 #ifdef __cplusplus
 #define FOLIO_K_ALIGN64 alignas(64)
 #else
@@ -152,11 +154,7 @@ struct folio_k_tmap {
 int folio_k_tmap_encode(struct folio_k_tmap *map, const folio_bf16_bits *base, int rows, int k,
                         int box_rows);
 cudaError_t folio_k_gemm_tma(const struct folio_k_tmap *xmap, const struct folio_k_tmap *wmap,
-                             void *y, int m, int n, int k, int splits, int w_tiled, cudaStream_t s);
-/* A map of weights re-laid as contiguous 64 x 64 tiles, tile (n / 64) * (k / 64)
- * + k / 64 holding rows and k of that tile as [64][64] (w_tiled = 1 above): a
- * stage then reads 8 KB in one run instead of 64 runs of 128 bytes. */
-int folio_k_tmap_encode_tiled(struct folio_k_tmap *map, const folio_bf16_bits *tiles, int n, int k);
+                             void *y, int m, int n, int k, int splits, int pdl, cudaStream_t s);
 
 #define FOLIO_K_GEMV_MAX_ROWS 8
 

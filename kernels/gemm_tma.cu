@@ -41,7 +41,6 @@ constexpr int THREADS = 128 + 32; /* consumer warpgroup + producer warp */
 struct tma_args {
     void *y;
     int m, n, k, kslice;
-    bool w_tiled; /* w re-laid as contiguous [n / NT][k / TK] tiles (a 3-D map) */
 };
 
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
@@ -60,15 +59,6 @@ __device__ __forceinline__ void tma_load_2d(void *dst, const CUtensorMap *map, i
     asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes "
                  "[%0], [%1, {%2, %3}], [%4];\n" ::"r"(smem_addr(dst)),
                  "l"((uint64_t)map), "r"(c0), "r"(c1), "r"(smem_addr(bar))
-                 : "memory");
-}
-
-__device__ __forceinline__ void tma_load_3d(void *dst, const CUtensorMap *map, int c0, int c1,
-                                            int c2, uint64_t *bar)
-{
-    asm volatile("cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::complete_tx::bytes "
-                 "[%0], [%1, {%2, %3, %4}], [%5];\n" ::"r"(smem_addr(dst)),
-                 "l"((uint64_t)map), "r"(c0), "r"(c1), "r"(c2), "r"(smem_addr(bar))
                  : "memory");
 }
 
@@ -117,19 +107,28 @@ __global__ void __launch_bounds__(THREADS)
     }
     __syncthreads();
 
-    if (warp == 4) { /* producer */
-        if (lane == 0) {
-            for (int kt = 0; kt < k_tiles; kt++) {
+    /* The weights are written by no kernel of the step: the first ring's worth
+     * goes out before the wait for the previous kernel (programmatic dependent
+     * launch), the activations after it. */
+    const bool producer = warp == 4 && lane == 0;
+    const int early = k_tiles < STAGES ? k_tiles : STAGES;
+    if (producer)
+        for (int kt = 0; kt < early; kt++) {
+            mbar_arrive_expect_tx(&full[kt], STAGE_BYTES);
+            tma_load_2d(smem + (size_t)kt * STAGE_BYTES + A_BYTES, &wmap, k0 + kt * TK, n0,
+                        &full[kt]);
+        }
+    pdl_wait();
+    if (warp == 4) {
+        if (producer) {
+            for (int kt = 0; kt < early; kt++)
+                tma_load_2d(smem + (size_t)kt * STAGE_BYTES, &xmap, k0 + kt * TK, 0, &full[kt]);
+            for (int kt = early; kt < k_tiles; kt++) {
                 const int s = kt % STAGES;
-                if (kt >= STAGES)
-                    mbar_wait(&empty[s], (uint32_t)((kt / STAGES) - 1) & 1);
+                mbar_wait(&empty[s], (uint32_t)((kt / STAGES) - 1) & 1);
                 unsigned char *st = smem + (size_t)s * STAGE_BYTES;
                 mbar_arrive_expect_tx(&full[s], STAGE_BYTES);
-                if (a.w_tiled)
-                    tma_load_3d(st + A_BYTES, &wmap, 0, 0, blockIdx.x * (a.k / TK) + k0 / TK + kt,
-                                &full[s]);
-                else
-                    tma_load_2d(st + A_BYTES, &wmap, k0 + kt * TK, n0, &full[s]);
+                tma_load_2d(st + A_BYTES, &wmap, k0 + kt * TK, n0, &full[s]);
                 tma_load_2d(st, &xmap, k0 + kt * TK, 0, &full[s]);
             }
         }
@@ -213,26 +212,9 @@ extern "C" int folio_k_tmap_encode(struct folio_k_tmap *map, const folio_bf16_bi
     return r == CUDA_SUCCESS ? 0 : -1;
 }
 
-extern "C" int folio_k_tmap_encode_tiled(struct folio_k_tmap *map, const folio_bf16_bits *tiles,
-                                         int n, int k)
-{
-    PFN_cuTensorMapEncodeTiled_v12000 fn = encode_fn();
-    if (!fn || n < NT || n % NT != 0 || k < TK || k % TK != 0 || (uintptr_t)tiles % 16 != 0 ||
-        (uintptr_t)map % 64 != 0)
-        return -1;
-    cuuint64_t dims[3] = {(cuuint64_t)TK, (cuuint64_t)NT, (cuuint64_t)(n / NT) * (k / TK)};
-    cuuint64_t strides[2] = {(cuuint64_t)TK * 2, (cuuint64_t)TK * NT * 2};
-    cuuint32_t box[3] = {(cuuint32_t)TK, (cuuint32_t)NT, 1};
-    cuuint32_t elem[3] = {1, 1, 1};
-    CUresult r = fn((CUtensorMap *)map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 3, (void *)tiles, dims,
-                    strides, box, elem, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
-                    CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
-    return r == CUDA_SUCCESS ? 0 : -1;
-}
-
 extern "C" cudaError_t folio_k_gemm_tma(const struct folio_k_tmap *xmap,
                                         const struct folio_k_tmap *wmap, void *y, int m, int n,
-                                        int k, int splits, int w_tiled, cudaStream_t s)
+                                        int k, int splits, int pdl, cudaStream_t s)
 {
     if (m <= 0)
         return cudaSuccess;
@@ -247,8 +229,9 @@ extern "C" cudaError_t folio_k_gemm_tma(const struct folio_k_tmap *xmap,
             return e;
         prepared.store(true);
     }
-    tma_args a = {y, m, n, k, k / splits, w_tiled != 0};
-    gemm_tma_kernel<<<dim3((unsigned)(n / NT), (unsigned)splits), THREADS, smem, s>>>(
-        *(const CUtensorMap *)xmap, *(const CUtensorMap *)wmap, a);
-    return cudaGetLastError();
+    tma_args a = {y, m, n, k, k / splits};
+    cudaError_t e =
+        launch_pdl(gemm_tma_kernel, dim3((unsigned)(n / NT), (unsigned)splits), dim3(THREADS), smem,
+                   s, pdl != 0, *(const CUtensorMap *)xmap, *(const CUtensorMap *)wmap, a);
+    return e != cudaSuccess ? e : cudaGetLastError();
 }

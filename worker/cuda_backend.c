@@ -179,6 +179,9 @@ struct cuda_backend {
     bool tma;
     struct folio_k_tmap *tmaps; /* [layers][4] weights, then [3][TMA_BUCKETS] */
     int tma_split_o, tma_split_down, tma_gate_up_min;
+    /* FOLIO_TMA_X_FULL=1: the activation maps span 64 rows at every bucket
+     * (TMA reads stale rows instead of zero-filling past the step's rows). */
+    bool tma_x_full;
     /* Decode attention splits the keys until about this many warps per SM run:
      * FOLIO_ATTN_WARPS_PER_SM (default 4). */
     int attn_warps_per_sm;
@@ -534,6 +537,8 @@ static void tma_setup(struct cuda_backend *cb, size_t max_rows)
     for (int x = 0; x < TMA_XS; x++)
         for (int b = 0; b < TMA_BUCKETS; b++) {
             size_t rows = (size_t)1 << b;
+            if (cb->tma_x_full) /* every bucket reads 64 rows (stale past m) */
+                rows = FOLIO_K_TMA_MAX_ROWS;
             bad |= folio_k_tmap_encode(&cb->tmaps[cb->layers * TMA_WEIGHTS + x * TMA_BUCKETS + b],
                                        xs[x], (int)(rows < max_rows ? rows : max_rows), ks[x],
                                        FOLIO_K_TMA_MAX_ROWS);
@@ -675,7 +680,7 @@ static int forward(struct cuda_backend *cb, const struct step_layout *l, int t_r
             if (tma)
                 CUDA_CHECK(folio_k_gemm_tma(tma_xmap(cb, TMA_X_NORMED, t_rows),
                                             tma_wmap(cb, li, TMA_QKV), cb->qkv, t_rows, cb->qkv_dim,
-                                            cb->hidden, 1, 0, s));
+                                            cb->hidden, 1, cb->pdl, s));
             else if (gemm(cb, cb->normed, L->wqkv, cb->qkv, t_rows, cb->qkv_dim, cb->hidden, false,
                           err, errlen) != 0)
                 return -1;
@@ -688,7 +693,7 @@ static int forward(struct cuda_backend *cb, const struct step_layout *l, int t_r
         if (tma)
             CUDA_CHECK(folio_k_gemm_tma(tma_xmap(cb, TMA_X_ATTN_OUT, t_rows),
                                         tma_wmap(cb, li, TMA_O), tma_o_out, t_rows, cb->hidden, qd,
-                                        split_o, 0, s));
+                                        split_o, cb->pdl, s));
         else if (project(cb, cb->attn_out, L->wo, t_rows, qd, split_o, err, errlen) != 0)
             return -1;
         if (fuse_norm) { /* RMSNorm + gate/up + SiLU*mul in one launch */
@@ -702,7 +707,7 @@ static int forward(struct cuda_backend *cb, const struct step_layout *l, int t_r
             if (tma && t_rows >= cb->tma_gate_up_min)
                 CUDA_CHECK(folio_k_gemm_tma(tma_xmap(cb, TMA_X_NORMED, t_rows),
                                             tma_wmap(cb, li, TMA_GATE_UP), cb->gate_up, t_rows,
-                                            2 * cb->inter, cb->hidden, 1, 0, s));
+                                            2 * cb->inter, cb->hidden, 1, cb->pdl, s));
             else if (gemm(cb, cb->normed, L->w_gate_up, cb->gate_up, t_rows, 2 * cb->inter,
                           cb->hidden, false, err, errlen) != 0)
                 return -1;
@@ -710,8 +715,8 @@ static int forward(struct cuda_backend *cb, const struct step_layout *l, int t_r
         }
         if (tma)
             CUDA_CHECK(folio_k_gemm_tma(tma_xmap(cb, TMA_X_ACT, t_rows), tma_wmap(cb, li, TMA_DOWN),
-                                        tma_down_out, t_rows, cb->hidden, cb->inter, split_down, 0,
-                                        s));
+                                        tma_down_out, t_rows, cb->hidden, cb->inter, split_down,
+                                        cb->pdl, s));
         else if (project(cb, cb->act, L->w_down, t_rows, cb->inter, split_down, err, errlen) != 0)
             return -1;
         pending_add = split_down;
@@ -1288,6 +1293,8 @@ static int create(struct cuda_backend *cb, const struct folio_model *m,
     cb->tma_split_down = cb->tma_split_down > 0 ? cb->tma_split_down : 8;
     const char *tm = getenv("FOLIO_TMA_GATE_UP_MIN");
     cb->tma_gate_up_min = tm ? atoi(tm) : 17;
+    const char *tx = getenv("FOLIO_TMA_X_FULL");
+    cb->tma_x_full = tx && strcmp(tx, "1") == 0;
 
     CUDA_CHECK(cudaSetDevice(0));
     CUDA_CHECK(cudaDeviceGetAttribute(&cb->num_sms, cudaDevAttrMultiProcessorCount, 0));
