@@ -147,7 +147,8 @@ static void run_one(const struct runner *r, int c, cudaStream_t s)
     if (r->tma == 0)
         lt_run(r->lt, r->g, r->x, r->w[c], r->y, r->workspace, s);
     else
-        CK(folio_k_gemm_tma(r->xmap, &r->wmaps[c], r->y, r->m, r->n, r->k, r->splits, r->pdl, s));
+        CK(folio_k_gemm_tma(r->xmap, &r->wmaps[c], r->y, r->m, r->n, r->k, r->splits, 0, r->pdl,
+                            s));
 }
 
 /* Median ms of one launch: BATCH launches back to back in a CUDA graph (the
@@ -265,7 +266,7 @@ int main(void)
                     continue;
                 const struct folio_k_tmap *xm = &maps[copies + (variant == 2)];
                 CK(cudaMemset(y, 0xff, (size_t)splits * m * sh->n * 4)); /* NaN where unwritten */
-                CK(folio_k_gemm_tma(xm, &maps[0], y, m, sh->n, sh->k, splits, 0, s));
+                CK(folio_k_gemm_tma(xm, &maps[0], y, m, sh->n, sh->k, splits, 0, 0, s));
                 CK(cudaStreamSynchronize(s));
                 double err = 0.0;
                 long ulp_bad = 0;

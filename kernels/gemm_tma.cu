@@ -41,7 +41,16 @@ constexpr int THREADS = 128 + 32; /* consumer warpgroup + producer warp */
 struct tma_args {
     void *y;
     int m, n, k, kslice;
+    bool glu; /* w is [gate; up] (2n rows); y = bf16(silu(x.gate) * x.up) [m][n] */
 };
+
+/* SwiGLU's activation rounded as the GEMM + folio_k_silu_mul path rounds it. */
+__device__ __forceinline__ float glu_act(float gate_sum, float up_sum)
+{
+    float gate = round_bf16(gate_sum), up = round_bf16(up_sum);
+    float act = round_bf16(gate / (1.0f + expf(-gate)));
+    return act * up;
+}
 
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
 /* wgmma shared-memory descriptor of a K-major tile with 128-byte rows,
@@ -95,7 +104,11 @@ __global__ void __launch_bounds__(THREADS)
     /* The swizzled tiles need 1024-byte alignment. */
     unsigned char *smem = smem_raw + ((1024 - (smem_addr(smem_raw) & 1023)) & 1023);
     const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
-    const int n0 = blockIdx.x * NT, split = blockIdx.y;
+    /* GLU: the CTA's 32 output features f0 .. f0 + 31 read gate rows f0 .. into
+     * B rows 0-31 and up rows n + f0 .. into B rows 32-63, so that a thread's
+     * accumulator columns 8 j + c (j < 4) and 8 (j + 4) + c are the gate and
+     * up sums of one feature. */
+    const int n0 = blockIdx.x * (a.glu ? NT / 2 : NT), split = blockIdx.y;
     const int k_tiles = a.kslice / TK, k0 = split * a.kslice;
 
     if (tid == 0) {
@@ -111,12 +124,19 @@ __global__ void __launch_bounds__(THREADS)
      * goes out before the wait for the previous kernel (programmatic dependent
      * launch), the activations after it. */
     const bool producer = warp == 4 && lane == 0;
+    auto load_w = [&](unsigned char *dst, int kk, uint64_t *bar) {
+        if (a.glu) {
+            tma_load_2d(dst, &wmap, kk, n0, bar);
+            tma_load_2d(dst + B_BYTES / 2, &wmap, kk, a.n + n0, bar);
+        } else {
+            tma_load_2d(dst, &wmap, kk, n0, bar);
+        }
+    };
     const int early = k_tiles < STAGES ? k_tiles : STAGES;
     if (producer)
         for (int kt = 0; kt < early; kt++) {
             mbar_arrive_expect_tx(&full[kt], STAGE_BYTES);
-            tma_load_2d(smem + (size_t)kt * STAGE_BYTES + A_BYTES, &wmap, k0 + kt * TK, n0,
-                        &full[kt]);
+            load_w(smem + (size_t)kt * STAGE_BYTES + A_BYTES, k0 + kt * TK, &full[kt]);
         }
     pdl_wait();
     if (warp == 4) {
@@ -128,7 +148,7 @@ __global__ void __launch_bounds__(THREADS)
                 mbar_wait(&empty[s], (uint32_t)((kt / STAGES) - 1) & 1);
                 unsigned char *st = smem + (size_t)s * STAGE_BYTES;
                 mbar_arrive_expect_tx(&full[s], STAGE_BYTES);
-                tma_load_2d(st + A_BYTES, &wmap, k0 + kt * TK, n0, &full[s]);
+                load_w(st + A_BYTES, k0 + kt * TK, &full[s]);
                 tma_load_2d(st, &xmap, k0 + kt * TK, 0, &full[s]);
             }
         }
@@ -155,6 +175,21 @@ __global__ void __launch_bounds__(THREADS)
     }
 
     const int r0 = 16 * warp + (lane >> 2), c0 = 2 * (lane & 3);
+    if (a.glu) {
+#pragma unroll
+        for (int j = 0; j < NT / 16; j++)
+#pragma unroll
+            for (int h = 0; h < 2; h++) {
+                const int row = r0 + 8 * h, col = n0 + 8 * j + c0;
+                if (row >= a.m)
+                    continue;
+                const int g = 4 * j + 2 * h, u = 4 * (j + NT / 16) + 2 * h;
+                folio_bf16_bits *y = (folio_bf16_bits *)a.y + (int64_t)row * a.n + col;
+                *(uint32_t *)y = (uint32_t)f32_to_bf16(glu_act(d[g], d[u])) |
+                                 (uint32_t)f32_to_bf16(glu_act(d[g + 1], d[u + 1])) << 16;
+            }
+        return;
+    }
 #pragma unroll
     for (int j = 0; j < NT / 8; j++) {
 #pragma unroll
@@ -199,8 +234,9 @@ extern "C" int folio_k_tmap_encode(struct folio_k_tmap *map, const folio_bf16_bi
                                    int k, int box_rows)
 {
     PFN_cuTensorMapEncodeTiled_v12000 fn = encode_fn();
-    if (!fn || rows < 1 || k < TK || k % TK != 0 || (box_rows != MT && box_rows != NT) ||
-        (uintptr_t)base % 16 != 0 || (uintptr_t)map % 64 != 0)
+    if (!fn || rows < 1 || k < TK || k % TK != 0 ||
+        (box_rows != MT && box_rows != NT && box_rows != NT / 2) || (uintptr_t)base % 16 != 0 ||
+        (uintptr_t)map % 64 != 0)
         return -1;
     cuuint64_t dims[2] = {(cuuint64_t)k, (cuuint64_t)rows};
     cuuint64_t strides[1] = {(cuuint64_t)k * 2};
@@ -214,11 +250,12 @@ extern "C" int folio_k_tmap_encode(struct folio_k_tmap *map, const folio_bf16_bi
 
 extern "C" cudaError_t folio_k_gemm_tma(const struct folio_k_tmap *xmap,
                                         const struct folio_k_tmap *wmap, void *y, int m, int n,
-                                        int k, int splits, int pdl, cudaStream_t s)
+                                        int k, int splits, int glu, int pdl, cudaStream_t s)
 {
     if (m <= 0)
         return cudaSuccess;
-    if (m > MT || n % NT != 0 || splits < 1 || k % (splits * TK) != 0)
+    if (m > MT || n % (glu ? NT / 2 : NT) != 0 || splits < 1 || k % (splits * TK) != 0 ||
+        (glu && splits != 1))
         return cudaErrorInvalidValue;
     const size_t smem = (size_t)STAGES * STAGE_BYTES + 1024;
     static std::atomic<bool> prepared(false); /* before any capture: the eager first step */
@@ -229,9 +266,10 @@ extern "C" cudaError_t folio_k_gemm_tma(const struct folio_k_tmap *xmap,
             return e;
         prepared.store(true);
     }
-    tma_args a = {y, m, n, k, k / splits};
+    tma_args a = {y, m, n, k, k / splits, glu != 0};
+    const int cols = glu ? NT / 2 : NT;
     cudaError_t e =
-        launch_pdl(gemm_tma_kernel, dim3((unsigned)(n / NT), (unsigned)splits), dim3(THREADS), smem,
-                   s, pdl != 0, *(const CUtensorMap *)xmap, *(const CUtensorMap *)wmap, a);
+        launch_pdl(gemm_tma_kernel, dim3((unsigned)(n / cols), (unsigned)splits), dim3(THREADS),
+                   smem, s, pdl != 0, *(const CUtensorMap *)xmap, *(const CUtensorMap *)wmap, a);
     return e != cudaSuccess ? e : cudaGetLastError();
 }

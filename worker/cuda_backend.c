@@ -168,20 +168,18 @@ struct cuda_backend {
      * partial sums [S][m][hidden] in f32, summed by the add_rmsnorm that reads them. */
     int splitk_o, splitk_down;
     float *splitk_partials;
-    /* The TMA + wgmma GEMM (folio_k_gemm_tma) for steps of gemv_max_rows < m <=
-     * FOLIO_K_TMA_MAX_ROWS rows (FOLIO_TMA_GEMM=0: cuBLASLt, a yardstick):
-     * tensor maps of each layer's four weights (TMA_QKV ..) and of the three
-     * activations they read per row bucket (tma_xmap). O and down write
-     * tma_split_o / tma_split_down f32 K slices for the next add_rmsnorm
-     * (FOLIO_TMA_SPLIT_O / _DOWN: 1, 2, 4, 8; default 4 and 8); gate/up runs
-     * here from tma_gate_up_min rows (FOLIO_TMA_GATE_UP_MIN, default 17),
-     * below that on cuBLASLt, which gemm_tma_bench measured faster there. */
+    /* The TMA + wgmma GEMM (folio_k_gemm_tma) for the O, gate/up (SiLU*mul
+     * in its epilogue) and down projections of steps of gemv_max_rows < m <=
+     * FOLIO_K_TMA_MAX_ROWS rows (FOLIO_TMA_GEMM=0: cuBLASLt, a yardstick). The
+     * tensor maps of each layer's three weights and of the activations they
+     * read (64 rows: rows past m are read, never written back; zero-filling
+     * them made TMA slower). O and down write tma_split_o / tma_split_down f32
+     * K slices for the next add_rmsnorm (FOLIO_TMA_SPLIT_O / _DOWN: 1, 2, 4,
+     * 8; default 4). QKV stays on cuBLASLt: with 40 CTAs of 64 rows the TMA
+     * GEMM took 1.35x its time (2026-11-29-cuda-round11.md). */
     bool tma;
-    struct folio_k_tmap *tmaps; /* [layers][4] weights, then [3][TMA_BUCKETS] */
-    int tma_split_o, tma_split_down, tma_gate_up_min;
-    /* FOLIO_TMA_X_FULL=1: the activation maps span 64 rows at every bucket
-     * (TMA reads stale rows instead of zero-filling past the step's rows). */
-    bool tma_x_full;
+    struct folio_k_tmap *tmaps; /* [layers][TMA_WEIGHTS], then [TMA_XS] */
+    int tma_split_o, tma_split_down;
     /* Decode attention splits the keys until about this many warps per SM run:
      * FOLIO_ATTN_WARPS_PER_SM (default 4). */
     int attn_warps_per_sm;
@@ -472,23 +470,18 @@ static int splitk_slices(int forced, int m, int k)
     return k % s == 0 && (k / s) % 8 == 0 ? s : 1;
 }
 
-/* The TMA GEMM's tensor maps: the weights of layer li, and the activation
- * buffers by row bucket 1, 2, 4, .., FOLIO_K_TMA_MAX_ROWS. */
-enum { TMA_QKV, TMA_O, TMA_GATE_UP, TMA_DOWN, TMA_WEIGHTS };
+/* The TMA GEMM's tensor maps: the weights of layer li, and the activations. */
+enum { TMA_O, TMA_GATE_UP, TMA_DOWN, TMA_WEIGHTS };
 enum { TMA_X_NORMED, TMA_X_ATTN_OUT, TMA_X_ACT, TMA_XS };
-#define TMA_BUCKETS 7
 
 static const struct folio_k_tmap *tma_wmap(const struct cuda_backend *cb, int li, int which)
 {
     return &cb->tmaps[li * TMA_WEIGHTS + which];
 }
 
-static const struct folio_k_tmap *tma_xmap(const struct cuda_backend *cb, int which, int m)
+static const struct folio_k_tmap *tma_xmap(const struct cuda_backend *cb, int which)
 {
-    int b = 0;
-    while ((1 << b) < m)
-        b++;
-    return &cb->tmaps[cb->layers * TMA_WEIGHTS + which * TMA_BUCKETS + b];
+    return &cb->tmaps[cb->layers * TMA_WEIGHTS + which];
 }
 
 /* Whether a step of m rows runs its projections as folio_k_gemm_tma. */
@@ -512,12 +505,11 @@ static int tma_slices(int k, int want)
 static void tma_setup(struct cuda_backend *cb, size_t max_rows)
 {
     int H = cb->hidden, QD = cb->heads * cb->head_dim, I = cb->inter;
-    if (!cb->tma || H % 64 != 0 || QD % 64 != 0 || I % 64 != 0 ||
-        cb->qkv_dim % FOLIO_K_TMA_NT != 0 || (2 * I) % FOLIO_K_TMA_NT != 0) {
+    if (!cb->tma || H % FOLIO_K_TMA_NT != 0 || QD % 64 != 0 || I % FOLIO_K_TMA_NT != 0) {
         cb->tma = false;
         return;
     }
-    size_t n = (size_t)cb->layers * TMA_WEIGHTS + TMA_XS * TMA_BUCKETS;
+    size_t n = (size_t)cb->layers * TMA_WEIGHTS + TMA_XS;
     cb->tmaps = aligned_alloc(64, sizeof(struct folio_k_tmap) * n);
     if (!cb->tmaps) {
         cb->tma = false;
@@ -527,22 +519,16 @@ static void tma_setup(struct cuda_backend *cb, size_t max_rows)
     for (int li = 0; li < cb->layers; li++) {
         const struct cuda_layer *L = &cb->lw[li];
         struct folio_k_tmap *w = &cb->tmaps[li * TMA_WEIGHTS];
-        bad |= folio_k_tmap_encode(&w[TMA_QKV], L->wqkv, cb->qkv_dim, H, FOLIO_K_TMA_NT);
         bad |= folio_k_tmap_encode(&w[TMA_O], L->wo, H, QD, FOLIO_K_TMA_NT);
-        bad |= folio_k_tmap_encode(&w[TMA_GATE_UP], L->w_gate_up, 2 * I, H, FOLIO_K_TMA_NT);
+        bad |= folio_k_tmap_encode(&w[TMA_GATE_UP], L->w_gate_up, 2 * I, H, FOLIO_K_TMA_NT / 2);
         bad |= folio_k_tmap_encode(&w[TMA_DOWN], L->w_down, H, I, FOLIO_K_TMA_NT);
     }
     const bf16 *xs[TMA_XS] = {cb->normed, cb->attn_out, cb->act};
     const int ks[TMA_XS] = {H, QD, I};
+    int rows = max_rows < FOLIO_K_TMA_MAX_ROWS ? (int)max_rows : FOLIO_K_TMA_MAX_ROWS;
     for (int x = 0; x < TMA_XS; x++)
-        for (int b = 0; b < TMA_BUCKETS; b++) {
-            size_t rows = (size_t)1 << b;
-            if (cb->tma_x_full) /* every bucket reads 64 rows (stale past m) */
-                rows = FOLIO_K_TMA_MAX_ROWS;
-            bad |= folio_k_tmap_encode(&cb->tmaps[cb->layers * TMA_WEIGHTS + x * TMA_BUCKETS + b],
-                                       xs[x], (int)(rows < max_rows ? rows : max_rows), ks[x],
-                                       FOLIO_K_TMA_MAX_ROWS);
-        }
+        bad |= folio_k_tmap_encode(&cb->tmaps[cb->layers * TMA_WEIGHTS + x], xs[x], rows, ks[x],
+                                   FOLIO_K_TMA_MAX_ROWS);
     if (bad) {
         free(cb->tmaps);
         cb->tmaps = NULL;
@@ -677,12 +663,8 @@ static int forward(struct cuda_backend *cb, const struct step_layout *l, int t_r
         } else {
             CUDA_CHECK(
                 add_rmsnorm(cb, cb->normed, cur, pending_add, L->attn_norm, NULL, t_rows, t_rows));
-            if (tma)
-                CUDA_CHECK(folio_k_gemm_tma(tma_xmap(cb, TMA_X_NORMED, t_rows),
-                                            tma_wmap(cb, li, TMA_QKV), cb->qkv, t_rows, cb->qkv_dim,
-                                            cb->hidden, 1, cb->pdl, s));
-            else if (gemm(cb, cb->normed, L->wqkv, cb->qkv, t_rows, cb->qkv_dim, cb->hidden, false,
-                          err, errlen) != 0)
+            if (gemm(cb, cb->normed, L->wqkv, cb->qkv, t_rows, cb->qkv_dim, cb->hidden, false, err,
+                     errlen) != 0)
                 return -1;
         }
         if (!rope_done)
@@ -691,9 +673,8 @@ static int forward(struct cuda_backend *cb, const struct step_layout *l, int t_r
         if (attention(cb, l, &kb, num_tiles, kc, vc, err, errlen) != 0)
             return -1;
         if (tma)
-            CUDA_CHECK(folio_k_gemm_tma(tma_xmap(cb, TMA_X_ATTN_OUT, t_rows),
-                                        tma_wmap(cb, li, TMA_O), tma_o_out, t_rows, cb->hidden, qd,
-                                        split_o, cb->pdl, s));
+            CUDA_CHECK(folio_k_gemm_tma(tma_xmap(cb, TMA_X_ATTN_OUT), tma_wmap(cb, li, TMA_O),
+                                        tma_o_out, t_rows, cb->hidden, qd, split_o, 0, cb->pdl, s));
         else if (project(cb, cb->attn_out, L->wo, t_rows, qd, split_o, err, errlen) != 0)
             return -1;
         if (fuse_norm) { /* RMSNorm + gate/up + SiLU*mul in one launch */
@@ -704,18 +685,20 @@ static int forward(struct cuda_backend *cb, const struct step_layout *l, int t_r
         } else {
             CUDA_CHECK(
                 add_rmsnorm(cb, cb->normed, cur, split_o, L->mlp_norm, NULL, t_rows, t_rows));
-            if (tma && t_rows >= cb->tma_gate_up_min)
-                CUDA_CHECK(folio_k_gemm_tma(tma_xmap(cb, TMA_X_NORMED, t_rows),
-                                            tma_wmap(cb, li, TMA_GATE_UP), cb->gate_up, t_rows,
-                                            2 * cb->inter, cb->hidden, 1, cb->pdl, s));
-            else if (gemm(cb, cb->normed, L->w_gate_up, cb->gate_up, t_rows, 2 * cb->inter,
-                          cb->hidden, false, err, errlen) != 0)
-                return -1;
-            CUDA_CHECK(folio_k_silu_mul(cb->act, cb->gate_up, t_rows, cb->inter, s));
+            if (tma) { /* SiLU*mul in the GEMM's epilogue */
+                CUDA_CHECK(folio_k_gemm_tma(tma_xmap(cb, TMA_X_NORMED),
+                                            tma_wmap(cb, li, TMA_GATE_UP), cb->act, t_rows,
+                                            cb->inter, cb->hidden, 1, 1, cb->pdl, s));
+            } else {
+                if (gemm(cb, cb->normed, L->w_gate_up, cb->gate_up, t_rows, 2 * cb->inter,
+                         cb->hidden, false, err, errlen) != 0)
+                    return -1;
+                CUDA_CHECK(folio_k_silu_mul(cb->act, cb->gate_up, t_rows, cb->inter, s));
+            }
         }
         if (tma)
-            CUDA_CHECK(folio_k_gemm_tma(tma_xmap(cb, TMA_X_ACT, t_rows), tma_wmap(cb, li, TMA_DOWN),
-                                        tma_down_out, t_rows, cb->hidden, cb->inter, split_down,
+            CUDA_CHECK(folio_k_gemm_tma(tma_xmap(cb, TMA_X_ACT), tma_wmap(cb, li, TMA_DOWN),
+                                        tma_down_out, t_rows, cb->hidden, cb->inter, split_down, 0,
                                         cb->pdl, s));
         else if (project(cb, cb->act, L->w_down, t_rows, cb->inter, split_down, err, errlen) != 0)
             return -1;
@@ -1290,11 +1273,7 @@ static int create(struct cuda_backend *cb, const struct folio_model *m,
     cb->tma_split_o = env_splitk("FOLIO_TMA_SPLIT_O");
     cb->tma_split_o = cb->tma_split_o > 0 ? cb->tma_split_o : 4;
     cb->tma_split_down = env_splitk("FOLIO_TMA_SPLIT_DOWN");
-    cb->tma_split_down = cb->tma_split_down > 0 ? cb->tma_split_down : 8;
-    const char *tm = getenv("FOLIO_TMA_GATE_UP_MIN");
-    cb->tma_gate_up_min = tm ? atoi(tm) : 17;
-    const char *tx = getenv("FOLIO_TMA_X_FULL");
-    cb->tma_x_full = tx && strcmp(tx, "1") == 0;
+    cb->tma_split_down = cb->tma_split_down > 0 ? cb->tma_split_down : 4;
 
     CUDA_CHECK(cudaSetDevice(0));
     CUDA_CHECK(cudaDeviceGetAttribute(&cb->num_sms, cudaDevAttrMultiProcessorCount, 0));
