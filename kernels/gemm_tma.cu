@@ -1,23 +1,26 @@
 /* Decode-batch GEMM on Hopper's own path: TMA tensor copies feeding wgmma
  * (folio_k_gemm_tma). y[m, n] = x[m, k] . w[n, k]^T for m <= 64 rows, bf16 in,
- * f32 accumulate; bf16 out, or (splits > 1) f32 partials [S][m][n] of K slices.
+ * f32 accumulate; bf16 out, f32 partials [S][m][n] of K slices (splits > 1),
+ * or SwiGLU's activation (glu).
  *
  * At decode sizes the weights are the bytes: each CTA streams one NT-row
  * weight tile over its K slice. The activations are wgmma's A operand (64
- * token rows; rows past m are never stored, so the tensor map's bound of m
- * rows makes TMA zero-fill them without reading memory), the weight tile its
- * B operand (NT x 64 k, K-major as the rows lie). Both arrive through a ring
- * of STAGES shared-memory stages, 128-byte swizzled as wgmma's descriptors
- * expect. One producer warp issues the copies (full barriers count their
- * bytes); the consumer warpgroup multiplies a stage, waits for its wgmmas and
- * frees it (empty barriers).
+ * token rows, read whole: outputs of rows past m are never stored; letting
+ * TMA zero-fill them instead measured slower), the weight tile its B operand
+ * (NT x 64 k, K-major as the rows lie). Both arrive through a ring of STAGES
+ * shared-memory stages, 128-byte swizzled as wgmma's descriptors expect. One
+ * producer warp issues the copies (full barriers count their bytes); the
+ * consumer warpgroup multiplies a stage, waits for its wgmmas and frees it
+ * (empty barriers). Launched with programmatic dependent launch, the first
+ * ring of weight copies goes out before the wait for the previous kernel.
  *
  * Fragment of the m64nNTk16 accumulator (PTX ISA, wgmma .f32): thread t of the
  * warpgroup, warp w = t / 32, lane l: d[4 j + 0, 1] are row 16 w + l / 4,
  * columns 8 j + 2 (l % 4) and + 1; d[4 j + 2, 3] the same columns of row
  * 16 w + l / 4 + 8. Rows are tokens, columns weight rows (output features).
  *
- * bench/gemm_tma_bench.c checks it against cuBLASLt and times it. */
+ * Measured against cuBLASLt by bench/gemm_tma_bench.c; the backend runs O,
+ * gate/up and down on it from 33 rows (cuda_backend.c says why). */
 #include <cuda.h>
 #include <cudaTypedefs.h>
 

@@ -180,6 +180,10 @@ struct cuda_backend {
     bool tma;
     struct folio_k_tmap *tmaps; /* [layers][TMA_WEIGHTS], then [TMA_XS] */
     int tma_split_o, tma_split_down;
+    /* Steps of at least this many rows take the TMA path (FOLIO_TMA_MIN_ROWS,
+     * default 33): on the H200 it made batch 64 faster (1.357 vs 1.406 ms) and
+     * batches 8-32 slower by 1.2-1.6% (2026-11-29-cuda-round11.md). */
+    int tma_min_rows;
     /* Decode attention splits the keys until about this many warps per SM run:
      * FOLIO_ATTN_WARPS_PER_SM (default 4). */
     int attn_warps_per_sm;
@@ -487,7 +491,7 @@ static const struct folio_k_tmap *tma_xmap(const struct cuda_backend *cb, int wh
 /* Whether a step of m rows runs its projections as folio_k_gemm_tma. */
 static bool use_tma(const struct cuda_backend *cb, int m)
 {
-    return cb->tma && m > cb->gemv_max_rows && m <= FOLIO_K_TMA_MAX_ROWS;
+    return cb->tma && m > cb->gemv_max_rows && m >= cb->tma_min_rows && m <= FOLIO_K_TMA_MAX_ROWS;
 }
 
 /* The most K slices, up to want, that k takes (whole 64-wide stages each). */
@@ -1274,6 +1278,8 @@ static int create(struct cuda_backend *cb, const struct folio_model *m,
     cb->tma_split_o = cb->tma_split_o > 0 ? cb->tma_split_o : 4;
     cb->tma_split_down = env_splitk("FOLIO_TMA_SPLIT_DOWN");
     cb->tma_split_down = cb->tma_split_down > 0 ? cb->tma_split_down : 4;
+    const char *tr = getenv("FOLIO_TMA_MIN_ROWS");
+    cb->tma_min_rows = tr ? atoi(tr) : 33;
 
     CUDA_CHECK(cudaSetDevice(0));
     CUDA_CHECK(cudaDeviceGetAttribute(&cb->num_sms, cudaDevAttrMultiProcessorCount, 0));
