@@ -13,7 +13,9 @@ Checks:
   1. prefill of 1..2048 tokens, each alone, against Hugging Face transformers (bf16, same
      checkpoint): rel L2 < 1e-2;
   2. a mixed batch (8 sequences of different context lengths prefilled together in one step, then
-     greedy decode steps fed on the GPU) against transformers on prompt + generated tokens;
+     greedy decode steps fed on the GPU) against transformers on prompt + generated tokens; and
+     the same decode steps on the TMA + wgmma GEMM path (FOLIO_TMA_MIN_ROWS=3: by default it
+     takes only steps of 33-64 rows);
   3. chunked prefill (chunks of 128, of 13, and one-by-one for a short prompt) against one go;
   4. CUDA-graph replay against eager (FOLIO_CUDA_GRAPHS=0): bitwise at a bucket size (8), close
      at a padded size (5);
@@ -424,25 +426,39 @@ def main():
     for d in range(n_dec):
         steps.append([seq(i, [FROM_PREV], len(p) + d + 1, tables[i], output_index=d + 1)
                       for i, p in enumerate(prompts)])
+    def against_transformers(res, lg):
+        """Worst rel L2 of the prefill and decode logits against transformers fp32, teacher-forced
+        on the run's own tokens; transformers-bf16's own worst; greedy flips against fp32."""
+        worst_pre, worst_dec, worst_hf, flips = 0.0, 0.0, 0.0, 0
+        for i, p in enumerate(prompts):
+            gen = [r["token_ids"][i] for r in res]
+            ref = hf_logits(hf32, p + gen[:-1])
+            ref16 = hf_logits(hf, p + gen[:-1])
+            for d in range(n_dec + 1):
+                e = rel(lg[d][i], ref[len(p) - 1 + d])
+                worst_hf = max(worst_hf, rel(ref16[len(p) - 1 + d], ref[len(p) - 1 + d]))
+                if d == 0:
+                    worst_pre = max(worst_pre, e)
+                else:
+                    worst_dec = max(worst_dec, e)
+            flips += sum(int(np.argmax(ref[len(p) - 1 + d])) != gen[d] for d in range(n_dec + 1))
+        return worst_pre, worst_dec, worst_hf, flips
+
     res_g, lg_g = drv.run(tl_dir, steps, vocab)
-    worst_pre, worst_dec, worst_hf, flips = 0.0, 0.0, 0.0, 0
-    for i, p in enumerate(prompts):
-        gen = [r["token_ids"][i] for r in res_g]
-        ref = hf_logits(hf32, p + gen[:-1])
-        ref16 = hf_logits(hf, p + gen[:-1])
-        for d in range(n_dec + 1):
-            e = rel(lg_g[d][i], ref[len(p) - 1 + d])
-            worst_hf = max(worst_hf, rel(ref16[len(p) - 1 + d], ref[len(p) - 1 + d]))
-            if d == 0:
-                worst_pre = max(worst_pre, e)
-            else:
-                worst_dec = max(worst_dec, e)
-        flips += sum(int(np.argmax(ref[len(p) - 1 + d])) != gen[d] for d in range(n_dec + 1))
+    worst_pre, worst_dec, worst_hf, flips = against_transformers(res_g, lg_g)
     check("mixed batch + decode vs transformers fp32",
           ok_vs(max(worst_pre, worst_dec), worst_hf),
           f"prefill max rel L2 {worst_pre:.2e}, decode (batch 8, ctx 3..996) max {worst_dec:.2e}; "
           f"transformers-bf16 max {worst_hf:.2e}; greedy tokens differing from the fp32 argmax "
           f"(teacher-forced): {flips}/{8 * (n_dec + 1)}")
+
+    # 2b. The same decode steps on the TMA + wgmma GEMM (by default from 33 rows; here from 3).
+    res_t, lg_t = drv.run(tl_dir, steps, vocab, env={"FOLIO_TMA_MIN_ROWS": "3"})
+    t_pre, t_dec, t_hf, t_flips = against_transformers(res_t, lg_t)
+    check("decode on the TMA GEMM path vs transformers fp32 (batch 8, FOLIO_TMA_MIN_ROWS=3)",
+          ok_vs(max(t_pre, t_dec), t_hf),
+          f"decode max rel L2 {t_dec:.2e} (cuBLASLt path {worst_dec:.2e}); transformers-bf16 max "
+          f"{t_hf:.2e}; greedy flips {t_flips}/{8 * (n_dec + 1)}")
 
     # 4. Graph replay vs eager on the same script (bucket 8 exact), and a padded batch of 5.
     res_e, lg_e = drv.run(tl_dir, steps, vocab, env={"FOLIO_CUDA_GRAPHS": "0"})
