@@ -26,7 +26,7 @@
 
 #include <atomic>
 
-#include "bulk_copy.cuh"
+#include "mbarrier.cuh"
 #include "common.cuh"
 
 namespace
@@ -47,6 +47,7 @@ struct tma_args {
     bool glu; /* w is [gate; up] (2n rows); y = bf16(silu(x.gate) * x.up) [m][n] */
 };
 
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
 /* SwiGLU's activation rounded as the GEMM + folio_k_silu_mul path rounds it. */
 __device__ __forceinline__ float glu_act(float gate_sum, float up_sum)
 {
@@ -55,7 +56,6 @@ __device__ __forceinline__ float glu_act(float gate_sum, float up_sum)
     return act * up;
 }
 
-#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
 /* wgmma shared-memory descriptor of a K-major tile with 128-byte rows,
  * 128-byte swizzle: start address, leading byte offset 16 (unused by this
  * layout), stride byte offset 1024 (eight rows), swizzle mode 1. */
@@ -72,11 +72,6 @@ __device__ __forceinline__ void tma_load_2d(void *dst, const CUtensorMap *map, i
                  "[%0], [%1, {%2, %3}], [%4];\n" ::"r"(smem_addr(dst)),
                  "l"((uint64_t)map), "r"(c0), "r"(c1), "r"(smem_addr(bar))
                  : "memory");
-}
-
-__device__ __forceinline__ void mbar_arrive(uint64_t *bar)
-{
-    asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(smem_addr(bar)) : "memory");
 }
 
 /* d += A (64 x 16) . B (NT x 16)^T, both K-major in shared memory. */

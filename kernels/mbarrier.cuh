@@ -1,11 +1,9 @@
-/* Inline PTX wrappers for the Hopper bulk copy engine (sm_90): one
- * cp.async.bulk instruction moves a contiguous run of global memory (any
- * multiple of 16 bytes) into shared memory and, on arrival, counts its bytes
- * off an mbarrier's transaction count; a thread that waits on the mbarrier's
- * phase then sees the data. One thread can keep a whole ring of such copies in
- * flight, where cp.async needs an instruction per 16 bytes and per thread. */
-#ifndef FOLIO_KERNELS_BULK_COPY_CUH
-#define FOLIO_KERNELS_BULK_COPY_CUH
+/* Inline PTX wrappers for shared-memory mbarriers (sm_90), as the TMA copies
+ * of gemm_tma.cu use them: a copy counts its bytes off the barrier's
+ * transaction count on arrival, and a thread that waits on the barrier's
+ * phase then sees the data. */
+#ifndef FOLIO_KERNELS_MBARRIER_CUH
+#define FOLIO_KERNELS_MBARRIER_CUH
 
 #include <stdint.h>
 
@@ -50,16 +48,10 @@ __device__ __forceinline__ void mbar_wait(uint64_t *bar, uint32_t parity)
                  : "memory");
 }
 
-/* bytes (a multiple of 16; dst and src 16-byte aligned) from global src to
- * shared dst, completing on bar. */
-__device__ __forceinline__ void bulk_copy_to_shared(void *dst, const void *src, uint32_t bytes,
-                                                    uint64_t *bar)
+/* One arrival, no bytes announced. */
+__device__ __forceinline__ void mbar_arrive(uint64_t *bar)
 {
-    asm volatile(
-        "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, "
-        "[%3];\n" ::"r"(smem_addr(dst)),
-        "l"(src), "r"(bytes), "r"(smem_addr(bar))
-        : "memory");
+    asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(smem_addr(bar)) : "memory");
 }
 
 #endif
