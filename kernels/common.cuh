@@ -25,6 +25,13 @@ __device__ __forceinline__ float round_bf16(float f)
     return bf16_to_f32(f32_to_bf16(f));
 }
 
+/* SiLU of a bf16 value, rounded to bf16 as PyTorch's act_fn rounds it (the
+ * SwiGLU of silu_mul.cu and of the GEMV and TMA GEMM epilogues). */
+__device__ __forceinline__ float silu_bf16(float x)
+{
+    return round_bf16(x / (1.0f + expf(-x)));
+}
+
 /* RoPE (rotate-half) of one pair (x1 at dim i, x2 at dim i + D/2) at position pos,
  * rounded where Hugging Face's bf16 apply_rotary_pos_emb rounds: cos and sin to
  * bf16, each product, the sums. rope_kv.cu and the QKV GEMV's epilogue both use

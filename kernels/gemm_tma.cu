@@ -51,9 +51,7 @@ struct tma_args {
 /* SwiGLU's activation rounded as the GEMM + folio_k_silu_mul path rounds it. */
 __device__ __forceinline__ float glu_act(float gate_sum, float up_sum)
 {
-    float gate = round_bf16(gate_sum), up = round_bf16(up_sum);
-    float act = round_bf16(gate / (1.0f + expf(-gate)));
-    return act * up;
+    return silu_bf16(round_bf16(gate_sum)) * round_bf16(up_sum);
 }
 
 /* wgmma shared-memory descriptor of a K-major tile with 128-byte rows,

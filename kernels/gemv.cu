@@ -316,10 +316,7 @@ __global__ void __launch_bounds__(GEMV_WARPS * 32, (gemv_min_ctas<M, GLU>()))
             for (int t = 0; t < M; t++) {
                 float v = sum[0][t];
                 if (GLU) {
-                    float up = round_bf16(sum[R - 1][t]);
-                    float gate = round_bf16(v);
-                    float act = round_bf16(gate / (1.0f + expf(-gate)));
-                    v = act * up;
+                    v = silu_bf16(round_bf16(v)) * round_bf16(sum[R - 1][t]);
                 }
                 if (lane == t) {
                     if (a.out_f32)

@@ -15,9 +15,7 @@ __global__ void silu_mul_kernel(folio_bf16_bits *out, const folio_bf16_bits *gat
         const folio_bf16_bits *ge = (const folio_bf16_bits *)&g, *ue = (const folio_bf16_bits *)&u;
         folio_bf16_bits *oe = (folio_bf16_bits *)&o;
         for (int e = 0; e < 8; e++) {
-            float x = bf16_to_f32(ge[e]);
-            float act = round_bf16(x / (1.0f + expf(-x)));
-            oe[e] = f32_to_bf16(act * bf16_to_f32(ue[e]));
+            oe[e] = f32_to_bf16(silu_bf16(bf16_to_f32(ge[e])) * bf16_to_f32(ue[e]));
         }
         ((uint4 *)(out + t * inter))[v] = o;
     }

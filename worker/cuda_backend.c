@@ -173,10 +173,10 @@ struct cuda_backend {
      * FOLIO_K_TMA_MAX_ROWS rows (FOLIO_TMA_GEMM=0: cuBLASLt, a yardstick). The
      * tensor maps of each layer's three weights and of the activations they
      * read (64 rows: rows past m are read, never written back; zero-filling
-     * them made TMA slower). O and down write tma_split_o / tma_split_down f32
-     * K slices for the next add_rmsnorm (FOLIO_TMA_SPLIT_O / _DOWN: 1, 2, 4,
-     * 8; default 4). QKV stays on cuBLASLt: with 40 CTAs of 64 rows the TMA
-     * GEMM took 1.35x its time (2026-11-29-cuda-round11.md). */
+     * them made TMA slower). O and down write TMA_SLICES f32 K slices for the
+     * next add_rmsnorm (tma_split_o / tma_split_down: fewer where k does not
+     * take 4; 2 slices made batch 64 1.430 ms against 1.357). QKV stays on cuBLASLt: with 40 CTAs
+     * of 64 rows the TMA GEMM took 1.35x its time (2026-11-29-cuda-round11.md). */
     bool tma;
     struct folio_k_tmap *tmaps; /* [layers][TMA_WEIGHTS], then [TMA_XS] */
     int tma_split_o, tma_split_down;
@@ -476,6 +476,7 @@ static int splitk_slices(int forced, int m, int k)
 
 /* The TMA GEMM's tensor maps: the weights of layer li, and the activations. */
 enum { TMA_O, TMA_GATE_UP, TMA_DOWN, TMA_WEIGHTS };
+#define TMA_SLICES 4
 enum { TMA_X_NORMED, TMA_X_ATTN_OUT, TMA_X_ACT, TMA_XS };
 
 static const struct folio_k_tmap *tma_wmap(const struct cuda_backend *cb, int li, int which)
@@ -539,8 +540,8 @@ static void tma_setup(struct cuda_backend *cb, size_t max_rows)
         cb->tma = false;
         return;
     }
-    cb->tma_split_o = tma_slices(QD, cb->tma_split_o);
-    cb->tma_split_down = tma_slices(I, cb->tma_split_down);
+    cb->tma_split_o = tma_slices(QD, TMA_SLICES);
+    cb->tma_split_down = tma_slices(I, TMA_SLICES);
 }
 
 /* The O or down projection: into proj_out as any GEMM (splits 1), or as
@@ -1274,10 +1275,6 @@ static int create(struct cuda_backend *cb, const struct folio_model *m,
     cb->pdl = !(pd && strcmp(pd, "0") == 0);
     const char *tg = getenv("FOLIO_TMA_GEMM");
     cb->tma = !(tg && strcmp(tg, "0") == 0);
-    cb->tma_split_o = env_splitk("FOLIO_TMA_SPLIT_O");
-    cb->tma_split_o = cb->tma_split_o > 0 ? cb->tma_split_o : 4;
-    cb->tma_split_down = env_splitk("FOLIO_TMA_SPLIT_DOWN");
-    cb->tma_split_down = cb->tma_split_down > 0 ? cb->tma_split_down : 4;
     const char *tr = getenv("FOLIO_TMA_MIN_ROWS");
     cb->tma_min_rows = tr ? atoi(tr) : 33;
 
@@ -1468,8 +1465,7 @@ static int create(struct cuda_backend *cb, const struct folio_model *m,
     tma_setup(cb, T);
     if (cb->tma) {
         int rows = (int)T < FOLIO_K_TMA_MAX_ROWS ? (int)T : FOLIO_K_TMA_MAX_ROWS;
-        int sp = cb->tma_split_o > cb->tma_split_down ? cb->tma_split_o : cb->tma_split_down;
-        size_t bytes = sizeof(float) * sp * rows * H;
+        size_t bytes = sizeof(float) * TMA_SLICES * rows * H;
         if (bytes > splitk_bytes)
             splitk_bytes = bytes;
     }
