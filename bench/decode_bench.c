@@ -27,6 +27,7 @@
 #include "backend.h"
 #include "folio_kernels.h"
 #include "model.h"
+#include "safetensors.h"
 
 static double now_ms(void)
 {
@@ -345,6 +346,28 @@ static int bench_attention(const struct folio_model_config *c, int batch_size, i
                variant == 0 ? "attention" : "attnref", batch_size, ctx, median(t, repeats),
                median(t, repeats), bytes, variant == 0 ? plan.splits : 1,
                variant == 0 ? plan.warps : 1);
+    }
+    if (mma) { /* the kernel's output against the reference kernel's */
+        size_t n_out = (size_t)batch_size * H * D;
+        uint16_t *h_out = malloc(sizeof(uint16_t) * 2 * n_out);
+        if (!h_out)
+            return -1;
+        CK(folio_k_attention_decode(out, qkv, k, v, kb, plan, ws, counters, H, Hkv, D, 0, s));
+        CK(cudaMemcpyAsync(h_out, out, sizeof(uint16_t) * n_out, cudaMemcpyDeviceToHost, s));
+        CK(folio_k_paged_attention_ref(out, qkv, k, v, kb, H, Hkv, D, s));
+        CK(cudaMemcpyAsync(h_out + n_out, out, sizeof(uint16_t) * n_out, cudaMemcpyDeviceToHost,
+                           s));
+        CK(cudaStreamSynchronize(s));
+        double max_diff = 0.0, max_ref = 0.0;
+        for (size_t i = 0; i < n_out; i++) {
+            float a = folio_bf16_to_f32(h_out[i]), r = folio_bf16_to_f32(h_out[n_out + i]);
+            double d = fabs((double)a - r);
+            max_diff = d > max_diff || d != d ? d : max_diff;
+            max_ref = fabs(r) > max_ref ? fabs(r) : max_ref;
+        }
+        printf("CHECK attention_b%d_ctx%d max_abs_diff=%.3e max_abs_ref=%.3e %s\n", batch_size, ctx,
+               max_diff, max_ref, max_diff <= 2e-2 * max_ref ? "PASS" : "FAIL");
+        free(h_out);
     }
     cudaFree(ws);
     cudaFree(counters);

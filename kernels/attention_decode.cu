@@ -1,9 +1,9 @@
 /* Paged attention of decode-only batches (token t is sequence t's one new
  * token) on the tensor cores.
  *
- * Grid: tokens x KV heads x splits; a CTA's rows are the group's query heads
- * of one token (GQA: every K/V load serves all of them). The keys are cut into
- * tiles of 32 (attention_tile.cuh); split s takes a run of tiles of its
+ * Grid: tokens x KV heads x splits; a CTA serves the group's query heads of
+ * one token (GQA: every K/V load serves all of them). The keys are cut into
+ * tiles of 32 (attention_load_tile); split s takes a run of tiles of its
  * sequence and its NW warps take every NW-th tile of that run, each warp with
  * its own two cp.async stages (folio_k_attention_decode_plan picks the shape:
  * 4-warp CTAs while they all fit on the chip at once, one-warp CTAs past
@@ -15,6 +15,13 @@
  * CTA: one launch) or by combine_kernel (plan.combine: the batch-1/2 steps,
  * where programmatic dependent launch starts the combine early and that
  * measured faster). Splits past the keys return at once.
+ *
+ * The products are transposed (decode_tile): the keys are the MMA's 16 rows
+ * and the group's heads its 8 columns, so a group of 8 fills the MMA. With the
+ * heads as rows (attention_tile, as prefill runs it) a group of 8 left half of
+ * every MMA, exp2 and rescale on empty rows, and the kernel was bound by the
+ * instructions it issued (7.7 warps an SM, one instruction every 5.45 cycles
+ * each at batch 64: bench/results/2026-11-29-cuda-round10.md).
  *
  * Measured slower on the H200 and removed (bench/results/2026-11-29-cuda-round9.md):
  * RoPE + K/V write folded into this kernel, 2-warp and 16-warp CTAs, three
@@ -58,12 +65,128 @@ struct split_layout {
     }
 };
 
-template <int D, int NW>
+/* One K/V tile against a warp's query heads, transposed: S^T = K Q^T with
+ * the tile's keys as the rows (two m16 tiles of 16) and the heads as the
+ * columns (NQ n-tiles of 8), the online softmax per head column in the log2
+ * domain, then O^T += V^T P^T with the head dims as the rows. P^T goes from
+ * the accumulator layout to the B operand by movmatrix.
+ *
+ * Fragments (lane = 4 g + tq): qb[nq][s] is the B operand of head dims
+ * 16 s .. 16 s + 15 of head 8 nq + g; o[dt][nq] holds dims 16 dt + g (0, 1)
+ * and 16 dt + g + 8 (2, 3) of heads 8 nq + 2 tq (0, 2) and 8 nq + 2 tq + 1
+ * (1, 3); m and l are those two heads' running max and sum (l summed over
+ * the lane's keys only: the caller adds up the eight lanes of a tq). Keys
+ * at or past k_end are masked (a decode token sees every key before it). */
+template <int D, int NQ>
+__device__ __forceinline__ void
+decode_tile(const folio_bf16_bits *ks, const folio_bf16_bits *vs,
+            const uint32_t (&qb)[NQ][D / 16][2], float (&o)[D / 16][NQ][4], float (&m)[NQ][2],
+            float (&l)[NQ][2], int kbase, int k_end, float scale_log2)
+{
+    constexpr int LD = tile_pitch<D>::value;
+    constexpr int MT = KT / 16; /* m-tiles of keys */
+    constexpr int KS = D / 16;  /* k-steps over head dims, and m-tiles of output dims */
+    const int lane = threadIdx.x & 31, g = lane >> 2;
+
+    /* S^T = K Q^T: K rows are the A operand as they lie (ldmatrix). */
+    float sc[MT][NQ][4];
+#pragma unroll
+    for (int mt = 0; mt < MT; mt++)
+#pragma unroll
+        for (int nq = 0; nq < NQ; nq++)
+            sc[mt][nq][0] = sc[mt][nq][1] = sc[mt][nq][2] = sc[mt][nq][3] = 0.0f;
+#pragma unroll
+    for (int mt = 0; mt < MT; mt++) {
+#pragma unroll
+        for (int s = 0; s < KS; s++) {
+            uint32_t ka[4];
+            ldmatrix_x4(ka, ks + (16 * mt + (lane & 7) + ((lane >> 3) & 1) * 8) * LD + 16 * s +
+                                (lane >> 4) * 8);
+#pragma unroll
+            for (int nq = 0; nq < NQ; nq++)
+                mma_16816(sc[mt][nq], ka, qb[nq][s][0], qb[nq][s][1]);
+        }
+    }
+
+    /* Mask (only a tile reaching past the context needs one), online softmax
+     * per head column: element e of a fragment is head column e & 1, key row
+     * g + 8 (e >> 1). */
+    float tile_max[NQ][2];
+#pragma unroll
+    for (int nq = 0; nq < NQ; nq++)
+        tile_max[nq][0] = tile_max[nq][1] = -INFINITY;
+    const bool whole = kbase + KT <= k_end;
+#pragma unroll
+    for (int mt = 0; mt < MT; mt++)
+#pragma unroll
+        for (int nq = 0; nq < NQ; nq++)
+#pragma unroll
+            for (int e = 0; e < 4; e++) {
+                const int key = kbase + 16 * mt + g + 8 * (e >> 1);
+                float v = sc[mt][nq][e] * scale_log2;
+                if (!whole && key >= k_end)
+                    v = -INFINITY;
+                sc[mt][nq][e] = v;
+                tile_max[nq][e & 1] = fmaxf(tile_max[nq][e & 1], v);
+            }
+    float m_use[NQ][2];
+#pragma unroll
+    for (int nq = 0; nq < NQ; nq++)
+#pragma unroll
+        for (int c = 0; c < 2; c++) {
+            float tm = tile_max[nq][c];
+            tm = fmaxf(tm, __shfl_xor_sync(0xffffffffu, tm, 4));
+            tm = fmaxf(tm, __shfl_xor_sync(0xffffffffu, tm, 8));
+            tm = fmaxf(tm, __shfl_xor_sync(0xffffffffu, tm, 16));
+            const float m_new = fmaxf(m[nq][c], tm);
+            m_use[nq][c] = m_new == -INFINITY ? 0.0f : m_new; /* no -inf - -inf */
+            const float alpha = exp2f(m[nq][c] - m_use[nq][c]);
+            m[nq][c] = m_new;
+            l[nq][c] *= alpha;
+#pragma unroll
+            for (int dt = 0; dt < KS; dt++) {
+                o[dt][nq][c] *= alpha;
+                o[dt][nq][c + 2] *= alpha;
+            }
+        }
+
+    /* P^T in bf16 as the B operand of O^T += V^T P^T: each 8x8 half of an
+     * accumulator fragment (keys x heads), transposed, is (heads x keys). */
+    uint32_t pb[MT][NQ][2];
+#pragma unroll
+    for (int mt = 0; mt < MT; mt++)
+#pragma unroll
+        for (int nq = 0; nq < NQ; nq++) {
+            float p[4];
+#pragma unroll
+            for (int e = 0; e < 4; e++) {
+                p[e] = exp2f(sc[mt][nq][e] - m_use[nq][e & 1]);
+                l[nq][e & 1] += p[e];
+            }
+            pb[mt][nq][0] = movmatrix_trans(pack_bf16x2(p[0], p[1]));
+            pb[mt][nq][1] = movmatrix_trans(pack_bf16x2(p[2], p[3]));
+        }
+
+        /* V^T as the A operand: ldmatrix.trans of the V rows. */
+#pragma unroll
+    for (int dt = 0; dt < KS; dt++) {
+#pragma unroll
+        for (int kk = 0; kk < MT; kk++) {
+            uint32_t va[4];
+            ldmatrix_x4_trans(va, vs + (16 * kk + (lane >> 4) * 8 + (lane & 7)) * LD + 16 * dt +
+                                      ((lane >> 3) & 1) * 8);
+#pragma unroll
+            for (int nq = 0; nq < NQ; nq++)
+                mma_16816(o[dt][nq], va, pb[kk][nq][0], pb[kk][nq][1]);
+        }
+    }
+}
+
+template <int D, int NW, int NQ>
 __global__ void __launch_bounds__(NW * 32) attention_decode_kernel(decode_args a)
 {
     constexpr int LD = tile_pitch<D>::value;
-    constexpr int DT = D / 8;  /* n-tiles of output dims */
-    constexpr int KS = D / 16; /* k-steps over head dims */
+    constexpr int KS = D / 16; /* k-steps over head dims, m-tiles of output dims */
     extern __shared__ __align__(16) folio_bf16_bits smem_kv[];
     __shared__ int is_last;
 
@@ -103,27 +226,32 @@ __global__ void __launch_bounds__(NW * 32) attention_decode_kernel(decode_args a
             cp_async_commit();
         }
 
-        /* This lane's rows g and g + 8 are heads kvh * group + g (+ 8). */
-        int row_pos[2];
-        uint32_t qa[KS][4];
+        /* This lane's B-operand column is head kvh * group + 8 nq + g. A head
+         * past the group (q zero) is a column of its own whose output is
+         * never written. */
+        uint32_t qb[NQ][KS][2];
         const folio_bf16_bits *qrow =
             a.qkv + (int64_t)t * (a.num_heads + 2 * a.num_kv_heads) * D + (int64_t)kvh * group * D;
 #pragma unroll
-        for (int i = 0; i < 2; i++) {
-            const bool live = g + 8 * i < group && pos >= 0;
-            /* A head past the group (live false, q zero) takes the keys as a
-             * live one does, so that whole tiles skip the mask; its output
-             * is never written. */
-            row_pos[i] = pos;
-            const uint32_t *q = (const uint32_t *)(qrow + (int64_t)(g + 8 * i) * D);
+        for (int nq = 0; nq < NQ; nq++) {
+            const bool live = 8 * nq + g < group && pos >= 0;
+            const uint32_t *q = (const uint32_t *)(qrow + (int64_t)(8 * nq + g) * D);
 #pragma unroll
             for (int s = 0; s < KS; s++) {
-                qa[s][i] = live ? q[(16 * s + 2 * tq) / 2] : 0u;
-                qa[s][i + 2] = live ? q[(16 * s + 8 + 2 * tq) / 2] : 0u;
+                qb[nq][s][0] = live ? q[(16 * s + 2 * tq) / 2] : 0u;
+                qb[nq][s][1] = live ? q[(16 * s + 8 + 2 * tq) / 2] : 0u;
             }
         }
-        float o[DT][4], m[2], l[2];
-        const float scale_log2 = attention_start<D>(o, m, l);
+        float o[KS][NQ][4], m[NQ][2], l[NQ][2];
+#pragma unroll
+        for (int nq = 0; nq < NQ; nq++) {
+            m[nq][0] = m[nq][1] = -INFINITY;
+            l[nq][0] = l[nq][1] = 0.0f;
+#pragma unroll
+            for (int dt = 0; dt < KS; dt++)
+                o[dt][nq][0] = o[dt][nq][1] = o[dt][nq][2] = o[dt][nq][3] = 0.0f;
+        }
+        const float scale_log2 = rsqrtf((float)D) * 1.4426950408889634f;
         for (int j = 0; j < mine; j++) {
             if (j + ST - 1 < mine) /* into the stage tile j - 1 left */
                 load(j + ST - 1);
@@ -132,88 +260,103 @@ __global__ void __launch_bounds__(NW * 32) attention_decode_kernel(decode_args a
             __syncwarp();
             folio_bf16_bits *ks = stage0 + (size_t)(j % ST) * 2 * KT * LD;
             const int kbase = (t_begin + warp + j * NW) * KT;
-            attention_tile<D, KT>(ks, ks + KT * LD, qa, o, m, l, kbase, n_keys, row_pos,
-                                  scale_log2);
+            decode_tile<D, NQ>(ks, ks + KT * LD, qb, o, m, l, kbase, n_keys, scale_log2);
             __syncwarp(); /* this stage is free for the load ST - 1 tiles ahead */
         }
 #pragma unroll
-        for (int i = 0; i < 2; i++) { /* row sums live spread over the quad */
-            l[i] += __shfl_xor_sync(0xffffffffu, l[i], 1);
-            l[i] += __shfl_xor_sync(0xffffffffu, l[i], 2);
-        }
+        for (int nq = 0; nq < NQ; nq++)
+#pragma unroll
+            for (int c = 0; c < 2; c++) { /* a head's sum lives spread over 8 lanes */
+                l[nq][c] += __shfl_xor_sync(0xffffffffu, l[nq][c], 4);
+                l[nq][c] += __shfl_xor_sync(0xffffffffu, l[nq][c], 8);
+                l[nq][c] += __shfl_xor_sync(0xffffffffu, l[nq][c], 16);
+            }
 
-        if constexpr (NW == 1) { /* the warp's rows are the CTA's: straight out */
+        if (NW == 1 && direct) {
+            /* Normalized, in bf16, transposed back by movmatrix: this lane
+             * then holds dims 2 tq, 2 tq + 1 (+ 8) of head 8 nq + g. */
 #pragma unroll
-            for (int i = 0; i < 2; i++) {
-                const int r = g + 8 * i;
-                if (r >= group)
-                    continue;
-                if (direct) {
-                    const float inv = l[i] > 0.0f ? 1.0f / l[i] : 0.0f;
-                    uint32_t *dst = (uint32_t *)(a.out + (row0 + r) * D);
+            for (int nq = 0; nq < NQ; nq++) {
+                const float inv0 = l[nq][0] > 0.0f ? 1.0f / l[nq][0] : 0.0f;
+                const float inv1 = l[nq][1] > 0.0f ? 1.0f / l[nq][1] : 0.0f;
+                const bool mine_head = 8 * nq + g < group;
+                uint32_t *dst = (uint32_t *)(a.out + (row0 + 8 * nq + g) * D);
 #pragma unroll
-                    for (int n = 0; n < DT; n++)
-                        dst[(8 * n + 2 * tq) / 2] =
-                            pack_bf16x2(o[n][2 * i] * inv, o[n][2 * i + 1] * inv);
-                } else {
-                    float *dst = a.part_o + ((row0 + r) * splits + split) * D;
-#pragma unroll
-                    for (int n = 0; n < DT; n++)
-                        *(float2 *)(dst + 8 * n + 2 * tq) =
-                            make_float2(o[n][2 * i], o[n][2 * i + 1]);
-                    if (tq == 0)
-                        a.part_ml[(row0 + r) * splits + split] = make_float2(m[i], l[i]);
+                for (int dt = 0; dt < KS; dt++) {
+                    const uint32_t lo =
+                        movmatrix_trans(pack_bf16x2(o[dt][nq][0] * inv0, o[dt][nq][1] * inv1));
+                    const uint32_t hi =
+                        movmatrix_trans(pack_bf16x2(o[dt][nq][2] * inv0, o[dt][nq][3] * inv1));
+                    if (mine_head) {
+                        dst[(16 * dt + 2 * tq) / 2] = lo;
+                        dst[(16 * dt + 8 + 2 * tq) / 2] = hi;
+                    }
                 }
             }
         } else {
-            /* Each warp's unnormalized rows into shared memory, then merged. */
-            __syncthreads();              /* every warp is done with its stages */
+            /* Unnormalized f32 rows (head, dims): this warp's into shared
+             * memory for the CTA's merge, or with NW == 1 straight out as
+             * this split's partial. */
             float *mo = (float *)smem_kv; /* [NW][16][D] */
             float *mm = mo + NW * 16 * D; /* [NW][16] */
             float *ml = mm + NW * 16;     /* [NW][16] */
+            if (NW > 1)
+                __syncthreads(); /* every warp is done with its stages */
 #pragma unroll
-            for (int i = 0; i < 2; i++) {
-                const int r = g + 8 * i;
-                if (r >= group)
-                    continue;
+            for (int nq = 0; nq < NQ; nq++)
 #pragma unroll
-                for (int n = 0; n < DT; n++)
-                    *(float2 *)&mo[(warp * 16 + r) * D + 8 * n + 2 * tq] =
-                        make_float2(o[n][2 * i], o[n][2 * i + 1]);
-                if (tq == 0) {
-                    mm[warp * 16 + r] = m[i];
-                    ml[warp * 16 + r] = l[i];
+                for (int c = 0; c < 2; c++) {
+                    const int h = 8 * nq + 2 * tq + c;
+                    if (h >= group)
+                        continue;
+                    float *dst = NW == 1 ? a.part_o + ((row0 + h) * splits + split) * D
+                                         : mo + (warp * 16 + h) * D;
+#pragma unroll
+                    for (int dt = 0; dt < KS; dt++) {
+                        dst[16 * dt + g] = o[dt][nq][c];
+                        dst[16 * dt + g + 8] = o[dt][nq][c + 2];
+                    }
+                    if (g == 0) {
+                        if (NW == 1) {
+                            a.part_ml[(row0 + h) * splits + split] =
+                                make_float2(m[nq][c], l[nq][c]);
+                        } else {
+                            mm[warp * 16 + h] = m[nq][c];
+                            ml[warp * 16 + h] = l[nq][c];
+                        }
+                    }
                 }
-            }
-            __syncthreads();
-            for (int c = threadIdx.x; c < group * D / 4; c += NW * 32) {
-                const int r = c / (D / 4), d = (c - r * (D / 4)) * 4;
-                float mx = -INFINITY;
+            if (NW > 1) {
+                __syncthreads();
+                for (int c = threadIdx.x; c < group * D / 4; c += NW * 32) {
+                    const int r = c / (D / 4), d = (c - r * (D / 4)) * 4;
+                    float mx = -INFINITY;
 #pragma unroll
-                for (int w = 0; w < NW; w++)
-                    mx = fmaxf(mx, mm[w * 16 + r]);
-                float4 acc = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-                float sum = 0.0f;
+                    for (int w = 0; w < NW; w++)
+                        mx = fmaxf(mx, mm[w * 16 + r]);
+                    float4 acc = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+                    float sum = 0.0f;
 #pragma unroll
-                for (int w = 0; w < NW; w++) {
-                    const float mw = mm[w * 16 + r];
-                    const float wt = mw == -INFINITY ? 0.0f : exp2f(mw - mx);
-                    const float4 ow = *(const float4 *)&mo[(w * 16 + r) * D + d];
-                    sum += wt * ml[w * 16 + r];
-                    acc.x += wt * ow.x;
-                    acc.y += wt * ow.y;
-                    acc.z += wt * ow.z;
-                    acc.w += wt * ow.w;
-                }
-                if (direct) {
-                    const float inv = sum > 0.0f ? 1.0f / sum : 0.0f;
-                    uint2 packed = make_uint2(pack_bf16x2(acc.x * inv, acc.y * inv),
-                                              pack_bf16x2(acc.z * inv, acc.w * inv));
-                    *(uint2 *)(a.out + (row0 + r) * D + d) = packed;
-                } else {
-                    *(float4 *)&a.part_o[((row0 + r) * splits + split) * D + d] = acc;
-                    if (d == 0)
-                        a.part_ml[(row0 + r) * splits + split] = make_float2(mx, sum);
+                    for (int w = 0; w < NW; w++) {
+                        const float mw = mm[w * 16 + r];
+                        const float wt = mw == -INFINITY ? 0.0f : exp2f(mw - mx);
+                        const float4 ow = *(const float4 *)&mo[(w * 16 + r) * D + d];
+                        sum += wt * ml[w * 16 + r];
+                        acc.x += wt * ow.x;
+                        acc.y += wt * ow.y;
+                        acc.z += wt * ow.z;
+                        acc.w += wt * ow.w;
+                    }
+                    if (direct) {
+                        const float inv = sum > 0.0f ? 1.0f / sum : 0.0f;
+                        uint2 packed = make_uint2(pack_bf16x2(acc.x * inv, acc.y * inv),
+                                                  pack_bf16x2(acc.z * inv, acc.w * inv));
+                        *(uint2 *)(a.out + (row0 + r) * D + d) = packed;
+                    } else {
+                        *(float4 *)&a.part_o[((row0 + r) * splits + split) * D + d] = acc;
+                        if (d == 0)
+                            a.part_ml[(row0 + r) * splits + split] = make_float2(mx, sum);
+                    }
                 }
             }
         }
@@ -339,22 +482,25 @@ extern "C" size_t folio_k_attention_decode_workspace_bytes(int num_tokens,
     return rows * (sizeof(float) * head_dim + sizeof(float2));
 }
 
-template <int D, int NW> static cudaError_t prepare_one()
+template <int D, int NW, int NQ> static cudaError_t prepare_one()
 {
-    cudaError_t e = cudaFuncSetAttribute(attention_decode_kernel<D, NW>,
+    cudaError_t e = cudaFuncSetAttribute(attention_decode_kernel<D, NW, NQ>,
                                          cudaFuncAttributeMaxDynamicSharedMemorySize,
                                          (int)decode_smem_bytes<D, NW>());
     if (e == cudaSuccess && folio_k_smem_carveout() >= 0)
-        e = cudaFuncSetAttribute(attention_decode_kernel<D, NW>,
+        e = cudaFuncSetAttribute(attention_decode_kernel<D, NW, NQ>,
                                  cudaFuncAttributePreferredSharedMemoryCarveout,
                                  folio_k_smem_carveout());
     return e;
 }
 
+/* NQ: n-tiles of 8 query heads (groups of up to 8, or of 16). */
 template <int D> static cudaError_t prepare_d()
 {
-    cudaError_t e = prepare_one<D, 1>();
-    return e == cudaSuccess ? prepare_one<D, 4>() : e;
+    cudaError_t e = prepare_one<D, 1, 1>();
+    e = e == cudaSuccess ? prepare_one<D, 4, 1>() : e;
+    e = e == cudaSuccess ? prepare_one<D, 1, 2>() : e;
+    return e == cudaSuccess ? prepare_one<D, 4, 2>() : e;
 }
 
 extern "C" cudaError_t folio_k_attention_prepare(int head_dim)
@@ -365,11 +511,11 @@ extern "C" cudaError_t folio_k_attention_prepare(int head_dim)
     return head_dim == 64 ? prepare_d<64>() : prepare_d<128>();
 }
 
-template <int D, int NW>
+template <int D, int NW, int NQ>
 static cudaError_t launch(const decode_args &a, int splits, bool pdl, cudaStream_t s)
 {
     dim3 grid(a.b.num_tokens, a.num_kv_heads, splits);
-    return launch_pdl(attention_decode_kernel<D, NW>, grid, dim3(NW * 32),
+    return launch_pdl(attention_decode_kernel<D, NW, NQ>, grid, dim3(NW * 32),
                       decode_smem_bytes<D, NW>(), s, pdl, a);
 }
 
@@ -377,7 +523,11 @@ template <int D>
 static cudaError_t launch_d(const decode_args &a, struct folio_k_decode_plan p, bool pdl,
                             cudaStream_t s)
 {
-    return p.warps == 1 ? launch<D, 1>(a, p.splits, pdl, s) : launch<D, 4>(a, p.splits, pdl, s);
+    if (a.num_heads / a.num_kv_heads <= 8)
+        return p.warps == 1 ? launch<D, 1, 1>(a, p.splits, pdl, s)
+                            : launch<D, 4, 1>(a, p.splits, pdl, s);
+    return p.warps == 1 ? launch<D, 1, 2>(a, p.splits, pdl, s)
+                        : launch<D, 4, 2>(a, p.splits, pdl, s);
 }
 
 extern "C" cudaError_t folio_k_attention_decode(folio_bf16_bits *out, const folio_bf16_bits *qkv,

@@ -1,5 +1,5 @@
 /* Inline PTX wrappers for the tensor-core attention (attention_mma.cu):
- * mma.sync m16n8k16 bf16 with f32 accumulators, ldmatrix, cp.async. sm_80 and
+ * mma.sync m16n8k16 bf16 with f32 accumulators, ldmatrix, movmatrix, cp.async. sm_80 and
  * later. */
 #ifndef FOLIO_KERNELS_MMA_HELPERS_CUH
 #define FOLIO_KERNELS_MMA_HELPERS_CUH
@@ -28,6 +28,16 @@ __device__ __forceinline__ void ldmatrix_x4_trans(uint32_t r[4], const folio_bf1
     asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
                  : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
                  : "r"(addr));
+}
+
+/* The transpose of an 8x8 b16 matrix held as an MMA fragment (lane 4 g + tq:
+ * row g, columns 2 tq and 2 tq + 1), in the same layout: an accumulator
+ * fragment becomes the B operand of the next product without shared memory. */
+__device__ __forceinline__ uint32_t movmatrix_trans(uint32_t x)
+{
+    uint32_t y;
+    asm volatile("movmatrix.sync.aligned.m8n8.trans.b16 %0, %1;\n" : "=r"(y) : "r"(x));
+    return y;
 }
 
 /* 16 bytes global -> shared; src_bytes 0 writes zeros and reads nothing. */

@@ -6,6 +6,7 @@
 # Run from the repo root on the GPU machine after deploy/bundle.sh:
 #     FOLIO_COMPARE="new_b64 decode_bench 64
 #     base_b64 decode_bench_base 64" bash bench/gpu/change_call.sh
+# FOLIO_ATTN_BATCHES (below) adds the decode attention alone.
 set -uo pipefail
 export OUT=${OUT:-/tmp/folio-out}
 mkdir -p "$OUT"
@@ -19,6 +20,15 @@ if ! timeout 30 bundle/bin/decode_bench /tmp/tl decode ${FOLIO_SMOKE_BATCH:-64} 
   echo "smoke failed: stopping"
   exit 1
 fi
+# FOLIO_ATTN_BATCHES: decode attention of one layer alone at these batches (context 512), the
+# new build (checked against the reference kernel: CHECK lines) and decode_bench_base if carried.
+for b in ${FOLIO_ATTN_BATCHES:-}; do
+  for bin in decode_bench decode_bench_base; do
+    [ -x "bundle/bin/$bin" ] || continue
+    timeout 60 "bundle/bin/$bin" /tmp/tl attention "$b" 512 50 2>&1 | grep -E "^(RESULT|CHECK)" |
+      grep -v attnref | sed "s/^/$bin: /" | cut -c1-140
+  done
+done
 echo "== decode steps"
 FOLIO_COMPARE_ROUNDS=${FOLIO_COMPARE_ROUNDS:-2} \
   timeout 300 bash bench/gpu/compare_decode.sh 2>&1 | tail -16
