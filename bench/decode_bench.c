@@ -263,7 +263,7 @@ static int bench_attention(const struct folio_model_config *c, int batch_size, i
     uint32_t r = 12345;
     for (size_t i = 0; i < cache_elems; i++) {
         r = r * 1664525u + 1013904223u;
-        h_cache[i] = (uint16_t)(0x3c00 + ((r >> 16) & 0x7f)) ^ ((r >> 8) & 0x8000); /* ~[-2, 2] */
+        h_cache[i] = (uint16_t)(0x3f80 + ((r >> 16) & 0x7f)) ^ ((r >> 8) & 0x8000); /* +-[1, 2) */
     }
     int32_t *seq = h_meta, *pos = seq + batch_size, *ctxl = pos + batch_size,
             *tables = ctxl + batch_size;

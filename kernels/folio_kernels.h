@@ -43,10 +43,11 @@ cudaError_t folio_k_embed(folio_bf16_bits *out, const folio_bf16_bits *embed,
 /* Row r of the output comes from row rows[r] of the input (rows == NULL: r itself).
  * If add != NULL: residual[row] = bf16(residual[row] + add[row]) first (written
  * back only when rows == NULL). out[r] = bf16(w * bf16(norm(residual[row]))), as
- * Hugging Face's LlamaRMSNorm rounds. */
+ * Hugging Face's LlamaRMSNorm rounds. pdl: launched with programmatic dependent
+ * launch (the norm weight is read before the wait for the previous kernel). */
 cudaError_t folio_k_add_rmsnorm(folio_bf16_bits *out, folio_bf16_bits *residual,
                                 const folio_bf16_bits *add, const folio_bf16_bits *weight,
-                                const int32_t *rows, int num_rows, int hidden, float eps,
+                                const int32_t *rows, int num_rows, int hidden, float eps, int pdl,
                                 cudaStream_t s);
 
 /* folio_k_add_rmsnorm with the added operand given as the f32 partial sums of
@@ -57,7 +58,8 @@ cudaError_t folio_k_add_rmsnorm(folio_bf16_bits *out, folio_bf16_bits *residual,
 cudaError_t folio_k_add_rmsnorm_partials(folio_bf16_bits *out, folio_bf16_bits *residual,
                                          const float *partials, int splits, int64_t split_stride,
                                          const folio_bf16_bits *weight, const int32_t *rows,
-                                         int num_rows, int hidden, float eps, cudaStream_t s);
+                                         int num_rows, int hidden, float eps, int pdl,
+                                         cudaStream_t s);
 
 /* Rotates q and k of qkv ([T, (H + 2*Hkv) * D], rotate-half convention, cos/sin
  * of pos * inv_freq[i]) in place and writes k and v of each token into the

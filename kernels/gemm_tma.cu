@@ -134,6 +134,9 @@ __global__ void __launch_bounds__(THREADS)
             mbar_arrive_expect_tx(&full[kt], STAGE_BYTES);
             load_w(smem + (size_t)kt * STAGE_BYTES + A_BYTES, k0 + kt * TK, &full[kt]);
         }
+    /* The next kernel may launch now (if launched with programmatic dependent
+     * launch): its own reads of constant data then overlap this one. */
+    pdl_trigger();
     pdl_wait();
     if (warp == 4) {
         if (producer) {

@@ -99,15 +99,23 @@ __device__ __forceinline__ void add_rmsnorm_row(folio_bf16_bits *out, folio_bf16
     folio_bf16_bits *o = out + (int64_t)r * hidden;
     const int nvec = hidden / 8, step = blockDim.x, far = KEEP * step;
 
+    /* Launched with programmatic dependent launch, the norm weight (written by
+     * no kernel of the step) is read before the wait for the previous kernel. */
+    pdl_trigger();
     float ss = 0.0f;
     uint4 kept[KEEP], wkept[KEEP];
 #pragma unroll
     for (int k = 0; k < KEEP; k++) {
         int v = threadIdx.x + k * step;
-        if (v < nvec) {
+        if (v < nvec)
             wkept[k] = ((const uint4 *)weight)[v];
+    }
+    pdl_wait();
+#pragma unroll
+    for (int k = 0; k < KEEP; k++) {
+        int v = threadIdx.x + k * step;
+        if (v < nvec)
             ss += load_sum<SPLITS>(kept[k], res, a, p, split_stride, has_add, !rows, v);
-        }
     }
     for (int v = threadIdx.x + far; v < nvec; v += step) {
         uint4 rv;
@@ -152,12 +160,14 @@ __global__ void __launch_bounds__(256, 1)
 extern "C" cudaError_t folio_k_add_rmsnorm(folio_bf16_bits *out, folio_bf16_bits *residual,
                                            const folio_bf16_bits *add,
                                            const folio_bf16_bits *weight, const int32_t *rows,
-                                           int num_rows, int hidden, float eps, cudaStream_t s)
+                                           int num_rows, int hidden, float eps, int pdl,
+                                           cudaStream_t s)
 {
     if (num_rows <= 0)
         return cudaSuccess;
-    add_rmsnorm_kernel<<<num_rows, 256, 0, s>>>(out, residual, add, weight, rows, hidden, eps);
-    return cudaGetLastError();
+    cudaError_t e = launch_pdl(add_rmsnorm_kernel, dim3(num_rows), dim3(256), 0, s, pdl != 0, out,
+                               residual, add, weight, rows, hidden, eps);
+    return e != cudaSuccess ? e : cudaGetLastError();
 }
 
 extern "C" cudaError_t folio_k_add_rmsnorm_partials(folio_bf16_bits *out, folio_bf16_bits *residual,
@@ -165,25 +175,19 @@ extern "C" cudaError_t folio_k_add_rmsnorm_partials(folio_bf16_bits *out, folio_
                                                     int64_t split_stride,
                                                     const folio_bf16_bits *weight,
                                                     const int32_t *rows, int num_rows, int hidden,
-                                                    float eps, cudaStream_t s)
+                                                    float eps, int pdl, cudaStream_t s)
 {
     if (num_rows <= 0)
         return cudaSuccess;
-    switch (splits) {
-    case 2:
-        add_rmsnorm_partials_kernel<2><<<num_rows, 256, 0, s>>>(
-            out, residual, partials, split_stride, weight, rows, hidden, eps);
-        break;
-    case 4:
-        add_rmsnorm_partials_kernel<4><<<num_rows, 256, 0, s>>>(
-            out, residual, partials, split_stride, weight, rows, hidden, eps);
-        break;
-    case 8:
-        add_rmsnorm_partials_kernel<8><<<num_rows, 256, 0, s>>>(
-            out, residual, partials, split_stride, weight, rows, hidden, eps);
-        break;
-    default:
+    void (*kernel)(folio_bf16_bits *, folio_bf16_bits *, const float *, int64_t,
+                   const folio_bf16_bits *, const int32_t *, int, float) =
+        splits == 2   ? add_rmsnorm_partials_kernel<2>
+        : splits == 4 ? add_rmsnorm_partials_kernel<4>
+        : splits == 8 ? add_rmsnorm_partials_kernel<8>
+                      : NULL;
+    if (!kernel)
         return cudaErrorInvalidValue;
-    }
-    return cudaGetLastError();
+    cudaError_t e = launch_pdl(kernel, dim3(num_rows), dim3(256), 0, s, pdl != 0, out, residual,
+                               partials, split_stride, weight, rows, hidden, eps);
+    return e != cudaSuccess ? e : cudaGetLastError();
 }

@@ -157,7 +157,10 @@ struct cuda_backend {
     int gemv_max_rows;  /* GEMMs of at most this many rows run as folio_k_gemv */
     /* Programmatic dependent launch for the kernels that support it (FOLIO_PDL=0: off). */
     int pdl;
-    bool pdl_step;    /* this step's kernels use it (set by forward) */
+    bool pdl_step; /* this step's kernels use it (set by forward) */
+    /* On the TMA path, the add_rmsnorm after each TMA GEMM (which lets its
+     * dependents launch early) is launched with PDL (FOLIO_PDL_NORM=0: not). */
+    bool pdl_norm;
     int gemv_split_k; /* FOLIO_GEMV_SPLITK (1, 2, 4, 8; default 0: from k) */
     int gemv_persist; /* FOLIO_GEMV_PERSIST=0: one GEMV CTA per column group (a yardstick) */
     /* The GEMV path's QKV projection rotates q and k and writes the caches in its
@@ -558,14 +561,15 @@ static int project(struct cuda_backend *cb, const bf16 *x, const bf16 *w, int m,
  * left: nothing (add_splits 0), proj_out (1), or its add_splits f32 partials
  * of m rows each. */
 static cudaError_t add_rmsnorm(struct cuda_backend *cb, bf16 *out, bf16 *residual, int add_splits,
-                               const bf16 *weight, const int32_t *rows, int num_rows, int m)
+                               const bf16 *weight, const int32_t *rows, int num_rows, int m,
+                               bool pdl)
 {
     if (add_splits > 1)
         return folio_k_add_rmsnorm_partials(out, residual, cb->splitk_partials, add_splits,
                                             (int64_t)m * cb->hidden, weight, rows, num_rows,
-                                            cb->hidden, cb->eps, cb->stream);
+                                            cb->hidden, cb->eps, pdl, cb->stream);
     return folio_k_add_rmsnorm(out, residual, add_splits == 1 ? cb->proj_out : NULL, weight, rows,
-                               num_rows, cb->hidden, cb->eps, cb->stream);
+                               num_rows, cb->hidden, cb->eps, pdl, cb->stream);
 }
 
 /* Attention of one layer: the split-KV decode kernel for decode-only steps
@@ -635,6 +639,9 @@ static int forward(struct cuda_backend *cb, const struct step_layout *l, int t_r
     int split_o = fuse_norm ? 1 : splitk_slices(cb->splitk_o, t_rows, qd);
     int split_down = fuse_norm ? 1 : splitk_slices(cb->splitk_down, t_rows, cb->inter);
     const bool tma = use_tma(cb, t_rows);
+    /* The TMA GEMM lets the next kernel launch once its weight copies are out:
+     * each add_rmsnorm after one then reads its norm weight meanwhile. */
+    const bool pdl_norm = tma && cb->pdl && cb->pdl_norm;
     if (tma) {
         split_o = cb->tma_split_o;
         split_down = cb->tma_split_down;
@@ -666,8 +673,8 @@ static int forward(struct cuda_backend *cb, const struct step_layout *l, int t_r
             if (next)
                 cur = next;
         } else {
-            CUDA_CHECK(
-                add_rmsnorm(cb, cb->normed, cur, pending_add, L->attn_norm, NULL, t_rows, t_rows));
+            CUDA_CHECK(add_rmsnorm(cb, cb->normed, cur, pending_add, L->attn_norm, NULL, t_rows,
+                                   t_rows, pdl_norm && li > 0));
             if (gemm(cb, cb->normed, L->wqkv, cb->qkv, t_rows, cb->qkv_dim, cb->hidden, false, err,
                      errlen) != 0)
                 return -1;
@@ -688,8 +695,8 @@ static int forward(struct cuda_backend *cb, const struct step_layout *l, int t_r
                             t_rows, cb->inter, cb->hidden, false, true));
             cur = next;
         } else {
-            CUDA_CHECK(
-                add_rmsnorm(cb, cb->normed, cur, split_o, L->mlp_norm, NULL, t_rows, t_rows));
+            CUDA_CHECK(add_rmsnorm(cb, cb->normed, cur, split_o, L->mlp_norm, NULL, t_rows, t_rows,
+                                   pdl_norm));
             if (tma) { /* SiLU*mul in the GEMM's epilogue */
                 CUDA_CHECK(folio_k_gemm_tma(tma_xmap(cb, TMA_X_NORMED),
                                             tma_wmap(cb, li, TMA_GATE_UP), cb->act, t_rows,
@@ -717,7 +724,7 @@ static int forward(struct cuda_backend *cb, const struct step_layout *l, int t_r
                         cb->lm_head, n_sample, cb->vocab, cb->hidden, true, false));
     } else {
         CUDA_CHECK(add_rmsnorm(cb, cb->final_h, cur, pending_add, cb->final_norm, sample_rows,
-                               n_sample, t_rows));
+                               n_sample, t_rows, pdl_norm));
         if (gemm(cb, cb->final_h, cb->lm_head, cb->d_logits, n_sample, cb->vocab, cb->hidden, true,
                  err, errlen) != 0)
             return -1;
@@ -1273,6 +1280,8 @@ static int create(struct cuda_backend *cb, const struct folio_model *m,
     /* FOLIO_PDL=0: no programmatic dependent launch (a yardstick). */
     const char *pd = getenv("FOLIO_PDL");
     cb->pdl = !(pd && strcmp(pd, "0") == 0);
+    const char *pn = getenv("FOLIO_PDL_NORM");
+    cb->pdl_norm = !(pn && strcmp(pn, "0") == 0);
     const char *tg = getenv("FOLIO_TMA_GEMM");
     cb->tma = !(tg && strcmp(tg, "0") == 0);
     const char *tr = getenv("FOLIO_TMA_MIN_ROWS");
