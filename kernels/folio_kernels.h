@@ -69,6 +69,17 @@ cudaError_t folio_k_rope_kv_write(folio_bf16_bits *qkv, folio_bf16_bits *k_cache
                                   struct folio_k_batch b, int num_heads, int num_kv_heads,
                                   int head_dim, int pdl, cudaStream_t s);
 
+/* folio_k_rope_kv_write of a QKV projection left as split-K partial sums
+ * (folio_k_gemm_tma's f32 output: partials[s][t][(H + 2*Hkv) * D] for s <
+ * splits): each value is the bf16 rounding of its slices added in order, as
+ * folio_k_add_rmsnorm_partials rounds them; qkv then holds q and k rotated and
+ * v, and the caches k and v. */
+cudaError_t folio_k_rope_kv_write_partials(folio_bf16_bits *qkv, const float *partials, int splits,
+                                           folio_bf16_bits *k_cache, folio_bf16_bits *v_cache,
+                                           const float *inv_freq, struct folio_k_batch b,
+                                           int num_heads, int num_kv_heads, int head_dim, int pdl,
+                                           cudaStream_t s);
+
 /* out[t, h*D..] = softmax(q k^T / sqrt(D)) v over positions 0..pos(t) of its
  * sequence, read from the paged cache; grouped-query heads share a CTA. The
  * simple f32 reference kernel (attention.cu), for any group size. */

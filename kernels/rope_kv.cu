@@ -9,10 +9,26 @@
  * took ~7 us at batch 1). The CTAs of group 0 also copy the token's V. */
 #define ROPE_THREADS 128
 
+/* Value col of token t's projection: qkv itself, or (partials != NULL) the
+ * bf16 rounding of its split-K partial sums added in slice order, as
+ * folio_k_add_rmsnorm_partials rounds them. */
+__device__ __forceinline__ folio_bf16_bits qkv_value(const folio_bf16_bits *row, const float *prow,
+                                                     int splits, int64_t split_stride, int col)
+{
+    if (!prow)
+        return row[col];
+    float v = prow[col];
+#pragma unroll 4
+    for (int s = 1; s < splits; s++)
+        v += prow[s * split_stride + col];
+    return f32_to_bf16(v);
+}
+
 __global__ void __launch_bounds__(ROPE_THREADS)
     rope_kv_write_kernel(folio_bf16_bits *qkv, folio_bf16_bits *k_cache, folio_bf16_bits *v_cache,
                          const float *inv_freq, struct folio_k_batch b, int num_heads,
-                         int num_kv_heads, int head_dim)
+                         int num_kv_heads, int head_dim, const float *partials, int splits,
+                         int64_t split_stride)
 {
     pdl_trigger();
     pdl_wait();
@@ -20,6 +36,7 @@ __global__ void __launch_bounds__(ROPE_THREADS)
     int half = head_dim / 2;
     int stride = (num_heads + 2 * num_kv_heads) * head_dim;
     folio_bf16_bits *row = qkv + (int64_t)t * stride;
+    const float *prow = partials ? partials + (int64_t)t * stride : NULL;
     int p = blockIdx.y * ROPE_THREADS + threadIdx.x;
     bool pair = p < (num_heads + num_kv_heads) * half;
     int h = pair ? p / half : 0, i = p - h * half;
@@ -30,8 +47,8 @@ __global__ void __launch_bounds__(ROPE_THREADS)
     folio_bf16_bits x1 = 0, x2 = 0;
     float freq = 0.0f;
     if (pair) {
-        x1 = x[i];
-        x2 = x[i + half];
+        x1 = qkv_value(row, prow, splits, split_stride, h * head_dim + i);
+        x2 = qkv_value(row, prow, splits, split_stride, h * head_dim + i + half);
         freq = inv_freq[i];
     }
     if (pos < 0)
@@ -52,12 +69,31 @@ __global__ void __launch_bounds__(ROPE_THREADS)
     }
     if (blockIdx.y != 0)
         return;
-    int v_elems = num_kv_heads * head_dim;
-    const folio_bf16_bits *v = row + (num_heads + num_kv_heads) * head_dim;
+    int v_elems = num_kv_heads * head_dim, v0 = (num_heads + num_kv_heads) * head_dim;
     for (int e = threadIdx.x; e < v_elems; e += ROPE_THREADS) {
         int kh = e / head_dim, d = e - kh * head_dim;
-        v_cache[cache_base + (int64_t)kh * FOLIO_K_BLOCK * head_dim + d] = v[e];
+        folio_bf16_bits v = qkv_value(row, prow, splits, split_stride, v0 + e);
+        if (prow)
+            row[v0 + e] = v;
+        v_cache[cache_base + (int64_t)kh * FOLIO_K_BLOCK * head_dim + d] = v;
     }
+}
+
+static cudaError_t rope_launch(folio_bf16_bits *qkv, folio_bf16_bits *k_cache,
+                               folio_bf16_bits *v_cache, const float *inv_freq,
+                               struct folio_k_batch b, int num_heads, int num_kv_heads,
+                               int head_dim, const float *partials, int splits, int pdl,
+                               cudaStream_t s)
+{
+    if (b.num_tokens <= 0)
+        return cudaSuccess;
+    int pairs = (num_heads + num_kv_heads) * (head_dim / 2);
+    int64_t split_stride = (int64_t)b.num_tokens * (num_heads + 2 * num_kv_heads) * head_dim;
+    dim3 grid((unsigned)b.num_tokens, (unsigned)((pairs + ROPE_THREADS - 1) / ROPE_THREADS));
+    cudaError_t e = launch_pdl(rope_kv_write_kernel, grid, dim3(ROPE_THREADS), 0, s, pdl != 0, qkv,
+                               k_cache, v_cache, inv_freq, b, num_heads, num_kv_heads, head_dim,
+                               partials, splits, split_stride);
+    return e != cudaSuccess ? e : cudaGetLastError();
 }
 
 extern "C" cudaError_t folio_k_rope_kv_write(folio_bf16_bits *qkv, folio_bf16_bits *k_cache,
@@ -66,11 +102,19 @@ extern "C" cudaError_t folio_k_rope_kv_write(folio_bf16_bits *qkv, folio_bf16_bi
                                              int num_kv_heads, int head_dim, int pdl,
                                              cudaStream_t s)
 {
-    if (b.num_tokens <= 0)
-        return cudaSuccess;
-    int pairs = (num_heads + num_kv_heads) * (head_dim / 2);
-    dim3 grid((unsigned)b.num_tokens, (unsigned)((pairs + ROPE_THREADS - 1) / ROPE_THREADS));
-    cudaError_t e = launch_pdl(rope_kv_write_kernel, grid, dim3(ROPE_THREADS), 0, s, pdl != 0, qkv,
-                               k_cache, v_cache, inv_freq, b, num_heads, num_kv_heads, head_dim);
-    return e != cudaSuccess ? e : cudaGetLastError();
+    return rope_launch(qkv, k_cache, v_cache, inv_freq, b, num_heads, num_kv_heads, head_dim, NULL,
+                       1, pdl, s);
+}
+
+extern "C" cudaError_t folio_k_rope_kv_write_partials(folio_bf16_bits *qkv, const float *partials,
+                                                      int splits, folio_bf16_bits *k_cache,
+                                                      folio_bf16_bits *v_cache,
+                                                      const float *inv_freq, struct folio_k_batch b,
+                                                      int num_heads, int num_kv_heads, int head_dim,
+                                                      int pdl, cudaStream_t s)
+{
+    if (splits < 1 || !partials)
+        return cudaErrorInvalidValue;
+    return rope_launch(qkv, k_cache, v_cache, inv_freq, b, num_heads, num_kv_heads, head_dim,
+                       partials, splits, pdl, s);
 }

@@ -183,9 +183,14 @@ struct cuda_backend {
     bool tma;
     struct folio_k_tmap *tmaps; /* [layers][TMA_WEIGHTS], then [TMA_XS] */
     int tma_split_o, tma_split_down;
+    /* FOLIO_TMA_QKV: the QKV projection on the TMA path through cuBLASLt (0),
+     * the TMA GEMM (1), or the TMA GEMM in that many K slices summed by the
+     * RoPE kernel (folio_k_rope_kv_write_partials). */
+    int tma_qkv, tma_split_qkv;
     /* Steps of at least this many rows take the TMA path (FOLIO_TMA_MIN_ROWS,
-     * default 33): on the H200 it made batch 64 faster (1.357 vs 1.406 ms) and
-     * batches 8-32 slower by 1.2-1.6% (2026-11-29-cuda-round11.md). */
+     * default 9). Before its PDL chain it lost below 33 rows; with it, batch 16
+     * took 1.164 ms against 1.192 and batch 32 1.226 against 1.274 on the H200
+     * (bench/results/2026-11-30-cuda-round12.md). */
     int tma_min_rows;
     /* Decode attention splits the keys until about this many warps per SM run:
      * FOLIO_ATTN_WARPS_PER_SM (default 4). */
@@ -478,7 +483,7 @@ static int splitk_slices(int forced, int m, int k)
 }
 
 /* The TMA GEMM's tensor maps: the weights of layer li, and the activations. */
-enum { TMA_O, TMA_GATE_UP, TMA_DOWN, TMA_WEIGHTS };
+enum { TMA_QKV, TMA_O, TMA_GATE_UP, TMA_DOWN, TMA_WEIGHTS };
 #define TMA_SLICES 4
 enum { TMA_X_NORMED, TMA_X_ATTN_OUT, TMA_X_ACT, TMA_XS };
 
@@ -517,6 +522,8 @@ static void tma_setup(struct cuda_backend *cb, size_t max_rows)
         cb->tma = false;
         return;
     }
+    if (cb->qkv_dim % FOLIO_K_TMA_NT != 0)
+        cb->tma_qkv = 0;
     size_t n = (size_t)cb->layers * TMA_WEIGHTS + TMA_XS;
     cb->tmaps = aligned_alloc(64, sizeof(struct folio_k_tmap) * n);
     if (!cb->tmaps) {
@@ -527,6 +534,7 @@ static void tma_setup(struct cuda_backend *cb, size_t max_rows)
     for (int li = 0; li < cb->layers; li++) {
         const struct cuda_layer *L = &cb->lw[li];
         struct folio_k_tmap *w = &cb->tmaps[li * TMA_WEIGHTS];
+        bad |= folio_k_tmap_encode(&w[TMA_QKV], L->wqkv, cb->qkv_dim, H, FOLIO_K_TMA_NT);
         bad |= folio_k_tmap_encode(&w[TMA_O], L->wo, H, QD, FOLIO_K_TMA_NT);
         bad |= folio_k_tmap_encode(&w[TMA_GATE_UP], L->w_gate_up, 2 * I, H, FOLIO_K_TMA_NT / 2);
         bad |= folio_k_tmap_encode(&w[TMA_DOWN], L->w_down, H, I, FOLIO_K_TMA_NT);
@@ -543,6 +551,7 @@ static void tma_setup(struct cuda_backend *cb, size_t max_rows)
         cb->tma = false;
         return;
     }
+    cb->tma_split_qkv = cb->tma_qkv > 1 ? tma_slices(H, cb->tma_qkv) : 1;
     cb->tma_split_o = tma_slices(QD, TMA_SLICES);
     cb->tma_split_down = tma_slices(I, TMA_SLICES);
 }
@@ -577,7 +586,7 @@ static cudaError_t add_rmsnorm(struct cuda_backend *cb, bf16 *out, bf16 *residua
  * shapes the tensor-core kernels do not take. */
 static int attention(struct cuda_backend *cb, const struct step_layout *l,
                      const struct folio_k_batch *kb, int num_tiles, const bf16 *kc, const bf16 *vc,
-                     char *err, size_t errlen)
+                     bool pdl, char *err, size_t errlen)
 {
     cudaStream_t s = cb->stream;
     if (cb->attn_tile_tokens == 0) {
@@ -586,7 +595,7 @@ static int attention(struct cuda_backend *cb, const struct step_layout *l,
     } else if (num_tiles < 0) {
         CUDA_CHECK(folio_k_attention_decode(
             cb->attn_out, cb->qkv, kc, vc, *kb, decode_plan(cb, kb->num_tokens), cb->attn_workspace,
-            cb->attn_counters, cb->heads, cb->kv_heads, cb->head_dim, cb->pdl_step, s));
+            cb->attn_counters, cb->heads, cb->kv_heads, cb->head_dim, pdl, s));
     } else {
         CUDA_CHECK(folio_k_attention_prefill(cb->attn_out, cb->qkv, kc, vc, *kb,
                                              (const int32_t *)(cb->d_meta + l->attn_tiles),
@@ -642,6 +651,11 @@ static int forward(struct cuda_backend *cb, const struct step_layout *l, int t_r
     /* The TMA GEMM lets the next kernel launch once its weight copies are out:
      * each add_rmsnorm after one then reads its norm weight meanwhile. */
     const bool pdl_norm = tma && cb->pdl && cb->pdl_norm;
+    /* QKV on the TMA GEMM too: RoPE and attention follow kernels that let them
+     * launch early, so they are launched with PDL as well. */
+    const bool tma_qkv = tma && cb->tma_qkv > 0;
+    const bool pdl_chain = tma_qkv && pdl_norm;
+    const int split_qkv = tma_qkv ? cb->tma_split_qkv : 1;
     if (tma) {
         split_o = cb->tma_split_o;
         split_down = cb->tma_split_down;
@@ -675,14 +689,25 @@ static int forward(struct cuda_backend *cb, const struct step_layout *l, int t_r
         } else {
             CUDA_CHECK(add_rmsnorm(cb, cb->normed, cur, pending_add, L->attn_norm, NULL, t_rows,
                                    t_rows, pdl_norm && li > 0));
-            if (gemm(cb, cb->normed, L->wqkv, cb->qkv, t_rows, cb->qkv_dim, cb->hidden, false, err,
-                     errlen) != 0)
+            if (tma_qkv) {
+                CUDA_CHECK(
+                    folio_k_gemm_tma(tma_xmap(cb, TMA_X_NORMED), tma_wmap(cb, li, TMA_QKV),
+                                     split_qkv > 1 ? (void *)cb->splitk_partials : (void *)cb->qkv,
+                                     t_rows, cb->qkv_dim, cb->hidden, split_qkv, 0, cb->pdl, s));
+            } else if (gemm(cb, cb->normed, L->wqkv, cb->qkv, t_rows, cb->qkv_dim, cb->hidden,
+                            false, err, errlen) != 0) {
                 return -1;
+            }
         }
-        if (!rope_done)
+        if (!rope_done && split_qkv > 1)
+            CUDA_CHECK(folio_k_rope_kv_write_partials(cb->qkv, cb->splitk_partials, split_qkv, kc,
+                                                      vc, cb->inv_freq, kb, cb->heads, cb->kv_heads,
+                                                      cb->head_dim, pdl_chain, s));
+        else if (!rope_done)
             CUDA_CHECK(folio_k_rope_kv_write(cb->qkv, kc, vc, cb->inv_freq, kb, cb->heads,
-                                             cb->kv_heads, cb->head_dim, cb->pdl_step, s));
-        if (attention(cb, l, &kb, num_tiles, kc, vc, err, errlen) != 0)
+                                             cb->kv_heads, cb->head_dim, cb->pdl_step || pdl_chain,
+                                             s));
+        if (attention(cb, l, &kb, num_tiles, kc, vc, cb->pdl_step || pdl_chain, err, errlen) != 0)
             return -1;
         if (tma)
             CUDA_CHECK(folio_k_gemm_tma(tma_xmap(cb, TMA_X_ATTN_OUT), tma_wmap(cb, li, TMA_O),
@@ -1282,10 +1307,14 @@ static int create(struct cuda_backend *cb, const struct folio_model *m,
     cb->pdl = !(pd && strcmp(pd, "0") == 0);
     const char *pn = getenv("FOLIO_PDL_NORM");
     cb->pdl_norm = !(pn && strcmp(pn, "0") == 0);
+    const char *tq = getenv("FOLIO_TMA_QKV");
+    cb->tma_qkv = tq ? atoi(tq) : 0;
+    if (cb->tma_qkv < 0 || cb->tma_qkv > 8)
+        cb->tma_qkv = 0;
     const char *tg = getenv("FOLIO_TMA_GEMM");
     cb->tma = !(tg && strcmp(tg, "0") == 0);
     const char *tr = getenv("FOLIO_TMA_MIN_ROWS");
-    cb->tma_min_rows = tr ? atoi(tr) : 33;
+    cb->tma_min_rows = tr ? atoi(tr) : 9;
 
     CUDA_CHECK(cudaSetDevice(0));
     CUDA_CHECK(cudaDeviceGetAttribute(&cb->num_sms, cudaDevAttrMultiProcessorCount, 0));
@@ -1474,7 +1503,9 @@ static int create(struct cuda_backend *cb, const struct folio_model *m,
     tma_setup(cb, T);
     if (cb->tma) {
         int rows = (int)T < FOLIO_K_TMA_MAX_ROWS ? (int)T : FOLIO_K_TMA_MAX_ROWS;
-        size_t bytes = sizeof(float) * TMA_SLICES * rows * H;
+        size_t n = (size_t)(cb->qkv_dim > H ? cb->qkv_dim : H);
+        size_t slices = cb->tma_split_qkv > TMA_SLICES ? cb->tma_split_qkv : TMA_SLICES;
+        size_t bytes = sizeof(float) * slices * rows * n;
         if (bytes > splitk_bytes)
             splitk_bytes = bytes;
     }
