@@ -171,27 +171,21 @@ struct cuda_backend {
      * partial sums [S][m][hidden] in f32, summed by the add_rmsnorm that reads them. */
     int splitk_o, splitk_down;
     float *splitk_partials;
-    /* The TMA + wgmma GEMM (folio_k_gemm_tma) for the O, gate/up (SiLU*mul
-     * in its epilogue) and down projections of steps of gemv_max_rows < m <=
-     * FOLIO_K_TMA_MAX_ROWS rows (FOLIO_TMA_GEMM=0: cuBLASLt, a yardstick). The
-     * tensor maps of each layer's three weights and of the activations they
-     * read (64 rows: rows past m are read, never written back; zero-filling
-     * them made TMA slower). O and down write TMA_SLICES f32 K slices for the
-     * next add_rmsnorm (tma_split_o / tma_split_down: fewer where k does not
-     * take 4; 2 slices made batch 64 1.430 ms against 1.357). QKV stays on cuBLASLt: with 40 CTAs
-     * of 64 rows the TMA GEMM took 1.35x its time (2026-11-29-cuda-round11.md). */
+    /* The TMA + wgmma GEMM (folio_k_gemm_tma) for the projections of steps of
+     * gemv_max_rows < m <= FOLIO_K_TMA_MAX_ROWS rows (FOLIO_TMA_GEMM=0:
+     * cuBLASLt, a yardstick): O, gate/up with SiLU*mul in its epilogue, down,
+     * and up to TMA_QKV_MAX_ROWS rows QKV. The tensor maps of each layer's four
+     * weights and of the activations they read (64 rows: rows past m are
+     * read, never written back; zero-filling them made TMA slower). O and down
+     * write TMA_SLICES f32 K slices for the next add_rmsnorm (2 slices made
+     * batch 64 1.430 ms against 1.357), QKV for the RoPE kernel. The path
+     * pays from 3 rows since the kernels after each TMA GEMM launch early
+     * (PDL): batch 8 1.073 ms against 1.130 on cuBLASLt, batch 4 1.064
+     * against 1.104 (bench/results/2026-11-30-cuda-round12.md). */
     bool tma;
     struct folio_k_tmap *tmaps; /* [layers][TMA_WEIGHTS], then [TMA_XS] */
     int tma_split_o, tma_split_down;
-    /* FOLIO_TMA_QKV: the QKV projection on the TMA path through cuBLASLt (0),
-     * the TMA GEMM (1), or the TMA GEMM in that many K slices summed by the
-     * RoPE kernel (folio_k_rope_kv_write_partials). */
-    int tma_qkv, tma_split_qkv;
-    /* Steps of at least this many rows take the TMA path (FOLIO_TMA_MIN_ROWS,
-     * default 9). Before its PDL chain it lost below 33 rows; with it, batch 16
-     * took 1.164 ms against 1.192 and batch 32 1.226 against 1.274 on the H200
-     * (bench/results/2026-11-30-cuda-round12.md). */
-    int tma_min_rows;
+    int tma_split_qkv; /* QKV's K slices on the TMA path (TMA_QKV_MAX_ROWS) */
     /* Decode attention splits the keys until about this many warps per SM run:
      * FOLIO_ATTN_WARPS_PER_SM (default 4). */
     int attn_warps_per_sm;
@@ -485,6 +479,10 @@ static int splitk_slices(int forced, int m, int k)
 /* The TMA GEMM's tensor maps: the weights of layer li, and the activations. */
 enum { TMA_QKV, TMA_O, TMA_GATE_UP, TMA_DOWN, TMA_WEIGHTS };
 #define TMA_SLICES 4
+/* QKV has 40 tiles of 64 features: on the TMA GEMM in TMA_SLICES K slices it
+ * made batch 8 1.073 ms against 1.091 on cuBLASLt, batch 16 1.148 against
+ * 1.156, but batch 64 1.321 against 1.279 (unsplit: 1.497). */
+#define TMA_QKV_MAX_ROWS 16
 enum { TMA_X_NORMED, TMA_X_ATTN_OUT, TMA_X_ACT, TMA_XS };
 
 static const struct folio_k_tmap *tma_wmap(const struct cuda_backend *cb, int li, int which)
@@ -500,7 +498,7 @@ static const struct folio_k_tmap *tma_xmap(const struct cuda_backend *cb, int wh
 /* Whether a step of m rows runs its projections as folio_k_gemm_tma. */
 static bool use_tma(const struct cuda_backend *cb, int m)
 {
-    return cb->tma && m > cb->gemv_max_rows && m >= cb->tma_min_rows && m <= FOLIO_K_TMA_MAX_ROWS;
+    return cb->tma && m > cb->gemv_max_rows && m <= FOLIO_K_TMA_MAX_ROWS;
 }
 
 /* The most K slices, up to want, that k takes (whole 64-wide stages each). */
@@ -522,8 +520,10 @@ static void tma_setup(struct cuda_backend *cb, size_t max_rows)
         cb->tma = false;
         return;
     }
-    if (cb->qkv_dim % FOLIO_K_TMA_NT != 0)
-        cb->tma_qkv = 0;
+    if (cb->qkv_dim % FOLIO_K_TMA_NT != 0) {
+        cb->tma = false;
+        return;
+    }
     size_t n = (size_t)cb->layers * TMA_WEIGHTS + TMA_XS;
     cb->tmaps = aligned_alloc(64, sizeof(struct folio_k_tmap) * n);
     if (!cb->tmaps) {
@@ -551,7 +551,7 @@ static void tma_setup(struct cuda_backend *cb, size_t max_rows)
         cb->tma = false;
         return;
     }
-    cb->tma_split_qkv = cb->tma_qkv > 1 ? tma_slices(H, cb->tma_qkv) : 1;
+    cb->tma_split_qkv = tma_slices(H, TMA_SLICES);
     cb->tma_split_o = tma_slices(QD, TMA_SLICES);
     cb->tma_split_down = tma_slices(I, TMA_SLICES);
 }
@@ -649,12 +649,13 @@ static int forward(struct cuda_backend *cb, const struct step_layout *l, int t_r
     int split_down = fuse_norm ? 1 : splitk_slices(cb->splitk_down, t_rows, cb->inter);
     const bool tma = use_tma(cb, t_rows);
     /* The TMA GEMM lets the next kernel launch once its weight copies are out:
-     * each add_rmsnorm after one then reads its norm weight meanwhile. */
+     * each add_rmsnorm after one then reads its norm weight meanwhile (batch
+     * 64: 1.281 ms against 1.328 without, 1.360 before either). */
     const bool pdl_norm = tma && cb->pdl && cb->pdl_norm;
-    /* QKV on the TMA GEMM too: RoPE and attention follow kernels that let them
-     * launch early, so they are launched with PDL as well. */
-    const bool tma_qkv = tma && cb->tma_qkv > 0;
-    const bool pdl_chain = tma_qkv && pdl_norm;
+    /* Up to TMA_QKV_MAX_ROWS rows QKV runs on the TMA GEMM too, in K slices
+     * that the RoPE kernel sums; RoPE then follows a kernel that lets it
+     * launch early, as attention follows RoPE on every TMA step. */
+    const bool tma_qkv = tma && t_rows <= TMA_QKV_MAX_ROWS;
     const int split_qkv = tma_qkv ? cb->tma_split_qkv : 1;
     if (tma) {
         split_o = cb->tma_split_o;
@@ -702,12 +703,11 @@ static int forward(struct cuda_backend *cb, const struct step_layout *l, int t_r
         if (!rope_done && split_qkv > 1)
             CUDA_CHECK(folio_k_rope_kv_write_partials(cb->qkv, cb->splitk_partials, split_qkv, kc,
                                                       vc, cb->inv_freq, kb, cb->heads, cb->kv_heads,
-                                                      cb->head_dim, pdl_chain, s));
+                                                      cb->head_dim, pdl_norm, s));
         else if (!rope_done)
             CUDA_CHECK(folio_k_rope_kv_write(cb->qkv, kc, vc, cb->inv_freq, kb, cb->heads,
-                                             cb->kv_heads, cb->head_dim, cb->pdl_step || pdl_chain,
-                                             s));
-        if (attention(cb, l, &kb, num_tiles, kc, vc, cb->pdl_step || pdl_chain, err, errlen) != 0)
+                                             cb->kv_heads, cb->head_dim, cb->pdl_step, s));
+        if (attention(cb, l, &kb, num_tiles, kc, vc, cb->pdl_step || pdl_norm, err, errlen) != 0)
             return -1;
         if (tma)
             CUDA_CHECK(folio_k_gemm_tma(tma_xmap(cb, TMA_X_ATTN_OUT), tma_wmap(cb, li, TMA_O),
@@ -1307,14 +1307,8 @@ static int create(struct cuda_backend *cb, const struct folio_model *m,
     cb->pdl = !(pd && strcmp(pd, "0") == 0);
     const char *pn = getenv("FOLIO_PDL_NORM");
     cb->pdl_norm = !(pn && strcmp(pn, "0") == 0);
-    const char *tq = getenv("FOLIO_TMA_QKV");
-    cb->tma_qkv = tq ? atoi(tq) : 0;
-    if (cb->tma_qkv < 0 || cb->tma_qkv > 8)
-        cb->tma_qkv = 0;
     const char *tg = getenv("FOLIO_TMA_GEMM");
     cb->tma = !(tg && strcmp(tg, "0") == 0);
-    const char *tr = getenv("FOLIO_TMA_MIN_ROWS");
-    cb->tma_min_rows = tr ? atoi(tr) : 9;
 
     CUDA_CHECK(cudaSetDevice(0));
     CUDA_CHECK(cudaDeviceGetAttribute(&cb->num_sms, cudaDevAttrMultiProcessorCount, 0));
