@@ -59,11 +59,17 @@ echo "== timings"
   for n in ${FOLIO_PREFILL_SIZES-512 4096}; do timeout 60 "$B/decode_bench" /tmp/tl prefill $n 10; done
   for b in 1 8 64 256; do timeout 60 "$B/decode_bench" /tmp/tl attention $b 512 50; done
   timeout 60 "$B/decode_bench" /tmp/tl attention 1 4096 50
-  # The GEMV threshold: the same decode steps with every projection through cuBLASLt.
+  # The paths' thresholds: the same decode steps with every projection through cuBLASLt, and
+  # (batches 1-2, the GEMV's) on the TMA GEMM.
   for b in ${FOLIO_CUBLAS_BATCHES-1 8}; do
-    FOLIO_GEMV_MAX_ROWS=0 timeout 60 "$B/decode_bench" /tmp/tl decode $b 512 64 |
+    FOLIO_GEMV_MAX_ROWS=0 FOLIO_TMA_GEMM=0 timeout 60 "$B/decode_bench" /tmp/tl decode $b 512 64 |
       sed 's/name=decode_/name=cublas_decode_/'
   done
+  for b in 1 2; do
+    FOLIO_GEMV_MAX_ROWS=0 timeout 60 "$B/decode_bench" /tmp/tl decode $b 512 64 |
+      sed 's/name=decode_/name=tma_decode_/'
+  done
+  timeout 60 "$B/decode_bench" /tmp/tl decode 2 512 64
 } 2>&1 | tee "$OUT/timings.log"
 
 echo "== serve smoke (folio serve --backend cuda)"
