@@ -152,10 +152,9 @@ int folio_k_smem_carveout(void);
  * folio_k_gemm_tma: y = x . w^T for w [n, k] (n a multiple of FOLIO_K_TMA_NT),
  * bf16 [m, n], or with splits > 1 the f32 sums of K slices [splits][m][n]
  * (what folio_k_add_rmsnorm_partials reads); k a multiple of 64 * splits.
- * glu > 0: w is the fused [gate; up] weight [2n, k], a CTA takes glu
- * features (even, at most FOLIO_K_TMA_GLU_MAX; n a multiple of it; the map's
- * box_rows glu), and y = bf16(bf16(silu(bf16(x.gate))) * bf16(x.up)) [m, n],
- * as GEMM + folio_k_silu_mul round it.
+ * glu: w is the fused [gate; up] weight [2n, k] (its map with box_rows
+ * FOLIO_K_TMA_NT / 2, n a multiple of that) and y = bf16(bf16(silu(bf16(
+ * x.gate))) * bf16(x.up)) [m, n], as GEMM + folio_k_silu_mul round it.
  * pdl: the first ring of weight copies goes out before the wait for the
  * previous kernel. */
 #ifdef __cplusplus
@@ -168,7 +167,6 @@ struct folio_k_tmap {
 };
 #define FOLIO_K_TMA_MAX_ROWS 64
 #define FOLIO_K_TMA_NT 64
-#define FOLIO_K_TMA_GLU_MAX 48
 int folio_k_tmap_encode(struct folio_k_tmap *map, const folio_bf16_bits *base, int rows, int k,
                         int box_rows);
 cudaError_t folio_k_gemm_tma(const struct folio_k_tmap *xmap, const struct folio_k_tmap *wmap,

@@ -37,23 +37,14 @@ constexpr int NT = 64; /* weight rows per CTA */
 constexpr int MT = 64; /* activation rows (wgmma M) */
 constexpr int STAGES = 6;
 constexpr int A_BYTES = MT * TK * 2; /* 8 KB */
-constexpr int THREADS = 128 + 32;    /* consumer warpgroup + producer warp */
-/* The B tile of a CTA: BN weight rows (wgmma N), NT or WIDE_BN. A wide tile
- * takes the gate and up rows of up to WIDE_BN / 2 features (glu > NT / 2),
- * so that the gate/up projection can run as one CTA an SM (TinyLlama's 5632
- * features: 128 tiles of 44, against 176 of 32 on 132 SMs). */
-constexpr int WIDE_BN = 2 * FOLIO_K_TMA_GLU_MAX;
-template <int BN> __host__ __device__ constexpr int stage_bytes()
-{
-    return A_BYTES + BN * TK * 2;
-}
+constexpr int B_BYTES = NT * TK * 2; /* 8 KB */
+constexpr int STAGE_BYTES = A_BYTES + B_BYTES;
+constexpr int THREADS = 128 + 32; /* consumer warpgroup + producer warp */
 
 struct tma_args {
     void *y;
     int m, n, k, kslice;
-    /* glu > 0: w is [gate; up] (2n rows), y = bf16(silu(x.gate) * x.up)
-     * [m][n], glu features a CTA: gate rows in B rows 0.., up rows from BN / 2. */
-    int glu;
+    bool glu; /* w is [gate; up] (2n rows); y = bf16(silu(x.gate) * x.up) [m][n] */
 };
 
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
@@ -81,8 +72,8 @@ __device__ __forceinline__ void tma_load_2d(void *dst, const CUtensorMap *map, i
                  : "memory");
 }
 
-/* d += A (64 x 16) . B (BN x 16)^T, both K-major in shared memory. */
-__device__ __forceinline__ void wgmma_64xNx16(float (&d)[32], uint64_t da, uint64_t db)
+/* d += A (64 x 16) . B (NT x 16)^T, both K-major in shared memory. */
+__device__ __forceinline__ void wgmma_64x64x16(float (&d)[32], uint64_t da, uint64_t db)
 {
     asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, 1, 0;\n"
                  "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 "
@@ -97,58 +88,24 @@ __device__ __forceinline__ void wgmma_64xNx16(float (&d)[32], uint64_t da, uint6
                    "+f"(d[30]), "+f"(d[31])
                  : "l"(da), "l"(db));
 }
-
-__device__ __forceinline__ void wgmma_64xNx16(float (&d)[48], uint64_t da, uint64_t db)
-{
-    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, 1, 0;\n"
-                 "wgmma.mma_async.sync.aligned.m64n96k16.f32.bf16.bf16 "
-                 "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
-                 "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "
-                 "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47}, "
-                 "%48, %49, p, 1, 1, 0, 0;\n}\n"
-                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]),
-                   "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]),
-                   "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]),
-                   "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
-                   "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]),
-                   "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]),
-                   "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]),
-                   "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47])
-                 : "l"(da), "l"(db));
-}
 #endif
 
-template <int BN>
 __global__ void __launch_bounds__(THREADS)
     gemm_tma_kernel(const __grid_constant__ CUtensorMap xmap,
                     const __grid_constant__ CUtensorMap wmap, tma_args a)
 {
-    constexpr int STAGE_BYTES = stage_bytes<BN>();
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL) /* wgmma: sm_90a only (the compute_90 PTX traps) */
     extern __shared__ __align__(1024) unsigned char smem_raw[];
     __shared__ __align__(8) uint64_t full[STAGES], empty[STAGES];
     /* The swizzled tiles need 1024-byte alignment. */
     unsigned char *smem = smem_raw + ((1024 - (smem_addr(smem_raw) & 1023)) & 1023);
     const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
-    /* GLU: the CTA's glu output features f0 .. read gate rows f0 .. into B
-     * rows 0.. and up rows n + f0 .. into B rows BN / 2 .., so that a thread's
-     * accumulator columns 8 j + c (j < BN / 16) and 8 (j + BN / 16) + c are
-     * the gate and up sums of one feature. The B rows that a tile of fewer
-     * than BN / 2 features leaves (WIDE_BN) are zeroed once: no copy writes
-     * them, and their columns are never stored. */
-    const int n0 = blockIdx.x * (a.glu ? a.glu : BN), split = blockIdx.y;
+    /* GLU: the CTA's 32 output features f0 .. f0 + 31 read gate rows f0 .. into
+     * B rows 0-31 and up rows n + f0 .. into B rows 32-63, so that a thread's
+     * accumulator columns 8 j + c (j < 4) and 8 (j + 4) + c are the gate and
+     * up sums of one feature. */
+    const int n0 = blockIdx.x * (a.glu ? NT / 2 : NT), split = blockIdx.y;
     const int k_tiles = a.kslice / TK, k0 = split * a.kslice;
-    const int tx_bytes = A_BYTES + (a.glu ? 2 * a.glu : BN) * TK * 2;
-    if (a.glu && 2 * a.glu < BN) {
-        const int pad = BN / 2 - a.glu; /* rows after each half */
-        for (int i = tid; i < STAGES * 2 * pad * 8; i += THREADS) {
-            const int st = i / (2 * pad * 8), r = i % (2 * pad * 8) / 8, c = i % 8;
-            const int row = r < pad ? a.glu + r : BN / 2 + a.glu + r - pad;
-            *(uint4 *)(smem + (size_t)st * STAGE_BYTES + A_BYTES + row * 128 + c * 16) =
-                make_uint4(0, 0, 0, 0);
-        }
-        asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); /* seen by wgmma */
-    }
 
     if (tid == 0) {
         for (int s = 0; s < STAGES; s++) {
@@ -166,7 +123,7 @@ __global__ void __launch_bounds__(THREADS)
     auto load_w = [&](unsigned char *dst, int kk, uint64_t *bar) {
         if (a.glu) {
             tma_load_2d(dst, &wmap, kk, n0, bar);
-            tma_load_2d(dst + BN / 2 * TK * 2, &wmap, kk, a.n + n0, bar);
+            tma_load_2d(dst + B_BYTES / 2, &wmap, kk, a.n + n0, bar);
         } else {
             tma_load_2d(dst, &wmap, kk, n0, bar);
         }
@@ -174,7 +131,7 @@ __global__ void __launch_bounds__(THREADS)
     const int early = k_tiles < STAGES ? k_tiles : STAGES;
     if (producer)
         for (int kt = 0; kt < early; kt++) {
-            mbar_arrive_expect_tx(&full[kt], tx_bytes);
+            mbar_arrive_expect_tx(&full[kt], STAGE_BYTES);
             load_w(smem + (size_t)kt * STAGE_BYTES + A_BYTES, k0 + kt * TK, &full[kt]);
         }
     /* The next kernel may launch now (if launched with programmatic dependent
@@ -189,7 +146,7 @@ __global__ void __launch_bounds__(THREADS)
                 const int s = kt % STAGES;
                 mbar_wait(&empty[s], (uint32_t)((kt / STAGES) - 1) & 1);
                 unsigned char *st = smem + (size_t)s * STAGE_BYTES;
-                mbar_arrive_expect_tx(&full[s], tx_bytes);
+                mbar_arrive_expect_tx(&full[s], STAGE_BYTES);
                 load_w(st + A_BYTES, k0 + kt * TK, &full[s]);
                 tma_load_2d(st, &xmap, k0 + kt * TK, 0, &full[s]);
             }
@@ -197,9 +154,9 @@ __global__ void __launch_bounds__(THREADS)
         return;
     }
 
-    float d[BN / 2];
+    float d[32];
 #pragma unroll
-    for (int i = 0; i < BN / 2; i++)
+    for (int i = 0; i < 32; i++)
         d[i] = 0.0f;
     for (int kt = 0; kt < k_tiles; kt++) {
         const int s = kt % STAGES;
@@ -209,7 +166,7 @@ __global__ void __launch_bounds__(THREADS)
         asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
 #pragma unroll
         for (int j = 0; j < TK / 16; j++) /* 16 k = 32 bytes along the swizzled row */
-            wgmma_64xNx16(d, da + 2 * j, db + 2 * j);
+            wgmma_64x64x16(d, da + 2 * j, db + 2 * j);
         asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
         asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
         if (lane == 0)
@@ -219,13 +176,13 @@ __global__ void __launch_bounds__(THREADS)
     const int r0 = 16 * warp + (lane >> 2), c0 = 2 * (lane & 3);
     if (a.glu) {
 #pragma unroll
-        for (int j = 0; j < BN / 16; j++)
+        for (int j = 0; j < NT / 16; j++)
 #pragma unroll
             for (int h = 0; h < 2; h++) {
                 const int row = r0 + 8 * h, col = n0 + 8 * j + c0;
-                if (row >= a.m || 8 * j + c0 >= a.glu)
+                if (row >= a.m)
                     continue;
-                const int g = 4 * j + 2 * h, u = 4 * (j + BN / 16) + 2 * h;
+                const int g = 4 * j + 2 * h, u = 4 * (j + NT / 16) + 2 * h;
                 folio_bf16_bits *y = (folio_bf16_bits *)a.y + (int64_t)row * a.n + col;
                 *(uint32_t *)y = (uint32_t)f32_to_bf16(glu_act(d[g], d[u])) |
                                  (uint32_t)f32_to_bf16(glu_act(d[g + 1], d[u + 1])) << 16;
@@ -233,7 +190,7 @@ __global__ void __launch_bounds__(THREADS)
         return;
     }
 #pragma unroll
-    for (int j = 0; j < BN / 8; j++) {
+    for (int j = 0; j < NT / 8; j++) {
 #pragma unroll
         for (int h = 0; h < 2; h++) {
             const int row = r0 + 8 * h, col = n0 + 8 * j + c0;
@@ -276,8 +233,9 @@ extern "C" int folio_k_tmap_encode(struct folio_k_tmap *map, const folio_bf16_bi
                                    int k, int box_rows)
 {
     PFN_cuTensorMapEncodeTiled_v12000 fn = encode_fn();
-    if (!fn || rows < 1 || k < TK || k % TK != 0 || box_rows < 1 || box_rows > 256 ||
-        (uintptr_t)base % 16 != 0 || (uintptr_t)map % 64 != 0)
+    if (!fn || rows < 1 || k < TK || k % TK != 0 ||
+        (box_rows != MT && box_rows != NT && box_rows != NT / 2) || (uintptr_t)base % 16 != 0 ||
+        (uintptr_t)map % 64 != 0)
         return -1;
     cuuint64_t dims[2] = {(cuuint64_t)k, (cuuint64_t)rows};
     cuuint64_t strides[1] = {(cuuint64_t)k * 2};
@@ -289,36 +247,28 @@ extern "C" int folio_k_tmap_encode(struct folio_k_tmap *map, const folio_bf16_bi
     return r == CUDA_SUCCESS ? 0 : -1;
 }
 
-template <int BN>
-static cudaError_t launch_bn(const struct folio_k_tmap *xmap, const struct folio_k_tmap *wmap,
-                             const tma_args &a, int splits, int pdl, cudaStream_t s)
-{
-    const size_t smem = (size_t)STAGES * stage_bytes<BN>() + 1024;
-    static std::atomic<bool> prepared(false); /* before any capture: the eager first step */
-    if (!prepared.load()) {
-        cudaError_t e = cudaFuncSetAttribute(
-            gemm_tma_kernel<BN>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
-        if (e != cudaSuccess)
-            return e;
-        prepared.store(true);
-    }
-    const int cols = a.glu ? a.glu : BN;
-    cudaError_t e = launch_pdl(gemm_tma_kernel<BN>, dim3((unsigned)(a.n / cols), (unsigned)splits),
-                               dim3(THREADS), smem, s, pdl != 0, *(const CUtensorMap *)xmap,
-                               *(const CUtensorMap *)wmap, a);
-    return e != cudaSuccess ? e : cudaGetLastError();
-}
-
 extern "C" cudaError_t folio_k_gemm_tma(const struct folio_k_tmap *xmap,
                                         const struct folio_k_tmap *wmap, void *y, int m, int n,
                                         int k, int splits, int glu, int pdl, cudaStream_t s)
 {
     if (m <= 0)
         return cudaSuccess;
-    if (m > MT || splits < 1 || k % (splits * TK) != 0 || glu < 0 || glu > WIDE_BN / 2 ||
-        glu % 2 != 0 || (glu && (splits != 1 || n % glu != 0)) || (!glu && n % NT != 0))
+    if (m > MT || n % (glu ? NT / 2 : NT) != 0 || splits < 1 || k % (splits * TK) != 0 ||
+        (glu && splits != 1))
         return cudaErrorInvalidValue;
-    tma_args a = {y, m, n, k, k / splits, glu};
-    return glu > NT / 2 ? launch_bn<WIDE_BN>(xmap, wmap, a, splits, pdl, s)
-                        : launch_bn<NT>(xmap, wmap, a, splits, pdl, s);
+    const size_t smem = (size_t)STAGES * STAGE_BYTES + 1024;
+    static std::atomic<bool> prepared(false); /* before any capture: the eager first step */
+    if (!prepared.load()) {
+        cudaError_t e = cudaFuncSetAttribute(
+            gemm_tma_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
+        if (e != cudaSuccess)
+            return e;
+        prepared.store(true);
+    }
+    tma_args a = {y, m, n, k, k / splits, glu != 0};
+    const int cols = glu ? NT / 2 : NT;
+    cudaError_t e =
+        launch_pdl(gemm_tma_kernel, dim3((unsigned)(n / cols), (unsigned)splits), dim3(THREADS),
+                   smem, s, pdl != 0, *(const CUtensorMap *)xmap, *(const CUtensorMap *)wmap, a);
+    return e != cudaSuccess ? e : cudaGetLastError();
 }

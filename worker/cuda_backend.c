@@ -186,7 +186,6 @@ struct cuda_backend {
     struct folio_k_tmap *tmaps; /* [layers][TMA_WEIGHTS], then [TMA_XS] */
     int tma_split_o, tma_split_down;
     int tma_split_qkv; /* QKV's K slices on the TMA path (TMA_QKV_MAX_ROWS) */
-    int tma_glu;       /* gate/up features a CTA (glu_tile) */
     /* Decode attention splits the keys until about this many warps per SM run:
      * FOLIO_ATTN_WARPS_PER_SM (default 4). */
     int attn_warps_per_sm;
@@ -511,17 +510,6 @@ static int tma_slices(int k, int want)
     return s;
 }
 
-/* Gate/up features a TMA GEMM CTA: the most, up to FOLIO_K_TMA_GLU_MAX, that
- * divide the intermediate size into at most one tile an SM (TinyLlama on the
- * H200: 128 tiles of 44, where 32 made 176 tiles and 44 SMs took two), else 32. */
-static int glu_tile(int inter, int num_sms)
-{
-    for (int f = FOLIO_K_TMA_GLU_MAX; f > FOLIO_K_TMA_NT / 2; f -= 2)
-        if (inter % f == 0 && inter / f <= num_sms)
-            return f;
-    return FOLIO_K_TMA_NT / 2;
-}
-
 /* Encodes the tensor maps (create, after the weights and activations are on
  * the GPU). The TMA path stays off when the shapes or the driver do not
  * allow it: every k a multiple of 64, every n of FOLIO_K_TMA_NT. */
@@ -536,7 +524,6 @@ static void tma_setup(struct cuda_backend *cb, size_t max_rows)
         cb->tma = false;
         return;
     }
-    cb->tma_glu = glu_tile(I, cb->num_sms);
     size_t n = (size_t)cb->layers * TMA_WEIGHTS + TMA_XS;
     cb->tmaps = aligned_alloc(64, sizeof(struct folio_k_tmap) * n);
     if (!cb->tmaps) {
@@ -549,7 +536,7 @@ static void tma_setup(struct cuda_backend *cb, size_t max_rows)
         struct folio_k_tmap *w = &cb->tmaps[li * TMA_WEIGHTS];
         bad |= folio_k_tmap_encode(&w[TMA_QKV], L->wqkv, cb->qkv_dim, H, FOLIO_K_TMA_NT);
         bad |= folio_k_tmap_encode(&w[TMA_O], L->wo, H, QD, FOLIO_K_TMA_NT);
-        bad |= folio_k_tmap_encode(&w[TMA_GATE_UP], L->w_gate_up, 2 * I, H, cb->tma_glu);
+        bad |= folio_k_tmap_encode(&w[TMA_GATE_UP], L->w_gate_up, 2 * I, H, FOLIO_K_TMA_NT / 2);
         bad |= folio_k_tmap_encode(&w[TMA_DOWN], L->w_down, H, I, FOLIO_K_TMA_NT);
     }
     const bf16 *xs[TMA_XS] = {cb->normed, cb->attn_out, cb->act};
@@ -740,7 +727,7 @@ static int forward(struct cuda_backend *cb, const struct step_layout *l, int t_r
             if (tma) { /* SiLU*mul in the GEMM's epilogue */
                 CUDA_CHECK(folio_k_gemm_tma(tma_xmap(cb, TMA_X_NORMED),
                                             tma_wmap(cb, li, TMA_GATE_UP), cb->act, t_rows,
-                                            cb->inter, cb->hidden, 1, cb->tma_glu, cb->pdl, s));
+                                            cb->inter, cb->hidden, 1, 1, cb->pdl, s));
             } else {
                 if (gemm(cb, cb->normed, L->w_gate_up, cb->gate_up, t_rows, 2 * cb->inter,
                          cb->hidden, false, err, errlen) != 0)
