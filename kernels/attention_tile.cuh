@@ -1,7 +1,8 @@
 /* One K/V tile against one warp's 16 query rows on the tensor cores (mma.sync
  * m16n8k16, bf16 in, f32 accumulate), FlashAttention-2 style: S = Q K^T, the
- * mask, the online softmax in the log2 domain, O += P V. The prefill kernel
- * (attention_mma.cu) and the decode kernel (attention_decode.cu) share it.
+ * mask, the online softmax in the log2 domain, O += P V: the prefill kernel's
+ * (attention_mma.cu). The decode kernel (attention_decode.cu) runs the
+ * product transposed (decode_tile) and shares the pitch and the K/V loader.
  *
  * Fragment layout (lane = 4 g + tq): the lane holds rows g and g + 8 of the
  * warp's 16; qa[s] is the A operand of head dims 16 s .. 16 s + 15 (registers 0

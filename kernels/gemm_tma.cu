@@ -12,7 +12,8 @@
  * producer warp issues the copies (full barriers count their bytes); the
  * consumer warpgroup multiplies a stage, waits for its wgmmas and frees it
  * (empty barriers). Launched with programmatic dependent launch, the first
- * ring of weight copies goes out before the wait for the previous kernel.
+ * ring of weight copies goes out before the wait for the previous kernel,
+ * and the next kernel may launch from then on (its constant reads overlap).
  *
  * Fragment of the m64nNTk16 accumulator (PTX ISA, wgmma .f32): thread t of the
  * warpgroup, warp w = t / 32, lane l: d[4 j + 0, 1] are row 16 w + l / 4,
@@ -20,7 +21,8 @@
  * 16 w + l / 4 + 8. Rows are tokens, columns weight rows (output features).
  *
  * Measured against cuBLASLt by bench/gemm_tma_bench.c; the backend runs O,
- * gate/up and down on it from 33 rows (cuda_backend.c says why). */
+ * gate/up and down on it from 3 rows, and QKV up to 16 (cuda_backend.c says
+ * why). */
 #include <cuda.h>
 #include <cudaTypedefs.h>
 
