@@ -1,7 +1,8 @@
 /* Fused RoPE (rotate-half convention, rope_rotate in common.cuh) and K/V cache
  * write, for the paths whose QKV projection does not do it in its epilogue
- * (cuBLASLt batches, prefill). The token's position is its place in its
- * sequence (context_len - num_new + i, computed by the host into token_pos). */
+ * (cuBLASLt batches, prefill, and the TMA GEMM's QKV in K slices, which it
+ * sums first). The token's position is its place in its sequence
+ * (context_len - num_new + i, computed by the host into token_pos). */
 #include "common.cuh"
 
 /* Grid (token, group of ROPE_THREADS rotation pairs): one pair per thread, so a
