@@ -19,9 +19,11 @@
  * The products are transposed (decode_tile): the keys are the MMA's 16 rows
  * and the group's heads its 8 columns, so a group of 8 fills the MMA. With the
  * heads as rows (attention_tile, as prefill runs it) a group of 8 left half of
- * every MMA, exp2 and rescale on empty rows, and the kernel was bound by the
- * instructions it issued (7.7 warps an SM, one instruction every 5.45 cycles
- * each at batch 64: bench/results/2026-11-29-cuda-round10.md).
+ * every MMA, exp2 and rescale on empty rows. Halving them made the batch-1
+ * step 0.861 ms against 0.869 on the H200 but not the kernel at batch 64 or
+ * 256 faster (0.0156 / 0.0433 ms alone against 0.0150 / 0.0423): there it
+ * waits on memory, not on the instructions it issues
+ * (bench/results/2026-11-30-cuda-round12.md).
  *
  * Measured slower on the H200 and removed (bench/results/2026-11-29-cuda-round9.md):
  * RoPE + K/V write folded into this kernel, 2-warp and 16-warp CTAs, three
@@ -154,7 +156,7 @@ decode_tile(const folio_bf16_bits *ks, const folio_bf16_bits *vs,
      * accumulator fragment (keys x heads), transposed, is (heads x keys). */
     uint32_t pb[MT][NQ][2];
 #pragma unroll
-    for (int mt = 0; mt < MT; mt++)
+    for (int mt = 0; mt < MT; mt++) {
 #pragma unroll
         for (int nq = 0; nq < NQ; nq++) {
             float p[4];
@@ -166,8 +168,9 @@ decode_tile(const folio_bf16_bits *ks, const folio_bf16_bits *vs,
             pb[mt][nq][0] = movmatrix_trans(pack_bf16x2(p[0], p[1]));
             pb[mt][nq][1] = movmatrix_trans(pack_bf16x2(p[2], p[3]));
         }
+    }
 
-        /* V^T as the A operand: ldmatrix.trans of the V rows. */
+    /* O^T += V^T P^T, V^T as the A operand: ldmatrix.trans of the V rows. */
 #pragma unroll
     for (int dt = 0; dt < KS; dt++) {
 #pragma unroll
@@ -251,7 +254,7 @@ __global__ void __launch_bounds__(NW * 32) attention_decode_kernel(decode_args a
             for (int dt = 0; dt < KS; dt++)
                 o[dt][nq][0] = o[dt][nq][1] = o[dt][nq][2] = o[dt][nq][3] = 0.0f;
         }
-        const float scale_log2 = rsqrtf((float)D) * 1.4426950408889634f;
+        const float scale_log2 = attention_scale_log2<D>();
         for (int j = 0; j < mine; j++) {
             if (j + ST - 1 < mine) /* into the stage tile j - 1 left */
                 load(j + ST - 1);

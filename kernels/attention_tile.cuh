@@ -21,6 +21,12 @@ template <int D> struct tile_pitch {
     static constexpr int value = D + 8;
 };
 
+/* 1 / sqrt(D) in the log2 domain of the online softmax (exp2 of scores times it). */
+template <int D> __device__ __forceinline__ float attention_scale_log2()
+{
+    return rsqrtf((float)D) * 1.4426950408889634f;
+}
+
 /* The online softmax's starting state of a warp's rows: no output, running
  * max -inf, running sum 0; the scale of the scores in the log2 domain (taken
  * once, outside the tile loop). */
@@ -32,7 +38,7 @@ __device__ __forceinline__ float attention_start(float (&o)[D / 8][4], float (&m
         o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.0f;
     m[0] = m[1] = -INFINITY;
     l[0] = l[1] = 0.0f;
-    return rsqrtf((float)D) * 1.4426950408889634f;
+    return attention_scale_log2<D>();
 }
 
 /* Keys kbase .. kbase + KT - 1 from ks/vs ([KT][pitch], keys past the

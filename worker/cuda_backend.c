@@ -516,11 +516,8 @@ static int tma_slices(int k, int want)
 static void tma_setup(struct cuda_backend *cb, size_t max_rows)
 {
     int H = cb->hidden, QD = cb->heads * cb->head_dim, I = cb->inter;
-    if (!cb->tma || H % FOLIO_K_TMA_NT != 0 || QD % 64 != 0 || I % FOLIO_K_TMA_NT != 0) {
-        cb->tma = false;
-        return;
-    }
-    if (cb->qkv_dim % FOLIO_K_TMA_NT != 0) {
+    if (!cb->tma || H % FOLIO_K_TMA_NT != 0 || QD % 64 != 0 || I % FOLIO_K_TMA_NT != 0 ||
+        cb->qkv_dim % FOLIO_K_TMA_NT != 0) {
         cb->tma = false;
         return;
     }
@@ -1499,9 +1496,8 @@ static int create(struct cuda_backend *cb, const struct folio_model *m,
     tma_setup(cb, T);
     if (cb->tma) {
         int rows = (int)T < FOLIO_K_TMA_MAX_ROWS ? (int)T : FOLIO_K_TMA_MAX_ROWS;
-        size_t n = (size_t)(cb->qkv_dim > H ? cb->qkv_dim : H);
-        size_t slices = cb->tma_split_qkv > TMA_SLICES ? cb->tma_split_qkv : TMA_SLICES;
-        size_t bytes = sizeof(float) * slices * rows * n;
+        size_t n = (size_t)(cb->qkv_dim > H ? cb->qkv_dim : H); /* QKV's, O's and down's */
+        size_t bytes = sizeof(float) * TMA_SLICES * rows * n;
         if (bytes > splitk_bytes)
             splitk_bytes = bytes;
     }
