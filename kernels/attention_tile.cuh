@@ -152,12 +152,14 @@ attention_tile(const folio_bf16_bits *ks, const folio_bf16_bits *vs,
  * KT of the cache block, so the tile is whole blocks: one block-table read
  * per block, then its rows lie at fixed offsets (reading the table and
  * redoing the 64-bit address for every 16-byte chunk made this loop half of
- * the decode kernel's instructions). */
+ * the decode kernel's instructions). The row of key `skip` (if any) is left
+ * alone: the decode kernel copies it later, once the kernel that writes it
+ * is done. */
 template <int D, int KT>
 __device__ __forceinline__ void
 attention_load_tile(folio_bf16_bits *ks, folio_bf16_bits *vs, const folio_bf16_bits *k_cache,
                     const folio_bf16_bits *v_cache, const int32_t *table, int kvh, int num_kv_heads,
-                    int kbase, int k_end, int thread, int count)
+                    int kbase, int k_end, int thread, int count, int skip = -1)
 {
     constexpr int LD = tile_pitch<D>::value;
     constexpr int CHUNKS = D / 8; /* 16-byte chunks per K/V row */
@@ -181,6 +183,8 @@ attention_load_tile(folio_bf16_bits *ks, folio_bf16_bits *vs, const folio_bf16_b
             const int j = e / CHUNKS, c = e % CHUNKS, src = j * D + c * 8;
             const int dst = (b * BK + j) * LD + c * 8;
             const bool live = first + BK <= k_end || first + j < k_end;
+            if (skip >= 0 && first + j == skip)
+                continue;
             cp_async_16(ks + dst, live ? kb + src : k_cache, live ? 16 : 0);
             cp_async_16(vs + dst, live ? vb + src : v_cache, live ? 16 : 0);
         }

@@ -481,8 +481,9 @@ enum { TMA_QKV, TMA_O, TMA_GATE_UP, TMA_DOWN, TMA_WEIGHTS };
 #define TMA_SLICES 4
 /* QKV has 40 tiles of 64 features: on the TMA GEMM in TMA_SLICES K slices it
  * made batch 8 1.073 ms against 1.091 on cuBLASLt, batch 16 1.148 against
- * 1.156, but batch 64 1.321 against 1.279 (unsplit: 1.497). */
-#define TMA_QKV_MAX_ROWS 16
+ * 1.156, batch 32 1.219 against 1.228 (two calls alike), but batch 64 1.321
+ * against 1.279 (unsplit: 1.497). */
+#define TMA_QKV_MAX_ROWS 32
 enum { TMA_X_NORMED, TMA_X_ATTN_OUT, TMA_X_ACT, TMA_XS };
 
 static const struct folio_k_tmap *tma_wmap(const struct cuda_backend *cb, int li, int which)
