@@ -161,6 +161,9 @@ struct cuda_backend {
     /* On the TMA path, the add_rmsnorm after each TMA GEMM (which lets its
      * dependents launch early) is launched with PDL (FOLIO_PDL_NORM=0: not). */
     bool pdl_norm;
+    /* FOLIO_ATTN_PDL=1: decode attention launched with PDL on TMA steps too
+     * (it then copies its first K/V tiles while RoPE runs). */
+    bool attn_pdl;
     int gemv_split_k; /* FOLIO_GEMV_SPLITK (1, 2, 4, 8; default 0: from k) */
     int gemv_persist; /* FOLIO_GEMV_PERSIST=0: one GEMV CTA per column group (a yardstick) */
     /* The GEMV path's QKV projection rotates q and k and writes the caches in its
@@ -707,7 +710,8 @@ static int forward(struct cuda_backend *cb, const struct step_layout *l, int t_r
                                              cb->kv_heads, cb->head_dim, cb->pdl_step, s));
         /* Attention is not launched with PDL on the TMA path: batch 64 took 1.367
          * ms with it against 1.280, batch 32 1.241 against 1.224. */
-        if (attention(cb, l, &kb, num_tiles, kc, vc, cb->pdl_step, err, errlen) != 0)
+        if (attention(cb, l, &kb, num_tiles, kc, vc, cb->pdl_step || (pdl_norm && cb->attn_pdl),
+                      err, errlen) != 0)
             return -1;
         if (tma)
             CUDA_CHECK(folio_k_gemm_tma(tma_xmap(cb, TMA_X_ATTN_OUT), tma_wmap(cb, li, TMA_O),
@@ -1307,6 +1311,8 @@ static int create(struct cuda_backend *cb, const struct folio_model *m,
     cb->pdl = !(pd && strcmp(pd, "0") == 0);
     const char *pn = getenv("FOLIO_PDL_NORM");
     cb->pdl_norm = !(pn && strcmp(pn, "0") == 0);
+    const char *ap = getenv("FOLIO_ATTN_PDL");
+    cb->attn_pdl = ap && strcmp(ap, "1") == 0;
     const char *tg = getenv("FOLIO_TMA_GEMM");
     cb->tma = !(tg && strcmp(tg, "0") == 0);
 
