@@ -161,9 +161,6 @@ struct cuda_backend {
     /* On the TMA path, the add_rmsnorm after each TMA GEMM (which lets its
      * dependents launch early) is launched with PDL (FOLIO_PDL_NORM=0: not). */
     bool pdl_norm;
-    /* FOLIO_ATTN_PDL=1: decode attention launched with PDL on TMA steps too
-     * (it then copies its first K/V tiles while RoPE runs). */
-    bool attn_pdl;
     int gemv_split_k; /* FOLIO_GEMV_SPLITK (1, 2, 4, 8; default 0: from k) */
     int gemv_persist; /* FOLIO_GEMV_PERSIST=0: one GEMV CTA per column group (a yardstick) */
     /* The GEMV path's QKV projection rotates q and k and writes the caches in its
@@ -454,7 +451,9 @@ static int graph_bucket(int n)
  * bucket, so an eager step splits as its graph would. */
 static struct folio_k_decode_plan decode_plan(const struct cuda_backend *cb, int n)
 {
-    /* The step's PDL, as forward sets it: on the GEMV path. */
+    /* One-warp CTAs and the combine kernel on the GEMV path (pdl_step, as
+     * forward sets it); TMA steps keep their plan whether or not attention is
+     * launched with PDL there. */
     bool pdl = cb->pdl && graph_bucket(n) <= cb->gemv_max_rows;
     return folio_k_attention_decode_plan(graph_bucket(n), cb->kv_heads, cb->head_dim, cb->num_sms,
                                          cb->attn_warps_per_sm, cb->attn_cta_warps, pdl);
@@ -657,6 +656,11 @@ static int forward(struct cuda_backend *cb, const struct step_layout *l, int t_r
      * that the RoPE kernel sums; RoPE then follows a kernel that lets it
      * launch early. */
     const bool tma_qkv = tma && t_rows <= TMA_QKV_MAX_ROWS;
+    /* Attention after that RoPE kernel is launched with PDL too, and copies its
+     * first K/V tiles while RoPE runs: batch 8 1.039 ms against 1.101, 16 1.107
+     * against 1.155, 32 1.162 against 1.221. Not at 64 rows (QKV on cuBLASLt):
+     * 1.399 against 1.290 (its 4-warp CTAs, launched early, spread unevenly). */
+    const bool attn_pdl = tma_qkv && pdl_norm;
     const int split_qkv = tma_qkv ? cb->tma_split_qkv : 1;
     if (tma) {
         split_o = cb->tma_split_o;
@@ -708,10 +712,7 @@ static int forward(struct cuda_backend *cb, const struct step_layout *l, int t_r
         else if (!rope_done)
             CUDA_CHECK(folio_k_rope_kv_write(cb->qkv, kc, vc, cb->inv_freq, kb, cb->heads,
                                              cb->kv_heads, cb->head_dim, cb->pdl_step, s));
-        /* Attention is not launched with PDL on the TMA path: batch 64 took 1.367
-         * ms with it against 1.280, batch 32 1.241 against 1.224. */
-        if (attention(cb, l, &kb, num_tiles, kc, vc, cb->pdl_step || (pdl_norm && cb->attn_pdl),
-                      err, errlen) != 0)
+        if (attention(cb, l, &kb, num_tiles, kc, vc, cb->pdl_step || attn_pdl, err, errlen) != 0)
             return -1;
         if (tma)
             CUDA_CHECK(folio_k_gemm_tma(tma_xmap(cb, TMA_X_ATTN_OUT), tma_wmap(cb, li, TMA_O),
@@ -1311,8 +1312,6 @@ static int create(struct cuda_backend *cb, const struct folio_model *m,
     cb->pdl = !(pd && strcmp(pd, "0") == 0);
     const char *pn = getenv("FOLIO_PDL_NORM");
     cb->pdl_norm = !(pn && strcmp(pn, "0") == 0);
-    const char *ap = getenv("FOLIO_ATTN_PDL");
-    cb->attn_pdl = ap && strcmp(ap, "1") == 0;
     const char *tg = getenv("FOLIO_TMA_GEMM");
     cb->tma = !(tg && strcmp(tg, "0") == 0);
 
