@@ -21,7 +21,7 @@
  * 16 w + l / 4 + 8. Rows are tokens, columns weight rows (output features).
  *
  * Measured against cuBLASLt by bench/gemm_tma_bench.c; the backend runs O,
- * gate/up and down on it from 3 rows, and QKV up to 32 (cuda_backend.c says
+ * gate/up and down on it from 3 rows, and QKV up to 64 (cuda_backend.c says
  * why). */
 #include <cuda.h>
 #include <cudaTypedefs.h>

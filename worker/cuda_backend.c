@@ -483,9 +483,10 @@ enum { TMA_QKV, TMA_O, TMA_GATE_UP, TMA_DOWN, TMA_WEIGHTS };
 #define TMA_SLICES 4
 /* QKV has 40 tiles of 64 features: on the TMA GEMM in TMA_SLICES K slices it
  * made batch 8 1.073 ms against 1.091 on cuBLASLt, batch 16 1.148 against
- * 1.156, batch 32 1.219 against 1.228 (two calls alike), but batch 64 1.321
- * against 1.279 (unsplit: 1.497). */
-#define TMA_QKV_MAX_ROWS 32
+ * 1.156, batch 32 1.219 against 1.228 (two calls alike). At batch 64 it lost
+ * alone (1.321 against 1.279; unsplit 1.497) but won with attention launched
+ * with PDL after it (1.275 against 1.289). */
+#define TMA_QKV_MAX_ROWS 64
 enum { TMA_X_NORMED, TMA_X_ATTN_OUT, TMA_X_ACT, TMA_XS };
 
 static const struct folio_k_tmap *tma_wmap(const struct cuda_backend *cb, int li, int which)
@@ -658,8 +659,8 @@ static int forward(struct cuda_backend *cb, const struct step_layout *l, int t_r
     const bool tma_qkv = tma && t_rows <= TMA_QKV_MAX_ROWS;
     /* Attention after that RoPE kernel is launched with PDL too, and copies its
      * first K/V tiles while RoPE runs: batch 8 1.039 ms against 1.101, 16 1.107
-     * against 1.155, 32 1.162 against 1.221. Not at 64 rows (QKV on cuBLASLt):
-     * 1.399 against 1.290 (its 4-warp CTAs, launched early, spread unevenly). */
+     * against 1.155, 32 1.162 against 1.221. After RoPE behind cuBLASLt's QKV
+     * it lost: batch 64 1.399 against 1.290. */
     const bool attn_pdl = tma_qkv && pdl_norm;
     const int split_qkv = tma_qkv ? cb->tma_split_qkv : 1;
     if (tma) {

@@ -85,7 +85,7 @@ if [ "${FOLIO_SANITIZE_RUN:-1}" = 1 ] && command -v compute-sanitizer >/dev/null
   echo "== compute-sanitizer (fixture model, prefill + graph decode)"
   FOLIO_NUM_KV_BLOCKS=64 timeout ${FOLIO_SANITIZE_TIMEOUT:-120} compute-sanitizer --tool memcheck \
     --error-exitcode 9 "$B/decode_bench" /tmp/fx decode 4 40 4 >"$OUT/sanitizer.log" 2>&1
-  echo "memcheck (batch 4: TMA GEMM, QKV in K slices) exit $? ($(grep -c 'Invalid\|ERROR' "$OUT/sanitizer.log") error lines)"
+  echo "memcheck (batch 4: TMA GEMM, QKV in K slices, attention with PDL) exit $? ($(grep -c 'Invalid\|ERROR' "$OUT/sanitizer.log") error lines)"
   FOLIO_NUM_KV_BLOCKS=64 timeout ${FOLIO_SANITIZE_TIMEOUT:-120} compute-sanitizer --tool memcheck \
     --error-exitcode 9 "$B/decode_bench" /tmp/fx decode 1 40 4 >"$OUT/memcheck1.tmp" 2>&1
   echo "memcheck (batch 1: GEMV path, PDL) exit $? ($(grep -c 'Invalid\|ERROR' "$OUT/memcheck1.tmp") error lines)"
@@ -94,7 +94,7 @@ if [ "${FOLIO_SANITIZE_RUN:-1}" = 1 ] && command -v compute-sanitizer >/dev/null
   # Batch 40: the TMA + wgmma GEMM with QKV on cuBLASLt (17-64 rows).
   FOLIO_NUM_KV_BLOCKS=256 timeout ${FOLIO_SANITIZE_TIMEOUT:-120} compute-sanitizer --tool memcheck \
     --error-exitcode 9 "$B/decode_bench" /tmp/fx decode 40 40 4 >"$OUT/memcheck40.tmp" 2>&1
-  echo "memcheck (batch 40: TMA GEMM, QKV on cuBLASLt) exit $? ($(grep -c 'Invalid\|ERROR' "$OUT/memcheck40.tmp") error lines)"
+  echo "memcheck (batch 40: TMA GEMM, QKV in K slices, attention with PDL) exit $? ($(grep -c 'Invalid\|ERROR' "$OUT/memcheck40.tmp") error lines)"
   cat "$OUT/memcheck40.tmp" >>"$OUT/sanitizer.log"
   rm -f "$OUT/memcheck40.tmp"
   # Batch 2 (GEMV path), 4 (TMA GEMM, QKV summed by RoPE), 40 (TMA GEMM, QKV on cuBLASLt).
