@@ -20,9 +20,8 @@
  * columns 8 j + 2 (l % 4) and + 1; d[4 j + 2, 3] the same columns of row
  * 16 w + l / 4 + 8. Rows are tokens, columns weight rows (output features).
  *
- * Measured against cuBLASLt by bench/gemm_tma_bench.c; the backend runs O,
- * gate/up and down on it from 3 rows, and QKV up to 64 (cuda_backend.c says
- * why). */
+ * Measured against cuBLASLt by bench/gemm_tma_bench.c; the backend runs QKV,
+ * O, gate/up and down on it for steps of 3-64 rows (cuda_backend.c says why). */
 #include <cuda.h>
 #include <cudaTypedefs.h>
 

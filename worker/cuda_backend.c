@@ -173,19 +173,19 @@ struct cuda_backend {
     float *splitk_partials;
     /* The TMA + wgmma GEMM (folio_k_gemm_tma) for the projections of steps of
      * gemv_max_rows < m <= FOLIO_K_TMA_MAX_ROWS rows (FOLIO_TMA_GEMM=0:
-     * cuBLASLt, a yardstick): O, gate/up with SiLU*mul in its epilogue, down,
-     * and up to TMA_QKV_MAX_ROWS rows QKV. The tensor maps of each layer's four
-     * weights and of the activations they read (64 rows: rows past m are
-     * read, never written back; zero-filling them made TMA slower). O and down
-     * write TMA_SLICES f32 K slices for the next add_rmsnorm (2 slices made
-     * batch 64 1.430 ms against 1.357), QKV for the RoPE kernel. The path
-     * pays from 3 rows since the kernels after each TMA GEMM launch early
-     * (PDL): batch 8 1.073 ms against 1.130 on cuBLASLt, batch 4 1.064
+     * cuBLASLt, a yardstick): QKV, O, gate/up with SiLU*mul in its epilogue
+     * and down. The tensor maps of each layer's four weights and of the
+     * activations they read (64 rows: rows past m are read, never written
+     * back; zero-filling them made TMA slower). O and down write TMA_SLICES
+     * f32 K slices for the next add_rmsnorm (2 slices made batch 64 1.430 ms
+     * against 1.357, 8 slices 1.334 against 1.286), QKV for the RoPE kernel.
+     * The path pays from 3 rows since the kernels after each TMA GEMM launch
+     * early (PDL): batch 8 1.073 ms against 1.130 on cuBLASLt, batch 4 1.064
      * against 1.104 (bench/results/2026-11-30-cuda-round12.md). */
     bool tma;
     struct folio_k_tmap *tmaps; /* [layers][TMA_WEIGHTS], then [TMA_XS] */
     int tma_split_o, tma_split_down;
-    int tma_split_qkv; /* QKV's K slices on the TMA path (TMA_QKV_MAX_ROWS) */
+    int tma_split_qkv; /* QKV's K slices on the TMA path */
     /* Decode attention splits the keys until about this many warps per SM run:
      * FOLIO_ATTN_WARPS_PER_SM (default 4). */
     int attn_warps_per_sm;
@@ -481,12 +481,6 @@ static int splitk_slices(int forced, int m, int k)
 /* The TMA GEMM's tensor maps: the weights of layer li, and the activations. */
 enum { TMA_QKV, TMA_O, TMA_GATE_UP, TMA_DOWN, TMA_WEIGHTS };
 #define TMA_SLICES 4
-/* QKV has 40 tiles of 64 features: on the TMA GEMM in TMA_SLICES K slices it
- * made batch 8 1.073 ms against 1.091 on cuBLASLt, batch 16 1.148 against
- * 1.156, batch 32 1.219 against 1.228 (two calls alike). At batch 64 it lost
- * alone (1.321 against 1.279; unsplit 1.497) but won with attention launched
- * with PDL after it (1.275 against 1.289). */
-#define TMA_QKV_MAX_ROWS 64
 enum { TMA_X_NORMED, TMA_X_ATTN_OUT, TMA_X_ACT, TMA_XS };
 
 static const struct folio_k_tmap *tma_wmap(const struct cuda_backend *cb, int li, int which)
@@ -653,16 +647,15 @@ static int forward(struct cuda_backend *cb, const struct step_layout *l, int t_r
      * each add_rmsnorm after one then reads its norm weight meanwhile (batch
      * 64: 1.281 ms against 1.328 without, 1.360 before either). */
     const bool pdl_norm = tma && cb->pdl && cb->pdl_norm;
-    /* Up to TMA_QKV_MAX_ROWS rows QKV runs on the TMA GEMM too, in K slices
-     * that the RoPE kernel sums; RoPE then follows a kernel that lets it
-     * launch early. */
-    const bool tma_qkv = tma && t_rows <= TMA_QKV_MAX_ROWS;
-    /* Attention after that RoPE kernel is launched with PDL too, and copies its
-     * first K/V tiles while RoPE runs: batch 8 1.039 ms against 1.101, 16 1.107
-     * against 1.155, 32 1.162 against 1.221. After RoPE behind cuBLASLt's QKV
-     * it lost: batch 64 1.399 against 1.290. */
-    const bool attn_pdl = tma_qkv && pdl_norm;
-    const int split_qkv = tma_qkv ? cb->tma_split_qkv : 1;
+    /* QKV runs on the TMA GEMM too, in K slices that the RoPE kernel sums, so
+     * RoPE follows a kernel that lets it launch early; so does attention after
+     * RoPE, which copies its first K/V tiles while RoPE runs. On the H200, QKV
+     * there made batch 8 1.073 ms against 1.091 on cuBLASLt; attention's PDL
+     * then batch 8 1.039 against 1.101, batch 32 1.162 against 1.221. At 64
+     * rows each lost alone (1.321 against 1.279; 1.399 against 1.290) and won
+     * together (1.273 against 1.287). */
+    const bool attn_pdl = pdl_norm;
+    const int split_qkv = tma ? cb->tma_split_qkv : 1;
     if (tma) {
         split_o = cb->tma_split_o;
         split_down = cb->tma_split_down;
@@ -696,7 +689,7 @@ static int forward(struct cuda_backend *cb, const struct step_layout *l, int t_r
         } else {
             CUDA_CHECK(add_rmsnorm(cb, cb->normed, cur, pending_add, L->attn_norm, NULL, t_rows,
                                    t_rows, pdl_norm && li > 0));
-            if (tma_qkv) {
+            if (tma) {
                 CUDA_CHECK(
                     folio_k_gemm_tma(tma_xmap(cb, TMA_X_NORMED), tma_wmap(cb, li, TMA_QKV),
                                      split_qkv > 1 ? (void *)cb->splitk_partials : (void *)cb->qkv,
