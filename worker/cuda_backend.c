@@ -158,8 +158,9 @@ struct cuda_backend {
     /* Programmatic dependent launch for the kernels that support it (FOLIO_PDL=0: off). */
     int pdl;
     bool pdl_step; /* this step's kernels use it (set by forward) */
-    /* On the TMA path, the add_rmsnorm after each TMA GEMM (which lets its
-     * dependents launch early) is launched with PDL (FOLIO_PDL_NORM=0: not). */
+    /* On the TMA path, the kernels after each TMA GEMM (which lets its
+     * dependents launch early) are launched with PDL: add_rmsnorm, RoPE and
+     * attention (FOLIO_PDL_NORM=0: not). */
     bool pdl_norm;
     int gemv_split_k; /* FOLIO_GEMV_SPLITK (1, 2, 4, 8; default 0: from k) */
     int gemv_persist; /* FOLIO_GEMV_PERSIST=0: one GEMV CTA per column group (a yardstick) */
@@ -643,18 +644,18 @@ static int forward(struct cuda_backend *cb, const struct step_layout *l, int t_r
     int split_o = fuse_norm ? 1 : splitk_slices(cb->splitk_o, t_rows, qd);
     int split_down = fuse_norm ? 1 : splitk_slices(cb->splitk_down, t_rows, cb->inter);
     const bool tma = use_tma(cb, t_rows);
-    /* The TMA GEMM lets the next kernel launch once its weight copies are out:
-     * each add_rmsnorm after one then reads its norm weight meanwhile (batch
-     * 64: 1.281 ms against 1.328 without, 1.360 before either). */
-    const bool pdl_norm = tma && cb->pdl && cb->pdl_norm;
-    /* QKV runs on the TMA GEMM too, in K slices that the RoPE kernel sums, so
-     * RoPE follows a kernel that lets it launch early; so does attention after
-     * RoPE, which copies its first K/V tiles while RoPE runs. On the H200, QKV
-     * there made batch 8 1.073 ms against 1.091 on cuBLASLt; attention's PDL
-     * then batch 8 1.039 against 1.101, batch 32 1.162 against 1.221. At 64
-     * rows each lost alone (1.321 against 1.279; 1.399 against 1.290) and won
-     * together (1.273 against 1.287). */
-    const bool attn_pdl = pdl_norm;
+    /* The TMA GEMM lets the next kernel launch once its weight copies are out,
+     * so on the TMA path the kernels after one are launched with PDL (pdl_tma):
+     * each add_rmsnorm reads its norm weight meanwhile (batch 64: 1.281 ms
+     * against 1.328 without, 1.360 before either). QKV runs on the TMA GEMM
+     * too, in K slices that the RoPE kernel sums, so RoPE follows a kernel that
+     * lets it launch early; so does attention after RoPE, which copies its
+     * first K/V tiles while RoPE runs. On the H200, QKV there made batch 8
+     * 1.073 ms against 1.091 on cuBLASLt; attention's PDL then batch 8 1.039
+     * against 1.101, batch 32 1.162 against 1.221. At 64 rows each lost alone
+     * (1.321 against 1.279; 1.399 against 1.290) and won together (1.273
+     * against 1.287). */
+    const bool pdl_tma = tma && cb->pdl && cb->pdl_norm;
     const int split_qkv = tma ? cb->tma_split_qkv : 1;
     if (tma) {
         split_o = cb->tma_split_o;
@@ -688,7 +689,7 @@ static int forward(struct cuda_backend *cb, const struct step_layout *l, int t_r
                 cur = next;
         } else {
             CUDA_CHECK(add_rmsnorm(cb, cb->normed, cur, pending_add, L->attn_norm, NULL, t_rows,
-                                   t_rows, pdl_norm && li > 0));
+                                   t_rows, pdl_tma && li > 0));
             if (tma) {
                 CUDA_CHECK(
                     folio_k_gemm_tma(tma_xmap(cb, TMA_X_NORMED), tma_wmap(cb, li, TMA_QKV),
@@ -702,11 +703,11 @@ static int forward(struct cuda_backend *cb, const struct step_layout *l, int t_r
         if (!rope_done && split_qkv > 1)
             CUDA_CHECK(folio_k_rope_kv_write_partials(cb->qkv, cb->splitk_partials, split_qkv, kc,
                                                       vc, cb->inv_freq, kb, cb->heads, cb->kv_heads,
-                                                      cb->head_dim, pdl_norm, s));
+                                                      cb->head_dim, pdl_tma, s));
         else if (!rope_done)
             CUDA_CHECK(folio_k_rope_kv_write(cb->qkv, kc, vc, cb->inv_freq, kb, cb->heads,
                                              cb->kv_heads, cb->head_dim, cb->pdl_step, s));
-        if (attention(cb, l, &kb, num_tiles, kc, vc, cb->pdl_step || attn_pdl, err, errlen) != 0)
+        if (attention(cb, l, &kb, num_tiles, kc, vc, cb->pdl_step || pdl_tma, err, errlen) != 0)
             return -1;
         if (tma)
             CUDA_CHECK(folio_k_gemm_tma(tma_xmap(cb, TMA_X_ATTN_OUT), tma_wmap(cb, li, TMA_O),
@@ -720,7 +721,7 @@ static int forward(struct cuda_backend *cb, const struct step_layout *l, int t_r
             cur = next;
         } else {
             CUDA_CHECK(add_rmsnorm(cb, cb->normed, cur, split_o, L->mlp_norm, NULL, t_rows, t_rows,
-                                   pdl_norm));
+                                   pdl_tma));
             if (tma) { /* SiLU*mul in the GEMM's epilogue */
                 CUDA_CHECK(folio_k_gemm_tma(tma_xmap(cb, TMA_X_NORMED),
                                             tma_wmap(cb, li, TMA_GATE_UP), cb->act, t_rows,
@@ -748,7 +749,7 @@ static int forward(struct cuda_backend *cb, const struct step_layout *l, int t_r
                         cb->lm_head, n_sample, cb->vocab, cb->hidden, true, false));
     } else {
         CUDA_CHECK(add_rmsnorm(cb, cb->final_h, cur, pending_add, cb->final_norm, sample_rows,
-                               n_sample, t_rows, pdl_norm));
+                               n_sample, t_rows, pdl_tma));
         if (gemm(cb, cb->final_h, cb->lm_head, cb->d_logits, n_sample, cb->vocab, cb->hidden, true,
                  err, errlen) != 0)
             return -1;
