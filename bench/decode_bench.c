@@ -405,9 +405,14 @@ int main(int argc, char **argv)
         folio_model_close(b.model);
         return rc ? 1 : 0;
     }
-    int max_seqs = !strcmp(mode, "decode") ? a : 1;
+    /* Decode: room for the batch's graph bucket (the next power of two), so
+     * that every batch size replays a graph as it does in the server; sized to
+     * the batch alone, 40 or 48 sequences ran eagerly. */
+    int max_seqs = 8;
+    while (!strcmp(mode, "decode") && max_seqs < a)
+        max_seqs *= 2;
     struct folio_backend_options opt = {
-        .max_seqs = max_seqs < 8 ? 8 : max_seqs,
+        .max_seqs = max_seqs,
         .max_num_tokens = !strcmp(mode, "prefill") ? a : 4096,
         .gpu_memory_utilization = 0.5f,
     };

@@ -193,17 +193,17 @@ decode_tile(const folio_bf16_bits *ks, const folio_bf16_bits *vs,
     }
 }
 
-/* Copies the K and V rows of one key into row `row` of a tile's stages (the
- * row attention_load_tile was told to skip), by the warp's lanes. */
+/* Copies the K and V rows of one key (in cache block `block`) into row `row`
+ * of a tile's stages (the row attention_load_blocks was told to skip), by the
+ * warp's lanes. */
 template <int D>
 __device__ __forceinline__ void load_key_row(folio_bf16_bits *ks, folio_bf16_bits *vs,
-                                             const decode_args &a, const int32_t *table, int kvh,
-                                             int row, int key, int lane)
+                                             const decode_args &a, int32_t block, int kvh, int row,
+                                             int key, int lane)
 {
     constexpr int LD = tile_pitch<D>::value, CHUNKS = D / 8;
-    const int64_t off =
-        ((int64_t)table[key / FOLIO_K_BLOCK] * a.num_kv_heads + kvh) * (FOLIO_K_BLOCK * D) +
-        (int64_t)(key % FOLIO_K_BLOCK) * D;
+    const int64_t off = ((int64_t)block * a.num_kv_heads + kvh) * (FOLIO_K_BLOCK * D) +
+                        (int64_t)(key % FOLIO_K_BLOCK) * D;
     for (int c = lane; c < 2 * CHUNKS; c += 32) {
         const bool v = c >= CHUNKS;
         const int cc = v ? c - CHUNKS : c;
@@ -247,19 +247,45 @@ __global__ void __launch_bounds__(NW * 32) attention_decode_kernel(decode_args a
          * the row of key pos, copied after the wait. */
         folio_bf16_bits *stage0 = smem_kv + (size_t)warp * ST * 2 * KT * LD;
         const int mine = t_end > t_begin + warp ? (t_end - t_begin - warp + NW - 1) / NW : 0;
+        /* The cache blocks of the warp's tiles, read from the block table a
+         * chunk of TPC tiles at a time, one block per lane (lane i: block
+         * i % BPT of tile i / BPT of the chunk); the next chunk's half way
+         * through this one. So no tile's copies wait on a table read, and the
+         * row of key pos goes out right after the wait. */
+        constexpr int BPT = KT / FOLIO_K_BLOCK, TPC = 32 / BPT;
+        auto table_chunk = [&](int c) -> int32_t {
+            const int j = c * TPC + lane / BPT;
+            const int key = (t_begin + warp + j * NW) * KT + (lane % BPT) * FOLIO_K_BLOCK;
+            return j < mine && key < n_keys ? table[key / FOLIO_K_BLOCK] : 0;
+        };
+        int32_t blk = table_chunk(0), blk_next = 0;
         auto load = [&](int j, int skip) {
+            const int c = j / TPC, r = j % TPC;
+            if (r == 0 && c > 0)
+                blk = blk_next;
+            if (r == TPC / 2 && (c + 1) * TPC < mine)
+                blk_next = table_chunk(c + 1);
+            int32_t blocks[BPT];
+#pragma unroll
+            for (int b = 0; b < BPT; b++)
+                blocks[b] = __shfl_sync(0xffffffffu, blk, r * BPT + b);
             folio_bf16_bits *ks = stage0 + (size_t)(j % ST) * 2 * KT * LD;
-            attention_load_tile<D, KT>(ks, ks + KT * LD, a.k_cache, a.v_cache, table, kvh,
-                                       a.num_kv_heads, (t_begin + warp + j * NW) * KT, n_keys, lane,
-                                       32, skip);
+            attention_load_blocks<D, KT>(ks, ks + KT * LD, a.k_cache, a.v_cache, blocks, kvh,
+                                         a.num_kv_heads, (t_begin + warp + j * NW) * KT, n_keys,
+                                         lane, 32, skip);
         };
         static_assert(ST == 2, "one tile goes out before the wait, in the group it completes");
         const int first_key = (t_begin + warp) * KT;
         if (mine > 0)
             load(0, pos);
+        /* pos's block, from the lane holding it (pos is past this warp's
+         * first tile unless that tile holds it) */
+        const int32_t pos_block = __shfl_sync(
+            0xffffffffu, blk, min(max(pos / FOLIO_K_BLOCK - first_key / FOLIO_K_BLOCK, 0), 31));
         pdl_wait();
         if (mine > 0 && first_key + KT > pos)
-            load_key_row<D>(stage0, stage0 + KT * LD, a, table, kvh, pos - first_key, pos, lane);
+            load_key_row<D>(stage0, stage0 + KT * LD, a, pos_block, kvh, pos - first_key, pos,
+                            lane);
         cp_async_commit();
 
         /* This lane's B-operand column is head kvh * group + 8 nq + g. A head

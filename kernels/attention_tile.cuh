@@ -149,17 +149,18 @@ attention_tile(const folio_bf16_bits *ks, const folio_bf16_bits *vs,
 /* Issues the cp.async copies of keys kbase .. kbase + KT - 1 of one KV head
  * into ks/vs, threads first .. first + count - 1 of the caller sharing the
  * work; keys at or past k_end are zero-filled. kbase is a multiple of KT and
- * KT of the cache block, so the tile is whole blocks: one block-table read
- * per block, then its rows lie at fixed offsets (reading the table and
- * redoing the 64-bit address for every 16-byte chunk made this loop half of
- * the decode kernel's instructions). The row of key `skip` (if any) is left
- * alone: the decode kernel copies it later, once the kernel that writes it
- * is done. */
+ * KT of the cache block, so the tile is whole blocks, whose ids the caller
+ * passes (blocks[b]: the cache block of keys kbase + b * BK ..; unused for a
+ * block at or past k_end): its rows then lie at fixed offsets (redoing the
+ * 64-bit address for every 16-byte chunk made this loop half of the decode
+ * kernel's instructions). The row of key `skip` (if any) is left alone: the
+ * decode kernel copies it later, once the kernel that writes it is done. */
 template <int D, int KT>
 __device__ __forceinline__ void
-attention_load_tile(folio_bf16_bits *ks, folio_bf16_bits *vs, const folio_bf16_bits *k_cache,
-                    const folio_bf16_bits *v_cache, const int32_t *table, int kvh, int num_kv_heads,
-                    int kbase, int k_end, int thread, int count, int skip = -1)
+attention_load_blocks(folio_bf16_bits *ks, folio_bf16_bits *vs, const folio_bf16_bits *k_cache,
+                      const folio_bf16_bits *v_cache, const int32_t (&blocks)[KT / FOLIO_K_BLOCK],
+                      int kvh, int num_kv_heads, int kbase, int k_end, int thread, int count,
+                      int skip = -1)
 {
     constexpr int LD = tile_pitch<D>::value;
     constexpr int CHUNKS = D / 8; /* 16-byte chunks per K/V row */
@@ -171,7 +172,7 @@ attention_load_tile(folio_bf16_bits *ks, folio_bf16_bits *vs, const folio_bf16_b
         const int first = kbase + b * BK;
         const folio_bf16_bits *kb = k_cache, *vb = v_cache;
         if (first < k_end) {
-            int64_t off = ((int64_t)table[first / BK] * num_kv_heads + kvh) * (BK * D);
+            int64_t off = ((int64_t)blocks[b] * num_kv_heads + kvh) * (BK * D);
             kb += off;
             vb += off;
         }
@@ -189,6 +190,22 @@ attention_load_tile(folio_bf16_bits *ks, folio_bf16_bits *vs, const folio_bf16_b
             cp_async_16(vs + dst, live ? vb + src : v_cache, live ? 16 : 0);
         }
     }
+}
+
+/* attention_load_blocks with the block ids read from the sequence's block table. */
+template <int D, int KT>
+__device__ __forceinline__ void
+attention_load_tile(folio_bf16_bits *ks, folio_bf16_bits *vs, const folio_bf16_bits *k_cache,
+                    const folio_bf16_bits *v_cache, const int32_t *table, int kvh, int num_kv_heads,
+                    int kbase, int k_end, int thread, int count)
+{
+    constexpr int BK = FOLIO_K_BLOCK;
+    int32_t blocks[KT / BK];
+#pragma unroll
+    for (int b = 0; b < KT / BK; b++)
+        blocks[b] = kbase + b * BK < k_end ? table[(kbase + b * BK) / BK] : 0;
+    attention_load_blocks<D, KT>(ks, vs, k_cache, v_cache, blocks, kvh, num_kv_heads, kbase, k_end,
+                                 thread, count);
 }
 
 #endif

@@ -91,14 +91,14 @@ if [ "${FOLIO_SANITIZE_RUN:-1}" = 1 ] && command -v compute-sanitizer >/dev/null
   echo "memcheck (batch 1: GEMV path, PDL) exit $? ($(grep -c 'Invalid\|ERROR' "$OUT/memcheck1.tmp") error lines)"
   cat "$OUT/memcheck1.tmp" >>"$OUT/sanitizer.log"
   rm -f "$OUT/memcheck1.tmp"
-  # Batch 40 (eager: decode_bench sizes the backend to the batch, below its graph bucket of 64):
+  # Batch 40 (a graph of bucket 64: decode_bench sizes the backend for it):
   # the TMA + wgmma GEMM with QKV in K slices and attention launched with PDL (3-64 rows).
   FOLIO_NUM_KV_BLOCKS=256 timeout ${FOLIO_SANITIZE_TIMEOUT:-120} compute-sanitizer --tool memcheck \
     --error-exitcode 9 "$B/decode_bench" /tmp/fx decode 40 40 4 >"$OUT/memcheck40.tmp" 2>&1
   echo "memcheck (batch 40: TMA GEMM, QKV in K slices, attention with PDL) exit $? ($(grep -c 'Invalid\|ERROR' "$OUT/memcheck40.tmp") error lines)"
   cat "$OUT/memcheck40.tmp" >>"$OUT/sanitizer.log"
   rm -f "$OUT/memcheck40.tmp"
-  # Batch 2 (GEMV path), 4 and 40 (TMA GEMM, QKV summed by RoPE; 40 rows eager).
+  # Batch 2 (GEMV path), 4 and 40 (TMA GEMM, QKV summed by RoPE).
   for rb in 2 4 40; do
     FOLIO_NUM_KV_BLOCKS=256 timeout ${FOLIO_SANITIZE_TIMEOUT:-120} compute-sanitizer --tool racecheck \
       --error-exitcode 9 "$B/decode_bench" /tmp/fx decode $rb 40 2 >"$OUT/racecheck.tmp" 2>&1
