@@ -38,9 +38,12 @@
  * stages per warp. */
 #include "attention_tile.cuh"
 
-#define KT 32         /* keys per tile */
-#define ST 2          /* cp.async stages per warp */
-#define MAX_SPLITS 32 /* splits a CTA of the last-CTA merge can take */
+#define KT 32 /* keys per tile */
+#ifndef FOLIO_ATTN_STAGES
+#define FOLIO_ATTN_STAGES 2
+#endif
+#define ST FOLIO_ATTN_STAGES /* cp.async stages per warp */
+#define MAX_SPLITS 32        /* splits a CTA of the last-CTA merge can take */
 #define SMEM_LIMIT (227 * 1024)
 
 template <int D, int NW> constexpr size_t decode_smem_bytes()
@@ -241,10 +244,10 @@ __global__ void __launch_bounds__(NW * 32) attention_decode_kernel(decode_args a
         const int32_t *table = a.b.block_tables + (int64_t)a.b.token_seq[t] * a.b.block_stride;
 
         /* This warp's tiles: t_begin + warp, + NW, ... below t_end, through ST
-         * stages. The first one's copies go out before the wait for the
-         * previous kernel (programmatic dependent launch: the QKV GEMV or
-         * RoPE, which write q and this token's key and value at pos), all but
-         * the row of key pos, copied after the wait. */
+         * stages. The first ST go out before the wait for the previous kernel
+         * (programmatic dependent launch: the QKV GEMV or RoPE, which write q
+         * and this token's key and value at pos), all but the row of key pos,
+         * copied after the wait. */
         folio_bf16_bits *stage0 = smem_kv + (size_t)warp * ST * 2 * KT * LD;
         const int mine = t_end > t_begin + warp ? (t_end - t_begin - warp + NW - 1) / NW : 0;
         /* The cache blocks of the warp's tiles, read from the block table a
@@ -274,18 +277,31 @@ __global__ void __launch_bounds__(NW * 32) attention_decode_kernel(decode_args a
                                          a.num_kv_heads, (t_begin + warp + j * NW) * KT, n_keys,
                                          lane, 32, skip);
         };
-        static_assert(ST == 2, "one tile goes out before the wait, in the group it completes");
-        const int first_key = (t_begin + warp) * KT;
-        if (mine > 0)
-            load(0, pos);
-        /* pos's block, from the lane holding it (pos is past this warp's
-         * first tile unless that tile holds it) */
-        const int32_t pos_block = __shfl_sync(
-            0xffffffffu, blk, min(max(pos / FOLIO_K_BLOCK - first_key / FOLIO_K_BLOCK, 0), 31));
+        static_assert(ST <= TPC / 2, "the first ST tiles' blocks are in the first chunk");
+        /* Groups: tiles 0 .. ST - 1 (one each, empty past mine) before the
+         * wait, all but the row of key pos; then that row, if one of them
+         * holds it; then tile j + ST once tile j is used. */
+#pragma unroll
+        for (int j = 0; j < ST; j++) {
+            if (j < mine)
+                load(j, pos);
+            cp_async_commit();
+        }
+        int pos_j = -1; /* which of the first ST tiles holds key pos */
+#pragma unroll
+        for (int j = 0; j < ST; j++) {
+            const int kb = (t_begin + warp + j * NW) * KT;
+            if (j < mine && kb <= pos && pos < kb + KT)
+                pos_j = j;
+        }
+        const int32_t pos_block =
+            __shfl_sync(0xffffffffu, blk, max(pos_j, 0) * BPT + (pos % KT) / FOLIO_K_BLOCK);
         pdl_wait();
-        if (mine > 0 && first_key + KT > pos)
-            load_key_row<D>(stage0, stage0 + KT * LD, a, pos_block, kvh, pos - first_key, pos,
-                            lane);
+        if (pos_j >= 0) {
+            folio_bf16_bits *ks = stage0 + (size_t)pos_j * 2 * KT * LD;
+            load_key_row<D>(ks, ks + KT * LD, a, pos_block, kvh,
+                            pos - (t_begin + warp + pos_j * NW) * KT, pos, lane);
+        }
         cp_async_commit();
 
         /* This lane's B-operand column is head kvh * group + 8 nq + g. A head
@@ -315,15 +331,24 @@ __global__ void __launch_bounds__(NW * 32) attention_decode_kernel(decode_args a
         }
         const float scale_log2 = attention_scale_log2<D>();
         for (int j = 0; j < mine; j++) {
-            if (j + ST - 1 < mine) /* into the stage tile j - 1 left */
-                load(j + ST - 1, -1);
-            cp_async_commit();
-            cp_async_wait<ST - 1>(); /* tile j's group is complete */
+            /* Tile j's group is complete: ST groups came after it for j < ST
+             * (the later first tiles and the pos row), ST - 1 after that (the
+             * tiles loaded since); the last tile waits for everything (the
+             * pos row's group included). */
+            if (j == mine - 1)
+                cp_async_wait<0>();
+            else if (j < ST)
+                cp_async_wait<ST>();
+            else
+                cp_async_wait<ST - 1>();
             __syncwarp();
             folio_bf16_bits *ks = stage0 + (size_t)(j % ST) * 2 * KT * LD;
             const int kbase = (t_begin + warp + j * NW) * KT;
             decode_tile<D, NQ>(ks, ks + KT * LD, qb, o, m, l, kbase, n_keys, scale_log2);
-            __syncwarp(); /* this stage is free for the load ST - 1 tiles ahead */
+            __syncwarp(); /* this stage is free for tile j + ST */
+            if (j + ST < mine)
+                load(j + ST, -1);
+            cp_async_commit();
         }
 #pragma unroll
         for (int nq = 0; nq < NQ; nq++)
