@@ -3,9 +3,9 @@
  *
  * Grid: tokens x KV heads x splits; a CTA serves the group's query heads of
  * one token (GQA: every K/V load serves all of them). The keys are cut into
- * tiles of 32 (attention_load_tile); split s takes a run of tiles of its
+ * tiles of 32 (attention_load_blocks); split s takes a run of tiles of its
  * sequence and its NW warps take every NW-th tile of that run, each warp with
- * its own two cp.async stages (folio_k_attention_decode_plan picks the shape:
+ * its own cp.async stages (decode_stages; folio_k_attention_decode_plan picks the shape:
  * 4-warp CTAs while they all fit on the chip at once, one-warp CTAs past
  * that, which keep the most loads in flight per SM). The warps merge their
  * (max, sum, output) through shared memory. When only one split has keys, it
@@ -17,12 +17,15 @@
  * measured faster). Splits past the keys return at once.
  *
  * Launched with programmatic dependent launch (steps of 1-2 rows after the
- * QKV GEMV, and of 3-64 rows after RoPE), a CTA reads the step's metadata and
- * copies its warps' first tiles before it waits for the kernel before: only q
+ * QKV GEMV, and of 3-64 rows after RoPE), a CTA reads the step's metadata
+ * (the block ids of all its warps' tiles included) and copies its warps'
+ * first tiles, one per stage, before it waits for the kernel before: only q
  * and the new key and value (row pos) come from that kernel, and they are
  * read after the wait. On the H200 the batch-1 step took 0.836 ms against
  * 0.866, batch 2 1.019 against 1.060; batch 8 1.039 against 1.101 (that
- * launched without PDL).
+ * launched without PDL). Reading the block ids up front, rather than before
+ * each tile's copies, made batch 1 0.820 ms against 0.835 and batch 256
+ * 2.416 against 2.439 (bench/results/2026-11-30-cuda-round14.md).
  *
  * The products are transposed (decode_tile): the keys are the MMA's 16 rows
  * and the group's heads its 8 columns, so a group of 8 fills the MMA. With the
@@ -38,17 +41,24 @@
  * stages per warp. */
 #include "attention_tile.cuh"
 
-#define KT 32 /* keys per tile */
-#ifndef FOLIO_ATTN_STAGES
-#define FOLIO_ATTN_STAGES 2
-#endif
-#define ST FOLIO_ATTN_STAGES /* cp.async stages per warp */
-#define MAX_SPLITS 32        /* splits a CTA of the last-CTA merge can take */
+#define KT 32         /* keys per tile */
+#define MAX_SPLITS 32 /* splits a CTA of the last-CTA merge can take */
 #define SMEM_LIMIT (227 * 1024)
+
+/* cp.async stages per warp, each a K/V tile, all issued before the PDL wait:
+ * three in 4-warp CTAs, two in one-warp CTAs. On the H200 three made the
+ * 4-warp steps faster (b8 1.015 ms against 1.030, b64 1.249 against 1.274)
+ * and the one-warp ones slower (b1 0.837 against 0.823, b256 2.425 against
+ * 2.411; bench/results/2026-11-30-cuda-round14.md). */
+template <int NW> __host__ __device__ constexpr int decode_stages()
+{
+    return NW == 1 ? 2 : 3;
+}
 
 template <int D, int NW> constexpr size_t decode_smem_bytes()
 {
-    constexpr size_t stages = sizeof(folio_bf16_bits) * NW * ST * 2 * KT * tile_pitch<D>::value;
+    constexpr size_t stages =
+        sizeof(folio_bf16_bits) * NW * decode_stages<NW>() * 2 * KT * tile_pitch<D>::value;
     constexpr size_t merge = sizeof(float) * NW * 16 * (D + 2);
     return stages > merge ? stages : merge;
 }
@@ -220,6 +230,7 @@ __global__ void __launch_bounds__(NW * 32) attention_decode_kernel(decode_args a
 {
     constexpr int LD = tile_pitch<D>::value;
     constexpr int KS = D / 16; /* k-steps over head dims, m-tiles of output dims */
+    constexpr int ST = decode_stages<NW>();
     extern __shared__ __align__(16) folio_bf16_bits smem_kv[];
     __shared__ int is_last;
 
