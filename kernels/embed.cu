@@ -6,6 +6,9 @@ __global__ void embed_kernel(folio_bf16_bits *out, const folio_bf16_bits *embed,
                              const int32_t *token_ids, const int32_t *token_slot,
                              const int32_t *last_sampled, int hidden, int vocab)
 {
+    /* The step's first kernel: the penalty update after it may start at once
+     * (it waits for this one to finish before it does). */
+    pdl_trigger();
     int t = blockIdx.x;
     int id = token_ids[t];
     if (id < 0)
@@ -25,7 +28,7 @@ extern "C" cudaError_t folio_k_embed(folio_bf16_bits *out, const folio_bf16_bits
 {
     if (num_tokens <= 0)
         return cudaSuccess;
-    embed_kernel<<<num_tokens, 128, 0, s>>>(out, embed, token_ids, token_slot, last_sampled,
-                                            hidden, vocab);
+    embed_kernel<<<num_tokens, 128, 0, s>>>(out, embed, token_ids, token_slot, last_sampled, hidden,
+                                            vocab);
     return cudaGetLastError();
 }

@@ -267,11 +267,13 @@ struct folio_k_penalty_seq {
  * non-final prefill chunk of a recompute cannot tell prompt from output).
  * Other sampling steps add their tokens to the state. Launch it before
  * folio_k_sample, which overwrites last_sampled. rebuild: [max_seqs] ints,
- * zero at first. */
+ * zero at first. pdl: launched with programmatic dependent launch right after
+ * folio_k_embed (its CTAs wait for the gather before they exit, so the kernel
+ * after this one may wait on this one alone). */
 cudaError_t folio_k_penalty_update(uint32_t *state, int32_t *history, int32_t *rebuild,
                                    const struct folio_k_penalty_seq *seqs, int num_seqs,
                                    const int32_t *token_ids, const int32_t *last_sampled, int vocab,
-                                   int max_ctx, cudaStream_t s);
+                                   int max_ctx, int pdl, cudaStream_t s);
 
 /* One CTA per row of logits [rows, vocab] (f32). Writes token, logprob of the
  * token under the raw distribution, the top num_logprobs (ids, logprobs; -1 /
@@ -280,12 +282,14 @@ cudaError_t folio_k_penalty_update(uint32_t *state, int32_t *history, int32_t *r
  * A row with penalties first has them applied, as worker/sampler.c does, from
  * pen_state[slot * vocab ..] (kept by folio_k_penalty_update): a seen token's
  * logit l becomes l / rep (l > 0) or l * rep, then l - (count * freq + pres)
- * where count > 0. */
+ * where count > 0. pdl: launched with programmatic dependent launch (after a
+ * kernel that lets it start early, such as the LM head GEMV); the logits are
+ * read after the wait. */
 cudaError_t folio_k_sample(const float *logits, int rows, int vocab,
                            const struct folio_k_sample_params *params, int32_t *out_tokens,
                            float *out_logprobs, int32_t *out_top_ids, float *out_top_logprobs,
                            int max_logprobs, int32_t *last_sampled, const uint32_t *pen_state,
-                           cudaStream_t s);
+                           int pdl, cudaStream_t s);
 
 #ifdef __cplusplus
 }

@@ -22,6 +22,13 @@ __global__ void __launch_bounds__(PENALTY_THREADS)
                           const struct folio_k_penalty_seq *seqs, const int32_t *token_ids,
                           const int32_t *last_sampled, int vocab, int max_ctx)
 {
+    /* Launched with PDL, the kernels run alongside the embedding gather before
+     * them, and the first layer's kernel after them starts (and issues its
+     * weight loads) at once. That kernel's wait then covers this kernel only,
+     * so every CTA here waits for the gather before it exits, although it
+     * reads nothing the gather writes. */
+    pdl_trigger();
+    pdl_wait();
     struct folio_k_penalty_seq q = seqs[blockIdx.x];
     if (!(q.flags & FOLIO_K_PEN_TRACK) || q.num_new <= 0 || q.slot < 0 || q.context_len > max_ctx ||
         q.num_new > q.context_len)
@@ -69,11 +76,12 @@ __global__ void __launch_bounds__(PENALTY_THREADS)
 extern "C" cudaError_t folio_k_penalty_update(uint32_t *state, int32_t *history, int32_t *rebuild,
                                               const struct folio_k_penalty_seq *seqs, int num_seqs,
                                               const int32_t *token_ids, const int32_t *last_sampled,
-                                              int vocab, int max_ctx, cudaStream_t s)
+                                              int vocab, int max_ctx, int pdl, cudaStream_t s)
 {
     if (num_seqs <= 0)
         return cudaSuccess;
-    penalty_update_kernel<<<num_seqs, PENALTY_THREADS, 0, s>>>(
-        state, history, rebuild, seqs, token_ids, last_sampled, vocab, max_ctx);
-    return cudaGetLastError();
+    cudaError_t e =
+        launch_pdl(penalty_update_kernel, dim3(num_seqs), dim3(PENALTY_THREADS), 0, s, pdl != 0,
+                   state, history, rebuild, seqs, token_ids, last_sampled, vocab, max_ctx);
+    return e != cudaSuccess ? e : cudaGetLastError();
 }

@@ -271,6 +271,7 @@ __global__ void __launch_bounds__(SAMPLE_THREADS)
      * they do not hold registers beside the cached row. */
     if (params[r].slot < 0)
         return;
+    pdl_wait(); /* the logits (the LM head GEMV's) */
     int num_logprobs = params[r].num_logprobs;
     const float *row = logits + (int64_t)r * vocab;
     const work_row raw = {row, NULL, 1.0f, 0.0f, 0.0f};
@@ -382,12 +383,12 @@ extern "C" cudaError_t folio_k_sample(const float *logits, int rows, int vocab,
                                       int32_t *out_tokens, float *out_logprobs,
                                       int32_t *out_top_ids, float *out_top_logprobs,
                                       int max_logprobs, int32_t *last_sampled,
-                                      const uint32_t *pen_state, cudaStream_t s)
+                                      const uint32_t *pen_state, int pdl, cudaStream_t s)
 {
     if (rows <= 0)
         return cudaSuccess;
-    sample_kernel<<<rows, SAMPLE_THREADS, 0, s>>>(logits, vocab, params, out_tokens, out_logprobs,
-                                                  out_top_ids, out_top_logprobs, max_logprobs,
-                                                  last_sampled, pen_state);
-    return cudaGetLastError();
+    cudaError_t e = launch_pdl(sample_kernel, dim3(rows), dim3(SAMPLE_THREADS), 0, s, pdl != 0,
+                               logits, vocab, params, out_tokens, out_logprobs, out_top_ids,
+                               out_top_logprobs, max_logprobs, last_sampled, pen_state);
+    return e != cudaSuccess ? e : cudaGetLastError();
 }

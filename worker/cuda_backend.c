@@ -629,7 +629,7 @@ static int forward(struct cuda_backend *cb, const struct step_layout *l, int t_r
     CUDA_CHECK(folio_k_penalty_update(
         cb->d_pen_state, cb->d_pen_history, cb->d_pen_rebuild,
         (const struct folio_k_penalty_seq *)(cb->d_meta + l->pen_seqs), s_rows, token_ids,
-        cb->d_last_sampled, cb->vocab, cb->pen_max_ctx, s));
+        cb->d_last_sampled, cb->vocab, cb->pen_max_ctx, cb->pdl, s));
     /* Small batches take each RMSNorm into the GEMV that reads it; the residual
      * then moves between res and res2 (the GEMV's CTAs all read the old sum
      * while one writes the new). */
@@ -756,7 +756,7 @@ static int forward(struct cuda_backend *cb, const struct step_layout *l, int t_r
     }
     CUDA_CHECK(folio_k_sample(cb->d_logits, n_sample, cb->vocab, params, cb->d_tokens,
                               cb->d_logprobs, cb->d_top_ids, cb->d_top_logprobs, FOLIO_MAX_LOGPROBS,
-                              cb->d_last_sampled, cb->d_pen_state, s));
+                              cb->d_last_sampled, cb->d_pen_state, cb->pdl_step, s));
     return 0;
 }
 
