@@ -35,5 +35,5 @@ FOLIO_COMPARE_ROUNDS=${FOLIO_COMPARE_ROUNDS:-2} \
 echo "== checks"
 OUT=/tmp/ct FOLIO_SKIP_SERVE=1 FOLIO_SKIP_TIMINGS=1 FOLIO_SANITIZE_TIMEOUT=60 \
   timeout 330 bash bench/gpu/check_and_time.sh >/tmp/ct.log 2>&1
-grep -E "^(PASS|FAIL|correctness|memcheck|racecheck)" /tmp/ct.log | cut -c1-160 | tail -19
+grep -E "^(PASS|FAIL|correctness|memcheck|racecheck)" /tmp/ct.log | cut -c1-160 | tail -26
 cp /tmp/ct.log "$OUT/"
