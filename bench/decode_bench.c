@@ -14,7 +14,9 @@
  * as "attnref"), timed with CUDA events. Each result is one line:
  *     RESULT name=... ms=... bytes=... flops=...
  * (bytes: what must cross device memory; flops: the matrix work), so the
- * caller sets them against its measured bandwidth and GEMM rate. */
+ * caller sets them against its measured bandwidth and GEMM rate.
+ * Sampling is greedy; FOLIO_BENCH_TEMPERATURE=T samples at temperature T
+ * (seed 1, no filter) instead. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -86,6 +88,17 @@ static int step(struct bench *b, const struct folio_step_batch *batch)
     return 0;
 }
 
+/* The sampling parameters of every sequence: greedy, or tempered
+ * (FOLIO_BENCH_TEMPERATURE), no filter, no penalty, no logprobs. */
+static struct folio_sampling_params bench_sampling(void)
+{
+    const char *t = getenv("FOLIO_BENCH_TEMPERATURE");
+    struct folio_sampling_params p = {.top_p = 1.0f, .repetition_penalty = 1.0f, .seed = 1};
+    if (t)
+        p.temperature = (float)atof(t);
+    return p;
+}
+
 /* Prefills nseq sequences (slot i, blocks i*nb..) to ctx tokens, chunked to
  * the backend's max_num_tokens. */
 static int prefill_all(struct bench *b, int nseq, int ctx, int nb, int32_t *tables)
@@ -113,7 +126,7 @@ static int prefill_all(struct bench *b, int nseq, int ctx, int nb, int32_t *tabl
                 .num_blocks = nb,
                 .block_table = tables + (size_t)i * nb,
                 .sample = done[i] == ctx,
-                .sampling = {.top_p = 1.0f, .repetition_penalty = 1.0f},
+                .sampling = bench_sampling(),
             };
             if (done[i] == ctx)
                 remaining--;
@@ -168,7 +181,7 @@ static int bench_decode(struct bench *b, int batch_size, int ctx, int steps)
                     .block_table = tables + (size_t)i * nb,
                     .sample = true,
                     .output_index = launched + 1,
-                    .sampling = {.top_p = 1.0f, .repetition_penalty = 1.0f},
+                    .sampling = bench_sampling(),
                 };
             }
             batch[launched % 2] = (struct folio_step_batch){batch_size, batch_size, ids, seqs};
@@ -225,7 +238,7 @@ static int bench_prefill(struct bench *b, int n, int repeats)
         .num_blocks = nb,
         .block_table = tables,
         .sample = true,
-        .sampling = {.top_p = 1.0f, .repetition_penalty = 1.0f},
+        .sampling = bench_sampling(),
     };
     struct folio_step_batch batch = {1, n, ids, &seq};
     for (int r = 0; r < repeats + 2; r++) {

@@ -289,7 +289,19 @@ cudaError_t folio_k_sample(const float *logits, int rows, int vocab,
                            const struct folio_k_sample_params *params, int32_t *out_tokens,
                            float *out_logprobs, int32_t *out_top_ids, float *out_top_logprobs,
                            int max_logprobs, int32_t *last_sampled, const uint32_t *pen_state,
-                           int pdl, cudaStream_t s);
+                           void *split_ws, int pdl, cudaStream_t s);
+
+/* folio_k_sample's rows that need no filter, penalty or top-N logprobs
+ * (greedy, or tempered over the whole row) over several CTAs a row
+ * (sample_split.cu); folio_k_sample does it first when given split_ws, a
+ * workspace of folio_k_sample_split_bytes(rows) for at least rows rows, zeroed
+ * once before its first use. */
+size_t folio_k_sample_split_bytes(int rows);
+cudaError_t folio_k_sample_split(const float *logits, int rows, int vocab,
+                                 const struct folio_k_sample_params *params, int32_t *out_tokens,
+                                 float *out_logprobs, int32_t *out_top_ids, float *out_top_logprobs,
+                                 int max_logprobs, int32_t *last_sampled, const uint32_t *pen_state,
+                                 void *workspace, int pdl, cudaStream_t s);
 
 #ifdef __cplusplus
 }

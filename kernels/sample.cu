@@ -37,6 +37,7 @@
  * values are bit for bit those of the one-element-at-a-time loops. */
 #include "common.cuh"
 #include "rng.h"
+#include "sample_reduce.cuh"
 
 #define SAMPLE_THREADS 1024
 /* Logits per thread held in registers by the max and sum passes: 32 keeps a
@@ -125,61 +126,6 @@ __device__ __forceinline__ void for_each_logit(float (&vals)[N], bool cached, co
     }
 }
 
-struct arg_best {
-    float v;
-    int i;
-};
-
-/* The order of the block-wide reduction: larger value, then lower index; an
- * entry (ia >= 0) beats no entry (ib < 0) whatever its value, NaN included. */
-__device__ __forceinline__ bool beats(float a, int ia, float b, int ib)
-{
-    return a > b || (a == b && ia < ib && ia >= 0) || (ib < 0 && ia >= 0);
-}
-
-/* beats(a, ia, best, bi) where ia is larger than every index already folded
- * into (best, bi), as in a thread's own scan: the first entry is taken, a later
- * one only if strictly larger (a tie keeps the lower index; a NaN never
- * replaces nor is replaced, as in beats). */
-__device__ __forceinline__ void fold_ascending(float a, int ia, float &best, int &bi)
-{
-    if (bi < 0 || a > best) {
-        best = a;
-        bi = ia;
-    }
-}
-
-/* Warp-wide best (largest value, lowest index); every lane gets it. */
-__device__ __forceinline__ void warp_argmax(float &v, int &i)
-{
-    for (int o = 16; o > 0; o >>= 1) {
-        float ov = __shfl_xor_sync(0xffffffffu, v, o);
-        int oi = __shfl_xor_sync(0xffffffffu, i, o);
-        if (beats(ov, oi, v, i)) {
-            v = ov;
-            i = oi;
-        }
-    }
-}
-
-/* Block-wide best (largest value, lowest index); every thread gets it. */
-__device__ arg_best block_argmax(float v, int i, float *sv, int *si)
-{
-    warp_argmax(v, i);
-    int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-    __syncthreads();
-    if (lane == 0) {
-        sv[warp] = v;
-        si[warp] = i;
-    }
-    __syncthreads();
-    v = lane < (int)(blockDim.x >> 5) ? sv[lane] : -INFINITY;
-    i = lane < (int)(blockDim.x >> 5) ? si[lane] : -1;
-    warp_argmax(v, i);
-    arg_best r = {v, i};
-    return r;
-}
-
 /* Radix select over the tempered logits s_i = l_i * inv_t (l_i as w sees it) with s_i >= floor_s.
  * by_mass == false: the key of the k-th largest (k = target, a count).
  * by_mass == true: the key at which the mass sum(exp(s - s_max)) from the top
@@ -258,7 +204,7 @@ __global__ void __launch_bounds__(SAMPLE_THREADS)
     sample_kernel(const float *logits, int vocab, const struct folio_k_sample_params *params,
                   int32_t *out_tokens, float *out_logprobs, int32_t *out_top_ids,
                   float *out_top_logprobs, int max_logprobs, int32_t *last_sampled,
-                  const uint32_t *pen_state)
+                  const uint32_t *pen_state, int skip_split)
 {
     __shared__ float sv[32];
     __shared__ int si[32];
@@ -272,6 +218,8 @@ __global__ void __launch_bounds__(SAMPLE_THREADS)
     if (params[r].slot < 0)
         return;
     pdl_wait(); /* the logits (the LM head GEMV's) */
+    if (skip_split && sample_row_splits(params[r], pen_state, vocab))
+        return; /* sampled by folio_k_sample_split */
     int num_logprobs = params[r].num_logprobs;
     const float *row = logits + (int64_t)r * vocab;
     const work_row raw = {row, NULL, 1.0f, 0.0f, 0.0f};
@@ -378,17 +326,25 @@ __global__ void __launch_bounds__(SAMPLE_THREADS)
     }
 }
 
-extern "C" cudaError_t folio_k_sample(const float *logits, int rows, int vocab,
-                                      const struct folio_k_sample_params *params,
-                                      int32_t *out_tokens, float *out_logprobs,
-                                      int32_t *out_top_ids, float *out_top_logprobs,
-                                      int max_logprobs, int32_t *last_sampled,
-                                      const uint32_t *pen_state, int pdl, cudaStream_t s)
+extern "C" cudaError_t
+folio_k_sample(const float *logits, int rows, int vocab, const struct folio_k_sample_params *params,
+               int32_t *out_tokens, float *out_logprobs, int32_t *out_top_ids,
+               float *out_top_logprobs, int max_logprobs, int32_t *last_sampled,
+               const uint32_t *pen_state, void *split_ws, int pdl, cudaStream_t s)
 {
     if (rows <= 0)
         return cudaSuccess;
-    cudaError_t e = launch_pdl(sample_kernel, dim3(rows), dim3(SAMPLE_THREADS), 0, s, pdl != 0,
-                               logits, vocab, params, out_tokens, out_logprobs, out_top_ids,
-                               out_top_logprobs, max_logprobs, last_sampled, pen_state);
+    if (split_ws) {
+        cudaError_t e = folio_k_sample_split(logits, rows, vocab, params, out_tokens, out_logprobs,
+                                             out_top_ids, out_top_logprobs, max_logprobs,
+                                             last_sampled, pen_state, split_ws, pdl, s);
+        if (e != cudaSuccess)
+            return e;
+        pdl = 1; /* after the split kernels, which let it start early */
+    }
+    cudaError_t e =
+        launch_pdl(sample_kernel, dim3(rows), dim3(SAMPLE_THREADS), 0, s, pdl != 0, logits, vocab,
+                   params, out_tokens, out_logprobs, out_top_ids, out_top_logprobs, max_logprobs,
+                   last_sampled, pen_state, split_ws != NULL ? 1 : 0);
     return e != cudaSuccess ? e : cudaGetLastError();
 }

@@ -141,6 +141,10 @@ struct cuda_backend {
      * [max_seqs, vocab], the tokens by position [max_seqs, pen_max_ctx], and
      * a rebuild flag [max_seqs]. */
     uint32_t *d_pen_state;
+    /* folio_k_sample_split's workspace (the rows that need no filter, penalty
+     * or top-N logprobs, sampled over several CTAs a row); NULL: every row in
+     * one CTA (FOLIO_SAMPLE_SPLIT=0, experiment switch of branch sample-split). */
+    void *d_sample_split;
     int32_t *d_pen_history;
     int32_t *d_pen_rebuild;
     int pen_max_ctx;
@@ -756,7 +760,8 @@ static int forward(struct cuda_backend *cb, const struct step_layout *l, int t_r
     }
     CUDA_CHECK(folio_k_sample(cb->d_logits, n_sample, cb->vocab, params, cb->d_tokens,
                               cb->d_logprobs, cb->d_top_ids, cb->d_top_logprobs, FOLIO_MAX_LOGPROBS,
-                              cb->d_last_sampled, cb->d_pen_state, cb->pdl_step, s));
+                              cb->d_last_sampled, cb->d_pen_state, cb->d_sample_split, cb->pdl_step,
+                              s));
     return 0;
 }
 
@@ -1127,19 +1132,32 @@ static void cuda_destroy(struct folio_backend *b)
     }
     for (int i = 0; i < cb->num_weight_blocks; i++)
         cudaFree(cb->weight_blocks[i]);
-    void *bufs[] = {cb->kv_pool,        cb->res,
-                    cb->normed,         cb->qkv,
-                    cb->attn_out,       cb->proj_out,
-                    cb->gate_up,        cb->act,
-                    cb->final_h,        cb->d_logits,
-                    cb->d_tokens,       cb->d_logprobs,
-                    cb->d_top_ids,      cb->d_top_logprobs,
-                    cb->d_last_sampled, cb->d_meta,
-                    cb->inv_freq,       cb->workspace,
-                    cb->attn_workspace, cb->attn_counters,
-                    cb->res2,           cb->d_pen_state,
-                    cb->d_pen_history,  cb->d_pen_rebuild,
-                    cb->splitk_partials};
+    void *bufs[] = {cb->kv_pool,
+                    cb->res,
+                    cb->normed,
+                    cb->qkv,
+                    cb->attn_out,
+                    cb->proj_out,
+                    cb->gate_up,
+                    cb->act,
+                    cb->final_h,
+                    cb->d_logits,
+                    cb->d_tokens,
+                    cb->d_logprobs,
+                    cb->d_top_ids,
+                    cb->d_top_logprobs,
+                    cb->d_last_sampled,
+                    cb->d_meta,
+                    cb->inv_freq,
+                    cb->workspace,
+                    cb->attn_workspace,
+                    cb->attn_counters,
+                    cb->res2,
+                    cb->d_pen_state,
+                    cb->d_pen_history,
+                    cb->d_pen_rebuild,
+                    cb->splitk_partials,
+                    cb->d_sample_split};
     for (size_t i = 0; i < sizeof(bufs) / sizeof(bufs[0]); i++)
         cudaFree(bufs[i]);
     free(cb->lw);
@@ -1447,6 +1465,12 @@ static int create(struct cuda_backend *cb, const struct folio_model *m,
     CUDA_CHECK(cudaMalloc((void **)&cb->d_top_logprobs, sizeof(float) * S * FOLIO_MAX_LOGPROBS));
     CUDA_CHECK(cudaMalloc((void **)&cb->d_last_sampled, sizeof(int32_t) * S));
     CUDA_CHECK(cudaMemsetAsync(cb->d_last_sampled, 0, sizeof(int32_t) * S, cb->stream));
+    const char *ss = getenv("FOLIO_SAMPLE_SPLIT");
+    if (!(ss && strcmp(ss, "0") == 0)) {
+        CUDA_CHECK(cudaMalloc(&cb->d_sample_split, folio_k_sample_split_bytes((int)S)));
+        CUDA_CHECK(
+            cudaMemsetAsync(cb->d_sample_split, 0, folio_k_sample_split_bytes((int)S), cb->stream));
+    }
     /* Penalty state for every slot, allocated before the KV pool takes what is
      * left: (vocab + max context) * 4 bytes per slot. */
     cb->pen_max_ctx = cb->block_stride * FOLIO_KV_BLOCK_SIZE;

@@ -20,7 +20,8 @@ Checks:
   4. CUDA-graph replay against eager (FOLIO_CUDA_GRAPHS=0): bitwise at a bucket size (8), close
      at a padded size (5);
   5. the pipeline (launch_ahead: step N+1 queued before N is collected) against step by step;
-  6. CPU backend vs CUDA backend on the fixture model: greedy tokens, and seeded sampling tokens;
+  6. CPU backend vs CUDA backend on the fixture model: greedy tokens, and seeded sampling tokens
+     (also through the split sampler, which must match the one-CTA kernel);
   7. the same with repetition / frequency / presence penalties (together and each alone) on some
      sequences of the batch, over 40 steps fed on the device (graphs, and the launch-ahead
      pipeline), and a sequence preempted and recomputed in another slot while a new one reuses
@@ -505,23 +506,37 @@ def main():
     torch.cuda.empty_cache()
 
     # 6. CPU vs CUDA on the fixture model: greedy, then seeded sampling (temperature, top-k,
-    # top-p, min-p), 3 sequences, 24 steps fed on the device.
+    # top-p, min-p), 3 sequences, 24 steps fed on the device. Rows without top-N logprobs,
+    # filters or penalties (greedy, or tempered over the whole row) are sampled over several
+    # CTAs a row (kernels/sample_split.cu): the last two runs.
     fx_vocab = json.loads(Path(fx_dir, "config.json").read_text())["vocab_size"]
-    for label, kw in (("greedy", {}),
-                      ("sampled", dict(temperature=0.8, top_k=50, top_p=0.9, min_p=0.02))):
+    for label, kw in (("greedy", dict(num_logprobs=5)),
+                      ("sampled", dict(temperature=0.8, top_k=50, top_p=0.9, min_p=0.02,
+                                       num_logprobs=5)),
+                      ("greedy, split sampler", dict(num_logprobs=0)),
+                      ("tempered 0.8, split sampler", dict(temperature=0.8, num_logprobs=0))):
         ps = [prompt(n, 400 + n, fx_vocab) for n in (5, 30, 61)]
         tabs = [[3 * i + 2, 3 * i + 1, 3 * i, 40 + i, 50 + i, 60 + i] for i in range(3)]
-        st = [[seq(i, q, len(q), tabs[i], seed=7 + i, num_logprobs=5, **kw)
-               for i, q in enumerate(ps)]]
+        st = [[seq(i, q, len(q), tabs[i], seed=7 + i, **kw) for i, q in enumerate(ps)]]
         for d in range(24):
             st.append([seq(i, [FROM_PREV], len(q) + d + 1, tabs[i], output_index=d + 1,
-                           seed=7 + i, num_logprobs=5, **kw) for i, q in enumerate(ps)])
+                           seed=7 + i, **kw) for i, q in enumerate(ps)])
         rc, lc = drv.run(fx_dir, st, fx_vocab, backend="cpu", threads=4, max_num_tokens=256,
                          num_kv_blocks=128)
         rg, lgg = drv.run(fx_dir, st, fx_vocab, max_num_tokens=256, num_kv_blocks=128)
         e0 = max(rel(lgg[0][i], lc[0][i]) for i in range(3))
         compare_tokens(f"CPU vs CUDA {label} tokens (fixture)", st, rc, lc, rg, lgg,
                        extra=f"; first-step logits rel L2 {e0:.2e}")
+        if "split" in label:
+            # The split sampler against the one-CTA kernel on the same logits: the same tokens,
+            # logprobs equal but for the order of the log-sum-exp's additions.
+            r1, _ = drv.run(fx_dir, st, fx_vocab, max_num_tokens=256, num_kv_blocks=128,
+                            env={"FOLIO_SAMPLE_SPLIT": "0"})
+            same = [x["token_ids"] for x in r1] == [x["token_ids"] for x in rg]
+            lp_diff = max(abs(a - b) for x, y in zip(r1, rg)
+                          for a, b in zip(x["logprobs"], y["logprobs"]))
+            check(f"CUDA {label} == one CTA a row (fixture)", same and lp_diff < 1e-4,
+                  f"tokens equal: {same}; max logprob diff {lp_diff:.2e}")
 
     check_penalties(drv, fx_dir, fx_vocab)
     check_nan_logits(drv, fx_dir, fx_vocab)
