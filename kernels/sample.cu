@@ -334,6 +334,8 @@ folio_k_sample(const float *logits, int rows, int vocab, const struct folio_k_sa
 {
     if (rows <= 0)
         return cudaSuccess;
+    if (rows > FOLIO_K_SAMPLE_SPLIT_MAX_ROWS)
+        split_ws = NULL;
     if (split_ws) {
         cudaError_t e = folio_k_sample_split(logits, rows, vocab, params, out_tokens, out_logprobs,
                                              out_top_ids, out_top_logprobs, max_logprobs,

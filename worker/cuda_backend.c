@@ -142,8 +142,9 @@ struct cuda_backend {
      * a rebuild flag [max_seqs]. */
     uint32_t *d_pen_state;
     /* folio_k_sample_split's workspace (the rows that need no filter, penalty
-     * or top-N logprobs, sampled over several CTAs a row); NULL: every row in
-     * one CTA (FOLIO_SAMPLE_SPLIT=0, experiment switch of branch sample-split). */
+     * or top-N logprobs, sampled over several CTAs a row at up to 8 rows);
+     * NULL: every row in one CTA (FOLIO_SAMPLE_SPLIT=0, the yardstick that
+     * check_cuda.py holds the split sampler's tokens to). */
     void *d_sample_split;
     int32_t *d_pen_history;
     int32_t *d_pen_rebuild;
