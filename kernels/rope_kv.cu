@@ -5,26 +5,67 @@
  * (context_len - num_new + i, computed by the host into token_pos). */
 #include "common.cuh"
 
-/* Grid (token, group of ROPE_THREADS rotation pairs): one pair per thread, so a
- * token's 1-2 thousand pairs do not queue behind one CTA (one CTA per token
- * took ~7 us at batch 1). The CTAs of group 0 also copy the token's V. */
+/* Grid (token, group of ROPE_THREADS * P rotation pairs): P adjacent pairs per
+ * thread (2 where head_dim / 2 is even: 4-byte loads and stores), so a token's
+ * 1-2 thousand pairs do not queue behind one CTA (one CTA per token took ~7 us
+ * at batch 1), and a batch of 256 tokens is one wave of CTAs, not two. On the
+ * H200 two pairs a thread made the step at batch 8 1.012 ms against 1.017,
+ * batch 64 1.238 against 1.246, batch 256 2.382 against 2.396 (round 15). The
+ * CTAs of group 0 also copy the token's V. */
 #define ROPE_THREADS 128
 
-/* Value col of token t's projection: qkv itself, or (partials != NULL) the
- * bf16 rounding of its split-K partial sums added in slice order, as
- * folio_k_add_rmsnorm_partials rounds them. */
-__device__ __forceinline__ folio_bf16_bits qkv_value(const folio_bf16_bits *row, const float *prow,
-                                                     int splits, int64_t split_stride, int col)
+/* Values col .. col + P - 1 of token t's projection: qkv itself, or
+ * (partials != NULL) the bf16 rounding of its split-K partial sums added in
+ * slice order, as folio_k_add_rmsnorm_partials rounds them. col is a multiple
+ * of P. */
+template <int P>
+__device__ __forceinline__ void qkv_values(folio_bf16_bits (&x)[P], const folio_bf16_bits *row,
+                                           const float *prow, int splits, int64_t split_stride,
+                                           int col)
 {
-    if (!prow)
-        return row[col];
-    float v = prow[col];
+    if (!prow) {
+        if (P == 2) {
+            const uint32_t v = *(const uint32_t *)(row + col);
+            x[0] = (folio_bf16_bits)(v & 0xffffu);
+            x[P - 1] = (folio_bf16_bits)(v >> 16);
+        } else {
+            x[0] = row[col];
+        }
+        return;
+    }
+    float v[P];
+    if (P == 2) {
+        const float2 f = *(const float2 *)(prow + col);
+        v[0] = f.x;
+        v[P - 1] = f.y;
+    } else {
+        v[0] = prow[col];
+    }
 #pragma unroll 4
-    for (int s = 1; s < splits; s++)
-        v += prow[s * split_stride + col];
-    return f32_to_bf16(v);
+    for (int s = 1; s < splits; s++) {
+        if (P == 2) {
+            const float2 f = *(const float2 *)(prow + s * split_stride + col);
+            v[0] += f.x;
+            v[P - 1] += f.y;
+        } else {
+            v[0] += prow[s * split_stride + col];
+        }
+    }
+#pragma unroll
+    for (int e = 0; e < P; e++)
+        x[e] = f32_to_bf16(v[e]);
 }
 
+template <int P>
+__device__ __forceinline__ void store_values(folio_bf16_bits *dst, const folio_bf16_bits (&x)[P])
+{
+    if (P == 2)
+        *(uint32_t *)dst = (uint32_t)x[0] | (uint32_t)x[P - 1] << 16;
+    else
+        dst[0] = x[0];
+}
+
+template <int P>
 __global__ void __launch_bounds__(ROPE_THREADS)
     rope_kv_write_kernel(folio_bf16_bits *qkv, folio_bf16_bits *k_cache, folio_bf16_bits *v_cache,
                          const float *inv_freq, struct folio_k_batch b, int num_heads,
@@ -38,19 +79,21 @@ __global__ void __launch_bounds__(ROPE_THREADS)
     int stride = (num_heads + 2 * num_kv_heads) * head_dim;
     folio_bf16_bits *row = qkv + (int64_t)t * stride;
     const float *prow = partials ? partials + (int64_t)t * stride : NULL;
-    int p = blockIdx.y * ROPE_THREADS + threadIdx.x;
+    int p = (blockIdx.y * ROPE_THREADS + threadIdx.x) * P; /* the thread's first pair */
     bool pair = p < (num_heads + num_kv_heads) * half;
     int h = pair ? p / half : 0, i = p - h * half;
     folio_bf16_bits *x = row + h * head_dim;
     /* Everything that needs neither the position nor the cache block is loaded
      * with the position: one memory round trip, then the block table's. */
     int pos = b.token_pos[t], seq = b.token_seq[t];
-    folio_bf16_bits x1 = 0, x2 = 0;
-    float freq = 0.0f;
+    folio_bf16_bits x1[P] = {}, x2[P] = {};
+    float freq[P] = {};
     if (pair) {
-        x1 = qkv_value(row, prow, splits, split_stride, h * head_dim + i);
-        x2 = qkv_value(row, prow, splits, split_stride, h * head_dim + i + half);
-        freq = inv_freq[i];
+        qkv_values<P>(x1, row, prow, splits, split_stride, h * head_dim + i);
+        qkv_values<P>(x2, row, prow, splits, split_stride, h * head_dim + i + half);
+#pragma unroll
+        for (int e = 0; e < P; e++)
+            freq[e] = inv_freq[i + e];
     }
     if (pos < 0)
         return; /* padding row of a CUDA-graph bucket */
@@ -58,25 +101,28 @@ __global__ void __launch_bounds__(ROPE_THREADS)
     int64_t cache_base = (int64_t)block * num_kv_heads * FOLIO_K_BLOCK * head_dim +
                          (int64_t)(pos % FOLIO_K_BLOCK) * head_dim;
     if (pair) {
-        rope_rotate(x1, x2, pos, freq);
-        x[i] = x1;
-        x[i + half] = x2;
+#pragma unroll
+        for (int e = 0; e < P; e++)
+            rope_rotate(x1[e], x2[e], pos, freq[e]);
+        store_values<P>(x + i, x1);
+        store_values<P>(x + i + half, x2);
         if (h >= num_heads) {
             int kh = h - num_heads;
             folio_bf16_bits *dst = k_cache + cache_base + (int64_t)kh * FOLIO_K_BLOCK * head_dim;
-            dst[i] = x1;
-            dst[i + half] = x2;
+            store_values<P>(dst + i, x1);
+            store_values<P>(dst + i + half, x2);
         }
     }
     if (blockIdx.y != 0)
         return;
     int v_elems = num_kv_heads * head_dim, v0 = (num_heads + num_kv_heads) * head_dim;
-    for (int e = threadIdx.x; e < v_elems; e += ROPE_THREADS) {
+    for (int e = threadIdx.x * P; e < v_elems; e += ROPE_THREADS * P) {
         int kh = e / head_dim, d = e - kh * head_dim;
-        folio_bf16_bits v = qkv_value(row, prow, splits, split_stride, v0 + e);
+        folio_bf16_bits v[P];
+        qkv_values<P>(v, row, prow, splits, split_stride, v0 + e);
         if (prow)
-            row[v0 + e] = v;
-        v_cache[cache_base + (int64_t)kh * FOLIO_K_BLOCK * head_dim + d] = v;
+            store_values<P>(row + v0 + e, v);
+        store_values<P>(v_cache + cache_base + (int64_t)kh * FOLIO_K_BLOCK * head_dim + d, v);
     }
 }
 
@@ -90,10 +136,13 @@ static cudaError_t rope_launch(folio_bf16_bits *qkv, folio_bf16_bits *k_cache,
         return cudaSuccess;
     int pairs = (num_heads + num_kv_heads) * (head_dim / 2);
     int64_t split_stride = (int64_t)b.num_tokens * (num_heads + 2 * num_kv_heads) * head_dim;
-    dim3 grid((unsigned)b.num_tokens, (unsigned)((pairs + ROPE_THREADS - 1) / ROPE_THREADS));
-    cudaError_t e = launch_pdl(rope_kv_write_kernel, grid, dim3(ROPE_THREADS), 0, s, pdl != 0, qkv,
-                               k_cache, v_cache, inv_freq, b, num_heads, num_kv_heads, head_dim,
-                               partials, splits, split_stride);
+    const bool two = head_dim % 4 == 0; /* pairs (and V values) two by two */
+    const int per_cta = ROPE_THREADS * (two ? 2 : 1);
+    dim3 grid((unsigned)b.num_tokens, (unsigned)((pairs + per_cta - 1) / per_cta));
+    cudaError_t e =
+        launch_pdl(two ? rope_kv_write_kernel<2> : rope_kv_write_kernel<1>, grid,
+                   dim3(ROPE_THREADS), 0, s, pdl != 0, qkv, k_cache, v_cache, inv_freq, b,
+                   num_heads, num_kv_heads, head_dim, partials, splits, split_stride);
     return e != cudaSuccess ? e : cudaGetLastError();
 }
 
