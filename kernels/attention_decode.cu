@@ -519,6 +519,13 @@ __global__ void combine_kernel(folio_bf16_bits *out, const float *part_o, const 
     if (sl.active <= 1)
         return;
     pdl_wait();
+    /* Every split's value of this dimension is loaded before the weights are
+     * formed, so the partials and their (max, sum) cost one round trip. */
+    const float *po = part_o + row * splits * D + d;
+    float v[MAX_SPLITS];
+#pragma unroll
+    for (int s = 0; s < MAX_SPLITS; s++)
+        v[s] = s < sl.active ? po[(int64_t)s * D] : 0.0f;
     if (threadIdx.x < 32) {
         float2 ml = threadIdx.x < sl.active ? part_ml[row * splits + threadIdx.x]
                                             : make_float2(-INFINITY, 0.0f);
@@ -531,10 +538,10 @@ __global__ void combine_kernel(folio_bf16_bits *out, const float *part_o, const 
     }
     __syncthreads();
     float acc = 0.0f;
-    const float *po = part_o + row * splits * D + d;
-#pragma unroll 8
-    for (int s = 0; s < sl.active; s++)
-        acc += w_s[s] * po[(int64_t)s * D];
+#pragma unroll
+    for (int s = 0; s < MAX_SPLITS; s++)
+        if (s < sl.active)
+            acc += w_s[s] * v[s];
     const float sum = sum_s;
     out[row * D + d] = f32_to_bf16(sum > 0.0f ? acc / sum : 0.0f);
 }
