@@ -395,11 +395,15 @@ __global__ void __launch_bounds__(GEMV_WARPS * 32, (gemv_min_ctas<M, GLU>()))
 template <int M, bool GLU, bool NORM, bool ROPE>
 static cudaError_t resident_ctas(size_t smem, unsigned *ctas)
 {
-    static std::atomic<uint64_t> cache(0); /* (smem + 1) << 32 | CTAs; 0: not asked yet */
-    uint64_t c = cache.load(std::memory_order_relaxed);
-    if (c >> 32 == smem + 1) {
-        *ctas = (unsigned)c;
-        return cudaSuccess;
+    /* (smem + 1) << 32 | CTAs; 0: not asked yet. A few entries: the projections
+     * that share an instantiation differ in k, so in smem (O and down). */
+    static std::atomic<uint64_t> cache[4];
+    for (auto &slot : cache) {
+        const uint64_t c = slot.load(std::memory_order_relaxed);
+        if (c >> 32 == smem + 1) {
+            *ctas = (unsigned)c;
+            return cudaSuccess;
+        }
     }
     int dev = 0, sms = 0, per_sm = 0;
     cudaError_t e = cudaGetDevice(&dev);
@@ -411,7 +415,12 @@ static cudaError_t resident_ctas(size_t smem, unsigned *ctas)
     if (e != cudaSuccess)
         return e;
     *ctas = (unsigned)(sms * per_sm);
-    cache.store((uint64_t)(smem + 1) << 32 | *ctas, std::memory_order_relaxed);
+    const uint64_t entry = (uint64_t)(smem + 1) << 32 | *ctas;
+    for (auto &slot : cache) { /* the first free entry; all taken: the answer is not kept */
+        uint64_t expected = 0;
+        if (slot.compare_exchange_strong(expected, entry, std::memory_order_relaxed))
+            break;
+    }
     return cudaSuccess;
 }
 
