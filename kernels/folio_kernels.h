@@ -293,9 +293,10 @@ cudaError_t folio_k_sample(const float *logits, int rows, int vocab,
 
 /* folio_k_sample's rows that need no filter, penalty or top-N logprobs
  * (greedy, or tempered over the whole row) over several CTAs a row
- * (sample_split.cu); folio_k_sample does it first when given split_ws, a
- * workspace of folio_k_sample_split_bytes(rows) for at least rows rows, zeroed
- * once before its first use, and rows <= FOLIO_K_SAMPLE_SPLIT_MAX_ROWS: 16 CTAs
+ * (sample_split.cu); folio_k_sample does it first when given split_ws (a
+ * workspace of folio_k_sample_split_bytes(n) for the n <= 8 rows of any step
+ * that splits, zeroed once before its first use) and rows <=
+ * FOLIO_K_SAMPLE_SPLIT_MAX_ROWS (steps of more rows ignore split_ws): 16 CTAs
  * a row fill the H200's 132 SMs at 8 rows; at more rows the one-CTA kernel
  * fills them alone and the second pass only costs (b256: 2.450 vs 2.416 ms,
  * round 15; b1 greedy 0.822 vs 0.826, tempered 0.828 vs 0.844). */

@@ -119,9 +119,6 @@ template <int M> __device__ __forceinline__ void norm_rows(const gemv_args &a, u
     __syncthreads();
 }
 
-/* The ROPE epilogue for the pair of q/k/v columns (c1, c1 + D/2) of head h at
- * dim i, token t: rounded and rotated as rope_kv_write_kernel does it, then
- * written to y (qkv) and, for k and v heads, to the paged caches. */
 /* Token t's position and the offset of its row in KV head 0 of its cache
  * block, read before the PDL wait (the step's metadata: no kernel writes it),
  * so that the epilogue's stores wait on no load: batch 1 took 0.798 ms against
@@ -143,6 +140,9 @@ __device__ __forceinline__ rope_slot rope_slot_of(const gemv_args &a, int t)
     return r;
 }
 
+/* The ROPE epilogue for the pair of q/k/v columns (c1, c1 + D/2) of head h at
+ * dim i, token t: rounded and rotated as rope_kv_write_kernel does it, then
+ * written to y (qkv) and, for k and v heads, to the paged caches. */
 __device__ __forceinline__ void rope_pair_out(const gemv_args &a, int t, int h, int i, float s1,
                                               float s2, rope_slot slot, float freq)
 {
@@ -245,17 +245,19 @@ __global__ void __launch_bounds__(GEMV_WARPS * 32, (gemv_min_ctas<M, GLU>()))
     uint4 wv[R][GEMV_UNROLL];
     load_stretch<R>(a, wv, col, c_begin, chunks, lane);
     pdl_trigger();
-    /* The norm weight, which no kernel of the step writes, is read before the
-     * wait: after it, the norm's chain of loads is one round trip shorter.
-     * With the combine kernel's loads issued at once, batch 1 took 0.802 ms
-     * against 0.822 on the H200, batch 2 0.994 against 1.018 (round 15). */
-    float freq = 0.0f; /* ROPE: the pair's frequency, this group's */
+    /* ROPE: the tokens' positions and cache rows, and the pair's frequency
+     * (this group's), before the wait (rope_slot). */
+    float freq = 0.0f;
     if (ROPE) {
         if (threadIdx.x < M)
             slots[threadIdx.x] = rope_slot_of(a, threadIdx.x);
         if (col < a.n)
             freq = a.inv_freq[rope_i];
     }
+    /* The norm weight, which no kernel of the step writes, is read before the
+     * wait: after it, the norm's chain of loads is one round trip shorter.
+     * With the combine kernel's loads issued at once, batch 1 took 0.802 ms
+     * against 0.822 on the H200, batch 2 0.994 against 1.018 (round 15). */
     if (NORM) { /* cp.async: no register waits on it */
         for (int v = threadIdx.x; v < k8; v += GEMV_WARPS * 32)
             cp_async_16((folio_bf16_bits *)(xs + M * k8 + v), a.norm_w + 8 * v, 16);

@@ -1467,10 +1467,11 @@ static int create(struct cuda_backend *cb, const struct folio_model *m,
     CUDA_CHECK(cudaMalloc((void **)&cb->d_last_sampled, sizeof(int32_t) * S));
     CUDA_CHECK(cudaMemsetAsync(cb->d_last_sampled, 0, sizeof(int32_t) * S, cb->stream));
     const char *ss = getenv("FOLIO_SAMPLE_SPLIT");
-    if (!(ss && strcmp(ss, "0") == 0)) {
-        CUDA_CHECK(cudaMalloc(&cb->d_sample_split, folio_k_sample_split_bytes((int)S)));
-        CUDA_CHECK(
-            cudaMemsetAsync(cb->d_sample_split, 0, folio_k_sample_split_bytes((int)S), cb->stream));
+    if (!(ss && strcmp(ss, "0") == 0)) { /* for the steps that split: up to 8 rows */
+        const size_t bytes = folio_k_sample_split_bytes(
+            S < FOLIO_K_SAMPLE_SPLIT_MAX_ROWS ? (int)S : FOLIO_K_SAMPLE_SPLIT_MAX_ROWS);
+        CUDA_CHECK(cudaMalloc(&cb->d_sample_split, bytes));
+        CUDA_CHECK(cudaMemsetAsync(cb->d_sample_split, 0, bytes, cb->stream));
     }
     /* Penalty state for every slot, allocated before the KV pool takes what is
      * left: (vocab + max context) * 4 bytes per slot. */
