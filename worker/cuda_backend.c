@@ -184,7 +184,8 @@ struct cuda_backend {
      * activations they read (64 rows: rows past m are read, never written
      * back; zero-filling them made TMA slower). O and down write TMA_SLICES
      * f32 K slices for the next add_rmsnorm (2 slices made batch 64 1.430 ms
-     * against 1.357, 8 slices 1.334 against 1.286), QKV for the RoPE kernel.
+     * against 1.357, 8 slices 1.334 against 1.286; down takes 8 at up to
+     * TMA_SMALL_ROWS rows), QKV for the RoPE kernel.
      * The path pays from 3 rows since the kernels after each TMA GEMM launch
      * early (PDL): batch 8 1.073 ms against 1.130 on cuBLASLt, batch 4 1.064
      * against 1.104 (bench/results/2026-11-30-cuda-round12.md). */
