@@ -494,8 +494,8 @@ enum { TMA_QKV, TMA_O, TMA_GATE_UP, TMA_DOWN, TMA_WEIGHTS };
  * the CTAs, all resident, twice the weight bytes in flight, while the
  * partials the next add_rmsnorm reads are still few. On the H200 (round 16)
  * 8 slices made batch 4 0.993 ms against 1.037 and batch 8 0.982 against
- * 1.002; batch 16 1.070 against 1.072 (even, so it keeps 4); at every batch,
- * batch 32 took 1.181 against 1.169 and batch 64 1.270 against 1.239. */
+ * 1.002; batch 16 1.070 against 1.072 (even, so it keeps 4). 8 slices at
+ * every batch made batch 32 1.181 against 1.169, batch 64 1.270 against 1.239. */
 #define TMA_SLICES_SMALL 8
 #define TMA_SMALL_ROWS 8
 enum { TMA_X_NORMED, TMA_X_ATTN_OUT, TMA_X_ACT, TMA_XS };
@@ -1535,7 +1535,7 @@ static int create(struct cuda_backend *cb, const struct folio_model *m,
     tma_setup(cb, T);
     if (cb->tma) {
         int rows = (int)T < FOLIO_K_TMA_MAX_ROWS ? (int)T : FOLIO_K_TMA_MAX_ROWS;
-        size_t n = (size_t)(cb->qkv_dim > H ? cb->qkv_dim : H); /* QKV's and O's */
+        size_t n = (size_t)(cb->qkv_dim > H ? cb->qkv_dim : H); /* QKV's, O's and down's */
         int small = rows < TMA_SMALL_ROWS ? rows : TMA_SMALL_ROWS;
         size_t bytes = sizeof(float) * TMA_SLICES * rows * n;
         size_t small_bytes = sizeof(float) * cb->tma_split_down_small * small * H;
