@@ -1,10 +1,12 @@
 /* gemm_tma_bench: folio_k_gemm_tma (kernels/gemm_tma.cu, TMA + wgmma) against
  * cuBLASLt on TinyLlama's decode projections, checked and timed.
  *
- *     gemm_tma_bench
+ *     gemm_tma_bench [--m M] [NAME:N:K:SPLITS[,SPLITS] ...]
  *
- * For each shape (QKV, O, gate/up as one GEMM of 2 * 5632 rows, down), m in
- * 8, 16, 32, 64 and the K slices listed per shape: x and w hold deterministic
+ * For each shape (by default TinyLlama's QKV, O, gate/up as one GEMM of
+ * 2 * 5632 rows, down; or those given, e.g. even264:16896:2048:1, a GEMM of
+ * exactly two CTAs a SM), m in 8, 16, 32, 64 (or only M) and the K slices
+ * listed per shape: x and w hold deterministic
  * pseudo-random bf16 values (x in [-1, 1], w in [-0.02, 0.02]); the reference
  * is cuBLASLt with f32 output (the layout of cuda_backend.c's gemm()). Check:
  * bf16 output within one bf16 ulp of the reference (or 1e-4 of its rms, where
@@ -184,15 +186,34 @@ static double time_median(const struct runner *r, cudaStream_t s)
     return ms[REPEATS / 2] / BATCH;
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
-    const struct shape shapes[] = {
+    struct shape shapes[16] = {
         {"qkv", 2560, 2048, {1, 4, 0}},
         {"o", 2048, 2048, {1, 4, 0}},
         {"gateup", 11264, 2048, {1, 2, 0}},
         {"down", 2048, 5632, {4, 8, 0}},
     };
-    const int ms_list[] = {8, 16, 32, 64};
+    size_t num_shapes = 4;
+    int ms_list[] = {8, 16, 32, 64}, num_ms = 4;
+    static char names[16][32];
+    for (int i = 1, given = 0; i < argc; i++) {
+        int n, k, s1, s2 = 0, m;
+        if (strcmp(argv[i], "--m") == 0 && i + 1 < argc && sscanf(argv[i + 1], "%d", &m) == 1 &&
+            m >= 1 && m <= 64) {
+            ms_list[0] = m;
+            num_ms = 1;
+            i++;
+        } else if (given < 16 &&
+                   sscanf(argv[i], "%31[^:]:%d:%d:%d,%d", names[given], &n, &k, &s1, &s2) >= 4 &&
+                   n > 0 && k > 0 && s1 > 0 && s2 >= 0) {
+            shapes[given] = (struct shape){names[given], n, k, {s1, s2, 0}};
+            num_shapes = (size_t)++given;
+        } else {
+            fprintf(stderr, "usage: gemm_tma_bench [--m M] [NAME:N:K:SPLITS[,SPLITS] ...]\n");
+            return 2;
+        }
+    }
     cublasLtHandle_t lt;
     LK(cublasLtCreate(&lt));
     cudaStream_t s;
@@ -200,7 +221,7 @@ int main(void)
     void *workspace;
     CK(cudaMalloc(&workspace, LT_WORKSPACE));
     int failed = 0, ok_count = 0;
-    for (size_t si = 0; si < sizeof(shapes) / sizeof(shapes[0]); si++) {
+    for (size_t si = 0; si < num_shapes; si++) {
         const struct shape *sh = &shapes[si];
         const size_t wn = (size_t)sh->n * sh->k, xn = (size_t)64 * sh->k;
         int copies = (int)ceil(ROTATE_BYTES / (wn * 2.0));
@@ -221,7 +242,7 @@ int main(void)
         CK(cudaMalloc(&y, (size_t)8 * 64 * sh->n * 4));
         CK(cudaMalloc(&y_ref, (size_t)64 * sh->n * 4));
         float *ref = malloc((size_t)64 * sh->n * 4), *out = malloc((size_t)8 * 64 * sh->n * 4);
-        for (size_t mi = 0; mi < sizeof(ms_list) / sizeof(ms_list[0]); mi++) {
+        for (int mi = 0; mi < num_ms; mi++) {
             const int m = ms_list[mi];
             /* maps: [0, copies) weights, [copies] x of m rows, [copies + 1] x of 64 rows */
             struct folio_k_tmap *maps = aligned_alloc(64, sizeof(*maps) * (copies + 2));
