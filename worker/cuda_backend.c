@@ -1622,16 +1622,18 @@ static int capture_decode_graphs(struct cuda_backend *cb, char *err, size_t errl
     return 0;
 }
 
-/* A fresh worker's first mixed steps would load their kernels (CUDA loads a
- * kernel at its first launch) and have cuBLASLt pick algorithms for their row
- * counts while requests wait: a fresh server's first requests on the H200 saw
- * TTFTs up to 45 ms against a p99 of 24 after its first 2 s, and
- * CUDA_MODULE_LOADING=EAGER alone cut them to 35 (round 17). So start-up runs
- * one step of each size below through the step path: a prefill chunk in slot
- * 0 plus one-token sequences in the next slots, all sampling (temperature 1,
- * as the server's default), on KV blocks the scheduler has not handed out
- * yet; the results are thrown away. The decode-only sizes are warm already
- * (capture_decode_graphs). */
+/* A worker's first mixed steps of a size would load their kernels (CUDA loads
+ * a kernel at its first launch) and have cuBLASLt pick algorithms for their
+ * row counts while requests wait. So start-up runs one step of each size
+ * below through the step path, as vLLM's profile run does: a prefill chunk in
+ * slot 0 plus one-token sequences in the next slots, all sampling
+ * (temperature 1, the server's default), on KV blocks the scheduler has not
+ * handed out yet; the results are thrown away. The decode-only sizes are warm
+ * already (capture_decode_graphs). On the H200 (GuideLLM poisson, round 17)
+ * r128's TTFT p99 was 22.2 ms against 26.6-41.3 in the five runs before: its
+ * bursts bring the largest steps, which earlier ran cold there. The burst
+ * 1.2 s into a fresh server's r8 run was not changed (up to 44.3 ms against
+ * 32.9-50.5 before). */
 static int warm_up_mixed_steps(struct cuda_backend *cb, char *err, size_t errlen)
 {
     static const int sizes[] = {80, 200, 500, 1200, 3000, 8192};

@@ -4,8 +4,9 @@
 # workloads against it with identical client settings, and leave GuideLLM's own outputs, the
 # servers' /metrics and logs, and a markdown summary under $OUT. The summary table is printed last.
 #
-# On the GPU machine, from the repo root, after deploy/bundle.sh and bench/fetch_guidellm_wheels.sh
-# here (carry: bundle, .whl):
+# On the GPU machine, from the repo root, after deploy/bundle.sh, bench/fetch_guidellm_wheels.sh,
+# this script's --stage and deploy/pack.sh here (carry: build-pack; first
+# `tar xJf build-pack/carry.tar.xz` there):
 #     FOLIO_COMMIT=<sha> bash bench/gpu/guidellm_bench.sh
 #     bash bench/gpu/guidellm_bench.sh --server folio --server 'vllm=vllm serve {model} --port {port}'
 # Here on the CPU (tiny model, short constraints, GuideLLM from a venv):

@@ -3,7 +3,8 @@
 # timings against the floors, PDL on and off, serve smoke, sanitizers), then GuideLLM's rate2 and
 # max workloads against `folio serve --backend cuda` (bench/gpu/guidellm_bench.sh). Run from the
 # repo root on the GPU machine after, here: deploy/bundle.sh, bench/fetch_guidellm_wheels.sh and
-# `bash bench/gpu/guidellm_bench.sh --stage` (carry: bundle, .whl):
+# `bash bench/gpu/guidellm_bench.sh --stage` and `deploy/pack.sh` (carry: build-pack; first
+# `tar xJf build-pack/carry.tar.xz` there):
 #     FOLIO_COMMIT=<sha> bash bench/gpu/session_check.sh
 # check_and_time's files come back as one archive, check_and_time.tgz, beside GuideLLM's.
 set -uo pipefail
