@@ -29,22 +29,17 @@
 
 #include <cupti.h>
 
+#include "timeline_report.h"
+
 /* libstdc++'s demangler (the CUDA kernels are C++). */
 char *__cxa_demangle(const char *mangled, char *out, size_t *length, int *status);
 
 #define BUFFER_BYTES (8u << 20)
 #define NAME_CHARS 72
 
-struct kernel_rec {
-    uint64_t start, end;
-    uint32_t correlation; /* the cudaGraphLaunch (one step) it ran under */
-    uint32_t graph;       /* 0: launched outside a graph */
-    int name;             /* index into names */
-};
-
 static struct {
-    struct kernel_rec *recs;
-    size_t n, cap;
+    struct timeline_kernel *recs; /* graph-launched kernels in the window */
+    size_t n, cap, outside;       /* outside: kernels launched outside graphs */
     char (*names)[NAME_CHARS];
     int num_names, cap_names;
     uint64_t t_start, t_stop;
@@ -113,6 +108,10 @@ static void CUPTIAPI buffer_completed(CUcontext ctx, uint32_t stream, uint8_t *b
         const CUpti_ActivityKernel10 *k = (const CUpti_ActivityKernel10 *)rec;
         if (k->start < tl.t_start || (tl.t_stop && k->end > tl.t_stop))
             continue;
+        if (k->graphId == 0) {
+            tl.outside++;
+            continue;
+        }
         if (tl.n == tl.cap) {
             size_t cap = tl.cap ? 2 * tl.cap : 4096;
             void *p = realloc(tl.recs, sizeof(*tl.recs) * cap);
@@ -124,114 +123,46 @@ static void CUPTIAPI buffer_completed(CUcontext ctx, uint32_t stream, uint8_t *b
         int name = name_index(k->name);
         if (name < 0)
             break;
-        tl.recs[tl.n++] = (struct kernel_rec){k->start, k->end, k->correlationId, k->graphId, name};
+        tl.recs[tl.n++] = (struct timeline_kernel){k->start, k->end, k->correlationId, name};
     }
     free(buffer);
-}
-
-static int by_step_then_start(const void *a, const void *b)
-{
-    const struct kernel_rec *x = a, *y = b;
-    if (x->correlation != y->correlation)
-        return x->correlation < y->correlation ? -1 : 1;
-    return x->start < y->start ? -1 : x->start > y->start;
-}
-
-struct name_sum {
-    int name;
-    double count, dur, exposed, lead;
-};
-
-static int by_exposed(const void *a, const void *b)
-{
-    const struct name_sum *x = a, *y = b;
-    return x->exposed > y->exposed ? -1 : x->exposed < y->exposed;
 }
 
 /* The summary over the graph launches recorded (kernels outside graphs are
  * counted, not placed in steps). */
 static void report(void)
 {
-    size_t n = 0, outside = 0;
-    for (size_t i = 0; i < tl.n; i++) { /* graph kernels first, in place */
-        if (tl.recs[i].graph)
-            tl.recs[n++] = tl.recs[i];
-        else
-            outside++;
-    }
-    qsort(tl.recs, n, sizeof(*tl.recs), by_step_then_start);
-    struct name_sum *sums = calloc((size_t)(tl.num_names > 0 ? tl.num_names : 1), sizeof(*sums));
-    if (!sums)
+    struct timeline_summary sum;
+    struct timeline_name_stats *stats =
+        calloc((size_t)(tl.num_names > 0 ? tl.num_names : 1), sizeof(*stats));
+    if (!stats)
         return;
-    for (int i = 0; i < tl.num_names; i++)
-        sums[i].name = i;
-    int steps = 0;
-    double wall = 0, busy = 0, ksum = 0;
-    size_t mid_first = 0, mid_last = 0;
-    size_t num_groups = 0;
-    for (size_t i = 0; i < n;) { /* count the steps, to find the middle one */
-        size_t j = i;
-        while (j < n && tl.recs[j].correlation == tl.recs[i].correlation)
-            j++;
-        num_groups++;
-        i = j;
-    }
-    for (size_t i = 0; i < n;) {
-        size_t j = i;
-        while (j < n && tl.recs[j].correlation == tl.recs[i].correlation)
-            j++;
-        uint64_t first = tl.recs[i].start, frontier = tl.recs[i].start;
-        for (size_t r = i; r < j; r++) {
-            const struct kernel_rec *k = &tl.recs[r];
-            struct name_sum *s = &sums[k->name];
-            s->count += 1;
-            s->dur += (double)(k->end - k->start);
-            s->lead += (double)k->start - (double)frontier;
-            if (k->start > frontier)
-                busy -= (double)(k->start - frontier); /* idle: subtracted from the wall below */
-            if (k->end > frontier) {
-                s->exposed += (double)(k->end - (k->start > frontier ? k->start : frontier));
-                frontier = k->end;
-            }
-            ksum += (double)(k->end - k->start);
-        }
-        wall += (double)(frontier - first);
-        busy += (double)(frontier - first);
-        if ((size_t)steps == num_groups / 2) {
-            mid_first = i;
-            mid_last = j;
-        }
-        steps++;
-        i = j;
-    }
-    if (steps == 0) {
+    timeline_summarize(tl.recs, tl.n, tl.num_names, &sum, stats);
+    if (sum.steps == 0) {
         printf("TIMELINE steps=0 (no graph launches between cudaProfilerStart and Stop; %zu "
                "kernels outside graphs)\n",
-               outside);
-        free(sums);
+               tl.outside);
+        free(stats);
         return;
     }
-    const double us = 1e-3 / steps; /* ns summed over the steps -> us a step */
     printf("TIMELINE steps=%d wall_us=%.2f busy_us=%.2f kernel_sum_us=%.2f idle_us=%.2f "
            "outside_graphs=%zu\n",
-           steps, wall * us, busy * us, ksum * us, (wall - busy) * us, outside);
-    qsort(sums, (size_t)tl.num_names, sizeof(*sums), by_exposed);
+           sum.steps, sum.wall_us, sum.busy_us, sum.kernel_sum_us, sum.idle_us, tl.outside);
     for (int i = 0; i < tl.num_names; i++) {
-        const struct name_sum *s = &sums[i];
-        if (s->count == 0)
-            continue;
-        printf("TIMELINE_KERNEL name=%s per_step=%.1f dur_us=%.2f exposed_us=%.2f lead_us=%.2f\n",
-               tl.names[s->name], s->count / steps, s->dur * 1e-3 / s->count, s->exposed * us,
-               s->lead * 1e-3 / s->count);
+        const struct timeline_name_stats *s = &stats[i];
+        if (s->per_step > 0)
+            printf("TIMELINE_KERNEL name=%s per_step=%.1f dur_us=%.2f exposed_us=%.2f "
+                   "lead_us=%.2f\n",
+                   tl.names[s->name], s->per_step, s->dur_us, s->exposed_us, s->lead_us);
     }
     const char *detail = getenv("KERNEL_TIMELINE_DETAIL");
     if (detail && !strcmp(detail, "1")) {
-        uint64_t first = tl.recs[mid_first].start, frontier = first;
-        for (size_t r = mid_first; r < mid_last; r++) {
-            const struct kernel_rec *k = &tl.recs[r];
+        uint64_t first = tl.recs[sum.mid_first].start, frontier = first;
+        for (size_t r = sum.mid_first; r < sum.mid_last; r++) {
+            const struct timeline_kernel *k = &tl.recs[r];
             uint64_t from = k->start > frontier ? k->start : frontier;
             printf("TIMELINE_STEP i=%zu name=%s start_us=%.2f dur_us=%.2f exposed_us=%.2f\n",
-                   r - mid_first, tl.names[k->name], (double)(k->start - first) * 1e-3,
+                   r - sum.mid_first, tl.names[k->name], (double)(k->start - first) * 1e-3,
                    (double)(k->end - k->start) * 1e-3,
                    k->end > from ? (double)(k->end - from) * 1e-3 : 0.0);
             if (k->end > frontier)
@@ -239,7 +170,7 @@ static void report(void)
         }
     }
     fflush(stdout);
-    free(sums);
+    free(stats);
 }
 
 static void CUPTIAPI on_api(void *userdata, CUpti_CallbackDomain domain, CUpti_CallbackId id,
@@ -253,6 +184,7 @@ static void CUPTIAPI on_api(void *userdata, CUpti_CallbackDomain domain, CUpti_C
         cb->callbackSite == CUPTI_API_EXIT && !tl.recording) {
         cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED); /* drop what ran before */
         tl.n = 0;
+        tl.outside = 0;
         cuptiGetTimestamp(&tl.t_start);
         tl.t_stop = 0;
         tl.recording = 1;
