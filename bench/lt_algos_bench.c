@@ -1,0 +1,374 @@
+/* lt_algos_bench: every algorithm cuBLASLt's heuristic offers for TinyLlama's
+ * projections at steps of 65-256 rows, checked and timed, to see whether its
+ * first choice (the one cuda_backend.c's gemm() takes) is the fastest.
+ *
+ *     lt_algos_bench [--m M[,M...]] [--max N] [NAME:N:K ...]
+ *
+ * Shapes: by default QKV (2560 x 2048), O (2048 x 2048), gate/up (11264 x
+ * 2048), down (2048 x 5632) and the LM head (32000 x 2048); m 128 and 256;
+ * up to 32 candidates each. The layout is gemm()'s: y[m][n] = x[m][k] .
+ * w[n][k]^T, bf16 in and out, f32 accumulate. Each candidate is checked
+ * against the heuristic's first choice writing f32 (max |y - ref| over the
+ * rms of ref below 1e-2; a bf16 output is within 4e-3) and timed as
+ * gemm_tma_bench times: 20 launches back to back in a CUDA graph, the weights
+ * rotating over copies of at least 256 MB so that they come from device
+ * memory, the median over 15 replays divided by 20. One line a candidate:
+ *
+ *     RESULT shape=S m=M cand=I ms=T tflops=F ratio=R id=.. tile=.. stages=..
+ *            splitk=.. red=.. swizzle=.. custom=.. cluster=.. ws=.. ok=1 kernel=NAME
+ *
+ * ratio: its time over candidate 0's; kernel: the first kernel of its launch
+ * (from the captured graph). Then per shape and m a BEST line. Exit status 1
+ * if a candidate that cuBLASLt accepted computes a wrong result. */
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cublasLt.h>
+#include <cuda.h>
+#include <cuda_runtime_api.h>
+
+#include "folio_kernels.h"
+#include "safetensors.h"
+
+#define WARMUP 3
+#define REPEATS 15
+#define BATCH 20
+#define ROTATE_BYTES (256.0 * 1024 * 1024)
+#define MAX_COPIES 64
+#define MAX_CANDIDATES 64
+#define LT_WORKSPACE (32u << 20)
+
+#define CK(x)                                                                                      \
+    do {                                                                                           \
+        cudaError_t e_ = (x);                                                                      \
+        if (e_ != cudaSuccess) {                                                                   \
+            fprintf(stderr, "lt_algos_bench: %s: %s (line %d)\n", #x, cudaGetErrorString(e_),      \
+                    __LINE__);                                                                     \
+            exit(2);                                                                               \
+        }                                                                                          \
+    } while (0)
+
+#define LK(x)                                                                                      \
+    do {                                                                                           \
+        cublasStatus_t s_ = (x);                                                                   \
+        if (s_ != CUBLAS_STATUS_SUCCESS) {                                                         \
+            fprintf(stderr, "lt_algos_bench: %s: cuBLASLt status %d (line %d)\n", #x, (int)s_,     \
+                    __LINE__);                                                                     \
+            exit(2);                                                                               \
+        }                                                                                          \
+    } while (0)
+
+struct shape {
+    const char *name;
+    int n, k;
+};
+
+static uint64_t rng_state = 0x853c49e6748fea9bull;
+
+static float next_uniform(void) /* [-1, 1) */
+{
+    rng_state ^= rng_state << 13;
+    rng_state ^= rng_state >> 7;
+    rng_state ^= rng_state << 17;
+    return (float)((rng_state >> 40) * (2.0 / 16777216.0) - 1.0);
+}
+
+static int cmp_float(const void *a, const void *b)
+{
+    float x = *(const float *)a, y = *(const float *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* gemm()'s description of y = w^T x in cuBLASLt's column-major terms. */
+struct lt_desc {
+    cublasLtMatmulDesc_t desc;
+    cublasLtMatrixLayout_t a, b, c;
+};
+
+static void desc_make(struct lt_desc *d, int m, int n, int k, int out_f32)
+{
+    cublasOperation_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
+    LK(cublasLtMatmulDescCreate(&d->desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+    LK(cublasLtMatmulDescSetAttribute(d->desc, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof(ta)));
+    LK(cublasLtMatmulDescSetAttribute(d->desc, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof(tb)));
+    LK(cublasLtMatrixLayoutCreate(&d->a, CUDA_R_16BF, k, n, k));
+    LK(cublasLtMatrixLayoutCreate(&d->b, CUDA_R_16BF, k, m, k));
+    LK(cublasLtMatrixLayoutCreate(&d->c, out_f32 ? CUDA_R_32F : CUDA_R_16BF, n, m, n));
+}
+
+static void desc_destroy(struct lt_desc *d)
+{
+    cublasLtMatrixLayoutDestroy(d->a);
+    cublasLtMatrixLayoutDestroy(d->b);
+    cublasLtMatrixLayoutDestroy(d->c);
+    cublasLtMatmulDescDestroy(d->desc);
+}
+
+static int heuristic(cublasLtHandle_t lt, const struct lt_desc *d, int want,
+                     cublasLtMatmulHeuristicResult_t *res)
+{
+    cublasLtMatmulPreference_t pref;
+    size_t ws = LT_WORKSPACE;
+    int found = 0;
+    LK(cublasLtMatmulPreferenceCreate(&pref));
+    LK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws,
+                                            sizeof(ws)));
+    LK(cublasLtMatmulAlgoGetHeuristic(lt, d->desc, d->a, d->b, d->c, d->c, pref, want, res,
+                                      &found));
+    cublasLtMatmulPreferenceDestroy(pref);
+    return found;
+}
+
+static long algo_attr(const cublasLtMatmulAlgo_t *algo, cublasLtMatmulAlgoConfigAttributes_t attr,
+                      size_t size)
+{
+    uint64_t v = 0;
+    size_t written = 0;
+    if (cublasLtMatmulAlgoConfigGetAttribute(algo, attr, &v, size, &written) !=
+        CUBLAS_STATUS_SUCCESS)
+        return -1;
+    return size == 2 ? (long)(uint16_t)v : size == 4 ? (long)(uint32_t)v : (long)v;
+}
+
+/* The name of the first kernel node of a captured graph (cuBLASLt launches
+ * through the driver, so the driver's node parameters are read). */
+static void first_kernel_name(cudaGraph_t graph, char *out, size_t len)
+{
+    snprintf(out, len, "?");
+    size_t count = 0;
+    if (cudaGraphGetNodes(graph, NULL, &count) != cudaSuccess || count == 0)
+        return;
+    cudaGraphNode_t *nodes = malloc(sizeof(*nodes) * count);
+    if (!nodes || cudaGraphGetNodes(graph, nodes, &count) != cudaSuccess) {
+        free(nodes);
+        return;
+    }
+    for (size_t i = 0; i < count; i++) {
+        enum cudaGraphNodeType t;
+        if (cudaGraphNodeGetType(nodes[i], &t) != cudaSuccess || t != cudaGraphNodeTypeKernel)
+            continue;
+        CUDA_KERNEL_NODE_PARAMS p;
+        memset(&p, 0, sizeof(p));
+        const char *name = NULL;
+        if (cuGraphKernelNodeGetParams((CUgraphNode)nodes[i], &p) == CUDA_SUCCESS) {
+            if (p.func)
+                cuFuncGetName(&name, p.func);
+            else if (p.kern)
+                cuKernelGetName(&name, p.kern);
+        }
+        if (name) {
+            snprintf(out, len, "%s", name);
+            break;
+        }
+    }
+    free(nodes);
+}
+
+struct timing {
+    cublasLtHandle_t lt;
+    const struct lt_desc *d;
+    const cublasLtMatmulAlgo_t *algo;
+    const void *x;
+    void *const *w;
+    void *y, *workspace;
+    int copies;
+};
+
+static cublasStatus_t launch(const struct timing *t, int c, cudaStream_t s)
+{
+    const float alpha = 1.0f, beta = 0.0f;
+    return cublasLtMatmul(t->lt, t->d->desc, &alpha, t->w[c], t->d->a, t->x, t->d->b, &beta, t->y,
+                          t->d->c, t->y, t->d->c, t->algo, t->workspace, LT_WORKSPACE, s);
+}
+
+/* Median ms of one launch (BATCH in a graph, weights rotating); -1 if
+ * cuBLASLt refuses the algorithm. */
+static double time_median(const struct timing *t, cudaStream_t s, char *kernel, size_t klen)
+{
+    cudaGraph_t graph;
+    cudaGraphExec_t exec;
+    CK(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal));
+    cublasStatus_t st = CUBLAS_STATUS_SUCCESS;
+    for (int i = 0; i < BATCH && st == CUBLAS_STATUS_SUCCESS; i++)
+        st = launch(t, i % t->copies, s);
+    CK(cudaStreamEndCapture(s, &graph));
+    if (st != CUBLAS_STATUS_SUCCESS) {
+        cudaGraphDestroy(graph);
+        return -1.0;
+    }
+    first_kernel_name(graph, kernel, klen);
+    CK(cudaGraphInstantiate(&exec, graph, 0));
+    float ms[REPEATS];
+    cudaEvent_t a, b;
+    CK(cudaEventCreate(&a));
+    CK(cudaEventCreate(&b));
+    for (int i = -WARMUP; i < REPEATS; i++) {
+        CK(cudaEventRecord(a, s));
+        CK(cudaGraphLaunch(exec, s));
+        CK(cudaEventRecord(b, s));
+        CK(cudaEventSynchronize(b));
+        if (i >= 0)
+            CK(cudaEventElapsedTime(&ms[i], a, b));
+    }
+    CK(cudaEventDestroy(a));
+    CK(cudaEventDestroy(b));
+    CK(cudaGraphExecDestroy(exec));
+    CK(cudaGraphDestroy(graph));
+    qsort(ms, REPEATS, sizeof(float), cmp_float);
+    return ms[REPEATS / 2] / BATCH;
+}
+
+int main(int argc, char **argv)
+{
+    struct shape shapes[16] = {
+        {"qkv", 2560, 2048},  {"o", 2048, 2048},       {"gateup", 11264, 2048},
+        {"down", 2048, 5632}, {"lmhead", 32000, 2048},
+    };
+    size_t num_shapes = 5;
+    int ms_list[8] = {128, 256}, num_ms = 2, max_cand = 32;
+    static char names[16][32];
+    for (int i = 1, given = 0; i < argc; i++) {
+        int n, k;
+        if (strcmp(argv[i], "--m") == 0 && i + 1 < argc) {
+            num_ms = 0;
+            for (char *p = argv[++i]; *p && num_ms < 8;) {
+                char *end;
+                long v = strtol(p, &end, 10);
+                if (end == p || v < 1 || v > 8192) {
+                    fprintf(stderr, "lt_algos_bench: bad --m %s\n", argv[i]);
+                    return 2;
+                }
+                ms_list[num_ms++] = (int)v;
+                p = *end == ',' ? end + 1 : end;
+            }
+        } else if (strcmp(argv[i], "--max") == 0 && i + 1 < argc &&
+                   sscanf(argv[i + 1], "%d", &max_cand) == 1 && max_cand >= 1 &&
+                   max_cand <= MAX_CANDIDATES) {
+            i++;
+        } else if (given < 16 && sscanf(argv[i], "%31[^:]:%d:%d", names[given], &n, &k) == 3 &&
+                   n > 0 && k > 0) {
+            shapes[given] = (struct shape){names[given], n, k};
+            num_shapes = (size_t)++given;
+        } else {
+            fprintf(stderr, "usage: lt_algos_bench [--m M[,M...]] [--max N] [NAME:N:K ...]\n");
+            return 2;
+        }
+    }
+    int max_m = 0;
+    for (int i = 0; i < num_ms; i++)
+        max_m = ms_list[i] > max_m ? ms_list[i] : max_m;
+    cublasLtHandle_t lt;
+    LK(cublasLtCreate(&lt));
+    cudaStream_t s;
+    CK(cudaStreamCreate(&s));
+    void *workspace;
+    CK(cudaMalloc(&workspace, LT_WORKSPACE));
+    int wrong = 0;
+    for (size_t si = 0; si < num_shapes; si++) {
+        const struct shape *sh = &shapes[si];
+        const size_t wn = (size_t)sh->n * sh->k, xn = (size_t)max_m * sh->k,
+                     yn = (size_t)max_m * sh->n;
+        int copies = (int)ceil(ROTATE_BYTES / (wn * 2.0));
+        copies = copies < 1 ? 1 : copies > MAX_COPIES ? MAX_COPIES : copies;
+        uint16_t *hw = malloc(wn * 2), *hx = malloc(xn * 2), *out = malloc(yn * 2);
+        float *ref = malloc(yn * 4);
+        for (size_t i = 0; i < wn; i++)
+            hw[i] = folio_f32_to_bf16(0.02f * next_uniform());
+        for (size_t i = 0; i < xn; i++)
+            hx[i] = folio_f32_to_bf16(next_uniform());
+        void *w[MAX_COPIES], *x, *y, *y_ref;
+        for (int c = 0; c < copies; c++) {
+            CK(cudaMalloc(&w[c], wn * 2));
+            CK(cudaMemcpy(w[c], hw, wn * 2, cudaMemcpyHostToDevice));
+        }
+        CK(cudaMalloc(&x, xn * 2));
+        CK(cudaMemcpy(x, hx, xn * 2, cudaMemcpyHostToDevice));
+        CK(cudaMalloc(&y, yn * 2));
+        CK(cudaMalloc(&y_ref, yn * 4));
+        for (int mi = 0; mi < num_ms; mi++) {
+            const int m = ms_list[mi];
+            const double flop = 2.0 * m * sh->n * sh->k;
+            struct lt_desc dref, d;
+            desc_make(&dref, m, sh->n, sh->k, 1);
+            desc_make(&d, m, sh->n, sh->k, 0);
+            cublasLtMatmulHeuristicResult_t r0, res[MAX_CANDIDATES];
+            if (heuristic(lt, &dref, 1, &r0) < 1) {
+                fprintf(stderr, "lt_algos_bench: no f32 algorithm for %s m=%d\n", sh->name, m);
+                return 2;
+            }
+            struct timing tref = {lt, &dref, &r0.algo, x, w, y_ref, workspace, 1};
+            LK(launch(&tref, 0, s));
+            CK(cudaStreamSynchronize(s));
+            CK(cudaMemcpy(ref, y_ref, (size_t)m * sh->n * 4, cudaMemcpyDeviceToHost));
+            double rms = 0.0;
+            for (size_t i = 0; i < (size_t)m * sh->n; i++)
+                rms += (double)ref[i] * ref[i];
+            rms = sqrt(rms / ((double)m * sh->n));
+            const int found = heuristic(lt, &d, max_cand, res);
+            double t0 = -1.0, best = -1.0;
+            int best_i = -1;
+            for (int ci = 0; ci < found; ci++) {
+                const cublasLtMatmulAlgo_t *al = &res[ci].algo;
+                struct timing t = {lt, &d, al, x, w, y, workspace, copies};
+                CK(cudaMemset(y, 0xff, (size_t)m * sh->n * 2)); /* NaN where unwritten */
+                if (launch(&t, 0, s) != CUBLAS_STATUS_SUCCESS) {
+                    printf("RESULT shape=%s m=%d cand=%d refused=1\n", sh->name, m, ci);
+                    continue;
+                }
+                CK(cudaStreamSynchronize(s));
+                CK(cudaMemcpy(out, y, (size_t)m * sh->n * 2, cudaMemcpyDeviceToHost));
+                double err = 0.0;
+                for (size_t i = 0; i < (size_t)m * sh->n; i++) {
+                    double e = fabs((double)folio_bf16_to_f32(out[i]) - ref[i]);
+                    err = isnan(e) || e > err ? (isnan(e) ? INFINITY : e) : err;
+                }
+                err /= rms;
+                const int ok = err < 1e-2;
+                wrong += !ok;
+                char kernel[160];
+                double ms = time_median(&t, s, kernel, sizeof kernel);
+                if (ci == 0)
+                    t0 = ms;
+                if (ok && ms > 0 && (best < 0 || ms < best)) {
+                    best = ms;
+                    best_i = ci;
+                }
+                printf(
+                    "RESULT shape=%s m=%d cand=%d ms=%.5f tflops=%.1f ratio=%.3f id=%ld tile=%ld "
+                    "stages=%ld splitk=%ld red=%ld swizzle=%ld custom=%ld cluster=%ld ws=%zu "
+                    "err=%.1e ok=%d kernel=%s\n",
+                    sh->name, m, ci, ms, ms > 0 ? flop / (ms * 1e9) : 0.0, t0 > 0 ? ms / t0 : 0.0,
+                    algo_attr(al, CUBLASLT_ALGO_CONFIG_ID, 4),
+                    algo_attr(al, CUBLASLT_ALGO_CONFIG_TILE_ID, 4),
+                    algo_attr(al, CUBLASLT_ALGO_CONFIG_STAGES_ID, 4),
+                    algo_attr(al, CUBLASLT_ALGO_CONFIG_SPLITK_NUM, 4),
+                    algo_attr(al, CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME, 4),
+                    algo_attr(al, CUBLASLT_ALGO_CONFIG_CTA_SWIZZLING, 4),
+                    algo_attr(al, CUBLASLT_ALGO_CONFIG_CUSTOM_OPTION, 4),
+                    algo_attr(al, CUBLASLT_ALGO_CONFIG_CLUSTER_SHAPE_ID, 2), res[ci].workspaceSize,
+                    err, ok, kernel);
+                fflush(stdout);
+            }
+            if (best_i >= 0)
+                printf("BEST shape=%s m=%d cand=%d ms=%.5f first_ms=%.5f ratio=%.3f "
+                       "candidates=%d\n",
+                       sh->name, m, best_i, best, t0, t0 > 0 ? best / t0 : 0.0, found);
+            desc_destroy(&dref);
+            desc_destroy(&d);
+        }
+        for (int c = 0; c < copies; c++)
+            CK(cudaFree(w[c]));
+        CK(cudaFree(x));
+        CK(cudaFree(y));
+        CK(cudaFree(y_ref));
+        free(hw);
+        free(hx);
+        free(out);
+        free(ref);
+    }
+    printf("lt_algos_bench: %d wrong\n", wrong);
+    return wrong ? 1 : 0;
+}
