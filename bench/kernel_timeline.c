@@ -67,6 +67,8 @@ static int name_index(const char *mangled)
     const char *s = status == 0 && d ? d : mangled ? mangled : "?";
     if (!strncmp(s, "void ", 5))
         s += 5;
+    if (!strncmp(s, "(anonymous namespace)::", 23)) /* gemm_tma.cu's kernel: name it */
+        s += 23;
     size_t len = strcspn(s, "(");
     if (len >= NAME_CHARS)
         len = NAME_CHARS - 1;
