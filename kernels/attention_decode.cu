@@ -66,9 +66,13 @@ template <int D, int NW> constexpr size_t decode_smem_bytes()
 struct decode_args {
     folio_bf16_bits *out;
     const folio_bf16_bits *qkv;
-    const folio_bf16_bits *k_cache, *v_cache;
+    folio_bf16_bits *k_cache, *v_cache;
     struct folio_k_batch b;
     int num_heads, num_kv_heads;
+    /* RoPE here (folio_k_rope_in): inv_freq set; q, k and v unrotated in qkv
+     * or in qkv_part, the QKV projection's f32 K slices */
+    const float *inv_freq, *qkv_part;
+    int qkv_splits;
     float *part_o;   /* [token * heads + head][split][D] */
     float2 *part_ml; /* [token * heads + head][split]: (max, sum) */
     int *counters;   /* [token][KV head]: CTAs done, 0 between launches; NULL:
@@ -206,6 +210,61 @@ decode_tile(const folio_bf16_bits *ks, const folio_bf16_bits *vs,
     }
 }
 
+/* Columns col and col + 1 of token t's QKV projection before RoPE, rounded to
+ * bf16 as rope_kv_write_kernel rounds them: the bf16 row, or the sum of its K
+ * slices in slice order. */
+template <int D>
+__device__ __forceinline__ void unrotated_pair(const decode_args &a, int t, int col,
+                                               folio_bf16_bits &x0, folio_bf16_bits &x1)
+{
+    const int qkv_dim = (a.num_heads + 2 * a.num_kv_heads) * D;
+    const int64_t off = (int64_t)t * qkv_dim + col;
+    if (!a.qkv_part) {
+        const uint32_t v = *(const uint32_t *)(a.qkv + off);
+        x0 = (folio_bf16_bits)(v & 0xffffu);
+        x1 = (folio_bf16_bits)(v >> 16);
+        return;
+    }
+    const int64_t split_stride = (int64_t)a.b.num_tokens * qkv_dim;
+    float2 v = *(const float2 *)(a.qkv_part + off);
+#pragma unroll 4
+    for (int s = 1; s < a.qkv_splits; s++) {
+        const float2 f = *(const float2 *)(a.qkv_part + s * split_stride + off);
+        v.x += f.x;
+        v.y += f.y;
+    }
+    x0 = f32_to_bf16(v.x);
+    x1 = f32_to_bf16(v.y);
+}
+
+/* RoPE inside attention: the warp that reads key pos writes token t's new key
+ * (rotated) and value into the cache, at row pos of cache block `block`, as
+ * rope_kv_write_kernel would have: two adjacent values a lane. */
+template <int D>
+__device__ __forceinline__ void write_new_kv(const decode_args &a, int t, int kvh, int pos,
+                                             int32_t block, int lane)
+{
+    constexpr int HALF = D / 2;
+    const int kcol = (a.num_heads + kvh) * D, vcol = (a.num_heads + a.num_kv_heads + kvh) * D;
+    const int64_t off = ((int64_t)block * a.num_kv_heads + kvh) * (FOLIO_K_BLOCK * D) +
+                        (int64_t)(pos % FOLIO_K_BLOCK) * D;
+    for (int i = 2 * lane; i < HALF; i += 64) {
+        folio_bf16_bits x1[2], x2[2];
+        unrotated_pair<D>(a, t, kcol + i, x1[0], x1[1]);
+        unrotated_pair<D>(a, t, kcol + i + HALF, x2[0], x2[1]);
+#pragma unroll
+        for (int e = 0; e < 2; e++)
+            rope_rotate(x1[e], x2[e], pos, a.inv_freq[i + e]);
+        *(uint32_t *)(a.k_cache + off + i) = (uint32_t)x1[0] | (uint32_t)x1[1] << 16;
+        *(uint32_t *)(a.k_cache + off + i + HALF) = (uint32_t)x2[0] | (uint32_t)x2[1] << 16;
+    }
+    for (int i = 2 * lane; i < D; i += 64) {
+        folio_bf16_bits v0, v1;
+        unrotated_pair<D>(a, t, vcol + i, v0, v1);
+        *(uint32_t *)(a.v_cache + off + i) = (uint32_t)v0 | (uint32_t)v1 << 16;
+    }
+}
+
 /* Copies the K and V rows of one key (in cache block `block`) into row `row`
  * of a tile's stages (the row attention_load_blocks was told to skip), by the
  * warp's lanes. */
@@ -307,7 +366,18 @@ __global__ void __launch_bounds__(NW * 32) attention_decode_kernel(decode_args a
         }
         const int32_t pos_block =
             __shfl_sync(0xffffffffu, blk, max(pos_j, 0) * BPT + (pos % KT) / FOLIO_K_BLOCK);
+        /* RoPE here: the warp whose tiles hold key pos writes it into the cache
+         * (its block id read before the wait), then reads it back as any key. */
+        const int pos_tile = pos / KT;
+        const bool writes_new_kv = a.inv_freq && pos >= 0 && pos_tile >= t_begin &&
+                                   pos_tile < t_end && (pos_tile - t_begin) % NW == warp;
+        const int32_t new_block = writes_new_kv ? table[pos / FOLIO_K_BLOCK] : 0;
         pdl_wait();
+        if (writes_new_kv) {
+            write_new_kv<D>(a, t, kvh, pos, new_block, lane);
+            __threadfence_block(); /* the lanes' cache writes before any lane's copies */
+            __syncwarp();
+        }
         if (pos_j >= 0) {
             folio_bf16_bits *ks = stage0 + (size_t)pos_j * 2 * KT * LD;
             load_key_row<D>(ks, ks + KT * LD, a, pos_block, kvh,
@@ -324,6 +394,31 @@ __global__ void __launch_bounds__(NW * 32) attention_decode_kernel(decode_args a
 #pragma unroll
         for (int nq = 0; nq < NQ; nq++) {
             const bool live = 8 * nq + g < group && pos >= 0;
+            if (a.inv_freq) {
+                /* q unrotated: the lane's dims of its head (16 s + 2 tq, + 1,
+                 * + 8, + 9 for every s) hold both halves of their rotation
+                 * pairs, as s and s + KS / 2 lie D / 2 apart. */
+                folio_bf16_bits x[KS][4] = {};
+                const int col = (kvh * group + 8 * nq + g) * D + 2 * tq;
+#pragma unroll
+                for (int s = 0; s < KS; s++)
+                    if (live) {
+                        unrotated_pair<D>(a, t, col + 16 * s, x[s][0], x[s][1]);
+                        unrotated_pair<D>(a, t, col + 16 * s + 8, x[s][2], x[s][3]);
+                    }
+#pragma unroll
+                for (int s = 0; s < KS / 2; s++)
+#pragma unroll
+                    for (int e = 0; e < 4; e++)
+                        rope_rotate(x[s][e], x[s + KS / 2][e], pos,
+                                    a.inv_freq[16 * s + 2 * tq + (e & 1) + 8 * (e >> 1)]);
+#pragma unroll
+                for (int s = 0; s < KS; s++) {
+                    qb[nq][s][0] = live ? (uint32_t)x[s][0] | (uint32_t)x[s][1] << 16 : 0u;
+                    qb[nq][s][1] = live ? (uint32_t)x[s][2] | (uint32_t)x[s][3] << 16 : 0u;
+                }
+                continue;
+            }
             const uint32_t *q = (const uint32_t *)(qrow + (int64_t)(8 * nq + g) * D);
 #pragma unroll
             for (int s = 0; s < KS; s++) {
@@ -636,18 +731,19 @@ static cudaError_t launch_d(const decode_args &a, struct folio_k_decode_plan p, 
 }
 
 extern "C" cudaError_t folio_k_attention_decode(folio_bf16_bits *out, const folio_bf16_bits *qkv,
-                                                const folio_bf16_bits *k_cache,
-                                                const folio_bf16_bits *v_cache,
+                                                folio_bf16_bits *k_cache, folio_bf16_bits *v_cache,
                                                 struct folio_k_batch b,
                                                 struct folio_k_decode_plan p, void *workspace,
                                                 int *counters, int num_heads, int num_kv_heads,
-                                                int head_dim, int pdl, cudaStream_t s)
+                                                int head_dim, struct folio_k_rope_in rope, int pdl,
+                                                cudaStream_t s)
 {
     if (b.num_tokens <= 0)
         return cudaSuccess;
     if (folio_k_attention_tile_tokens(num_heads, num_kv_heads, head_dim) <= 0 || p.splits < 1 ||
         p.splits > MAX_SPLITS || (p.warps != 1 && p.warps != 4) ||
-        (p.splits > 1 && (!workspace || (!p.combine && !counters))))
+        (p.splits > 1 && (!workspace || (!p.combine && !counters))) ||
+        (rope.inv_freq && rope.partials && rope.splits < 1))
         return cudaErrorInvalidValue;
     decode_args a = {};
     a.out = out;
@@ -657,6 +753,11 @@ extern "C" cudaError_t folio_k_attention_decode(folio_bf16_bits *out, const foli
     a.b = b;
     a.num_heads = num_heads;
     a.num_kv_heads = num_kv_heads;
+    if (rope.inv_freq) {
+        a.inv_freq = rope.inv_freq;
+        a.qkv_part = rope.partials;
+        a.qkv_splits = rope.partials ? rope.splits : 1;
+    }
     if (p.splits > 1) {
         size_t rows = (size_t)b.num_tokens * num_heads * p.splits;
         a.part_o = (float *)workspace;

@@ -126,16 +126,29 @@ cudaError_t folio_k_attention_prefill(folio_bf16_bits *out, const folio_bf16_bit
                                       const int32_t *tiles, int num_tiles, int num_heads,
                                       int num_kv_heads, int head_dim, cudaStream_t s);
 
+/* RoPE inside decode attention: with inv_freq set, the step's q, k and v come
+ * unrotated, as bf16 qkv rows or (partials) as the f32 K slices [splits][tokens]
+ * [qkv_dim] of the QKV projection, and the attention kernel does
+ * folio_k_rope_kv_write's work itself (the same roundings): it rotates q, and
+ * writes each token's new key and value into the cache. inv_freq NULL: q is
+ * rotated and the new key and value are in the cache already. */
+struct folio_k_rope_in {
+    const float *inv_freq;
+    const float *partials;
+    int splits;
+};
+
 /* Decode-only batches (token t is sequence t's one new token; padding rows
  * pos -1 get zeros): plan from folio_k_attention_decode_plan; with
  * plan.splits > 1, workspace holds the partials and (without plan.combine)
  * counters num_tokens * num_kv_heads ints that are zero before the first
  * launch (the kernel leaves them zero). */
 cudaError_t folio_k_attention_decode(folio_bf16_bits *out, const folio_bf16_bits *qkv,
-                                     const folio_bf16_bits *k_cache, const folio_bf16_bits *v_cache,
+                                     folio_bf16_bits *k_cache, folio_bf16_bits *v_cache,
                                      struct folio_k_batch b, struct folio_k_decode_plan p,
                                      void *workspace, int *counters, int num_heads,
-                                     int num_kv_heads, int head_dim, int pdl, cudaStream_t s);
+                                     int num_kv_heads, int head_dim, struct folio_k_rope_in rope,
+                                     int pdl, cudaStream_t s);
 
 /* The shared-memory carveout (percent, -1: the driver's) that the GEMV and
  * decode attention kernels ask for (carveout.cu); set before the first launch. */

@@ -172,6 +172,10 @@ struct cuda_backend {
     /* The GEMV path's QKV projection rotates q and k and writes the caches in its
      * epilogue; FOLIO_QKV_ROPE=0: apart (rope_kv_write). */
     bool qkv_rope;
+    /* Decode-only steps past the GEMV path rotate q and write the new K/V in the
+     * attention kernel (folio_k_rope_in); FOLIO_ROPE_IN_ATTENTION=0: in
+     * rope_kv_write before it. */
+    bool rope_in_attention;
     /* K slices of the O and down projections on the cuBLASLt path (splitk_slices):
      * FOLIO_SPLITK_O / FOLIO_SPLITK_DOWN (1: off, 2, 4, 8; 0: the default rule). The
      * partial sums [S][m][hidden] in f32, summed by the add_rmsnorm that reads them. */
@@ -598,8 +602,8 @@ static cudaError_t add_rmsnorm(struct cuda_backend *cb, bf16 *out, bf16 *residua
  * (num_tiles < 0), the query-tile kernel otherwise, the reference kernel for
  * shapes the tensor-core kernels do not take. */
 static int attention(struct cuda_backend *cb, const struct step_layout *l,
-                     const struct folio_k_batch *kb, int num_tiles, const bf16 *kc, const bf16 *vc,
-                     bool pdl, char *err, size_t errlen)
+                     const struct folio_k_batch *kb, int num_tiles, bf16 *kc, bf16 *vc,
+                     struct folio_k_rope_in rope, bool pdl, char *err, size_t errlen)
 {
     cudaStream_t s = cb->stream;
     if (cb->attn_tile_tokens == 0) {
@@ -608,7 +612,7 @@ static int attention(struct cuda_backend *cb, const struct step_layout *l,
     } else if (num_tiles < 0) {
         CUDA_CHECK(folio_k_attention_decode(
             cb->attn_out, cb->qkv, kc, vc, *kb, decode_plan(cb, kb->num_tokens), cb->attn_workspace,
-            cb->attn_counters, cb->heads, cb->kv_heads, cb->head_dim, pdl, s));
+            cb->attn_counters, cb->heads, cb->kv_heads, cb->head_dim, rope, pdl, s));
     } else {
         CUDA_CHECK(folio_k_attention_prefill(cb->attn_out, cb->qkv, kc, vc, *kb,
                                              (const int32_t *)(cb->d_meta + l->attn_tiles),
@@ -681,6 +685,11 @@ static int forward(struct cuda_backend *cb, const struct step_layout *l, int t_r
     /* The O or down projection's output on the TMA path: proj_out (one slice)
      * or the partials. */
     void *tma_o_out = split_o > 1 ? (void *)cb->splitk_partials : (void *)cb->proj_out;
+    /* Decode-only steps rotate q and write the new K/V inside the attention
+     * kernel (folio_k_rope_in) instead of in a RoPE kernel before it: one
+     * kernel boundary a layer fewer. */
+    const bool rope_in_attention =
+        cb->rope_in_attention && num_tiles < 0 && cb->attn_tile_tokens != 0;
     void *tma_down_out = split_down > 1 ? (void *)cb->splitk_partials : (void *)cb->proj_out;
     int pending_add = 0;
     bf16 *cur = cb->res;
@@ -717,14 +726,19 @@ static int forward(struct cuda_backend *cb, const struct step_layout *l, int t_r
                 return -1;
             }
         }
-        if (!rope_done && split_qkv > 1)
+        struct folio_k_rope_in rope = {0};
+        if (!rope_done && rope_in_attention) /* from QKV's K slices or its bf16 rows */
+            rope = (struct folio_k_rope_in){cb->inv_freq,
+                                            split_qkv > 1 ? cb->splitk_partials : NULL, split_qkv};
+        else if (!rope_done && split_qkv > 1)
             CUDA_CHECK(folio_k_rope_kv_write_partials(cb->qkv, cb->splitk_partials, split_qkv, kc,
                                                       vc, cb->inv_freq, kb, cb->heads, cb->kv_heads,
                                                       cb->head_dim, pdl_tma, s));
         else if (!rope_done)
             CUDA_CHECK(folio_k_rope_kv_write(cb->qkv, kc, vc, cb->inv_freq, kb, cb->heads,
                                              cb->kv_heads, cb->head_dim, cb->pdl_step, s));
-        if (attention(cb, l, &kb, num_tiles, kc, vc, cb->pdl_step || pdl_tma, err, errlen) != 0)
+        if (attention(cb, l, &kb, num_tiles, kc, vc, rope, cb->pdl_step || pdl_tma, err, errlen) !=
+            0)
             return -1;
         if (tma)
             CUDA_CHECK(folio_k_gemm_tma(tma_xmap(cb, TMA_X_ATTN_OUT), tma_wmap(cb, li, TMA_O),
@@ -1319,6 +1333,8 @@ static int create(struct cuda_backend *cb, const struct folio_model *m,
         cb->gemv_max_rows = FOLIO_K_GEMV_MAX_ROWS;
     const char *qr = getenv("FOLIO_QKV_ROPE");
     cb->qkv_rope = !(qr && strcmp(qr, "0") == 0);
+    const char *ra = getenv("FOLIO_ROPE_IN_ATTENTION");
+    cb->rope_in_attention = !(ra && strcmp(ra, "0") == 0);
     const char *gs = getenv("FOLIO_GEMV_SPLITK");
     cb->gemv_split_k = gs ? atoi(gs) : 0;
     if (cb->gemv_split_k != 1 && cb->gemv_split_k != 2 && cb->gemv_split_k != 4 &&
