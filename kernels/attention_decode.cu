@@ -66,17 +66,23 @@ template <int D, int NW> constexpr size_t decode_smem_bytes()
 struct decode_args {
     folio_bf16_bits *out;
     const folio_bf16_bits *qkv;
-    folio_bf16_bits *k_cache, *v_cache;
+    const folio_bf16_bits *k_cache, *v_cache; /* written only by write_new_kv */
     struct folio_k_batch b;
     int num_heads, num_kv_heads;
-    /* RoPE here (folio_k_rope_in): inv_freq set; q, k and v unrotated in qkv
-     * or in qkv_part, the QKV projection's f32 K slices */
-    const float *inv_freq, *qkv_part;
-    int qkv_splits;
     float *part_o;   /* [token * heads + head][split][D] */
     float2 *part_ml; /* [token * heads + head][split]: (max, sum) */
     int *counters;   /* [token][KV head]: CTAs done, 0 between launches; NULL:
                         combine_kernel merges */
+};
+
+/* RoPE here (folio_k_rope_in, the kernels with ROPE): q, k and v unrotated in
+ * qkv or in part, the QKV projection's f32 K slices. (A parameter of its own:
+ * decode_args grown past 112 bytes changed the code nvcc makes of every
+ * kernel, which then read their parameters through an address.) */
+struct rope_args {
+    const uint32_t *cos_sin;
+    const float *part;
+    int splits;
 };
 
 /* The split layout every CTA of a (token, KV head), and combine_kernel,
@@ -214,22 +220,22 @@ decode_tile(const folio_bf16_bits *ks, const folio_bf16_bits *vs,
  * bf16 as rope_kv_write_kernel rounds them: the bf16 row, or the sum of its K
  * slices in slice order. */
 template <int D>
-__device__ __forceinline__ void unrotated_pair(const decode_args &a, int t, int col,
-                                               folio_bf16_bits &x0, folio_bf16_bits &x1)
+__device__ __forceinline__ void unrotated_pair(const decode_args &a, const rope_args &r, int t,
+                                               int col, folio_bf16_bits &x0, folio_bf16_bits &x1)
 {
     const int qkv_dim = (a.num_heads + 2 * a.num_kv_heads) * D;
     const int64_t off = (int64_t)t * qkv_dim + col;
-    if (!a.qkv_part) {
+    if (!r.part) {
         const uint32_t v = *(const uint32_t *)(a.qkv + off);
         x0 = (folio_bf16_bits)(v & 0xffffu);
         x1 = (folio_bf16_bits)(v >> 16);
         return;
     }
     const int64_t split_stride = (int64_t)a.b.num_tokens * qkv_dim;
-    float2 v = *(const float2 *)(a.qkv_part + off);
+    float2 v = *(const float2 *)(r.part + off);
 #pragma unroll 4
-    for (int s = 1; s < a.qkv_splits; s++) {
-        const float2 f = *(const float2 *)(a.qkv_part + s * split_stride + off);
+    for (int s = 1; s < r.splits; s++) {
+        const float2 f = *(const float2 *)(r.part + s * split_stride + off);
         v.x += f.x;
         v.y += f.y;
     }
@@ -241,8 +247,8 @@ __device__ __forceinline__ void unrotated_pair(const decode_args &a, int t, int 
  * (rotated) and value into the cache, at row pos of cache block `block`, as
  * rope_kv_write_kernel would have: two adjacent values a lane. */
 template <int D>
-__device__ __forceinline__ void write_new_kv(const decode_args &a, int t, int kvh, int pos,
-                                             int32_t block, int lane)
+__device__ __forceinline__ void write_new_kv(const decode_args &a, const rope_args &r, int t,
+                                             int kvh, int pos, int32_t block, int lane)
 {
     constexpr int HALF = D / 2;
     const int kcol = (a.num_heads + kvh) * D, vcol = (a.num_heads + a.num_kv_heads + kvh) * D;
@@ -250,18 +256,19 @@ __device__ __forceinline__ void write_new_kv(const decode_args &a, int t, int kv
                         (int64_t)(pos % FOLIO_K_BLOCK) * D;
     for (int i = 2 * lane; i < HALF; i += 64) {
         folio_bf16_bits x1[2], x2[2];
-        unrotated_pair<D>(a, t, kcol + i, x1[0], x1[1]);
-        unrotated_pair<D>(a, t, kcol + i + HALF, x2[0], x2[1]);
+        unrotated_pair<D>(a, r, t, kcol + i, x1[0], x1[1]);
+        unrotated_pair<D>(a, r, t, kcol + i + HALF, x2[0], x2[1]);
 #pragma unroll
         for (int e = 0; e < 2; e++)
-            rope_rotate(x1[e], x2[e], pos, a.inv_freq[i + e]);
-        *(uint32_t *)(a.k_cache + off + i) = (uint32_t)x1[0] | (uint32_t)x1[1] << 16;
-        *(uint32_t *)(a.k_cache + off + i + HALF) = (uint32_t)x2[0] | (uint32_t)x2[1] << 16;
+            rope_rotate_cs(x1[e], x2[e], r.cos_sin[(int64_t)pos * HALF + i + e]);
+        uint32_t *k = (uint32_t *)(a.k_cache + off); /* the cache is the kernel's to write */
+        k[i / 2] = (uint32_t)x1[0] | (uint32_t)x1[1] << 16;
+        k[(i + HALF) / 2] = (uint32_t)x2[0] | (uint32_t)x2[1] << 16;
     }
     for (int i = 2 * lane; i < D; i += 64) {
         folio_bf16_bits v0, v1;
-        unrotated_pair<D>(a, t, vcol + i, v0, v1);
-        *(uint32_t *)(a.v_cache + off + i) = (uint32_t)v0 | (uint32_t)v1 << 16;
+        unrotated_pair<D>(a, r, t, vcol + i, v0, v1);
+        ((uint32_t *)(a.v_cache + off))[i / 2] = (uint32_t)v0 | (uint32_t)v1 << 16;
     }
 }
 
@@ -284,8 +291,8 @@ __device__ __forceinline__ void load_key_row(folio_bf16_bits *ks, folio_bf16_bit
     }
 }
 
-template <int D, int NW, int NQ>
-__global__ void __launch_bounds__(NW * 32) attention_decode_kernel(decode_args a)
+template <int D, int NW, int NQ, bool ROPE>
+__global__ void __launch_bounds__(NW * 32) attention_decode_kernel(decode_args a, rope_args r)
 {
     constexpr int LD = tile_pitch<D>::value;
     constexpr int KS = D / 16; /* k-steps over head dims, m-tiles of output dims */
@@ -369,21 +376,18 @@ __global__ void __launch_bounds__(NW * 32) attention_decode_kernel(decode_args a
         /* RoPE here: the warp whose tiles hold key pos writes it into the cache
          * (its block id read before the wait), then reads it back as any key. */
         const int pos_tile = pos / KT;
-        const bool writes_new_kv = a.inv_freq && pos >= 0 && pos_tile >= t_begin &&
-                                   pos_tile < t_end && (pos_tile - t_begin) % NW == warp;
+        const bool writes_new_kv = ROPE && pos >= 0 && pos_tile >= t_begin && pos_tile < t_end &&
+                                   (pos_tile - t_begin) % NW == warp;
         const int32_t new_block = writes_new_kv ? table[pos / FOLIO_K_BLOCK] : 0;
         pdl_wait();
-        if (writes_new_kv) {
-            write_new_kv<D>(a, t, kvh, pos, new_block, lane);
-            __threadfence_block(); /* the lanes' cache writes before any lane's copies */
-            __syncwarp();
+        if (!ROPE) {
+            if (pos_j >= 0) {
+                folio_bf16_bits *ks = stage0 + (size_t)pos_j * 2 * KT * LD;
+                load_key_row<D>(ks, ks + KT * LD, a, pos_block, kvh,
+                                pos - (t_begin + warp + pos_j * NW) * KT, pos, lane);
+            }
+            cp_async_commit();
         }
-        if (pos_j >= 0) {
-            folio_bf16_bits *ks = stage0 + (size_t)pos_j * 2 * KT * LD;
-            load_key_row<D>(ks, ks + KT * LD, a, pos_block, kvh,
-                            pos - (t_begin + warp + pos_j * NW) * KT, pos, lane);
-        }
-        cp_async_commit();
 
         /* This lane's B-operand column is head kvh * group + 8 nq + g. A head
          * past the group (q zero) is a column of its own whose output is
@@ -394,7 +398,7 @@ __global__ void __launch_bounds__(NW * 32) attention_decode_kernel(decode_args a
 #pragma unroll
         for (int nq = 0; nq < NQ; nq++) {
             const bool live = 8 * nq + g < group && pos >= 0;
-            if (a.inv_freq) {
+            if (ROPE) {
                 /* q unrotated: the lane's dims of its head (16 s + 2 tq, + 1,
                  * + 8, + 9 for every s) hold both halves of their rotation
                  * pairs, as s and s + KS / 2 lie D / 2 apart. */
@@ -403,15 +407,16 @@ __global__ void __launch_bounds__(NW * 32) attention_decode_kernel(decode_args a
 #pragma unroll
                 for (int s = 0; s < KS; s++)
                     if (live) {
-                        unrotated_pair<D>(a, t, col + 16 * s, x[s][0], x[s][1]);
-                        unrotated_pair<D>(a, t, col + 16 * s + 8, x[s][2], x[s][3]);
+                        unrotated_pair<D>(a, r, t, col + 16 * s, x[s][0], x[s][1]);
+                        unrotated_pair<D>(a, r, t, col + 16 * s + 8, x[s][2], x[s][3]);
                     }
 #pragma unroll
                 for (int s = 0; s < KS / 2; s++)
 #pragma unroll
                     for (int e = 0; e < 4; e++)
-                        rope_rotate(x[s][e], x[s + KS / 2][e], pos,
-                                    a.inv_freq[16 * s + 2 * tq + (e & 1) + 8 * (e >> 1)]);
+                        rope_rotate_cs(x[s][e], x[s + KS / 2][e],
+                                       r.cos_sin[(int64_t)pos * (D / 2) + 16 * s + 2 * tq +
+                                                 (e & 1) + 8 * (e >> 1)]);
 #pragma unroll
                 for (int s = 0; s < KS; s++) {
                     qb[nq][s][0] = live ? (uint32_t)x[s][0] | (uint32_t)x[s][1] << 16 : 0u;
@@ -425,6 +430,19 @@ __global__ void __launch_bounds__(NW * 32) attention_decode_kernel(decode_args a
                 qb[nq][s][0] = live ? q[(16 * s + 2 * tq) / 2] : 0u;
                 qb[nq][s][1] = live ? q[(16 * s + 8 + 2 * tq) / 2] : 0u;
             }
+        }
+        if (ROPE) { /* q's loads went out first; then the new key and value */
+            if (writes_new_kv) {
+                write_new_kv<D>(a, r, t, kvh, pos, new_block, lane);
+                __threadfence_block(); /* the lanes' cache writes before any lane's copies */
+                __syncwarp();
+            }
+            if (pos_j >= 0) {
+                folio_bf16_bits *ks = stage0 + (size_t)pos_j * 2 * KT * LD;
+                load_key_row<D>(ks, ks + KT * LD, a, pos_block, kvh,
+                                pos - (t_begin + warp + pos_j * NW) * KT, pos, lane);
+            }
+            cp_async_commit();
         }
         float o[KS][NQ][4], m[NQ][2], l[NQ][2];
 #pragma unroll
@@ -682,16 +700,22 @@ extern "C" size_t folio_k_attention_decode_workspace_bytes(int num_tokens,
     return rows * (sizeof(float) * head_dim + sizeof(float2));
 }
 
-template <int D, int NW, int NQ> static cudaError_t prepare_one()
+template <int D, int NW, int NQ, bool ROPE> static cudaError_t prepare_kernel()
 {
-    cudaError_t e = cudaFuncSetAttribute(attention_decode_kernel<D, NW, NQ>,
+    cudaError_t e = cudaFuncSetAttribute(attention_decode_kernel<D, NW, NQ, ROPE>,
                                          cudaFuncAttributeMaxDynamicSharedMemorySize,
                                          (int)decode_smem_bytes<D, NW>());
     if (e == cudaSuccess && folio_k_smem_carveout() >= 0)
-        e = cudaFuncSetAttribute(attention_decode_kernel<D, NW, NQ>,
+        e = cudaFuncSetAttribute(attention_decode_kernel<D, NW, NQ, ROPE>,
                                  cudaFuncAttributePreferredSharedMemoryCarveout,
                                  folio_k_smem_carveout());
     return e;
+}
+
+template <int D, int NW, int NQ> static cudaError_t prepare_one()
+{
+    cudaError_t e = prepare_kernel<D, NW, NQ, false>();
+    return e == cudaSuccess ? prepare_kernel<D, NW, NQ, true>() : e;
 }
 
 /* NQ: n-tiles of 8 query heads (groups of up to 8, or of 16). */
@@ -712,22 +736,25 @@ extern "C" cudaError_t folio_k_attention_prepare(int head_dim)
 }
 
 template <int D, int NW, int NQ>
-static cudaError_t launch(const decode_args &a, int splits, bool pdl, cudaStream_t s)
+static cudaError_t launch(const decode_args &a, const rope_args &r, int splits, bool pdl,
+                          cudaStream_t s)
 {
     dim3 grid(a.b.num_tokens, a.num_kv_heads, splits);
-    return launch_pdl(attention_decode_kernel<D, NW, NQ>, grid, dim3(NW * 32),
-                      decode_smem_bytes<D, NW>(), s, pdl, a);
+    return r.cos_sin ? launch_pdl(attention_decode_kernel<D, NW, NQ, true>, grid, dim3(NW * 32),
+                                  decode_smem_bytes<D, NW>(), s, pdl, a, r)
+                     : launch_pdl(attention_decode_kernel<D, NW, NQ, false>, grid, dim3(NW * 32),
+                                  decode_smem_bytes<D, NW>(), s, pdl, a, r);
 }
 
 template <int D>
-static cudaError_t launch_d(const decode_args &a, struct folio_k_decode_plan p, bool pdl,
-                            cudaStream_t s)
+static cudaError_t launch_d(const decode_args &a, const rope_args &r, struct folio_k_decode_plan p,
+                            bool pdl, cudaStream_t s)
 {
     if (a.num_heads / a.num_kv_heads <= 8)
-        return p.warps == 1 ? launch<D, 1, 1>(a, p.splits, pdl, s)
-                            : launch<D, 4, 1>(a, p.splits, pdl, s);
-    return p.warps == 1 ? launch<D, 1, 2>(a, p.splits, pdl, s)
-                        : launch<D, 4, 2>(a, p.splits, pdl, s);
+        return p.warps == 1 ? launch<D, 1, 1>(a, r, p.splits, pdl, s)
+                            : launch<D, 4, 1>(a, r, p.splits, pdl, s);
+    return p.warps == 1 ? launch<D, 1, 2>(a, r, p.splits, pdl, s)
+                        : launch<D, 4, 2>(a, r, p.splits, pdl, s);
 }
 
 extern "C" cudaError_t folio_k_attention_decode(folio_bf16_bits *out, const folio_bf16_bits *qkv,
@@ -743,7 +770,7 @@ extern "C" cudaError_t folio_k_attention_decode(folio_bf16_bits *out, const foli
     if (folio_k_attention_tile_tokens(num_heads, num_kv_heads, head_dim) <= 0 || p.splits < 1 ||
         p.splits > MAX_SPLITS || (p.warps != 1 && p.warps != 4) ||
         (p.splits > 1 && (!workspace || (!p.combine && !counters))) ||
-        (rope.inv_freq && rope.partials && rope.splits < 1))
+        (rope.cos_sin && rope.partials && rope.splits < 1))
         return cudaErrorInvalidValue;
     decode_args a = {};
     a.out = out;
@@ -753,11 +780,9 @@ extern "C" cudaError_t folio_k_attention_decode(folio_bf16_bits *out, const foli
     a.b = b;
     a.num_heads = num_heads;
     a.num_kv_heads = num_kv_heads;
-    if (rope.inv_freq) {
-        a.inv_freq = rope.inv_freq;
-        a.qkv_part = rope.partials;
-        a.qkv_splits = rope.partials ? rope.splits : 1;
-    }
+    rope_args r = {};
+    if (rope.cos_sin)
+        r = {rope.cos_sin, rope.partials, rope.partials ? rope.splits : 1};
     if (p.splits > 1) {
         size_t rows = (size_t)b.num_tokens * num_heads * p.splits;
         a.part_o = (float *)workspace;
@@ -765,7 +790,7 @@ extern "C" cudaError_t folio_k_attention_decode(folio_bf16_bits *out, const foli
         a.counters = p.combine ? NULL : counters;
     }
     cudaError_t e =
-        head_dim == 64 ? launch_d<64>(a, p, pdl != 0, s) : launch_d<128>(a, p, pdl != 0, s);
+        head_dim == 64 ? launch_d<64>(a, r, p, pdl != 0, s) : launch_d<128>(a, r, p, pdl != 0, s);
     if (e == cudaSuccess)
         e = cudaGetLastError();
     if (e != cudaSuccess || p.splits == 1 || !p.combine)

@@ -36,14 +36,35 @@ __device__ __forceinline__ float silu_bf16(float x)
  * rounded where Hugging Face's bf16 apply_rotary_pos_emb rounds: cos and sin to
  * bf16, each product, the sums. rope_kv.cu and the QKV GEMV's epilogue both use
  * it, so the two paths give the same bits. */
+/* The rotation by bf16 cos c and sin s of the angle. */
+__device__ __forceinline__ void rope_rotate_by(folio_bf16_bits &x1, folio_bf16_bits &x2, float c,
+                                               float s)
+{
+    float f1 = bf16_to_f32(x1), f2 = bf16_to_f32(x2);
+    x1 = f32_to_bf16(round_bf16(f1 * c) + round_bf16(-f2 * s));
+    x2 = f32_to_bf16(round_bf16(f2 * c) + round_bf16(f1 * s));
+}
+
+/* cos and sin of the angle, rounded to bf16, packed as folio_k_rope_table
+ * stores them: cos in the low half. */
+__device__ __forceinline__ uint32_t rope_cos_sin(int pos, float inv_freq)
+{
+    float ang = (float)pos * inv_freq;
+    return (uint32_t)f32_to_bf16(cosf(ang)) | (uint32_t)f32_to_bf16(sinf(ang)) << 16;
+}
+
+__device__ __forceinline__ void rope_rotate_cs(folio_bf16_bits &x1, folio_bf16_bits &x2,
+                                               uint32_t cos_sin)
+{
+    rope_rotate_by(x1, x2, bf16_to_f32((folio_bf16_bits)(cos_sin & 0xffffu)),
+                   bf16_to_f32((folio_bf16_bits)(cos_sin >> 16)));
+}
+
 __device__ __forceinline__ void rope_rotate(folio_bf16_bits &x1, folio_bf16_bits &x2, int pos,
                                             float inv_freq)
 {
     float ang = (float)pos * inv_freq;
-    float c = round_bf16(cosf(ang)), s = round_bf16(sinf(ang));
-    float f1 = bf16_to_f32(x1), f2 = bf16_to_f32(x2);
-    x1 = f32_to_bf16(round_bf16(f1 * c) + round_bf16(-f2 * s));
-    x2 = f32_to_bf16(round_bf16(f2 * c) + round_bf16(f1 * s));
+    rope_rotate_by(x1, x2, round_bf16(cosf(ang)), round_bf16(sinf(ang)));
 }
 
 __device__ __forceinline__ float warp_sum(float v)

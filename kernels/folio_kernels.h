@@ -126,17 +126,23 @@ cudaError_t folio_k_attention_prefill(folio_bf16_bits *out, const folio_bf16_bit
                                       const int32_t *tiles, int num_tiles, int num_heads,
                                       int num_kv_heads, int head_dim, cudaStream_t s);
 
-/* RoPE inside decode attention: with inv_freq set, the step's q, k and v come
- * unrotated, as bf16 qkv rows or (partials) as the f32 K slices [splits][tokens]
- * [qkv_dim] of the QKV projection, and the attention kernel does
- * folio_k_rope_kv_write's work itself (the same roundings): it rotates q, and
- * writes each token's new key and value into the cache. inv_freq NULL: q is
- * rotated and the new key and value are in the cache already. */
+/* RoPE inside decode attention: with cos_sin set (folio_k_rope_table), the
+ * step's q, k and v come unrotated, as bf16 qkv rows or (partials) as the f32 K
+ * slices [splits][tokens][qkv_dim] of the QKV projection, and the attention
+ * kernel does folio_k_rope_kv_write's work itself (the same roundings): it
+ * rotates q, and writes each token's new key and value into the cache.
+ * cos_sin NULL: q is rotated and the new key and value are in the cache
+ * already. */
 struct folio_k_rope_in {
-    const float *inv_freq;
+    const uint32_t *cos_sin;
     const float *partials;
     int splits;
 };
+
+/* cos_sin[pos][i] for pos < positions, i < head_dim / 2: the bf16 cos (low
+ * half) and sin (high half) of pos * inv_freq[i], as RoPE rounds them. */
+cudaError_t folio_k_rope_table(uint32_t *cos_sin, const float *inv_freq, int positions,
+                               int head_dim, cudaStream_t s);
 
 /* Decode-only batches (token t is sequence t's one new token; padding rows
  * pos -1 get zeros): plan from folio_k_attention_decode_plan; with

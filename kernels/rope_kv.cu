@@ -178,3 +178,23 @@ extern "C" cudaError_t folio_k_rope_kv_write_partials(folio_bf16_bits *qkv, cons
     return rope_launch(qkv, k_cache, v_cache, inv_freq, b, num_heads, num_kv_heads, head_dim,
                        partials, splits, pdl, s);
 }
+
+__global__ void rope_table_kernel(uint32_t *cos_sin, const float *inv_freq, int positions, int half)
+{
+    const int64_t idx = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (idx >= (int64_t)positions * half)
+        return;
+    const int pos = (int)(idx / half), i = (int)(idx - (int64_t)pos * half);
+    cos_sin[idx] = rope_cos_sin(pos, inv_freq[i]);
+}
+
+extern "C" cudaError_t folio_k_rope_table(uint32_t *cos_sin, const float *inv_freq, int positions,
+                                          int head_dim, cudaStream_t s)
+{
+    if (positions < 1 || head_dim < 2 || head_dim % 2 != 0)
+        return cudaErrorInvalidValue;
+    const int64_t n = (int64_t)positions * (head_dim / 2);
+    rope_table_kernel<<<(unsigned)((n + 255) / 256), 256, 0, s>>>(cos_sin, inv_freq, positions,
+                                                                  head_dim / 2);
+    return cudaGetLastError();
+}

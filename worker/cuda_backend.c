@@ -120,6 +120,7 @@ struct cuda_backend {
     bf16 *embed, *final_norm, *lm_head;
     struct cuda_layer *lw;
     float *inv_freq;
+    uint32_t *rope_cos_sin; /* folio_k_rope_table: [max context][head_dim / 2] */
     void *weight_blocks[8]; /* allocations to free */
     int num_weight_blocks;
 
@@ -728,7 +729,7 @@ static int forward(struct cuda_backend *cb, const struct step_layout *l, int t_r
         }
         struct folio_k_rope_in rope = {0};
         if (!rope_done && rope_in_attention) /* from QKV's K slices or its bf16 rows */
-            rope = (struct folio_k_rope_in){cb->inv_freq,
+            rope = (struct folio_k_rope_in){cb->rope_cos_sin,
                                             split_qkv > 1 ? cb->splitk_partials : NULL, split_qkv};
         else if (!rope_done && split_qkv > 1)
             CUDA_CHECK(folio_k_rope_kv_write_partials(cb->qkv, cb->splitk_partials, split_qkv, kc,
@@ -1159,31 +1160,19 @@ static void cuda_destroy(struct folio_backend *b)
     }
     for (int i = 0; i < cb->num_weight_blocks; i++)
         cudaFree(cb->weight_blocks[i]);
-    void *bufs[] = {cb->kv_pool,
-                    cb->res,
-                    cb->normed,
-                    cb->qkv,
-                    cb->attn_out,
-                    cb->proj_out,
-                    cb->gate_up,
-                    cb->act,
-                    cb->final_h,
-                    cb->d_logits,
-                    cb->d_tokens,
-                    cb->d_logprobs,
-                    cb->d_top_ids,
-                    cb->d_top_logprobs,
-                    cb->d_last_sampled,
-                    cb->d_meta,
-                    cb->inv_freq,
-                    cb->workspace,
-                    cb->attn_workspace,
-                    cb->attn_counters,
-                    cb->res2,
-                    cb->d_pen_state,
-                    cb->d_pen_history,
-                    cb->d_pen_rebuild,
-                    cb->splitk_partials,
+    void *bufs[] = {cb->kv_pool,        cb->res,
+                    cb->normed,         cb->qkv,
+                    cb->attn_out,       cb->proj_out,
+                    cb->gate_up,        cb->act,
+                    cb->final_h,        cb->d_logits,
+                    cb->d_tokens,       cb->d_logprobs,
+                    cb->d_top_ids,      cb->d_top_logprobs,
+                    cb->d_last_sampled, cb->d_meta,
+                    cb->inv_freq,       cb->rope_cos_sin,
+                    cb->workspace,      cb->attn_workspace,
+                    cb->attn_counters,  cb->res2,
+                    cb->d_pen_state,    cb->d_pen_history,
+                    cb->d_pen_rebuild,  cb->splitk_partials,
                     cb->d_sample_split};
     for (size_t i = 0; i < sizeof(bufs) / sizeof(bufs[0]); i++)
         cudaFree(bufs[i]);
@@ -1477,6 +1466,11 @@ static int create(struct cuda_backend *cb, const struct folio_model *m,
     int max_ctx = c->max_position_embeddings > opt->max_num_tokens ? c->max_position_embeddings
                                                                    : opt->max_num_tokens;
     cb->block_stride = (max_ctx + FOLIO_KV_BLOCK_SIZE - 1) / FOLIO_KV_BLOCK_SIZE;
+    const int positions = cb->block_stride * FOLIO_KV_BLOCK_SIZE;
+    CUDA_CHECK(cudaMalloc((void **)&cb->rope_cos_sin,
+                          sizeof(uint32_t) * (size_t)positions * (cb->head_dim / 2)));
+    CUDA_CHECK(
+        folio_k_rope_table(cb->rope_cos_sin, cb->inv_freq, positions, cb->head_dim, cb->stream));
     CUDA_CHECK(cudaMalloc((void **)&cb->res, sizeof(bf16) * T * H));
     /* The residual's second buffer of the fused-norm GEMV path (<= 8 rows). */
     CUDA_CHECK(cudaMalloc((void **)&cb->res2, sizeof(bf16) * FOLIO_K_GEMV_MAX_ROWS * H));
