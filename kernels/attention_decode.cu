@@ -75,16 +75,6 @@ struct decode_args {
                         combine_kernel merges */
 };
 
-/* RoPE here (folio_k_rope_in, the kernels with ROPE): q, k and v unrotated in
- * qkv or in part, the QKV projection's f32 K slices. (A parameter of its own:
- * decode_args grown past 112 bytes changed the code nvcc makes of every
- * kernel, which then read their parameters through an address.) */
-struct rope_args {
-    const uint32_t *cos_sin;
-    const float *part;
-    int splits;
-};
-
 /* The split layout every CTA of a (token, KV head), and combine_kernel,
  * derive alike from the token's position. */
 struct split_layout {
@@ -216,38 +206,22 @@ decode_tile(const folio_bf16_bits *ks, const folio_bf16_bits *vs,
     }
 }
 
-/* Columns col and col + 1 of token t's QKV projection before RoPE, rounded to
- * bf16 as rope_kv_write_kernel rounds them: the bf16 row, or the sum of its K
- * slices in slice order. */
+/* Columns col and col + 1 of token t's QKV projection (bf16), before RoPE. */
 template <int D>
-__device__ __forceinline__ void unrotated_pair(const decode_args &a, const rope_args &r, int t,
-                                               int col, folio_bf16_bits &x0, folio_bf16_bits &x1)
+__device__ __forceinline__ void unrotated_pair(const decode_args &a, int t, int col,
+                                               folio_bf16_bits &x0, folio_bf16_bits &x1)
 {
-    const int qkv_dim = (a.num_heads + 2 * a.num_kv_heads) * D;
-    const int64_t off = (int64_t)t * qkv_dim + col;
-    if (!r.part) {
-        const uint32_t v = *(const uint32_t *)(a.qkv + off);
-        x0 = (folio_bf16_bits)(v & 0xffffu);
-        x1 = (folio_bf16_bits)(v >> 16);
-        return;
-    }
-    const int64_t split_stride = (int64_t)a.b.num_tokens * qkv_dim;
-    float2 v = *(const float2 *)(r.part + off);
-#pragma unroll 4
-    for (int s = 1; s < r.splits; s++) {
-        const float2 f = *(const float2 *)(r.part + s * split_stride + off);
-        v.x += f.x;
-        v.y += f.y;
-    }
-    x0 = f32_to_bf16(v.x);
-    x1 = f32_to_bf16(v.y);
+    const int64_t off = (int64_t)t * (a.num_heads + 2 * a.num_kv_heads) * D + col;
+    const uint32_t v = *(const uint32_t *)(a.qkv + off);
+    x0 = (folio_bf16_bits)(v & 0xffffu);
+    x1 = (folio_bf16_bits)(v >> 16);
 }
 
 /* RoPE inside attention: the warp that reads key pos writes token t's new key
  * (rotated) and value into the cache, at row pos of cache block `block`, as
  * rope_kv_write_kernel would have: two adjacent values a lane. */
 template <int D>
-__device__ __forceinline__ void write_new_kv(const decode_args &a, const rope_args &r, int t,
+__device__ __forceinline__ void write_new_kv(const decode_args &a, const uint32_t *cos_sin, int t,
                                              int kvh, int pos, int32_t block, int lane)
 {
     constexpr int HALF = D / 2;
@@ -256,18 +230,18 @@ __device__ __forceinline__ void write_new_kv(const decode_args &a, const rope_ar
                         (int64_t)(pos % FOLIO_K_BLOCK) * D;
     for (int i = 2 * lane; i < HALF; i += 64) {
         folio_bf16_bits x1[2], x2[2];
-        unrotated_pair<D>(a, r, t, kcol + i, x1[0], x1[1]);
-        unrotated_pair<D>(a, r, t, kcol + i + HALF, x2[0], x2[1]);
+        unrotated_pair<D>(a, t, kcol + i, x1[0], x1[1]);
+        unrotated_pair<D>(a, t, kcol + i + HALF, x2[0], x2[1]);
 #pragma unroll
         for (int e = 0; e < 2; e++)
-            rope_rotate_cs(x1[e], x2[e], r.cos_sin[(int64_t)pos * HALF + i + e]);
+            rope_rotate_cs(x1[e], x2[e], cos_sin[(int64_t)pos * HALF + i + e]);
         uint32_t *k = (uint32_t *)(a.k_cache + off); /* the cache is the kernel's to write */
         k[i / 2] = (uint32_t)x1[0] | (uint32_t)x1[1] << 16;
         k[(i + HALF) / 2] = (uint32_t)x2[0] | (uint32_t)x2[1] << 16;
     }
     for (int i = 2 * lane; i < D; i += 64) {
         folio_bf16_bits v0, v1;
-        unrotated_pair<D>(a, r, t, vcol + i, v0, v1);
+        unrotated_pair<D>(a, t, vcol + i, v0, v1);
         ((uint32_t *)(a.v_cache + off))[i / 2] = (uint32_t)v0 | (uint32_t)v1 << 16;
     }
 }
@@ -292,7 +266,8 @@ __device__ __forceinline__ void load_key_row(folio_bf16_bits *ks, folio_bf16_bit
 }
 
 template <int D, int NW, int NQ, bool ROPE>
-__global__ void __launch_bounds__(NW * 32) attention_decode_kernel(decode_args a, rope_args r)
+__global__ void __launch_bounds__(NW * 32)
+    attention_decode_kernel(decode_args a, const uint32_t *rope_cos_sin)
 {
     constexpr int LD = tile_pitch<D>::value;
     constexpr int KS = D / 16; /* k-steps over head dims, m-tiles of output dims */
@@ -404,23 +379,24 @@ __global__ void __launch_bounds__(NW * 32) attention_decode_kernel(decode_args a
                  * pairs, as s and s + KS / 2 lie D / 2 apart. */
                 folio_bf16_bits x[KS][4] = {};
                 const int col = (kvh * group + 8 * nq + g) * D + 2 * tq;
+                if (live) { /* not for padding rows (pos -1) or heads past the group */
 #pragma unroll
-                for (int s = 0; s < KS; s++)
-                    if (live) {
-                        unrotated_pair<D>(a, r, t, col + 16 * s, x[s][0], x[s][1]);
-                        unrotated_pair<D>(a, r, t, col + 16 * s + 8, x[s][2], x[s][3]);
+                    for (int s = 0; s < KS; s++) {
+                        unrotated_pair<D>(a, t, col + 16 * s, x[s][0], x[s][1]);
+                        unrotated_pair<D>(a, t, col + 16 * s + 8, x[s][2], x[s][3]);
                     }
+                    const uint32_t *cs = rope_cos_sin + (int64_t)pos * (D / 2) + 2 * tq;
 #pragma unroll
-                for (int s = 0; s < KS / 2; s++)
+                    for (int s = 0; s < KS / 2; s++)
 #pragma unroll
-                    for (int e = 0; e < 4; e++)
-                        rope_rotate_cs(x[s][e], x[s + KS / 2][e],
-                                       r.cos_sin[(int64_t)pos * (D / 2) + 16 * s + 2 * tq +
-                                                 (e & 1) + 8 * (e >> 1)]);
+                        for (int e = 0; e < 4; e++)
+                            rope_rotate_cs(x[s][e], x[s + KS / 2][e],
+                                           cs[16 * s + (e & 1) + 8 * (e >> 1)]);
+                }
 #pragma unroll
                 for (int s = 0; s < KS; s++) {
-                    qb[nq][s][0] = live ? (uint32_t)x[s][0] | (uint32_t)x[s][1] << 16 : 0u;
-                    qb[nq][s][1] = live ? (uint32_t)x[s][2] | (uint32_t)x[s][3] << 16 : 0u;
+                    qb[nq][s][0] = (uint32_t)x[s][0] | (uint32_t)x[s][1] << 16;
+                    qb[nq][s][1] = (uint32_t)x[s][2] | (uint32_t)x[s][3] << 16;
                 }
                 continue;
             }
@@ -433,7 +409,7 @@ __global__ void __launch_bounds__(NW * 32) attention_decode_kernel(decode_args a
         }
         if (ROPE) { /* q's loads went out first; then the new key and value */
             if (writes_new_kv) {
-                write_new_kv<D>(a, r, t, kvh, pos, new_block, lane);
+                write_new_kv<D>(a, rope_cos_sin, t, kvh, pos, new_block, lane);
                 __threadfence_block(); /* the lanes' cache writes before any lane's copies */
                 __syncwarp();
             }
@@ -736,25 +712,25 @@ extern "C" cudaError_t folio_k_attention_prepare(int head_dim)
 }
 
 template <int D, int NW, int NQ>
-static cudaError_t launch(const decode_args &a, const rope_args &r, int splits, bool pdl,
+static cudaError_t launch(const decode_args &a, const uint32_t *rope_cos_sin, int splits, bool pdl,
                           cudaStream_t s)
 {
     dim3 grid(a.b.num_tokens, a.num_kv_heads, splits);
-    return r.cos_sin ? launch_pdl(attention_decode_kernel<D, NW, NQ, true>, grid, dim3(NW * 32),
-                                  decode_smem_bytes<D, NW>(), s, pdl, a, r)
-                     : launch_pdl(attention_decode_kernel<D, NW, NQ, false>, grid, dim3(NW * 32),
-                                  decode_smem_bytes<D, NW>(), s, pdl, a, r);
+    return rope_cos_sin ? launch_pdl(attention_decode_kernel<D, NW, NQ, true>, grid, dim3(NW * 32),
+                                     decode_smem_bytes<D, NW>(), s, pdl, a, rope_cos_sin)
+                        : launch_pdl(attention_decode_kernel<D, NW, NQ, false>, grid, dim3(NW * 32),
+                                     decode_smem_bytes<D, NW>(), s, pdl, a, rope_cos_sin);
 }
 
 template <int D>
-static cudaError_t launch_d(const decode_args &a, const rope_args &r, struct folio_k_decode_plan p,
-                            bool pdl, cudaStream_t s)
+static cudaError_t launch_d(const decode_args &a, const uint32_t *rope_cos_sin,
+                            struct folio_k_decode_plan p, bool pdl, cudaStream_t s)
 {
     if (a.num_heads / a.num_kv_heads <= 8)
-        return p.warps == 1 ? launch<D, 1, 1>(a, r, p.splits, pdl, s)
-                            : launch<D, 4, 1>(a, r, p.splits, pdl, s);
-    return p.warps == 1 ? launch<D, 1, 2>(a, r, p.splits, pdl, s)
-                        : launch<D, 4, 2>(a, r, p.splits, pdl, s);
+        return p.warps == 1 ? launch<D, 1, 1>(a, rope_cos_sin, p.splits, pdl, s)
+                            : launch<D, 4, 1>(a, rope_cos_sin, p.splits, pdl, s);
+    return p.warps == 1 ? launch<D, 1, 2>(a, rope_cos_sin, p.splits, pdl, s)
+                        : launch<D, 4, 2>(a, rope_cos_sin, p.splits, pdl, s);
 }
 
 extern "C" cudaError_t folio_k_attention_decode(folio_bf16_bits *out, const folio_bf16_bits *qkv,
@@ -762,15 +738,14 @@ extern "C" cudaError_t folio_k_attention_decode(folio_bf16_bits *out, const foli
                                                 struct folio_k_batch b,
                                                 struct folio_k_decode_plan p, void *workspace,
                                                 int *counters, int num_heads, int num_kv_heads,
-                                                int head_dim, struct folio_k_rope_in rope, int pdl,
+                                                int head_dim, const uint32_t *rope_cos_sin, int pdl,
                                                 cudaStream_t s)
 {
     if (b.num_tokens <= 0)
         return cudaSuccess;
     if (folio_k_attention_tile_tokens(num_heads, num_kv_heads, head_dim) <= 0 || p.splits < 1 ||
         p.splits > MAX_SPLITS || (p.warps != 1 && p.warps != 4) ||
-        (p.splits > 1 && (!workspace || (!p.combine && !counters))) ||
-        (rope.cos_sin && rope.partials && rope.splits < 1))
+        (p.splits > 1 && (!workspace || (!p.combine && !counters))))
         return cudaErrorInvalidValue;
     decode_args a = {};
     a.out = out;
@@ -780,17 +755,14 @@ extern "C" cudaError_t folio_k_attention_decode(folio_bf16_bits *out, const foli
     a.b = b;
     a.num_heads = num_heads;
     a.num_kv_heads = num_kv_heads;
-    rope_args r = {};
-    if (rope.cos_sin)
-        r = {rope.cos_sin, rope.partials, rope.partials ? rope.splits : 1};
     if (p.splits > 1) {
         size_t rows = (size_t)b.num_tokens * num_heads * p.splits;
         a.part_o = (float *)workspace;
         a.part_ml = (float2 *)(a.part_o + rows * head_dim);
         a.counters = p.combine ? NULL : counters;
     }
-    cudaError_t e =
-        head_dim == 64 ? launch_d<64>(a, r, p, pdl != 0, s) : launch_d<128>(a, r, p, pdl != 0, s);
+    cudaError_t e = head_dim == 64 ? launch_d<64>(a, rope_cos_sin, p, pdl != 0, s)
+                                   : launch_d<128>(a, rope_cos_sin, p, pdl != 0, s);
     if (e == cudaSuccess)
         e = cudaGetLastError();
     if (e != cudaSuccess || p.splits == 1 || !p.combine)

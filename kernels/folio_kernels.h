@@ -126,19 +126,6 @@ cudaError_t folio_k_attention_prefill(folio_bf16_bits *out, const folio_bf16_bit
                                       const int32_t *tiles, int num_tiles, int num_heads,
                                       int num_kv_heads, int head_dim, cudaStream_t s);
 
-/* RoPE inside decode attention: with cos_sin set (folio_k_rope_table), the
- * step's q, k and v come unrotated, as bf16 qkv rows or (partials) as the f32 K
- * slices [splits][tokens][qkv_dim] of the QKV projection, and the attention
- * kernel does folio_k_rope_kv_write's work itself (the same roundings): it
- * rotates q, and writes each token's new key and value into the cache.
- * cos_sin NULL: q is rotated and the new key and value are in the cache
- * already. */
-struct folio_k_rope_in {
-    const uint32_t *cos_sin;
-    const float *partials;
-    int splits;
-};
-
 /* cos_sin[pos][i] for pos < positions, i < head_dim / 2: the bf16 cos (low
  * half) and sin (high half) of pos * inv_freq[i], as RoPE rounds them. */
 cudaError_t folio_k_rope_table(uint32_t *cos_sin, const float *inv_freq, int positions,
@@ -148,12 +135,16 @@ cudaError_t folio_k_rope_table(uint32_t *cos_sin, const float *inv_freq, int pos
  * pos -1 get zeros): plan from folio_k_attention_decode_plan; with
  * plan.splits > 1, workspace holds the partials and (without plan.combine)
  * counters num_tokens * num_kv_heads ints that are zero before the first
- * launch (the kernel leaves them zero). */
+ * launch (the kernel leaves them zero). With rope_cos_sin (folio_k_rope_table)
+ * q, k and v come unrotated in qkv and the kernel does folio_k_rope_kv_write's
+ * work itself, with the same roundings: it rotates q, and writes each token's
+ * new key and value into the cache. Without it, q is rotated and the new key
+ * and value are in the cache already. */
 cudaError_t folio_k_attention_decode(folio_bf16_bits *out, const folio_bf16_bits *qkv,
                                      folio_bf16_bits *k_cache, folio_bf16_bits *v_cache,
                                      struct folio_k_batch b, struct folio_k_decode_plan p,
                                      void *workspace, int *counters, int num_heads,
-                                     int num_kv_heads, int head_dim, struct folio_k_rope_in rope,
+                                     int num_kv_heads, int head_dim, const uint32_t *rope_cos_sin,
                                      int pdl, cudaStream_t s);
 
 /* The shared-memory carveout (percent, -1: the driver's) that the GEMV and

@@ -173,8 +173,8 @@ struct cuda_backend {
     /* The GEMV path's QKV projection rotates q and k and writes the caches in its
      * epilogue; FOLIO_QKV_ROPE=0: apart (rope_kv_write). */
     bool qkv_rope;
-    /* Decode-only steps past the GEMV path rotate q and write the new K/V in the
-     * attention kernel (folio_k_rope_in); FOLIO_ROPE_IN_ATTENTION=0: in
+    /* Decode-only steps on the cuBLASLt path rotate q and write the new K/V in
+     * the attention kernel (rope_cos_sin); FOLIO_ROPE_IN_ATTENTION=0: in
      * rope_kv_write before it. */
     bool rope_in_attention;
     /* K slices of the O and down projections on the cuBLASLt path (splitk_slices):
@@ -604,7 +604,7 @@ static cudaError_t add_rmsnorm(struct cuda_backend *cb, bf16 *out, bf16 *residua
  * shapes the tensor-core kernels do not take. */
 static int attention(struct cuda_backend *cb, const struct step_layout *l,
                      const struct folio_k_batch *kb, int num_tiles, bf16 *kc, bf16 *vc,
-                     struct folio_k_rope_in rope, bool pdl, char *err, size_t errlen)
+                     const uint32_t *rope_cos_sin, bool pdl, char *err, size_t errlen)
 {
     cudaStream_t s = cb->stream;
     if (cb->attn_tile_tokens == 0) {
@@ -613,7 +613,7 @@ static int attention(struct cuda_backend *cb, const struct step_layout *l,
     } else if (num_tiles < 0) {
         CUDA_CHECK(folio_k_attention_decode(
             cb->attn_out, cb->qkv, kc, vc, *kb, decode_plan(cb, kb->num_tokens), cb->attn_workspace,
-            cb->attn_counters, cb->heads, cb->kv_heads, cb->head_dim, rope, pdl, s));
+            cb->attn_counters, cb->heads, cb->kv_heads, cb->head_dim, rope_cos_sin, pdl, s));
     } else {
         CUDA_CHECK(folio_k_attention_prefill(cb->attn_out, cb->qkv, kc, vc, *kb,
                                              (const int32_t *)(cb->d_meta + l->attn_tiles),
@@ -686,11 +686,15 @@ static int forward(struct cuda_backend *cb, const struct step_layout *l, int t_r
     /* The O or down projection's output on the TMA path: proj_out (one slice)
      * or the partials. */
     void *tma_o_out = split_o > 1 ? (void *)cb->splitk_partials : (void *)cb->proj_out;
-    /* Decode-only steps rotate q and write the new K/V inside the attention
-     * kernel (folio_k_rope_in) instead of in a RoPE kernel before it: one
-     * kernel boundary a layer fewer. */
+    /* Decode-only steps on the cuBLASLt path (65-256 rows, one-warp attention
+     * CTAs) rotate q and write the new K/V inside the attention kernel instead
+     * of in a RoPE kernel before it: one kernel a layer fewer. On the H200:
+     * batch 256 2.388 ms against 2.416, batch 128 1.790 against 1.822. On the
+     * TMA path (3-64 rows) the attention CTAs would each sum QKV's K slices
+     * for q again: batch 64 took 1.421 ms against 1.239, batch 8 1.070
+     * against 0.986 (bench/results/2026-12-01-cuda-round18.md). */
     const bool rope_in_attention =
-        cb->rope_in_attention && num_tiles < 0 && cb->attn_tile_tokens != 0;
+        cb->rope_in_attention && !tma && !fuse_norm && num_tiles < 0 && cb->attn_tile_tokens != 0;
     void *tma_down_out = split_down > 1 ? (void *)cb->splitk_partials : (void *)cb->proj_out;
     int pending_add = 0;
     bf16 *cur = cb->res;
@@ -727,19 +731,17 @@ static int forward(struct cuda_backend *cb, const struct step_layout *l, int t_r
                 return -1;
             }
         }
-        struct folio_k_rope_in rope = {0};
-        if (!rope_done && rope_in_attention) /* from QKV's K slices or its bf16 rows */
-            rope = (struct folio_k_rope_in){cb->rope_cos_sin,
-                                            split_qkv > 1 ? cb->splitk_partials : NULL, split_qkv};
-        else if (!rope_done && split_qkv > 1)
-            CUDA_CHECK(folio_k_rope_kv_write_partials(cb->qkv, cb->splitk_partials, split_qkv, kc,
-                                                      vc, cb->inv_freq, kb, cb->heads, cb->kv_heads,
-                                                      cb->head_dim, pdl_tma, s));
-        else if (!rope_done)
-            CUDA_CHECK(folio_k_rope_kv_write(cb->qkv, kc, vc, cb->inv_freq, kb, cb->heads,
-                                             cb->kv_heads, cb->head_dim, cb->pdl_step, s));
-        if (attention(cb, l, &kb, num_tiles, kc, vc, rope, cb->pdl_step || pdl_tma, err, errlen) !=
-            0)
+        if (!rope_done && !rope_in_attention) {
+            if (split_qkv > 1)
+                CUDA_CHECK(folio_k_rope_kv_write_partials(cb->qkv, cb->splitk_partials, split_qkv,
+                                                          kc, vc, cb->inv_freq, kb, cb->heads,
+                                                          cb->kv_heads, cb->head_dim, pdl_tma, s));
+            else
+                CUDA_CHECK(folio_k_rope_kv_write(cb->qkv, kc, vc, cb->inv_freq, kb, cb->heads,
+                                                 cb->kv_heads, cb->head_dim, cb->pdl_step, s));
+        }
+        if (attention(cb, l, &kb, num_tiles, kc, vc, rope_in_attention ? cb->rope_cos_sin : NULL,
+                      cb->pdl_step || pdl_tma, err, errlen) != 0)
             return -1;
         if (tma)
             CUDA_CHECK(folio_k_gemm_tma(tma_xmap(cb, TMA_X_ATTN_OUT), tma_wmap(cb, li, TMA_O),
@@ -1160,20 +1162,33 @@ static void cuda_destroy(struct folio_backend *b)
     }
     for (int i = 0; i < cb->num_weight_blocks; i++)
         cudaFree(cb->weight_blocks[i]);
-    void *bufs[] = {cb->kv_pool,        cb->res,
-                    cb->normed,         cb->qkv,
-                    cb->attn_out,       cb->proj_out,
-                    cb->gate_up,        cb->act,
-                    cb->final_h,        cb->d_logits,
-                    cb->d_tokens,       cb->d_logprobs,
-                    cb->d_top_ids,      cb->d_top_logprobs,
-                    cb->d_last_sampled, cb->d_meta,
-                    cb->inv_freq,       cb->rope_cos_sin,
-                    cb->workspace,      cb->attn_workspace,
-                    cb->attn_counters,  cb->res2,
-                    cb->d_pen_state,    cb->d_pen_history,
-                    cb->d_pen_rebuild,  cb->splitk_partials,
-                    cb->d_sample_split};
+    void *bufs[] = {cb->kv_pool,
+                    cb->res,
+                    cb->normed,
+                    cb->qkv,
+                    cb->attn_out,
+                    cb->proj_out,
+                    cb->gate_up,
+                    cb->act,
+                    cb->final_h,
+                    cb->d_logits,
+                    cb->d_tokens,
+                    cb->d_logprobs,
+                    cb->d_top_ids,
+                    cb->d_top_logprobs,
+                    cb->d_last_sampled,
+                    cb->d_meta,
+                    cb->inv_freq,
+                    cb->workspace,
+                    cb->attn_workspace,
+                    cb->attn_counters,
+                    cb->res2,
+                    cb->d_pen_state,
+                    cb->d_pen_history,
+                    cb->d_pen_rebuild,
+                    cb->splitk_partials,
+                    cb->d_sample_split,
+                    cb->rope_cos_sin};
     for (size_t i = 0; i < sizeof(bufs) / sizeof(bufs[0]); i++)
         cudaFree(bufs[i]);
     free(cb->lw);
