@@ -36,9 +36,21 @@
  * waits on memory, not on the instructions it issues
  * (bench/results/2026-11-30-cuda-round12.md).
  *
+ * RoPE here (the kernels with ROPE, given the cos/sin table): q, k and v come
+ * unrotated in qkv; each lane rotates its own q values (the two halves of a
+ * rotation pair lie in the same lane), and the warp whose tiles hold key pos
+ * writes the new key and value into the cache before it copies that row.
+ * The backend asks for it on the cuBLASLt path only (65-256 rows), where it
+ * saves the RoPE kernel; there q comes as bf16 rows. On the TMA path q comes
+ * in K slices, and every CTA summing them again cost more than the RoPE
+ * kernel (bench/results/2026-12-01-cuda-round18.md). The kernels without
+ * ROPE compile to the same code as before it: the rope table is a parameter
+ * of its own, since decode_args grown past 112 bytes changed the code nvcc
+ * made of every kernel (which then read their parameters through an address;
+ * batch 64 took 1.330 ms against 1.236).
+ *
  * Measured slower on the H200 and removed (bench/results/2026-11-29-cuda-round9.md):
- * RoPE + K/V write folded into this kernel, 2-warp and 16-warp CTAs, three
- * stages per warp. */
+ * 2-warp and 16-warp CTAs, three stages per warp. */
 #include "attention_tile.cuh"
 
 #define KT 32         /* keys per tile */
