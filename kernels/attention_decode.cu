@@ -277,6 +277,23 @@ __device__ __forceinline__ void load_key_row(folio_bf16_bits *ks, folio_bf16_bit
     }
 }
 
+/* The row of key pos into its stage, if it lies in one of the warp's first
+ * tiles (j = pos_j, copied before the wait without it), as the group after
+ * those tiles' groups. */
+template <int D, int NW>
+__device__ __forceinline__ void load_pos_row(folio_bf16_bits *stage0, int pos_j,
+                                             const decode_args &a, int32_t pos_block, int kvh,
+                                             int pos, int t_begin, int warp, int lane)
+{
+    constexpr int LD = tile_pitch<D>::value;
+    if (pos_j >= 0) {
+        folio_bf16_bits *ks = stage0 + (size_t)pos_j * 2 * KT * LD;
+        load_key_row<D>(ks, ks + KT * LD, a, pos_block, kvh,
+                        pos - (t_begin + warp + pos_j * NW) * KT, pos, lane);
+    }
+    cp_async_commit();
+}
+
 template <int D, int NW, int NQ, bool ROPE>
 __global__ void __launch_bounds__(NW * 32)
     attention_decode_kernel(decode_args a, const uint32_t *rope_cos_sin)
@@ -367,14 +384,8 @@ __global__ void __launch_bounds__(NW * 32)
                                    (pos_tile - t_begin) % NW == warp;
         const int32_t new_block = writes_new_kv ? table[pos / FOLIO_K_BLOCK] : 0;
         pdl_wait();
-        if (!ROPE) {
-            if (pos_j >= 0) {
-                folio_bf16_bits *ks = stage0 + (size_t)pos_j * 2 * KT * LD;
-                load_key_row<D>(ks, ks + KT * LD, a, pos_block, kvh,
-                                pos - (t_begin + warp + pos_j * NW) * KT, pos, lane);
-            }
-            cp_async_commit();
-        }
+        if (!ROPE) /* with ROPE, after q: this warp may write that row first */
+            load_pos_row<D, NW>(stage0, pos_j, a, pos_block, kvh, pos, t_begin, warp, lane);
 
         /* This lane's B-operand column is head kvh * group + 8 nq + g. A head
          * past the group (q zero) is a column of its own whose output is
@@ -425,12 +436,7 @@ __global__ void __launch_bounds__(NW * 32)
                 __threadfence_block(); /* the lanes' cache writes before any lane's copies */
                 __syncwarp();
             }
-            if (pos_j >= 0) {
-                folio_bf16_bits *ks = stage0 + (size_t)pos_j * 2 * KT * LD;
-                load_key_row<D>(ks, ks + KT * LD, a, pos_block, kvh,
-                                pos - (t_begin + warp + pos_j * NW) * KT, pos, lane);
-            }
-            cp_async_commit();
+            load_pos_row<D, NW>(stage0, pos_j, a, pos_block, kvh, pos, t_begin, warp, lane);
         }
         float o[KS][NQ][4], m[NQ][2], l[NQ][2];
 #pragma unroll

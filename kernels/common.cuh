@@ -32,11 +32,11 @@ __device__ __forceinline__ float silu_bf16(float x)
     return round_bf16(x / (1.0f + expf(-x)));
 }
 
-/* RoPE (rotate-half) of one pair (x1 at dim i, x2 at dim i + D/2) at position pos,
- * rounded where Hugging Face's bf16 apply_rotary_pos_emb rounds: cos and sin to
- * bf16, each product, the sums. rope_kv.cu and the QKV GEMV's epilogue both use
- * it, so the two paths give the same bits. */
-/* The rotation by bf16 cos c and sin s of the angle. */
+/* RoPE (rotate-half) of one pair (x1 at dim i, x2 at dim i + D/2) by the bf16
+ * cos c and sin s of its angle, rounded where Hugging Face's bf16
+ * apply_rotary_pos_emb rounds: cos and sin to bf16, each product, the sums.
+ * rope_kv.cu, the QKV GEMV's epilogue (rope_rotate) and decode attention
+ * (rope_rotate_cs) all come here, so the paths give the same bits. */
 __device__ __forceinline__ void rope_rotate_by(folio_bf16_bits &x1, folio_bf16_bits &x2, float c,
                                                float s)
 {
@@ -53,6 +53,7 @@ __device__ __forceinline__ uint32_t rope_cos_sin(int pos, float inv_freq)
     return (uint32_t)f32_to_bf16(cosf(ang)) | (uint32_t)f32_to_bf16(sinf(ang)) << 16;
 }
 
+/* By a packed cos and sin of folio_k_rope_table. */
 __device__ __forceinline__ void rope_rotate_cs(folio_bf16_bits &x1, folio_bf16_bits &x2,
                                                uint32_t cos_sin)
 {
@@ -60,6 +61,7 @@ __device__ __forceinline__ void rope_rotate_cs(folio_bf16_bits &x1, folio_bf16_b
                    bf16_to_f32((folio_bf16_bits)(cos_sin >> 16)));
 }
 
+/* At position pos, cos and sin computed here (rope_cos_sin's values). */
 __device__ __forceinline__ void rope_rotate(folio_bf16_bits &x1, folio_bf16_bits &x2, int pos,
                                             float inv_freq)
 {
