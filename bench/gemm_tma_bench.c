@@ -31,10 +31,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <cublasLt.h>
-#include <cuda_runtime_api.h>
-
 #include "folio_kernels.h"
+#include "gemm_bench_common.h"
 #include "safetensors.h"
 
 #define WARMUP 3
@@ -43,74 +41,24 @@
 #define MAX_COPIES 64
 #define LT_WORKSPACE (32u << 20)
 
-#define CK(x)                                                                                      \
-    do {                                                                                           \
-        cudaError_t e_ = (x);                                                                      \
-        if (e_ != cudaSuccess) {                                                                   \
-            fprintf(stderr, "gemm_tma_bench: %s: %s (line %d)\n", #x, cudaGetErrorString(e_),      \
-                    __LINE__);                                                                     \
-            exit(2);                                                                               \
-        }                                                                                          \
-    } while (0)
-
-#define LK(x)                                                                                      \
-    do {                                                                                           \
-        cublasStatus_t s_ = (x);                                                                   \
-        if (s_ != CUBLAS_STATUS_SUCCESS) {                                                         \
-            fprintf(stderr, "gemm_tma_bench: %s: cuBLASLt status %d (line %d)\n", #x, (int)s_,     \
-                    __LINE__);                                                                     \
-            exit(2);                                                                               \
-        }                                                                                          \
-    } while (0)
-
 struct shape {
     const char *name;
     int n, k;
     int splits[3]; /* the K slices to run, 0-terminated */
 };
 
-static uint64_t rng_state = 0x853c49e6748fea9bull;
-
-static float next_uniform(void) /* [-1, 1) */
-{
-    rng_state ^= rng_state << 13;
-    rng_state ^= rng_state >> 7;
-    rng_state ^= rng_state << 17;
-    return (float)((rng_state >> 40) * (2.0 / 16777216.0) - 1.0);
-}
-
-static int cmp_float(const void *a, const void *b)
-{
-    float x = *(const float *)a, y = *(const float *)b;
-    return x < y ? -1 : x > y;
-}
-
-/* y (n x m column-major, i.e. [m][n]) = w^T x as cuda_backend.c's gemm() asks cuBLASLt. */
+/* y (n x m column-major, i.e. [m][n]) = w^T x as cuda_backend.c's gemm() asks
+ * cuBLASLt, with the heuristic's first choice. */
 struct lt_gemm {
-    cublasLtMatmulDesc_t desc;
-    cublasLtMatrixLayout_t a, b, c;
+    struct bench_lt_desc d;
     cublasLtMatmulAlgo_t algo;
 };
 
 static void lt_plan(cublasLtHandle_t lt, struct lt_gemm *g, int m, int n, int k, int out_f32)
 {
-    cublasOperation_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
-    LK(cublasLtMatmulDescCreate(&g->desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
-    LK(cublasLtMatmulDescSetAttribute(g->desc, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof(ta)));
-    LK(cublasLtMatmulDescSetAttribute(g->desc, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof(tb)));
-    LK(cublasLtMatrixLayoutCreate(&g->a, CUDA_R_16BF, k, n, k));
-    LK(cublasLtMatrixLayoutCreate(&g->b, CUDA_R_16BF, k, m, k));
-    LK(cublasLtMatrixLayoutCreate(&g->c, out_f32 ? CUDA_R_32F : CUDA_R_16BF, n, m, n));
-    cublasLtMatmulPreference_t pref;
-    size_t ws = LT_WORKSPACE;
-    LK(cublasLtMatmulPreferenceCreate(&pref));
-    LK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws,
-                                            sizeof(ws)));
+    bench_lt_desc_make(&g->d, m, n, k, out_f32);
     cublasLtMatmulHeuristicResult_t res;
-    int found = 0;
-    LK(cublasLtMatmulAlgoGetHeuristic(lt, g->desc, g->a, g->b, g->c, g->c, pref, 1, &res, &found));
-    cublasLtMatmulPreferenceDestroy(pref);
-    if (found < 1) {
+    if (bench_lt_heuristic(lt, &g->d, LT_WORKSPACE, 1, &res) < 1) {
         fprintf(stderr, "gemm_tma_bench: cuBLASLt has no algorithm for %dx%dx%d\n", m, n, k);
         exit(2);
     }
@@ -120,17 +68,7 @@ static void lt_plan(cublasLtHandle_t lt, struct lt_gemm *g, int m, int n, int k,
 static void lt_run(cublasLtHandle_t lt, const struct lt_gemm *g, const void *x, const void *w,
                    void *y, void *workspace, cudaStream_t s)
 {
-    const float alpha = 1.0f, beta = 0.0f;
-    LK(cublasLtMatmul(lt, g->desc, &alpha, w, g->a, x, g->b, &beta, y, g->c, y, g->c, &g->algo,
-                      workspace, LT_WORKSPACE, s));
-}
-
-static void lt_destroy(struct lt_gemm *g)
-{
-    cublasLtMatrixLayoutDestroy(g->a);
-    cublasLtMatrixLayoutDestroy(g->b);
-    cublasLtMatrixLayoutDestroy(g->c);
-    cublasLtMatmulDescDestroy(g->desc);
+    LK(bench_lt_run(lt, &g->d, &g->algo, x, w, y, workspace, LT_WORKSPACE, s));
 }
 
 /* What one timed launch runs: cuBLASLt bf16 (tma 0) or folio_k_gemm_tma (1,
@@ -144,46 +82,25 @@ struct runner {
     uint16_t *x, **w;
 };
 
-static void run_one(const struct runner *r, int c, cudaStream_t s)
+static int run_one(void *ctx, int i, cudaStream_t s)
 {
+    const struct runner *r = ctx;
+    const int c = i % r->copies;
     if (r->tma == 0)
         lt_run(r->lt, r->g, r->x, r->w[c], r->y, r->workspace, s);
     else
         CK(folio_k_gemm_tma(r->xmap, &r->wmaps[c], r->y, r->m, r->n, r->k, r->splits, 0, r->pdl,
                             s));
+    return 0;
 }
 
 /* Median ms of one launch: BATCH launches back to back in a CUDA graph (the
  * weights rotating over the copies), as a decode step runs them, so that no
  * host submission time counts; median over REPEATS replays. */
 #define BATCH 20
-static double time_median(const struct runner *r, cudaStream_t s)
+static double time_median(struct runner *r, cudaStream_t s)
 {
-    cudaGraph_t graph;
-    cudaGraphExec_t exec;
-    CK(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal));
-    for (int i = 0; i < BATCH; i++)
-        run_one(r, i % r->copies, s);
-    CK(cudaStreamEndCapture(s, &graph));
-    CK(cudaGraphInstantiate(&exec, graph, 0));
-    float ms[REPEATS];
-    cudaEvent_t a, b;
-    CK(cudaEventCreate(&a));
-    CK(cudaEventCreate(&b));
-    for (int i = -WARMUP; i < REPEATS; i++) {
-        CK(cudaEventRecord(a, s));
-        CK(cudaGraphLaunch(exec, s));
-        CK(cudaEventRecord(b, s));
-        CK(cudaEventSynchronize(b));
-        if (i >= 0)
-            CK(cudaEventElapsedTime(&ms[i], a, b));
-    }
-    CK(cudaEventDestroy(a));
-    CK(cudaEventDestroy(b));
-    CK(cudaGraphExecDestroy(exec));
-    CK(cudaGraphDestroy(graph));
-    qsort(ms, REPEATS, sizeof(float), cmp_float);
-    return ms[REPEATS / 2] / BATCH;
+    return bench_graph_median_ms(run_one, r, BATCH, WARMUP, REPEATS, s, NULL, 0);
 }
 
 int main(int argc, char **argv)
@@ -228,9 +145,9 @@ int main(int argc, char **argv)
         copies = copies < 1 ? 1 : copies > MAX_COPIES ? MAX_COPIES : copies;
         uint16_t *hw = malloc(wn * 2), *hx = malloc(xn * 2);
         for (size_t i = 0; i < wn; i++)
-            hw[i] = folio_f32_to_bf16(0.02f * next_uniform());
+            hw[i] = folio_f32_to_bf16(0.02f * bench_uniform());
         for (size_t i = 0; i < xn; i++)
-            hx[i] = folio_f32_to_bf16(next_uniform());
+            hx[i] = folio_f32_to_bf16(bench_uniform());
         uint16_t *w[MAX_COPIES], *x;
         for (int c = 0; c < copies; c++) {
             CK(cudaMalloc((void **)&w[c], wn * 2));
@@ -330,8 +247,8 @@ int main(int argc, char **argv)
                 failed += !ok;
                 ok_count += ok;
             }
-            lt_destroy(&g_ref);
-            lt_destroy(&g_time);
+            bench_lt_desc_destroy(&g_ref.d);
+            bench_lt_desc_destroy(&g_time.d);
             free(maps);
         }
         for (int c = 0; c < copies; c++)

@@ -27,11 +27,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <cublasLt.h>
-#include <cuda.h>
-#include <cuda_runtime_api.h>
-
 #include "folio_kernels.h"
+#include "gemm_bench_common.h"
 #include "safetensors.h"
 
 #define WARMUP 3
@@ -42,86 +39,10 @@
 #define MAX_CANDIDATES 64
 #define LT_WORKSPACE (32u << 20)
 
-#define CK(x)                                                                                      \
-    do {                                                                                           \
-        cudaError_t e_ = (x);                                                                      \
-        if (e_ != cudaSuccess) {                                                                   \
-            fprintf(stderr, "lt_algos_bench: %s: %s (line %d)\n", #x, cudaGetErrorString(e_),      \
-                    __LINE__);                                                                     \
-            exit(2);                                                                               \
-        }                                                                                          \
-    } while (0)
-
-#define LK(x)                                                                                      \
-    do {                                                                                           \
-        cublasStatus_t s_ = (x);                                                                   \
-        if (s_ != CUBLAS_STATUS_SUCCESS) {                                                         \
-            fprintf(stderr, "lt_algos_bench: %s: cuBLASLt status %d (line %d)\n", #x, (int)s_,     \
-                    __LINE__);                                                                     \
-            exit(2);                                                                               \
-        }                                                                                          \
-    } while (0)
-
 struct shape {
     const char *name;
     int n, k;
 };
-
-static uint64_t rng_state = 0x853c49e6748fea9bull;
-
-static float next_uniform(void) /* [-1, 1) */
-{
-    rng_state ^= rng_state << 13;
-    rng_state ^= rng_state >> 7;
-    rng_state ^= rng_state << 17;
-    return (float)((rng_state >> 40) * (2.0 / 16777216.0) - 1.0);
-}
-
-static int cmp_float(const void *a, const void *b)
-{
-    float x = *(const float *)a, y = *(const float *)b;
-    return x < y ? -1 : x > y;
-}
-
-/* gemm()'s description of y = w^T x in cuBLASLt's column-major terms. */
-struct lt_desc {
-    cublasLtMatmulDesc_t desc;
-    cublasLtMatrixLayout_t a, b, c;
-};
-
-static void desc_make(struct lt_desc *d, int m, int n, int k, int out_f32)
-{
-    cublasOperation_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
-    LK(cublasLtMatmulDescCreate(&d->desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
-    LK(cublasLtMatmulDescSetAttribute(d->desc, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof(ta)));
-    LK(cublasLtMatmulDescSetAttribute(d->desc, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof(tb)));
-    LK(cublasLtMatrixLayoutCreate(&d->a, CUDA_R_16BF, k, n, k));
-    LK(cublasLtMatrixLayoutCreate(&d->b, CUDA_R_16BF, k, m, k));
-    LK(cublasLtMatrixLayoutCreate(&d->c, out_f32 ? CUDA_R_32F : CUDA_R_16BF, n, m, n));
-}
-
-static void desc_destroy(struct lt_desc *d)
-{
-    cublasLtMatrixLayoutDestroy(d->a);
-    cublasLtMatrixLayoutDestroy(d->b);
-    cublasLtMatrixLayoutDestroy(d->c);
-    cublasLtMatmulDescDestroy(d->desc);
-}
-
-static int heuristic(cublasLtHandle_t lt, const struct lt_desc *d, int want,
-                     cublasLtMatmulHeuristicResult_t *res)
-{
-    cublasLtMatmulPreference_t pref;
-    size_t ws = LT_WORKSPACE;
-    int found = 0;
-    LK(cublasLtMatmulPreferenceCreate(&pref));
-    LK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws,
-                                            sizeof(ws)));
-    LK(cublasLtMatmulAlgoGetHeuristic(lt, d->desc, d->a, d->b, d->c, d->c, pref, want, res,
-                                      &found));
-    cublasLtMatmulPreferenceDestroy(pref);
-    return found;
-}
 
 static long algo_attr(const cublasLtMatmulAlgo_t *algo, cublasLtMatmulAlgoConfigAttributes_t attr,
                       size_t size)
@@ -134,43 +55,10 @@ static long algo_attr(const cublasLtMatmulAlgo_t *algo, cublasLtMatmulAlgoConfig
     return size == 2 ? (long)(uint16_t)v : size == 4 ? (long)(uint32_t)v : (long)v;
 }
 
-/* The name of the first kernel node of a captured graph (cuBLASLt launches
- * through the driver, so the driver's node parameters are read). */
-static void first_kernel_name(cudaGraph_t graph, char *out, size_t len)
-{
-    snprintf(out, len, "?");
-    size_t count = 0;
-    if (cudaGraphGetNodes(graph, NULL, &count) != cudaSuccess || count == 0)
-        return;
-    cudaGraphNode_t *nodes = malloc(sizeof(*nodes) * count);
-    if (!nodes || cudaGraphGetNodes(graph, nodes, &count) != cudaSuccess) {
-        free(nodes);
-        return;
-    }
-    for (size_t i = 0; i < count; i++) {
-        enum cudaGraphNodeType t;
-        if (cudaGraphNodeGetType(nodes[i], &t) != cudaSuccess || t != cudaGraphNodeTypeKernel)
-            continue;
-        CUDA_KERNEL_NODE_PARAMS p;
-        memset(&p, 0, sizeof(p));
-        const char *name = NULL;
-        if (cuGraphKernelNodeGetParams((CUgraphNode)nodes[i], &p) == CUDA_SUCCESS) {
-            if (p.func)
-                cuFuncGetName(&name, p.func);
-            else if (p.kern)
-                cuKernelGetName(&name, p.kern);
-        }
-        if (name) {
-            snprintf(out, len, "%s", name);
-            break;
-        }
-    }
-    free(nodes);
-}
-
+/* One candidate timed: launch i reads weight copy i % copies. */
 struct timing {
     cublasLtHandle_t lt;
-    const struct lt_desc *d;
+    const struct bench_lt_desc *d;
     const cublasLtMatmulAlgo_t *algo;
     const void *x;
     void *const *w;
@@ -178,48 +66,11 @@ struct timing {
     int copies;
 };
 
-static cublasStatus_t launch(const struct timing *t, int c, cudaStream_t s)
+static int launch(void *ctx, int i, cudaStream_t s)
 {
-    const float alpha = 1.0f, beta = 0.0f;
-    return cublasLtMatmul(t->lt, t->d->desc, &alpha, t->w[c], t->d->a, t->x, t->d->b, &beta, t->y,
-                          t->d->c, t->y, t->d->c, t->algo, t->workspace, LT_WORKSPACE, s);
-}
-
-/* Median ms of one launch (BATCH in a graph, weights rotating); -1 if
- * cuBLASLt refuses the algorithm. */
-static double time_median(const struct timing *t, cudaStream_t s, char *kernel, size_t klen)
-{
-    cudaGraph_t graph;
-    cudaGraphExec_t exec;
-    CK(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal));
-    cublasStatus_t st = CUBLAS_STATUS_SUCCESS;
-    for (int i = 0; i < BATCH && st == CUBLAS_STATUS_SUCCESS; i++)
-        st = launch(t, i % t->copies, s);
-    CK(cudaStreamEndCapture(s, &graph));
-    if (st != CUBLAS_STATUS_SUCCESS) {
-        cudaGraphDestroy(graph);
-        return -1.0;
-    }
-    first_kernel_name(graph, kernel, klen);
-    CK(cudaGraphInstantiate(&exec, graph, 0));
-    float ms[REPEATS];
-    cudaEvent_t a, b;
-    CK(cudaEventCreate(&a));
-    CK(cudaEventCreate(&b));
-    for (int i = -WARMUP; i < REPEATS; i++) {
-        CK(cudaEventRecord(a, s));
-        CK(cudaGraphLaunch(exec, s));
-        CK(cudaEventRecord(b, s));
-        CK(cudaEventSynchronize(b));
-        if (i >= 0)
-            CK(cudaEventElapsedTime(&ms[i], a, b));
-    }
-    CK(cudaEventDestroy(a));
-    CK(cudaEventDestroy(b));
-    CK(cudaGraphExecDestroy(exec));
-    CK(cudaGraphDestroy(graph));
-    qsort(ms, REPEATS, sizeof(float), cmp_float);
-    return ms[REPEATS / 2] / BATCH;
+    const struct timing *t = ctx;
+    return bench_lt_run(t->lt, t->d, t->algo, t->x, t->w[i % t->copies], t->y, t->workspace,
+                        LT_WORKSPACE, s) != CUBLAS_STATUS_SUCCESS;
 }
 
 int main(int argc, char **argv)
@@ -277,9 +128,9 @@ int main(int argc, char **argv)
         uint16_t *hw = malloc(wn * 2), *hx = malloc(xn * 2), *out = malloc(yn * 2);
         float *ref = malloc(yn * 4);
         for (size_t i = 0; i < wn; i++)
-            hw[i] = folio_f32_to_bf16(0.02f * next_uniform());
+            hw[i] = folio_f32_to_bf16(0.02f * bench_uniform());
         for (size_t i = 0; i < xn; i++)
-            hx[i] = folio_f32_to_bf16(next_uniform());
+            hx[i] = folio_f32_to_bf16(bench_uniform());
         void *w[MAX_COPIES], *x, *y, *y_ref;
         for (int c = 0; c < copies; c++) {
             CK(cudaMalloc(&w[c], wn * 2));
@@ -292,30 +143,29 @@ int main(int argc, char **argv)
         for (int mi = 0; mi < num_ms; mi++) {
             const int m = ms_list[mi];
             const double flop = 2.0 * m * sh->n * sh->k;
-            struct lt_desc dref, d;
-            desc_make(&dref, m, sh->n, sh->k, 1);
-            desc_make(&d, m, sh->n, sh->k, 0);
+            struct bench_lt_desc dref, d;
+            bench_lt_desc_make(&dref, m, sh->n, sh->k, 1);
+            bench_lt_desc_make(&d, m, sh->n, sh->k, 0);
             cublasLtMatmulHeuristicResult_t r0, res[MAX_CANDIDATES];
-            if (heuristic(lt, &dref, 1, &r0) < 1) {
+            if (bench_lt_heuristic(lt, &dref, LT_WORKSPACE, 1, &r0) < 1) {
                 fprintf(stderr, "lt_algos_bench: no f32 algorithm for %s m=%d\n", sh->name, m);
                 return 2;
             }
-            struct timing tref = {lt, &dref, &r0.algo, x, w, y_ref, workspace, 1};
-            LK(launch(&tref, 0, s));
+            LK(bench_lt_run(lt, &dref, &r0.algo, x, w[0], y_ref, workspace, LT_WORKSPACE, s));
             CK(cudaStreamSynchronize(s));
             CK(cudaMemcpy(ref, y_ref, (size_t)m * sh->n * 4, cudaMemcpyDeviceToHost));
             double rms = 0.0;
             for (size_t i = 0; i < (size_t)m * sh->n; i++)
                 rms += (double)ref[i] * ref[i];
             rms = sqrt(rms / ((double)m * sh->n));
-            const int found = heuristic(lt, &d, max_cand, res);
+            const int found = bench_lt_heuristic(lt, &d, LT_WORKSPACE, max_cand, res);
             double t0 = -1.0, best = -1.0;
             int best_i = -1;
             for (int ci = 0; ci < found; ci++) {
                 const cublasLtMatmulAlgo_t *al = &res[ci].algo;
                 struct timing t = {lt, &d, al, x, w, y, workspace, copies};
                 CK(cudaMemset(y, 0xff, (size_t)m * sh->n * 2)); /* NaN where unwritten */
-                if (launch(&t, 0, s) != CUBLAS_STATUS_SUCCESS) {
+                if (launch(&t, 0, s)) {
                     printf("RESULT shape=%s m=%d cand=%d refused=1\n", sh->name, m, ci);
                     continue;
                 }
@@ -335,7 +185,8 @@ int main(int argc, char **argv)
                 const int ok = ulp_bad == 0;
                 wrong += !ok;
                 char kernel[160];
-                double ms = time_median(&t, s, kernel, sizeof kernel);
+                double ms = bench_graph_median_ms(launch, &t, BATCH, WARMUP, REPEATS, s, kernel,
+                                                  sizeof kernel);
                 if (ci == 0)
                     t0 = ms;
                 if (ok && ms > 0 && (best < 0 || ms < best)) {
@@ -362,8 +213,8 @@ int main(int argc, char **argv)
                 printf("BEST shape=%s m=%d cand=%d ms=%.5f first_ms=%.5f ratio=%.3f "
                        "candidates=%d\n",
                        sh->name, m, best_i, best, t0, t0 > 0 ? best / t0 : 0.0, found);
-            desc_destroy(&dref);
-            desc_destroy(&d);
+            bench_lt_desc_destroy(&dref);
+            bench_lt_desc_destroy(&d);
         }
         for (int c = 0; c < copies; c++)
             CK(cudaFree(w[c]));
