@@ -686,16 +686,16 @@ static int forward(struct cuda_backend *cb, const struct step_layout *l, int t_r
     /* The O or down projection's output on the TMA path: proj_out (one slice)
      * or the partials. */
     void *tma_o_out = split_o > 1 ? (void *)cb->splitk_partials : (void *)cb->proj_out;
+    void *tma_down_out = split_down > 1 ? (void *)cb->splitk_partials : (void *)cb->proj_out;
     /* Decode-only steps on the cuBLASLt path (65-256 rows, one-warp attention
      * CTAs) rotate q and write the new K/V inside the attention kernel instead
      * of in a RoPE kernel before it: one kernel a layer fewer. On the H200:
-     * batch 256 2.388 ms against 2.416, batch 128 1.790 against 1.822. On the
+     * batch 256 2.369 ms against 2.393, batch 128 1.777 against 1.817. On the
      * TMA path (3-64 rows) the attention CTAs would each sum QKV's K slices
      * for q again: batch 64 took 1.421 ms against 1.239, batch 8 1.070
      * against 0.986 (bench/results/2026-12-01-cuda-round18.md). */
     const bool rope_in_attention =
         cb->rope_in_attention && !tma && !fuse_norm && num_tiles < 0 && cb->attn_tile_tokens != 0;
-    void *tma_down_out = split_down > 1 ? (void *)cb->splitk_partials : (void *)cb->proj_out;
     int pending_add = 0;
     bf16 *cur = cb->res;
     for (int li = 0; li < cb->layers; li++) {
