@@ -2,10 +2,12 @@
 """Time to first token of one GuideLLM run, split at a moment of the run: the requests that started
 in its first SECONDS (a fresh server's warm-up: cold prefix cache, first shapes) against the rest.
 
-    python3 bench/ttft_split.py [--seconds S] RUN.json[.gz] [RUN.json[.gz] ...]
+    python3 bench/ttft_split.py [--seconds S] [--over MS] RUN.json[.gz] [RUN.json[.gz] ...]
 
 For each run prints one line: how many requests started before S, their largest TTFTs, and the
-p50/p99/max TTFT of the requests after. Only the standard library.
+p50/p99/max TTFT of the requests after. With --over, a second line: the requests whose TTFT passed
+MS, when they started (seconds into the run) and their prompt tokens, to tell one burst from a slow
+stretch. Only the standard library.
 """
 
 import argparse
@@ -20,14 +22,27 @@ def percentile(sorted_values, q):
     return sorted_values[min(len(sorted_values) - 1, int(q * len(sorted_values)))]
 
 
-def split(path, seconds):
+def load(path):
+    """The run's successful requests and the first one's start time."""
     opener = gzip.open if str(path).endswith(".gz") else open
     with opener(path, "rt") as f:
         doc = json.load(f)
     reqs = [r for b in doc["benchmarks"] for r in b["requests"]["successful"]]
     if not reqs:
         raise SystemExit(f"{path}: no successful requests")
-    t0 = min(r["request_start_time"] for r in reqs)
+    return reqs, min(r["request_start_time"] for r in reqs)
+
+
+def slow(path, over_ms):
+    """(start s into the run, TTFT ms, prompt tokens) of the requests over over_ms, by start."""
+    reqs, t0 = load(path)
+    return sorted((r["request_start_time"] - t0, r["time_to_first_token_ms"],
+                   r.get("prompt_tokens") or 0)
+                  for r in reqs if r["time_to_first_token_ms"] > over_ms)
+
+
+def split(path, seconds):
+    reqs, t0 = load(path)
     early = sorted(r["time_to_first_token_ms"] for r in reqs
                    if r["request_start_time"] - t0 < seconds)
     late = sorted(r["time_to_first_token_ms"] for r in reqs
@@ -38,6 +53,7 @@ def split(path, seconds):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--seconds", type=float, default=2.0)
+    ap.add_argument("--over", type=float, default=None, metavar="MS")
     ap.add_argument("runs", nargs="+")
     args = ap.parse_args()
     for path in args.runs:
@@ -46,6 +62,11 @@ def main():
         print(f"{path}: first {args.seconds:g} s: {len(early)} requests, top TTFT ms [{top}]; "
               f"after: {len(late)} requests, TTFT p50 {percentile(late, 0.5):.1f} "
               f"p99 {percentile(late, 0.99):.1f} max {(late[-1] if late else float('nan')):.1f} ms")
+        if args.over is not None:
+            s = slow(path, args.over)
+            when = f"started {s[0][0]:.2f}-{s[-1][0]:.2f} s into the run, " if s else ""
+            print(f"{path}: {len(s)} requests over {args.over:g} ms, {when}"
+                  f"{sum(p for _, _, p in s)} prompt tokens in all")
 
 
 if __name__ == "__main__":

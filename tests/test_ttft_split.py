@@ -45,3 +45,22 @@ def test_cli_prints_one_line_per_run():
     assert len(lines) == 1
     assert "first 0 s: 0 requests" in lines[0]
     assert f"after: {len(requests())} requests" in lines[0]
+
+
+def test_slow_lists_the_requests_over_a_bound_by_start_time():
+    reqs = requests()
+    bound = sorted(r["time_to_first_token_ms"] for r in reqs)[len(reqs) // 2]
+    s = ttft_split.slow(RUN, bound)
+    assert len(s) == sum(1 for r in reqs if r["time_to_first_token_ms"] > bound)
+    assert s and all(ttft > bound for _, ttft, _ in s)
+    assert [start for start, _, _ in s] == sorted(start for start, _, _ in s)
+    assert all(tokens > 0 for _, _, tokens in s)
+
+
+def test_cli_over_prints_a_second_line():
+    out = subprocess.run([sys.executable, str(SCRIPT), "--over", "0", str(RUN)],
+                         capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.strip().splitlines()
+    assert len(lines) == 2
+    assert f"{len(requests())} requests over 0 ms, started 0.00-" in lines[1]
