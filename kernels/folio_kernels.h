@@ -50,6 +50,17 @@ cudaError_t folio_k_add_rmsnorm(folio_bf16_bits *out, folio_bf16_bits *residual,
                                 const int32_t *rows, int num_rows, int hidden, float eps, int pdl,
                                 cudaStream_t s);
 
+/* folio_k_embed into residual and folio_k_add_rmsnorm of it (no added
+ * operand, every row) into out, in one kernel: the step's first on the paths
+ * whose first projection does not take the norm itself. pdl: launched with
+ * programmatic dependent launch after folio_k_penalty_update, which it runs
+ * alongside (it waits for that kernel only before it exits). */
+cudaError_t folio_k_embed_rmsnorm(folio_bf16_bits *out, folio_bf16_bits *residual,
+                                  const folio_bf16_bits *embed, const int32_t *token_ids,
+                                  const int32_t *token_slot, const int32_t *last_sampled,
+                                  const folio_bf16_bits *weight, int num_tokens, int hidden,
+                                  int vocab, float eps, int pdl, cudaStream_t s);
+
 /* folio_k_add_rmsnorm with the added operand given as the f32 partial sums of
  * a split-K GEMM: partials[s * split_stride + row * hidden + col] for s in
  * 0..splits-1 (2, 4 or 8). add = bf16(sum over s = 0, 1, .. in that order),
@@ -61,11 +72,12 @@ cudaError_t folio_k_add_rmsnorm_partials(folio_bf16_bits *out, folio_bf16_bits *
                                          int num_rows, int hidden, float eps, int pdl,
                                          cudaStream_t s);
 
-/* Rotates q and k of qkv ([T, (H + 2*Hkv) * D], rotate-half convention, cos/sin
- * of pos * inv_freq[i]) in place and writes k and v of each token into the
- * paged caches [num_blocks, Hkv, 16, D] at its position. */
+/* Rotates q and k of qkv ([T, (H + 2*Hkv) * D], rotate-half convention, the
+ * cos/sin of pos * inv_freq[i] from cos_sin, folio_k_rope_table's table over
+ * every position a token may have) in place and writes k and v of each token
+ * into the paged caches [num_blocks, Hkv, 16, D] at its position. */
 cudaError_t folio_k_rope_kv_write(folio_bf16_bits *qkv, folio_bf16_bits *k_cache,
-                                  folio_bf16_bits *v_cache, const float *inv_freq,
+                                  folio_bf16_bits *v_cache, const uint32_t *cos_sin,
                                   struct folio_k_batch b, int num_heads, int num_kv_heads,
                                   int head_dim, int pdl, cudaStream_t s);
 
@@ -76,7 +88,7 @@ cudaError_t folio_k_rope_kv_write(folio_bf16_bits *qkv, folio_bf16_bits *k_cache
  * v, and the caches k and v. */
 cudaError_t folio_k_rope_kv_write_partials(folio_bf16_bits *qkv, const float *partials, int splits,
                                            folio_bf16_bits *k_cache, folio_bf16_bits *v_cache,
-                                           const float *inv_freq, struct folio_k_batch b,
+                                           const uint32_t *cos_sin, struct folio_k_batch b,
                                            int num_heads, int num_kv_heads, int head_dim, int pdl,
                                            cudaStream_t s);
 
@@ -160,11 +172,12 @@ int folio_k_smem_carveout(void);
  * folio_k_tmap_encode returns 0, or -1 for a shape it does not take (k a
  * multiple of 64) or a driver without cuTensorMapEncodeTiled.
  * folio_k_gemm_tma: y = x . w^T for w [n, k] (n a multiple of FOLIO_K_TMA_NT),
- * bf16 [m, n], or with splits > 1 the f32 sums of K slices [splits][m][n]
- * (what folio_k_add_rmsnorm_partials reads); k a multiple of 64 * splits.
- * glu: w is the fused [gate; up] weight [2n, k] (its map with box_rows
- * FOLIO_K_TMA_NT / 2, n a multiple of that) and y = bf16(bf16(silu(bf16(
- * x.gate))) * bf16(x.up)) [m, n], as GEMM + folio_k_silu_mul round it.
+ * by `out`: FOLIO_K_TMA_BF16 bf16 [m, n], FOLIO_K_TMA_F32 f32 [m, n]; with
+ * splits > 1 (either) the f32 sums of K slices [splits][m][n] (what
+ * folio_k_add_rmsnorm_partials reads); k a multiple of 64 * splits.
+ * FOLIO_K_TMA_GLU: w is the fused [gate; up] weight [2n, k] (its map with
+ * box_rows FOLIO_K_TMA_NT / 2, n a multiple of that) and y = bf16(bf16(silu(
+ * bf16(x.gate))) * bf16(x.up)) [m, n], as GEMM + folio_k_silu_mul round it.
  * pdl: the first ring of weight copies goes out before the wait for the
  * previous kernel. */
 #ifdef __cplusplus
@@ -176,11 +189,14 @@ struct folio_k_tmap {
     FOLIO_K_ALIGN64 uint64_t opaque[16];
 };
 #define FOLIO_K_TMA_MAX_ROWS 64
+#define FOLIO_K_TMA_BF16 0
+#define FOLIO_K_TMA_GLU 1
+#define FOLIO_K_TMA_F32 2
 #define FOLIO_K_TMA_NT 64
 int folio_k_tmap_encode(struct folio_k_tmap *map, const folio_bf16_bits *base, int rows, int k,
                         int box_rows);
 cudaError_t folio_k_gemm_tma(const struct folio_k_tmap *xmap, const struct folio_k_tmap *wmap,
-                             void *y, int m, int n, int k, int splits, int glu, int pdl,
+                             void *y, int m, int n, int k, int splits, int out, int pdl,
                              cudaStream_t s);
 
 #define FOLIO_K_GEMV_MAX_ROWS 8
@@ -279,7 +295,8 @@ struct folio_k_penalty_seq {
  * folio_k_sample, which overwrites last_sampled. rebuild: [max_seqs] ints,
  * zero at first. pdl: launched with programmatic dependent launch right after
  * folio_k_embed (its CTAs wait for the gather before they exit, so the kernel
- * after this one may wait on this one alone). */
+ * after this one may wait on this one alone); or the step's first kernel,
+ * with folio_k_embed_rmsnorm launched after it. */
 cudaError_t folio_k_penalty_update(uint32_t *state, int32_t *history, int32_t *rebuild,
                                    const struct folio_k_penalty_seq *seqs, int num_seqs,
                                    const int32_t *token_ids, const int32_t *last_sampled, int vocab,

@@ -1,7 +1,7 @@
 /* Decode-batch GEMM on Hopper's own path: TMA tensor copies feeding wgmma
  * (folio_k_gemm_tma). y[m, n] = x[m, k] . w[n, k]^T for m <= 64 rows, bf16 in,
- * f32 accumulate; bf16 out, f32 partials [S][m][n] of K slices (splits > 1),
- * or SwiGLU's activation (glu).
+ * f32 accumulate; bf16 out, f32 out (the LM head's logits), f32 partials
+ * [S][m][n] of K slices (splits > 1), or SwiGLU's activation (glu).
  *
  * At decode sizes the weights are the bytes: each CTA streams one NT-row
  * weight tile over its K slice. The activations are wgmma's A operand (64
@@ -46,6 +46,7 @@ struct tma_args {
     void *y;
     int m, n, k, kslice;
     bool glu; /* w is [gate; up] (2n rows); y = bf16(silu(x.gate) * x.up) [m][n] */
+    bool f32; /* y in f32 (also with splits > 1: slice s at y + s * m * n) */
 };
 
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
@@ -198,7 +199,7 @@ __global__ void __launch_bounds__(THREADS)
             if (row >= a.m || col >= a.n)
                 continue;
             const float v0 = d[4 * j + 2 * h], v1 = d[4 * j + 2 * h + 1];
-            if (gridDim.y > 1) {
+            if (a.f32) {
                 float *y = (float *)a.y + ((int64_t)split * a.m + row) * a.n + col;
                 *(float2 *)y = make_float2(v0, v1);
             } else {
@@ -250,12 +251,14 @@ extern "C" int folio_k_tmap_encode(struct folio_k_tmap *map, const folio_bf16_bi
 
 extern "C" cudaError_t folio_k_gemm_tma(const struct folio_k_tmap *xmap,
                                         const struct folio_k_tmap *wmap, void *y, int m, int n,
-                                        int k, int splits, int glu, int pdl, cudaStream_t s)
+                                        int k, int splits, int out, int pdl, cudaStream_t s)
 {
     if (m <= 0)
         return cudaSuccess;
+    const bool glu = out == FOLIO_K_TMA_GLU;
     if (m > MT || n % (glu ? NT / 2 : NT) != 0 || splits < 1 || k % (splits * TK) != 0 ||
-        (glu && splits != 1))
+        (glu && splits != 1) ||
+        (out != FOLIO_K_TMA_BF16 && out != FOLIO_K_TMA_GLU && out != FOLIO_K_TMA_F32))
         return cudaErrorInvalidValue;
     const size_t smem = (size_t)STAGES * STAGE_BYTES + 1024;
     static std::atomic<bool> prepared(false); /* before any capture: the eager first step */
@@ -266,7 +269,7 @@ extern "C" cudaError_t folio_k_gemm_tma(const struct folio_k_tmap *xmap,
             return e;
         prepared.store(true);
     }
-    tma_args a = {y, m, n, k, k / splits, glu != 0};
+    tma_args a = {y, m, n, k, k / splits, glu, out == FOLIO_K_TMA_F32 || splits > 1};
     const int cols = glu ? NT / 2 : NT;
     cudaError_t e =
         launch_pdl(gemm_tma_kernel, dim3((unsigned)(n / cols), (unsigned)splits), dim3(THREADS),

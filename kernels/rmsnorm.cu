@@ -51,6 +51,18 @@ __device__ __forceinline__ void add_vec(folio_bf16_bits *re, const folio_bf16_bi
  * kernel that is all latency (about 3 us at batch 64 on the H200). */
 #define KEEP 2
 
+/* The sum of squares of a vector's 8 values (every norm adds them in this order). */
+__device__ __forceinline__ float sum_sq(const uint4 &rv)
+{
+    const folio_bf16_bits *re = (const folio_bf16_bits *)&rv;
+    float ss = 0.0f;
+    for (int e = 0; e < 8; e++) {
+        float x = bf16_to_f32(re[e]);
+        ss += x * x;
+    }
+    return ss;
+}
+
 /* res[v] (+ the added operand) into rv; the sum written back when rows is NULL. */
 template <int SPLITS>
 __device__ __forceinline__ float load_sum(uint4 &rv, folio_bf16_bits *res, const folio_bf16_bits *a,
@@ -64,12 +76,7 @@ __device__ __forceinline__ float load_sum(uint4 &rv, folio_bf16_bits *res, const
         if (write)
             ((uint4 *)res)[v] = rv;
     }
-    float ss = 0.0f;
-    for (int e = 0; e < 8; e++) {
-        float x = bf16_to_f32(re[e]);
-        ss += x * x;
-    }
-    return ss;
+    return sum_sq(rv);
 }
 
 __device__ __forceinline__ uint4 norm_vec(const uint4 &rv, const uint4 &wv, float inv)
@@ -144,6 +151,68 @@ __global__ void add_rmsnorm_kernel(folio_bf16_bits *out, folio_bf16_bits *residu
     add_rmsnorm_row<0>(out, residual, add, NULL, 0, weight, rows, hidden, eps);
 }
 
+/* The step's first kernel on the paths with a norm kernel: row t of the
+ * residual is the embedding of token t (embed_kernel's id rule), and out[t]
+ * its norm with weight (add_rmsnorm_kernel's bits with no added operand).
+ * One kernel where the gather and the first norm took two, each a launch and
+ * a round trip on the way to the first projection. It reads nothing a kernel
+ * of this step writes (the ids come from the metadata and last_sampled from
+ * the step before), so under PDL it does all its work at once, alongside the
+ * penalty update before it; it waits for that kernel before it exits, since
+ * the kernels after it wait on it alone and the sampler needs the update. */
+__global__ void embed_rmsnorm_kernel(folio_bf16_bits *out, folio_bf16_bits *residual,
+                                     const folio_bf16_bits *embed, const int32_t *token_ids,
+                                     const int32_t *token_slot, const int32_t *last_sampled,
+                                     const folio_bf16_bits *weight, int hidden, int vocab,
+                                     float eps)
+{
+    __shared__ float scratch[32];
+    pdl_trigger();
+    const int t = blockIdx.x;
+    int id = token_ids[t];
+    if (id < 0)
+        id = token_slot[t] >= 0 ? last_sampled[token_slot[t]] : 0;
+    if (id < 0 || id >= vocab) /* a slot that never sampled: keep memory safe */
+        id = 0;
+    const uint4 *src = (const uint4 *)(embed + (int64_t)id * hidden);
+    uint4 *res = (uint4 *)(residual + (int64_t)t * hidden),
+          *o = (uint4 *)(out + (int64_t)t * hidden);
+    const int nvec = hidden / 8, step = blockDim.x, far = KEEP * step;
+    float ss = 0.0f;
+    uint4 kept[KEEP], wkept[KEEP];
+#pragma unroll
+    for (int k = 0; k < KEEP; k++) {
+        int v = threadIdx.x + k * step;
+        if (v < nvec) {
+            kept[k] = src[v];
+            wkept[k] = ((const uint4 *)weight)[v];
+        }
+    }
+#pragma unroll
+    for (int k = 0; k < KEEP; k++) {
+        int v = threadIdx.x + k * step;
+        if (v < nvec) {
+            res[v] = kept[k];
+            ss += sum_sq(kept[k]);
+        }
+    }
+    for (int v = threadIdx.x + far; v < nvec; v += step) {
+        uint4 rv = src[v];
+        res[v] = rv;
+        ss += sum_sq(rv);
+    }
+    float inv = rsqrtf(block_sum(ss, scratch) / (float)hidden + eps);
+#pragma unroll
+    for (int k = 0; k < KEEP; k++) {
+        int v = threadIdx.x + k * step;
+        if (v < nvec)
+            o[v] = norm_vec(kept[k], wkept[k], inv);
+    }
+    for (int v = threadIdx.x + far; v < nvec; v += step)
+        o[v] = norm_vec(src[v], ((const uint4 *)weight)[v], inv);
+    pdl_wait();
+}
+
 /* __launch_bounds__(256, 1): without it ptxas interleaves the 2 * SPLITS partial
  * loads with the adds, about two in flight at a time (a chain of L2 round
  * trips); with it all of them are issued back to back. */
@@ -167,6 +236,21 @@ extern "C" cudaError_t folio_k_add_rmsnorm(folio_bf16_bits *out, folio_bf16_bits
         return cudaSuccess;
     cudaError_t e = launch_pdl(add_rmsnorm_kernel, dim3(num_rows), dim3(256), 0, s, pdl != 0, out,
                                residual, add, weight, rows, hidden, eps);
+    return e != cudaSuccess ? e : cudaGetLastError();
+}
+
+extern "C" cudaError_t folio_k_embed_rmsnorm(folio_bf16_bits *out, folio_bf16_bits *residual,
+                                             const folio_bf16_bits *embed, const int32_t *token_ids,
+                                             const int32_t *token_slot, const int32_t *last_sampled,
+                                             const folio_bf16_bits *weight, int num_tokens,
+                                             int hidden, int vocab, float eps, int pdl,
+                                             cudaStream_t s)
+{
+    if (num_tokens <= 0)
+        return cudaSuccess;
+    cudaError_t e =
+        launch_pdl(embed_rmsnorm_kernel, dim3(num_tokens), dim3(256), 0, s, pdl != 0, out, residual,
+                   embed, token_ids, token_slot, last_sampled, weight, hidden, vocab, eps);
     return e != cudaSuccess ? e : cudaGetLastError();
 }
 

@@ -68,7 +68,7 @@ __device__ __forceinline__ void store_values(folio_bf16_bits *dst, const folio_b
 template <int P>
 __global__ void __launch_bounds__(ROPE_THREADS)
     rope_kv_write_kernel(folio_bf16_bits *qkv, folio_bf16_bits *k_cache, folio_bf16_bits *v_cache,
-                         const float *inv_freq, struct folio_k_batch b, int num_heads,
+                         const uint32_t *cos_sin, struct folio_k_batch b, int num_heads,
                          int num_kv_heads, int head_dim, const float *partials, int splits,
                          int64_t split_stride, bool pdl)
 {
@@ -82,19 +82,22 @@ __global__ void __launch_bounds__(ROPE_THREADS)
     bool pair = p < (num_heads + num_kv_heads) * half;
     int h = pair ? p / half : 0, i = p - h * half;
     folio_bf16_bits *x = row + h * head_dim;
-    /* The step's metadata and the frequencies, which no kernel of the step
-     * writes, are read before the wait for the projection when launched with
-     * programmatic dependent launch (pdl): after it, one round trip for q, k
-     * and v. Otherwise q, k and v go out with the position: two round trips
-     * in all, not three. On the H200 the early metadata made batch 8 0.999 ms
-     * against 1.009 and batch 64 1.233 against 1.238 (round 15). */
+    /* The step's metadata and the position's cos and sin (folio_k_rope_table:
+     * the bits rope_rotate computes), which no kernel of the step writes, are
+     * read before the wait for the projection when launched with programmatic
+     * dependent launch (pdl): after it, one round trip for q, k and v and no
+     * sinf/cosf. Otherwise q, k and v go out with the position: two round
+     * trips in all, not three. On the H200 the early metadata made batch 8
+     * 0.999 ms against 1.009 and batch 64 1.233 against 1.238 (round 15). */
     int pos = b.token_pos[t], seq = b.token_seq[t];
     folio_bf16_bits x1[P] = {}, x2[P] = {};
-    float freq[P] = {};
+    uint32_t cs[P] = {};
     if (pair) {
+        if (pos >= 0) {
 #pragma unroll
-        for (int e = 0; e < P; e++)
-            freq[e] = inv_freq[i + e];
+            for (int e = 0; e < P; e++)
+                cs[e] = cos_sin[(int64_t)pos * half + i + e];
+        }
         if (!pdl) {
             qkv_values<P>(x1, row, prow, splits, split_stride, h * head_dim + i);
             qkv_values<P>(x2, row, prow, splits, split_stride, h * head_dim + i + half);
@@ -113,7 +116,7 @@ __global__ void __launch_bounds__(ROPE_THREADS)
     if (pair) {
 #pragma unroll
         for (int e = 0; e < P; e++)
-            rope_rotate(x1[e], x2[e], pos, freq[e]);
+            rope_rotate_cs(x1[e], x2[e], cs[e]);
         store_values<P>(x + i, x1);
         store_values<P>(x + i + half, x2);
         if (h >= num_heads) {
@@ -137,7 +140,7 @@ __global__ void __launch_bounds__(ROPE_THREADS)
 }
 
 static cudaError_t rope_launch(folio_bf16_bits *qkv, folio_bf16_bits *k_cache,
-                               folio_bf16_bits *v_cache, const float *inv_freq,
+                               folio_bf16_bits *v_cache, const uint32_t *cos_sin,
                                struct folio_k_batch b, int num_heads, int num_kv_heads,
                                int head_dim, const float *partials, int splits, int pdl,
                                cudaStream_t s)
@@ -151,31 +154,30 @@ static cudaError_t rope_launch(folio_bf16_bits *qkv, folio_bf16_bits *k_cache,
     dim3 grid((unsigned)b.num_tokens, (unsigned)((pairs + per_cta - 1) / per_cta));
     cudaError_t e =
         launch_pdl(two ? rope_kv_write_kernel<2> : rope_kv_write_kernel<1>, grid,
-                   dim3(ROPE_THREADS), 0, s, pdl != 0, qkv, k_cache, v_cache, inv_freq, b,
-                   num_heads, num_kv_heads, head_dim, partials, splits, split_stride, pdl != 0);
+                   dim3(ROPE_THREADS), 0, s, pdl != 0, qkv, k_cache, v_cache, cos_sin, b, num_heads,
+                   num_kv_heads, head_dim, partials, splits, split_stride, pdl != 0);
     return e != cudaSuccess ? e : cudaGetLastError();
 }
 
 extern "C" cudaError_t folio_k_rope_kv_write(folio_bf16_bits *qkv, folio_bf16_bits *k_cache,
-                                             folio_bf16_bits *v_cache, const float *inv_freq,
+                                             folio_bf16_bits *v_cache, const uint32_t *cos_sin,
                                              struct folio_k_batch b, int num_heads,
                                              int num_kv_heads, int head_dim, int pdl,
                                              cudaStream_t s)
 {
-    return rope_launch(qkv, k_cache, v_cache, inv_freq, b, num_heads, num_kv_heads, head_dim, NULL,
+    return rope_launch(qkv, k_cache, v_cache, cos_sin, b, num_heads, num_kv_heads, head_dim, NULL,
                        1, pdl, s);
 }
 
-extern "C" cudaError_t folio_k_rope_kv_write_partials(folio_bf16_bits *qkv, const float *partials,
-                                                      int splits, folio_bf16_bits *k_cache,
-                                                      folio_bf16_bits *v_cache,
-                                                      const float *inv_freq, struct folio_k_batch b,
-                                                      int num_heads, int num_kv_heads, int head_dim,
-                                                      int pdl, cudaStream_t s)
+extern "C" cudaError_t
+folio_k_rope_kv_write_partials(folio_bf16_bits *qkv, const float *partials, int splits,
+                               folio_bf16_bits *k_cache, folio_bf16_bits *v_cache,
+                               const uint32_t *cos_sin, struct folio_k_batch b, int num_heads,
+                               int num_kv_heads, int head_dim, int pdl, cudaStream_t s)
 {
     if (splits < 1 || !partials)
         return cudaErrorInvalidValue;
-    return rope_launch(qkv, k_cache, v_cache, inv_freq, b, num_heads, num_kv_heads, head_dim,
+    return rope_launch(qkv, k_cache, v_cache, cos_sin, b, num_heads, num_kv_heads, head_dim,
                        partials, splits, pdl, s);
 }
 

@@ -72,18 +72,31 @@ struct cuda_layer {
     bf16 *attn_norm, *wqkv, *wo, *mlp_norm, *w_gate_up, *w_down;
 };
 
-/* Byte offsets of the step's metadata sections in the packed buffer, for T
- * token rows and S sequence rows (a graph bucket uses T = S = bucket). */
+/* Byte offsets of the sections of a step's buffer, for T token rows and S
+ * sequence rows (a graph bucket uses T = S = bucket): the metadata the host
+ * packs (inputs, up to `inputs`), then what the sampler writes for S rows
+ * (outputs, up to `total`). Each in-flight slot has the buffer twice, pinned
+ * on the host and on the device: one copy in, one copy out a step. */
 struct step_layout {
     size_t token_ids, token_slot, token_seq, token_pos, seq_ctx, sample_rows, params, tables,
         attn_tiles, pen_seqs;
+    size_t inputs;
+    size_t out_tokens, out_logprobs, out_top_ids, out_top_logprobs;
     size_t total;
 };
 
+/* A step between launch and collect. Its slot's buffers and graphs are its
+ * own while it is in flight, so the next step's metadata goes up (upload
+ * stream) while this one computes, and this one's results come down
+ * (download stream) while the next computes: the compute stream runs step
+ * after step with nothing between them. */
 struct inflight {
-    cudaEvent_t done;
-    unsigned char *staging; /* pinned: the packed metadata */
-    int32_t *h_tokens;      /* pinned outputs, [S rows] */
+    cudaEvent_t uploaded;   /* upload stream: the metadata is on the device */
+    cudaEvent_t computed;   /* compute stream: the step's kernels are done */
+    cudaEvent_t done;       /* download stream: the results are on the host */
+    unsigned char *staging; /* pinned: the step's buffer (struct step_layout) */
+    unsigned char *d_step;  /* the same on the device */
+    int32_t *h_tokens;      /* the outputs in staging */
     float *h_logprobs;
     int32_t *h_top_ids;
     float *h_top_logprobs;
@@ -96,10 +109,12 @@ struct inflight {
     bool logits_kept;
 };
 
+/* A bucket's decode graph, one per in-flight slot (each reads and writes its
+ * slot's step buffer). */
 struct graph_entry {
     int bucket;
-    bool captured;
-    cudaGraphExec_t exec;
+    bool captured[MAX_INFLIGHT];
+    cudaGraphExec_t exec[MAX_INFLIGHT];
 };
 
 struct cuda_backend {
@@ -110,7 +125,8 @@ struct cuda_backend {
     int hidden, inter, layers, heads, kv_heads, head_dim, vocab, qkv_dim;
     float eps;
 
-    cudaStream_t stream;
+    cudaStream_t stream;           /* compute: every kernel */
+    cudaStream_t upload, download; /* the step buffers' copies in and out */
     cublasLtHandle_t lt;
     void *workspace;
     struct gemm_plan *plans;
@@ -131,12 +147,8 @@ struct cuda_backend {
     /* activations, [max_num_tokens, ...] */
     bf16 *res, *res2, *normed, *qkv, *attn_out, *proj_out, *gate_up, *act, *final_h;
     float *d_logits;         /* [max_seqs, vocab] */
-    int32_t *d_tokens;       /* [max_seqs] */
-    float *d_logprobs;       /* [max_seqs] */
-    int32_t *d_top_ids;      /* [max_seqs * FOLIO_MAX_LOGPROBS] */
-    float *d_top_logprobs;   /* same */
     int32_t *d_last_sampled; /* [max_seqs], by slot */
-    unsigned char *d_meta;   /* the packed metadata */
+    unsigned char *d_meta;   /* the step being queued: its slot's d_step */
     int block_stride;        /* block-table entries per sequence */
     /* Penalties (folio_k_penalty_update): per slot, a state word per token
      * [max_seqs, vocab], the tokens by position [max_seqs, pen_max_ctx], and
@@ -173,6 +185,9 @@ struct cuda_backend {
     /* The GEMV path's QKV projection rotates q and k and writes the caches in its
      * epilogue; FOLIO_QKV_ROPE=0: apart (rope_kv_write). */
     bool qkv_rope;
+    /* Steps off the GEMV path gather the embeddings inside the first norm
+     * (folio_k_embed_rmsnorm); FOLIO_EMBED_NORM=0: apart. */
+    bool embed_norm;
     /* Decode-only steps on the cuBLASLt path rotate q and write the new K/V in
      * the attention kernel (rope_cos_sin); FOLIO_ROPE_IN_ATTENTION=0: in
      * rope_kv_write before it. */
@@ -198,7 +213,10 @@ struct cuda_backend {
     struct folio_k_tmap *tmaps; /* [layers][TMA_WEIGHTS], then [TMA_XS] */
     int tma_split_o, tma_split_down;
     int tma_split_down_small; /* down's K slices at up to TMA_SMALL_ROWS rows */
-    int tma_split_qkv;        /* QKV's K slices on the TMA path */
+    /* The LM head on the TMA GEMM too (f32 logits), launched with PDL after the
+     * final norm and launching the sampler early; FOLIO_TMA_LM_HEAD=0: cuBLASLt. */
+    bool tma_lm_head;
+    int tma_split_qkv; /* QKV's K slices on the TMA path */
     /* Decode attention splits the keys until about this many warps per SM run:
      * FOLIO_ATTN_WARPS_PER_SM (default 4). */
     int attn_warps_per_sm;
@@ -240,6 +258,15 @@ static void layout_for(int t_rows, int s_rows, int stride, struct step_layout *l
     o = align_up(o + sizeof(int32_t) * 2 * (size_t)t_rows, 16);
     l->pen_seqs = o;
     o = align_up(o + sizeof(struct folio_k_penalty_seq) * s_rows, 16);
+    l->inputs = o;
+    l->out_tokens = o;
+    o = align_up(o + sizeof(int32_t) * s_rows, 16);
+    l->out_logprobs = o;
+    o = align_up(o + sizeof(float) * s_rows, 16);
+    l->out_top_ids = o;
+    o = align_up(o + sizeof(int32_t) * (size_t)s_rows * FOLIO_MAX_LOGPROBS, 16);
+    l->out_top_logprobs = o;
+    o = align_up(o + sizeof(float) * (size_t)s_rows * FOLIO_MAX_LOGPROBS, 16);
     l->total = o;
 }
 
@@ -503,7 +530,7 @@ enum { TMA_QKV, TMA_O, TMA_GATE_UP, TMA_DOWN, TMA_WEIGHTS };
  * every batch made batch 32 1.181 against 1.169, batch 64 1.270 against 1.239. */
 #define TMA_SLICES_SMALL 8
 #define TMA_SMALL_ROWS 8
-enum { TMA_X_NORMED, TMA_X_ATTN_OUT, TMA_X_ACT, TMA_XS };
+enum { TMA_X_NORMED, TMA_X_ATTN_OUT, TMA_X_ACT, TMA_X_FINAL, TMA_XS };
 
 static const struct folio_k_tmap *tma_wmap(const struct cuda_backend *cb, int li, int which)
 {
@@ -513,6 +540,12 @@ static const struct folio_k_tmap *tma_wmap(const struct cuda_backend *cb, int li
 static const struct folio_k_tmap *tma_xmap(const struct cuda_backend *cb, int which)
 {
     return &cb->tmaps[cb->layers * TMA_WEIGHTS + which];
+}
+
+/* The LM head's map, after the activations' (cb->tma_lm_head). */
+static const struct folio_k_tmap *tma_lm_head_map(const struct cuda_backend *cb)
+{
+    return &cb->tmaps[cb->layers * TMA_WEIGHTS + TMA_XS];
 }
 
 /* Whether a step of m rows runs its projections as folio_k_gemm_tma. */
@@ -533,7 +566,7 @@ static int tma_slices(int k, int want)
 /* Encodes the tensor maps (create, after the weights and activations are on
  * the GPU). The TMA path stays off when the shapes or the driver do not
  * allow it: every k a multiple of 64, every n of FOLIO_K_TMA_NT. */
-static void tma_setup(struct cuda_backend *cb, size_t max_rows)
+static void tma_setup(struct cuda_backend *cb, size_t max_rows, size_t max_seqs)
 {
     int H = cb->hidden, QD = cb->heads * cb->head_dim, I = cb->inter;
     if (!cb->tma || H % FOLIO_K_TMA_NT != 0 || QD % 64 != 0 || I % FOLIO_K_TMA_NT != 0 ||
@@ -541,7 +574,7 @@ static void tma_setup(struct cuda_backend *cb, size_t max_rows)
         cb->tma = false;
         return;
     }
-    size_t n = (size_t)cb->layers * TMA_WEIGHTS + TMA_XS;
+    size_t n = (size_t)cb->layers * TMA_WEIGHTS + TMA_XS + 1;
     cb->tmaps = aligned_alloc(64, sizeof(struct folio_k_tmap) * n);
     if (!cb->tmaps) {
         cb->tma = false;
@@ -556,12 +589,18 @@ static void tma_setup(struct cuda_backend *cb, size_t max_rows)
         bad |= folio_k_tmap_encode(&w[TMA_GATE_UP], L->w_gate_up, 2 * I, H, FOLIO_K_TMA_NT / 2);
         bad |= folio_k_tmap_encode(&w[TMA_DOWN], L->w_down, H, I, FOLIO_K_TMA_NT);
     }
-    const bf16 *xs[TMA_XS] = {cb->normed, cb->attn_out, cb->act};
-    const int ks[TMA_XS] = {H, QD, I};
-    int rows = max_rows < FOLIO_K_TMA_MAX_ROWS ? (int)max_rows : FOLIO_K_TMA_MAX_ROWS;
-    for (int x = 0; x < TMA_XS; x++)
+    const bf16 *xs[TMA_XS] = {cb->normed, cb->attn_out, cb->act, cb->final_h};
+    const int ks[TMA_XS] = {H, QD, I, H};
+    const size_t xrows[TMA_XS] = {max_rows, max_rows, max_rows, max_seqs};
+    for (int x = 0; x < TMA_XS; x++) {
+        int rows = xrows[x] < FOLIO_K_TMA_MAX_ROWS ? (int)xrows[x] : FOLIO_K_TMA_MAX_ROWS;
         bad |= folio_k_tmap_encode(&cb->tmaps[cb->layers * TMA_WEIGHTS + x], xs[x], rows, ks[x],
                                    FOLIO_K_TMA_MAX_ROWS);
+    }
+    /* The LM head too, where its rows fill whole CTAs. */
+    cb->tma_lm_head = cb->tma_lm_head && cb->vocab % FOLIO_K_TMA_NT == 0 &&
+                      folio_k_tmap_encode(&cb->tmaps[cb->layers * TMA_WEIGHTS + TMA_XS],
+                                          cb->lm_head, cb->vocab, H, FOLIO_K_TMA_NT) == 0;
     if (bad) {
         free(cb->tmaps);
         cb->tmaps = NULL;
@@ -644,18 +683,31 @@ static int forward(struct cuda_backend *cb, const struct step_layout *l, int t_r
     const struct folio_k_sample_params *params =
         (const struct folio_k_sample_params *)(cb->d_meta + l->params);
 
-    CUDA_CHECK(folio_k_embed(cb->res, cb->embed, token_ids, token_slot, cb->d_last_sampled, t_rows,
-                             cb->hidden, cb->vocab, s));
-    /* Every step, graphs included (rows without penalties return at once); before
-     * the sampler overwrites last_sampled, which it reads. */
-    CUDA_CHECK(folio_k_penalty_update(
-        cb->d_pen_state, cb->d_pen_history, cb->d_pen_rebuild,
-        (const struct folio_k_penalty_seq *)(cb->d_meta + l->pen_seqs), s_rows, token_ids,
-        cb->d_last_sampled, cb->vocab, cb->pen_max_ctx, cb->pdl, s));
     /* Small batches take each RMSNorm into the GEMV that reads it; the residual
      * then moves between res and res2 (the GEMV's CTAs all read the old sum
      * while one writes the new). */
     bool fuse_norm = t_rows <= cb->gemv_max_rows;
+    /* The penalty update runs every step, graphs included (rows without
+     * penalties return at once), before the sampler overwrites last_sampled,
+     * which it reads. With the GEMV the embedding gather comes first and the
+     * update alongside it (PDL); otherwise the update comes first and the
+     * gather with the first norm in one kernel alongside it. */
+    const struct folio_k_penalty_seq *pen_seqs =
+        (const struct folio_k_penalty_seq *)(cb->d_meta + l->pen_seqs);
+    if (fuse_norm || !cb->embed_norm) {
+        CUDA_CHECK(folio_k_embed(cb->res, cb->embed, token_ids, token_slot, cb->d_last_sampled,
+                                 t_rows, cb->hidden, cb->vocab, s));
+        CUDA_CHECK(folio_k_penalty_update(cb->d_pen_state, cb->d_pen_history, cb->d_pen_rebuild,
+                                          pen_seqs, s_rows, token_ids, cb->d_last_sampled,
+                                          cb->vocab, cb->pen_max_ctx, cb->pdl, s));
+    } else {
+        CUDA_CHECK(folio_k_penalty_update(cb->d_pen_state, cb->d_pen_history, cb->d_pen_rebuild,
+                                          pen_seqs, s_rows, token_ids, cb->d_last_sampled,
+                                          cb->vocab, cb->pen_max_ctx, 0, s));
+        CUDA_CHECK(folio_k_embed_rmsnorm(cb->normed, cb->res, cb->embed, token_ids, token_slot,
+                                         cb->d_last_sampled, cb->lw[0].attn_norm, t_rows,
+                                         cb->hidden, cb->vocab, cb->eps, cb->pdl, s));
+    }
     /* Programmatic dependent launch pays on the GEMV path, whose kernels issue
      * their weight loads before waiting; with cuBLASLt between the small kernels
      * it made batch 64 slower (1.72 vs 1.58 ms on the H200). */
@@ -719,13 +771,14 @@ static int forward(struct cuda_backend *cb, const struct step_layout *l, int t_r
             if (next)
                 cur = next;
         } else {
-            CUDA_CHECK(add_rmsnorm(cb, cb->normed, cur, pending_add, L->attn_norm, NULL, t_rows,
-                                   t_rows, pdl_tma && li > 0));
+            if (li > 0 || !cb->embed_norm)
+                CUDA_CHECK(add_rmsnorm(cb, cb->normed, cur, pending_add, L->attn_norm, NULL, t_rows,
+                                       t_rows, pdl_tma && li > 0));
             if (tma) {
-                CUDA_CHECK(
-                    folio_k_gemm_tma(tma_xmap(cb, TMA_X_NORMED), tma_wmap(cb, li, TMA_QKV),
-                                     split_qkv > 1 ? (void *)cb->splitk_partials : (void *)cb->qkv,
-                                     t_rows, cb->qkv_dim, cb->hidden, split_qkv, 0, cb->pdl, s));
+                CUDA_CHECK(folio_k_gemm_tma(
+                    tma_xmap(cb, TMA_X_NORMED), tma_wmap(cb, li, TMA_QKV),
+                    split_qkv > 1 ? (void *)cb->splitk_partials : (void *)cb->qkv, t_rows,
+                    cb->qkv_dim, cb->hidden, split_qkv, FOLIO_K_TMA_BF16, cb->pdl, s));
             } else if (gemm(cb, cb->normed, L->wqkv, cb->qkv, t_rows, cb->qkv_dim, cb->hidden,
                             false, err, errlen) != 0) {
                 return -1;
@@ -734,10 +787,10 @@ static int forward(struct cuda_backend *cb, const struct step_layout *l, int t_r
         if (!rope_done && !rope_in_attention) {
             if (split_qkv > 1)
                 CUDA_CHECK(folio_k_rope_kv_write_partials(cb->qkv, cb->splitk_partials, split_qkv,
-                                                          kc, vc, cb->inv_freq, kb, cb->heads,
+                                                          kc, vc, cb->rope_cos_sin, kb, cb->heads,
                                                           cb->kv_heads, cb->head_dim, pdl_tma, s));
             else
-                CUDA_CHECK(folio_k_rope_kv_write(cb->qkv, kc, vc, cb->inv_freq, kb, cb->heads,
+                CUDA_CHECK(folio_k_rope_kv_write(cb->qkv, kc, vc, cb->rope_cos_sin, kb, cb->heads,
                                                  cb->kv_heads, cb->head_dim, cb->pdl_step, s));
         }
         if (attention(cb, l, &kb, num_tiles, kc, vc, rope_in_attention ? cb->rope_cos_sin : NULL,
@@ -745,7 +798,8 @@ static int forward(struct cuda_backend *cb, const struct step_layout *l, int t_r
             return -1;
         if (tma)
             CUDA_CHECK(folio_k_gemm_tma(tma_xmap(cb, TMA_X_ATTN_OUT), tma_wmap(cb, li, TMA_O),
-                                        tma_o_out, t_rows, cb->hidden, qd, split_o, 0, cb->pdl, s));
+                                        tma_o_out, t_rows, cb->hidden, qd, split_o,
+                                        FOLIO_K_TMA_BF16, cb->pdl, s));
         else if (project(cb, cb->attn_out, L->wo, t_rows, qd, split_o, err, errlen) != 0)
             return -1;
         if (fuse_norm) { /* RMSNorm + gate/up + SiLU*mul in one launch */
@@ -759,7 +813,7 @@ static int forward(struct cuda_backend *cb, const struct step_layout *l, int t_r
             if (tma) { /* SiLU*mul in the GEMM's epilogue */
                 CUDA_CHECK(folio_k_gemm_tma(tma_xmap(cb, TMA_X_NORMED),
                                             tma_wmap(cb, li, TMA_GATE_UP), cb->act, t_rows,
-                                            cb->inter, cb->hidden, 1, 1, cb->pdl, s));
+                                            cb->inter, cb->hidden, 1, FOLIO_K_TMA_GLU, cb->pdl, s));
             } else {
                 if (gemm(cb, cb->normed, L->w_gate_up, cb->gate_up, t_rows, 2 * cb->inter,
                          cb->hidden, false, err, errlen) != 0)
@@ -769,8 +823,8 @@ static int forward(struct cuda_backend *cb, const struct step_layout *l, int t_r
         }
         if (tma)
             CUDA_CHECK(folio_k_gemm_tma(tma_xmap(cb, TMA_X_ACT), tma_wmap(cb, li, TMA_DOWN),
-                                        tma_down_out, t_rows, cb->hidden, cb->inter, split_down, 0,
-                                        cb->pdl, s));
+                                        tma_down_out, t_rows, cb->hidden, cb->inter, split_down,
+                                        FOLIO_K_TMA_BF16, cb->pdl, s));
         else if (project(cb, cb->act, L->w_down, t_rows, cb->inter, split_down, err, errlen) != 0)
             return -1;
         pending_add = split_down;
@@ -778,27 +832,35 @@ static int forward(struct cuda_backend *cb, const struct step_layout *l, int t_r
     if (n_sample <= 0)
         return 0;
     /* Only the rows that sample go through the final norm and the LM head. */
+    const bool lm_tma = tma && cb->tma_lm_head;
     if (fuse_norm) {
         CUDA_CHECK(gemv(cb, cb->d_logits, cur, cb->proj_out, cb->final_norm, sample_rows, NULL,
                         cb->lm_head, n_sample, cb->vocab, cb->hidden, true, false));
     } else {
         CUDA_CHECK(add_rmsnorm(cb, cb->final_h, cur, pending_add, cb->final_norm, sample_rows,
                                n_sample, t_rows, pdl_tma));
-        if (gemm(cb, cb->final_h, cb->lm_head, cb->d_logits, n_sample, cb->vocab, cb->hidden, true,
-                 err, errlen) != 0)
+        if (lm_tma)
+            CUDA_CHECK(folio_k_gemm_tma(tma_xmap(cb, TMA_X_FINAL), tma_lm_head_map(cb),
+                                        cb->d_logits, n_sample, cb->vocab, cb->hidden, 1,
+                                        FOLIO_K_TMA_F32, cb->pdl, s));
+        else if (gemm(cb, cb->final_h, cb->lm_head, cb->d_logits, n_sample, cb->vocab, cb->hidden,
+                      true, err, errlen) != 0)
             return -1;
     }
-    CUDA_CHECK(folio_k_sample(cb->d_logits, n_sample, cb->vocab, params, cb->d_tokens,
-                              cb->d_logprobs, cb->d_top_ids, cb->d_top_logprobs, FOLIO_MAX_LOGPROBS,
-                              cb->d_last_sampled, cb->d_pen_state, cb->d_sample_split, cb->pdl_step,
-                              s));
+    CUDA_CHECK(folio_k_sample(
+        cb->d_logits, n_sample, cb->vocab, params, (int32_t *)(cb->d_meta + l->out_tokens),
+        (float *)(cb->d_meta + l->out_logprobs), (int32_t *)(cb->d_meta + l->out_top_ids),
+        (float *)(cb->d_meta + l->out_top_logprobs), FOLIO_MAX_LOGPROBS, cb->d_last_sampled,
+        cb->d_pen_state, cb->d_sample_split, cb->pdl_step || (lm_tma && pdl_tma), s));
     return 0;
 }
 
-/* Replays the decode graph of one bucket: its first call runs the step eagerly, its second
- * captures it (capture_decode_graphs makes both calls for every bucket at start-up). */
-static int run_decode_graph(struct cuda_backend *cb, int bucket, const struct step_layout *l,
-                            char *err, size_t errlen)
+/* Replays the decode graph of one bucket for in-flight slot `slot` (cb->d_meta
+ * is that slot's buffer): the bucket's first call runs the step eagerly, the
+ * first call of each slot after that captures it (capture_decode_graphs makes
+ * these calls for every bucket at start-up). */
+static int run_decode_graph(struct cuda_backend *cb, int bucket, int slot,
+                            const struct step_layout *l, char *err, size_t errlen)
 {
     struct graph_entry *g = NULL;
     for (int i = 0; i < cb->num_graphs; i++)
@@ -814,10 +876,11 @@ static int run_decode_graph(struct cuda_backend *cb, int bucket, const struct st
          * happens inside the capture. */
         g = &cb->graphs[cb->num_graphs++];
         g->bucket = bucket;
-        g->captured = false;
+        for (int i = 0; i < MAX_INFLIGHT; i++)
+            g->captured[i] = false;
         return forward(cb, l, bucket, bucket, bucket, -1, err, errlen);
     }
-    if (!g->captured) {
+    if (!g->captured[slot]) {
         cudaGraph_t graph;
         CUDA_CHECK(cudaStreamBeginCapture(cb->stream, cudaStreamCaptureModeThreadLocal));
         int rc = forward(cb, l, bucket, bucket, bucket, -1, err, errlen);
@@ -829,12 +892,12 @@ static int run_decode_graph(struct cuda_backend *cb, int bucket, const struct st
                      bucket, cudaGetErrorString(e));
             return -1;
         }
-        e = cudaGraphInstantiate(&g->exec, graph, 0);
+        e = cudaGraphInstantiate(&g->exec[slot], graph, 0);
         cudaGraphDestroy(graph);
         CUDA_CHECK(e);
-        g->captured = true;
+        g->captured[slot] = true;
     }
-    CUDA_CHECK(cudaGraphLaunch(g->exec, cb->stream));
+    CUDA_CHECK(cudaGraphLaunch(g->exec[slot], cb->stream));
     return 0;
 }
 
@@ -1017,7 +1080,8 @@ static int cuda_launch(struct folio_backend *b, const struct folio_step_batch *b
         prev->logits_on_device = false;
     }
 
-    struct inflight *fl = &cb->fl[(cb->fl_head + cb->fl_count) % MAX_INFLIGHT];
+    const int slot = (cb->fl_head + cb->fl_count) % MAX_INFLIGHT;
+    struct inflight *fl = &cb->fl[slot];
     bool decode_only = batch->num_tokens == batch->num_seqs;
     int bucket = graph_bucket(batch->num_seqs);
     bool use_graph = cb->graphs_enabled && decode_only && bucket <= cb->base.max_seqs &&
@@ -1033,28 +1097,29 @@ static int cuda_launch(struct folio_backend *b, const struct folio_step_batch *b
     fl->logits_kept = false;
 
     cb->failed = true; /* until the step is queued */
+    /* The slot's buffer is free: its last step was collected before this launch. */
     CUDA_CHECK(
-        cudaMemcpyAsync(cb->d_meta, fl->staging, l.total, cudaMemcpyHostToDevice, cb->stream));
+        cudaMemcpyAsync(fl->d_step, fl->staging, l.inputs, cudaMemcpyHostToDevice, cb->upload));
+    CUDA_CHECK(cudaEventRecord(fl->uploaded, cb->upload));
+    CUDA_CHECK(cudaStreamWaitEvent(cb->stream, fl->uploaded, 0));
+    cb->d_meta = fl->d_step;
     if (use_graph) {
-        if (run_decode_graph(cb, bucket, &l, err, errlen) != 0)
+        if (run_decode_graph(cb, bucket, slot, &l, err, errlen) != 0)
             return -1;
     } else if (forward(cb, &l, t_rows, s_rows, n_sample, decode_only ? -1 : fl->num_attn_tiles, err,
                        errlen) != 0) {
         return -1;
     }
-    if (n_sample > 0) {
-        CUDA_CHECK(cudaMemcpyAsync(fl->h_tokens, cb->d_tokens, sizeof(int32_t) * n_sample,
-                                   cudaMemcpyDeviceToHost, cb->stream));
-        CUDA_CHECK(cudaMemcpyAsync(fl->h_logprobs, cb->d_logprobs, sizeof(float) * n_sample,
-                                   cudaMemcpyDeviceToHost, cb->stream));
-        CUDA_CHECK(cudaMemcpyAsync(fl->h_top_ids, cb->d_top_ids,
-                                   sizeof(int32_t) * n_sample * FOLIO_MAX_LOGPROBS,
-                                   cudaMemcpyDeviceToHost, cb->stream));
-        CUDA_CHECK(cudaMemcpyAsync(fl->h_top_logprobs, cb->d_top_logprobs,
-                                   sizeof(float) * n_sample * FOLIO_MAX_LOGPROBS,
-                                   cudaMemcpyDeviceToHost, cb->stream));
-    }
-    CUDA_CHECK(cudaEventRecord(fl->done, cb->stream));
+    CUDA_CHECK(cudaEventRecord(fl->computed, cb->stream));
+    CUDA_CHECK(cudaStreamWaitEvent(cb->download, fl->computed, 0));
+    fl->h_tokens = (int32_t *)(fl->staging + l.out_tokens);
+    fl->h_logprobs = (float *)(fl->staging + l.out_logprobs);
+    fl->h_top_ids = (int32_t *)(fl->staging + l.out_top_ids);
+    fl->h_top_logprobs = (float *)(fl->staging + l.out_top_logprobs);
+    if (n_sample > 0)
+        CUDA_CHECK(cudaMemcpyAsync(fl->staging + l.inputs, fl->d_step + l.inputs,
+                                   l.total - l.inputs, cudaMemcpyDeviceToHost, cb->download));
+    CUDA_CHECK(cudaEventRecord(fl->done, cb->download));
     cb->failed = false;
     cb->fl_count++;
     return 0;
@@ -1141,62 +1206,50 @@ static void cuda_destroy(struct folio_backend *b)
         return;
     if (cb->stream)
         cudaStreamSynchronize(cb->stream);
+    if (cb->download)
+        cudaStreamSynchronize(cb->download);
     for (int i = 0; i < cb->num_graphs; i++)
-        if (cb->graphs[i].captured)
-            cudaGraphExecDestroy(cb->graphs[i].exec);
+        for (int j = 0; j < MAX_INFLIGHT; j++)
+            if (cb->graphs[i].captured[j])
+                cudaGraphExecDestroy(cb->graphs[i].exec[j]);
     if (cb->plans) {
         gemm_plans_clear(cb);
         free(cb->plans);
     }
     for (int i = 0; i < MAX_INFLIGHT; i++) {
         struct inflight *fl = &cb->fl[i];
-        if (fl->done)
-            cudaEventDestroy(fl->done);
+        cudaEvent_t evs[] = {fl->uploaded, fl->computed, fl->done};
+        for (int j = 0; j < 3; j++)
+            if (evs[j])
+                cudaEventDestroy(evs[j]);
         cudaFreeHost(fl->staging);
-        cudaFreeHost(fl->h_tokens);
-        cudaFreeHost(fl->h_logprobs);
-        cudaFreeHost(fl->h_top_ids);
-        cudaFreeHost(fl->h_top_logprobs);
+        cudaFree(fl->d_step);
         free(fl->seq_row);
         cudaFree(fl->d_logits_keep);
     }
     for (int i = 0; i < cb->num_weight_blocks; i++)
         cudaFree(cb->weight_blocks[i]);
-    void *bufs[] = {cb->kv_pool,
-                    cb->res,
-                    cb->normed,
-                    cb->qkv,
-                    cb->attn_out,
-                    cb->proj_out,
-                    cb->gate_up,
-                    cb->act,
-                    cb->final_h,
-                    cb->d_logits,
-                    cb->d_tokens,
-                    cb->d_logprobs,
-                    cb->d_top_ids,
-                    cb->d_top_logprobs,
-                    cb->d_last_sampled,
-                    cb->d_meta,
-                    cb->inv_freq,
-                    cb->workspace,
-                    cb->attn_workspace,
-                    cb->attn_counters,
-                    cb->res2,
-                    cb->d_pen_state,
-                    cb->d_pen_history,
-                    cb->d_pen_rebuild,
-                    cb->splitk_partials,
-                    cb->d_sample_split,
-                    cb->rope_cos_sin};
+    void *bufs[] = {cb->kv_pool,        cb->res,
+                    cb->normed,         cb->qkv,
+                    cb->attn_out,       cb->proj_out,
+                    cb->gate_up,        cb->act,
+                    cb->final_h,        cb->d_logits,
+                    cb->d_last_sampled, cb->inv_freq,
+                    cb->workspace,      cb->attn_workspace,
+                    cb->attn_counters,  cb->res2,
+                    cb->d_pen_state,    cb->d_pen_history,
+                    cb->d_pen_rebuild,  cb->splitk_partials,
+                    cb->d_sample_split, cb->rope_cos_sin};
     for (size_t i = 0; i < sizeof(bufs) / sizeof(bufs[0]); i++)
         cudaFree(bufs[i]);
     free(cb->lw);
     free(cb->tmaps);
     if (cb->lt)
         cublasLtDestroy(cb->lt);
-    if (cb->stream)
-        cudaStreamDestroy(cb->stream);
+    cudaStream_t streams[] = {cb->stream, cb->upload, cb->download};
+    for (int i = 0; i < 3; i++)
+        if (streams[i])
+            cudaStreamDestroy(streams[i]);
     free(cb);
 }
 
@@ -1337,6 +1390,8 @@ static int create(struct cuda_backend *cb, const struct folio_model *m,
         cb->gemv_max_rows = FOLIO_K_GEMV_MAX_ROWS;
     const char *qr = getenv("FOLIO_QKV_ROPE");
     cb->qkv_rope = !(qr && strcmp(qr, "0") == 0);
+    const char *en = getenv("FOLIO_EMBED_NORM");
+    cb->embed_norm = !(en && strcmp(en, "0") == 0);
     const char *ra = getenv("FOLIO_ROPE_IN_ATTENTION");
     cb->rope_in_attention = !(ra && strcmp(ra, "0") == 0);
     const char *gs = getenv("FOLIO_GEMV_SPLITK");
@@ -1360,6 +1415,8 @@ static int create(struct cuda_backend *cb, const struct folio_model *m,
     cb->pdl_norm = !(pn && strcmp(pn, "0") == 0);
     const char *tg = getenv("FOLIO_TMA_GEMM");
     cb->tma = !(tg && strcmp(tg, "0") == 0);
+    const char *tl = getenv("FOLIO_TMA_LM_HEAD");
+    cb->tma_lm_head = !(tl && strcmp(tl, "0") == 0);
 
     CUDA_CHECK(cudaSetDevice(0));
     CUDA_CHECK(cudaDeviceGetAttribute(&cb->num_sms, cudaDevAttrMultiProcessorCount, 0));
@@ -1376,6 +1433,8 @@ static int create(struct cuda_backend *cb, const struct folio_model *m,
     if (cb->attn_tile_tokens > 0)
         CUDA_CHECK(folio_k_attention_prepare(cb->head_dim));
     CUDA_CHECK(cudaStreamCreateWithFlags(&cb->stream, cudaStreamNonBlocking));
+    CUDA_CHECK(cudaStreamCreateWithFlags(&cb->upload, cudaStreamNonBlocking));
+    CUDA_CHECK(cudaStreamCreateWithFlags(&cb->download, cudaStreamNonBlocking));
     CUBLAS_CHECK(cublasLtCreate(&cb->lt));
     CUDA_CHECK(cudaMalloc(&cb->workspace, WORKSPACE_BYTES));
     cb->plans = calloc(GEMM_CACHE_SIZE, sizeof(*cb->plans));
@@ -1497,10 +1556,6 @@ static int create(struct cuda_backend *cb, const struct folio_model *m,
     CUDA_CHECK(cudaMalloc((void **)&cb->act, sizeof(bf16) * T * I));
     CUDA_CHECK(cudaMalloc((void **)&cb->final_h, sizeof(bf16) * S * H));
     CUDA_CHECK(cudaMalloc((void **)&cb->d_logits, sizeof(float) * S * cb->vocab));
-    CUDA_CHECK(cudaMalloc((void **)&cb->d_tokens, sizeof(int32_t) * S));
-    CUDA_CHECK(cudaMalloc((void **)&cb->d_logprobs, sizeof(float) * S));
-    CUDA_CHECK(cudaMalloc((void **)&cb->d_top_ids, sizeof(int32_t) * S * FOLIO_MAX_LOGPROBS));
-    CUDA_CHECK(cudaMalloc((void **)&cb->d_top_logprobs, sizeof(float) * S * FOLIO_MAX_LOGPROBS));
     CUDA_CHECK(cudaMalloc((void **)&cb->d_last_sampled, sizeof(int32_t) * S));
     CUDA_CHECK(cudaMemsetAsync(cb->d_last_sampled, 0, sizeof(int32_t) * S, cb->stream));
     const char *ss = getenv("FOLIO_SAMPLE_SPLIT");
@@ -1525,7 +1580,6 @@ static int create(struct cuda_backend *cb, const struct folio_model *m,
     layout_for((int)T, (int)S, cb->block_stride, &l1);
     layout_for(graph_bucket((int)S), graph_bucket((int)S), cb->block_stride, &l2);
     size_t meta = l1.total > l2.total ? l1.total : l2.total;
-    CUDA_CHECK(cudaMalloc((void **)&cb->d_meta, meta));
     /* Split-KV partials: the largest over the decode batch sizes (their buckets). */
     for (int n = 1; n <= (int)S; n++) {
         struct folio_k_decode_plan p = decode_plan(cb, n);
@@ -1557,7 +1611,7 @@ static int create(struct cuda_backend *cb, const struct folio_model *m,
         if (bytes > splitk_bytes)
             splitk_bytes = bytes;
     }
-    tma_setup(cb, T);
+    tma_setup(cb, T, S);
     if (cb->tma) {
         int rows = (int)T < FOLIO_K_TMA_MAX_ROWS ? (int)T : FOLIO_K_TMA_MAX_ROWS;
         size_t n = (size_t)(cb->qkv_dim > H ? cb->qkv_dim : H); /* QKV's, O's and down's */
@@ -1572,14 +1626,11 @@ static int create(struct cuda_backend *cb, const struct folio_model *m,
         CUDA_CHECK(cudaMalloc((void **)&cb->splitk_partials, splitk_bytes));
     for (int i = 0; i < MAX_INFLIGHT; i++) {
         struct inflight *fl = &cb->fl[i];
+        CUDA_CHECK(cudaEventCreateWithFlags(&fl->uploaded, cudaEventDisableTiming));
+        CUDA_CHECK(cudaEventCreateWithFlags(&fl->computed, cudaEventDisableTiming));
         CUDA_CHECK(cudaEventCreateWithFlags(&fl->done, cudaEventDisableTiming));
         CUDA_CHECK(cudaMallocHost((void **)&fl->staging, meta));
-        CUDA_CHECK(cudaMallocHost((void **)&fl->h_tokens, sizeof(int32_t) * S));
-        CUDA_CHECK(cudaMallocHost((void **)&fl->h_logprobs, sizeof(float) * S));
-        CUDA_CHECK(
-            cudaMallocHost((void **)&fl->h_top_ids, sizeof(int32_t) * S * FOLIO_MAX_LOGPROBS));
-        CUDA_CHECK(
-            cudaMallocHost((void **)&fl->h_top_logprobs, sizeof(float) * S * FOLIO_MAX_LOGPROBS));
+        CUDA_CHECK(cudaMalloc((void **)&fl->d_step, meta));
         if (cb->keep_logits)
             CUDA_CHECK(cudaMalloc((void **)&fl->d_logits_keep, sizeof(float) * S * cb->vocab));
         fl->seq_row = calloc(S, sizeof(int));
@@ -1635,14 +1686,18 @@ static int capture_decode_graphs(struct cuda_backend *cb, char *err, size_t errl
          bucket <<= 1) {
         struct step_layout l;
         layout_for(bucket, bucket, cb->block_stride, &l);
-        struct inflight *fl = &cb->fl[0];
-        pack_step(cb, &none, bucket, bucket, true, &l, fl);
-        CUDA_CHECK(
-            cudaMemcpyAsync(cb->d_meta, fl->staging, l.total, cudaMemcpyHostToDevice, cb->stream));
-        for (int pass = 0; pass < 2; pass++) /* the eager run, then capture + replay */
-            if (run_decode_graph(cb, bucket, &l, err, errlen) != 0)
-                return -1;
-        CUDA_CHECK(cudaStreamSynchronize(cb->stream));
+        for (int slot = 0; slot < MAX_INFLIGHT; slot++) {
+            struct inflight *fl = &cb->fl[slot];
+            pack_step(cb, &none, bucket, bucket, true, &l, fl);
+            CUDA_CHECK(cudaMemcpyAsync(fl->d_step, fl->staging, l.inputs, cudaMemcpyHostToDevice,
+                                       cb->stream));
+            cb->d_meta = fl->d_step;
+            /* Slot 0: the eager run, then capture + replay; slot 1: capture + replay. */
+            for (int pass = slot == 0 ? 0 : 1; pass < 2; pass++)
+                if (run_decode_graph(cb, bucket, slot, &l, err, errlen) != 0)
+                    return -1;
+            CUDA_CHECK(cudaStreamSynchronize(cb->stream));
+        }
     }
     return 0;
 }
