@@ -321,13 +321,13 @@ cudaError_t folio_k_sample(const float *logits, int rows, int vocab,
 /* folio_k_sample's rows that need no filter, penalty or top-N logprobs
  * (greedy, or tempered over the whole row) over several CTAs a row
  * (sample_split.cu); folio_k_sample does it first when given split_ws (a
- * workspace of folio_k_sample_split_bytes(n) for the n rows of any step that
- * splits, zeroed once before its first use) and rows <=
+ * workspace of folio_k_sample_split_bytes(n) for the n <= 8 rows of any step
+ * that splits, zeroed once before its first use) and rows <=
  * FOLIO_K_SAMPLE_SPLIT_MAX_ROWS (steps of more rows ignore split_ws): 16 CTAs
- * a row up to 16 rows, about 256 CTAs in all past that (at least 2 a row).
- * 16 CTAs a row at 256 rows made b256 slower (2.450 vs 2.416 ms, round 15;
- * b1 greedy 0.822 vs 0.826, tempered 0.828 vs 0.844). */
-#define FOLIO_K_SAMPLE_SPLIT_MAX_ROWS 256
+ * a row fill the H200's 132 SMs at 8 rows; at more rows the one-CTA kernel
+ * fills them alone and the second pass only costs (b256: 2.450 vs 2.416 ms,
+ * round 15; b1 greedy 0.822 vs 0.826, tempered 0.828 vs 0.844). */
+#define FOLIO_K_SAMPLE_SPLIT_MAX_ROWS 8
 size_t folio_k_sample_split_bytes(int rows);
 cudaError_t folio_k_sample_split(const float *logits, int rows, int vocab,
                                  const struct folio_k_sample_params *params, int32_t *out_tokens,

@@ -200,9 +200,7 @@ extern "C" cudaError_t folio_k_sample_split(const float *logits, int rows, int v
     if (rows <= 0)
         return cudaSuccess;
     split_row_ws *ws = (split_row_ws *)workspace;
-    /* SPLIT_CTAS a row up to 16 rows, fewer past that: about 256 CTAs. */
-    const int per_row = rows <= 256 / SPLIT_CTAS ? SPLIT_CTAS : max(2, 256 / rows);
-    const dim3 grid((unsigned)rows, (unsigned)per_row);
+    const dim3 grid((unsigned)rows, SPLIT_CTAS);
     cudaError_t e = launch_pdl(sample_scan_kernel, grid, dim3(SPLIT_THREADS), 0, s, pdl != 0,
                                logits, vocab, params, pen_state, ws);
     if (e == cudaSuccess)

@@ -159,7 +159,6 @@ struct cuda_backend {
      * NULL: every row in one CTA (FOLIO_SAMPLE_SPLIT=0, the yardstick that
      * check_cuda.py holds the split sampler's tokens to). */
     void *d_sample_split;
-    int sample_split_rows; /* steps of at most this many LM-head rows use it */
     int32_t *d_pen_history;
     int32_t *d_pen_rebuild;
     int pen_max_ctx;
@@ -852,8 +851,7 @@ static int forward(struct cuda_backend *cb, const struct step_layout *l, int t_r
         cb->d_logits, n_sample, cb->vocab, params, (int32_t *)(cb->d_meta + l->out_tokens),
         (float *)(cb->d_meta + l->out_logprobs), (int32_t *)(cb->d_meta + l->out_top_ids),
         (float *)(cb->d_meta + l->out_top_logprobs), FOLIO_MAX_LOGPROBS, cb->d_last_sampled,
-        cb->d_pen_state, n_sample <= cb->sample_split_rows ? cb->d_sample_split : NULL,
-        cb->pdl_step || (lm_tma && pdl_tma), s));
+        cb->d_pen_state, cb->d_sample_split, cb->pdl_step || (lm_tma && pdl_tma), s));
     return 0;
 }
 
@@ -1560,15 +1558,10 @@ static int create(struct cuda_backend *cb, const struct folio_model *m,
     CUDA_CHECK(cudaMalloc((void **)&cb->d_logits, sizeof(float) * S * cb->vocab));
     CUDA_CHECK(cudaMalloc((void **)&cb->d_last_sampled, sizeof(int32_t) * S));
     CUDA_CHECK(cudaMemsetAsync(cb->d_last_sampled, 0, sizeof(int32_t) * S, cb->stream));
-    /* FOLIO_SAMPLE_SPLIT: the most rows that the split sampler takes (default
-     * FOLIO_K_SAMPLE_SPLIT_MAX_ROWS; 0: none, every row in one CTA). */
     const char *ss = getenv("FOLIO_SAMPLE_SPLIT");
-    cb->sample_split_rows = ss ? atoi(ss) : FOLIO_K_SAMPLE_SPLIT_MAX_ROWS;
-    if (cb->sample_split_rows < 0 || cb->sample_split_rows > FOLIO_K_SAMPLE_SPLIT_MAX_ROWS)
-        cb->sample_split_rows = FOLIO_K_SAMPLE_SPLIT_MAX_ROWS;
-    if (cb->sample_split_rows > 0) { /* for the steps that split */
+    if (!(ss && strcmp(ss, "0") == 0)) { /* for the steps that split: up to 8 rows */
         const size_t bytes = folio_k_sample_split_bytes(
-            S < (size_t)cb->sample_split_rows ? (int)S : cb->sample_split_rows);
+            S < FOLIO_K_SAMPLE_SPLIT_MAX_ROWS ? (int)S : FOLIO_K_SAMPLE_SPLIT_MAX_ROWS);
         CUDA_CHECK(cudaMalloc(&cb->d_sample_split, bytes));
         CUDA_CHECK(cudaMemsetAsync(cb->d_sample_split, 0, bytes, cb->stream));
     }
