@@ -52,9 +52,8 @@ cudaError_t folio_k_add_rmsnorm(folio_bf16_bits *out, folio_bf16_bits *residual,
 
 /* folio_k_embed into residual and folio_k_add_rmsnorm of it (no added
  * operand, every row) into out, in one kernel: the step's first on the paths
- * whose first projection does not take the norm itself. pdl: launched with
- * programmatic dependent launch after folio_k_penalty_update, which it runs
- * alongside (it waits for that kernel only before it exits). */
+ * whose first projection does not take the norm itself. Like folio_k_embed it
+ * lets folio_k_penalty_update after it start early. */
 cudaError_t folio_k_embed_rmsnorm(folio_bf16_bits *out, folio_bf16_bits *residual,
                                   const folio_bf16_bits *embed, const int32_t *token_ids,
                                   const int32_t *token_slot, const int32_t *last_sampled,
@@ -295,8 +294,8 @@ struct folio_k_penalty_seq {
  * folio_k_sample, which overwrites last_sampled. rebuild: [max_seqs] ints,
  * zero at first. pdl: launched with programmatic dependent launch right after
  * folio_k_embed (its CTAs wait for the gather before they exit, so the kernel
- * after this one may wait on this one alone); or the step's first kernel,
- * with folio_k_embed_rmsnorm launched after it. */
+ * after this one may wait on this one alone), or after folio_k_embed_rmsnorm
+ * in the same way. */
 cudaError_t folio_k_penalty_update(uint32_t *state, int32_t *history, int32_t *rebuild,
                                    const struct folio_k_penalty_seq *seqs, int num_seqs,
                                    const int32_t *token_ids, const int32_t *last_sampled, int vocab,

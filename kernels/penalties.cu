@@ -22,13 +22,12 @@ __global__ void __launch_bounds__(PENALTY_THREADS)
                           const struct folio_k_penalty_seq *seqs, const int32_t *token_ids,
                           const int32_t *last_sampled, int vocab, int max_ctx)
 {
-    /* Launched with PDL (the GEMV path), the kernels run alongside the
-     * embedding gather before them, and the first layer's kernel after them
-     * starts (and issues its weight loads) at once. That kernel's wait then
-     * covers this kernel only, so every CTA here waits for the gather before
-     * it exits, although it reads nothing the gather writes. Elsewhere this is
-     * the step's first kernel (the wait returns at once), and the gather with
-     * the first norm (folio_k_embed_rmsnorm) runs alongside it. */
+    /* Launched with PDL, the kernels run alongside the embedding gather before
+     * them (embed_kernel, or embed_rmsnorm_kernel with the first norm), and the
+     * first layer's kernel after them starts (and issues its weight loads) at
+     * once. That kernel's wait then covers this kernel only, so every CTA
+     * here waits for the gather before it exits, although it reads nothing
+     * the gather writes. */
     pdl_trigger();
     pdl_wait();
     struct folio_k_penalty_seq q = seqs[blockIdx.x];

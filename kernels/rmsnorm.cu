@@ -155,11 +155,8 @@ __global__ void add_rmsnorm_kernel(folio_bf16_bits *out, folio_bf16_bits *residu
  * residual is the embedding of token t (embed_kernel's id rule), and out[t]
  * its norm with weight (add_rmsnorm_kernel's bits with no added operand).
  * One kernel where the gather and the first norm took two, each a launch and
- * a round trip on the way to the first projection. It reads nothing a kernel
- * of this step writes (the ids come from the metadata and last_sampled from
- * the step before), so under PDL it does all its work at once, alongside the
- * penalty update before it; it waits for that kernel before it exits, since
- * the kernels after it wait on it alone and the sampler needs the update. */
+ * a round trip on the way to the first projection. It lets the penalty
+ * update after it start at once (PDL). */
 __global__ void embed_rmsnorm_kernel(folio_bf16_bits *out, folio_bf16_bits *residual,
                                      const folio_bf16_bits *embed, const int32_t *token_ids,
                                      const int32_t *token_slot, const int32_t *last_sampled,
@@ -168,6 +165,7 @@ __global__ void embed_rmsnorm_kernel(folio_bf16_bits *out, folio_bf16_bits *resi
 {
     __shared__ float scratch[32];
     pdl_trigger();
+    pdl_wait(); /* when launched with PDL (the backend does not) */
     const int t = blockIdx.x;
     int id = token_ids[t];
     if (id < 0)
@@ -210,7 +208,6 @@ __global__ void embed_rmsnorm_kernel(folio_bf16_bits *out, folio_bf16_bits *resi
     }
     for (int v = threadIdx.x + far; v < nvec; v += step)
         o[v] = norm_vec(src[v], ((const uint4 *)weight)[v], inv);
-    pdl_wait();
 }
 
 /* __launch_bounds__(256, 1): without it ptxas interleaves the 2 * SPLITS partial

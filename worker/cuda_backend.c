@@ -687,27 +687,21 @@ static int forward(struct cuda_backend *cb, const struct step_layout *l, int t_r
      * then moves between res and res2 (the GEMV's CTAs all read the old sum
      * while one writes the new). */
     bool fuse_norm = t_rows <= cb->gemv_max_rows;
-    /* The penalty update runs every step, graphs included (rows without
-     * penalties return at once), before the sampler overwrites last_sampled,
-     * which it reads. With the GEMV the embedding gather comes first and the
-     * update alongside it (PDL); otherwise the update comes first and the
-     * gather with the first norm in one kernel alongside it. */
-    const struct folio_k_penalty_seq *pen_seqs =
-        (const struct folio_k_penalty_seq *)(cb->d_meta + l->pen_seqs);
-    if (fuse_norm || !cb->embed_norm) {
+    /* The embedding gather (with the GEMV) or the gather and the first norm in
+     * one kernel, then the penalty update alongside it (PDL): every step,
+     * graphs included (rows without penalties return at once), before the
+     * sampler overwrites last_sampled, which it reads. */
+    if (fuse_norm || !cb->embed_norm)
         CUDA_CHECK(folio_k_embed(cb->res, cb->embed, token_ids, token_slot, cb->d_last_sampled,
                                  t_rows, cb->hidden, cb->vocab, s));
-        CUDA_CHECK(folio_k_penalty_update(cb->d_pen_state, cb->d_pen_history, cb->d_pen_rebuild,
-                                          pen_seqs, s_rows, token_ids, cb->d_last_sampled,
-                                          cb->vocab, cb->pen_max_ctx, cb->pdl, s));
-    } else {
-        CUDA_CHECK(folio_k_penalty_update(cb->d_pen_state, cb->d_pen_history, cb->d_pen_rebuild,
-                                          pen_seqs, s_rows, token_ids, cb->d_last_sampled,
-                                          cb->vocab, cb->pen_max_ctx, 0, s));
+    else
         CUDA_CHECK(folio_k_embed_rmsnorm(cb->normed, cb->res, cb->embed, token_ids, token_slot,
                                          cb->d_last_sampled, cb->lw[0].attn_norm, t_rows,
-                                         cb->hidden, cb->vocab, cb->eps, cb->pdl, s));
-    }
+                                         cb->hidden, cb->vocab, cb->eps, 0, s));
+    CUDA_CHECK(folio_k_penalty_update(
+        cb->d_pen_state, cb->d_pen_history, cb->d_pen_rebuild,
+        (const struct folio_k_penalty_seq *)(cb->d_meta + l->pen_seqs), s_rows, token_ids,
+        cb->d_last_sampled, cb->vocab, cb->pen_max_ctx, cb->pdl, s));
     /* Programmatic dependent launch pays on the GEMV path, whose kernels issue
      * their weight loads before waiting; with cuBLASLt between the small kernels
      * it made batch 64 slower (1.72 vs 1.58 ms on the H200). */
