@@ -258,61 +258,6 @@ __device__ __forceinline__ void write_new_kv(const decode_args &a, const uint32_
     }
 }
 
-/* RoPE inside attention from the QKV projection's f32 K slices (the TMA
- * path: part[s * stride + t * qkv_dim + col] for s < splits): the CTA's
- * threads together sum each value of token t's q (the group of KV head kvh),
- * in slice order and rounded to bf16 as rope_kv_write_kernel sums them,
- * rotate it and leave it in qs ([group][D] bf16, as pairs); the CTA that holds
- * key pos (new_block >= 0) also writes the new key (rotated) and value into
- * the cache. Two adjacent values an item, every item's loads before its adds. */
-template <int D, int NW>
-__device__ __forceinline__ void
-rope_from_slices(uint32_t *qs, const decode_args &a, const float *part, int splits,
-                 const uint32_t *cos_sin, int t, int kvh, int group, int pos, int32_t new_block)
-{
-    constexpr int HALF = D / 2, PAIRS = HALF / 2; /* items of a head's rotation */
-    const int qd = (a.num_heads + 2 * a.num_kv_heads) * D;
-    const int64_t stride = (int64_t)a.b.num_tokens * qd;
-    const float *prow = part + (int64_t)t * qd;
-    const uint32_t *cs = cos_sin + (int64_t)pos * HALF;
-    const int n_q = group * PAIRS, n_k = new_block >= 0 ? PAIRS : 0, n_v = n_k ? D / 2 : 0;
-    const int64_t cache_off = ((int64_t)new_block * a.num_kv_heads + kvh) * (FOLIO_K_BLOCK * D) +
-                              (int64_t)(pos % FOLIO_K_BLOCK) * D;
-    auto sum2 = [&](int col) {
-        float2 v = __ldcg((const float2 *)(prow + col));
-#pragma unroll 4
-        for (int sl = 1; sl < splits; sl++) {
-            const float2 w = __ldcg((const float2 *)(prow + sl * stride + col));
-            v.x += w.x;
-            v.y += w.y;
-        }
-        return v;
-    };
-    auto pack = [](folio_bf16_bits lo, folio_bf16_bits hi) {
-        return (uint32_t)lo | (uint32_t)hi << 16;
-    };
-    for (int it = threadIdx.x; it < n_q + n_k + n_v; it += NW * 32) {
-        if (it < n_q + n_k) { /* a rotation item: q of head h, or the new key */
-            const bool key = it >= n_q;
-            const int h = key ? 0 : it / PAIRS, i = 2 * ((key ? it - n_q : it) % PAIRS);
-            const int col = key ? (a.num_heads + kvh) * D + i : (kvh * group + h) * D + i;
-            const float2 f1 = sum2(col), f2 = sum2(col + HALF);
-            folio_bf16_bits x1[2] = {f32_to_bf16(f1.x), f32_to_bf16(f1.y)};
-            folio_bf16_bits x2[2] = {f32_to_bf16(f2.x), f32_to_bf16(f2.y)};
-#pragma unroll
-            for (int e = 0; e < 2; e++)
-                rope_rotate_cs(x1[e], x2[e], cs[i + e]);
-            uint32_t *dst = key ? (uint32_t *)(a.k_cache + cache_off) : qs + h * (D / 2);
-            dst[i / 2] = pack(x1[0], x1[1]);
-            dst[(i + HALF) / 2] = pack(x2[0], x2[1]);
-        } else { /* the new value */
-            const int i = 2 * (it - n_q - n_k);
-            const float2 f = sum2((a.num_heads + a.num_kv_heads + kvh) * D + i);
-            ((uint32_t *)(a.v_cache + cache_off))[i / 2] = pack(f32_to_bf16(f.x), f32_to_bf16(f.y));
-        }
-    }
-}
-
 /* Copies the K and V rows of one key (in cache block `block`) into row `row`
  * of a tile's stages (the row attention_load_blocks was told to skip), by the
  * warp's lanes. */
@@ -349,15 +294,9 @@ __device__ __forceinline__ void load_pos_row(folio_bf16_bits *stage0, int pos_j,
     cp_async_commit();
 }
 
-/* ROPE: 0 q rotated and the new K/V in the cache already; ROPE_ROWS from bf16
- * qkv rows, each lane its own q; ROPE_SLICES from the QKV projection's K
- * slices (qkv_part, qkv_splits), summed once a CTA (rope_from_slices). */
-enum { ROPE_NONE, ROPE_ROWS, ROPE_SLICES };
-
-template <int D, int NW, int NQ, int ROPE>
+template <int D, int NW, int NQ, bool ROPE>
 __global__ void __launch_bounds__(NW * 32)
-    attention_decode_kernel(decode_args a, const uint32_t *rope_cos_sin, const float *qkv_part,
-                            int qkv_splits)
+    attention_decode_kernel(decode_args a, const uint32_t *rope_cos_sin)
 {
     constexpr int LD = tile_pitch<D>::value;
     constexpr int KS = D / 16; /* k-steps over head dims, m-tiles of output dims */
@@ -438,29 +377,15 @@ __global__ void __launch_bounds__(NW * 32)
         }
         const int32_t pos_block =
             __shfl_sync(0xffffffffu, blk, max(pos_j, 0) * BPT + (pos % KT) / FOLIO_K_BLOCK);
-        /* RoPE here: the warp (ROPE_ROWS) or the CTA (ROPE_SLICES) whose tiles
-         * hold key pos writes it into the cache (its block id read before the
-         * wait), then reads it back as any key. */
+        /* RoPE here: the warp whose tiles hold key pos writes it into the cache
+         * (its block id read before the wait), then reads it back as any key. */
         const int pos_tile = pos / KT;
-        const bool holds_pos = pos >= 0 && pos_tile >= t_begin && pos_tile < t_end;
-        const bool writes_new_kv =
-            ROPE == ROPE_ROWS && holds_pos && (pos_tile - t_begin) % NW == warp;
-        const int32_t new_block =
-            writes_new_kv || (ROPE == ROPE_SLICES && holds_pos) ? table[pos / FOLIO_K_BLOCK] : -1;
+        const bool writes_new_kv = ROPE && pos >= 0 && pos_tile >= t_begin && pos_tile < t_end &&
+                                   (pos_tile - t_begin) % NW == warp;
+        const int32_t new_block = writes_new_kv ? table[pos / FOLIO_K_BLOCK] : 0;
         pdl_wait();
-        if (ROPE == ROPE_NONE) /* with ROPE, after the new key is written */
+        if (!ROPE) /* with ROPE, after q: this warp may write that row first */
             load_pos_row<D, NW>(stage0, pos_j, a, pos_block, kvh, pos, t_begin, warp, lane);
-        const uint32_t *q_rotated = nullptr; /* ROPE_SLICES: the CTA's q, [group][D] */
-        if constexpr (ROPE == ROPE_SLICES) {
-            __shared__ __align__(16) uint32_t qs[NQ * 8 * D / 2];
-            q_rotated = qs;
-            if (pos >= 0)
-                rope_from_slices<D, NW>(qs, a, qkv_part, qkv_splits, rope_cos_sin, t, kvh, group,
-                                        pos, new_block);
-            __threadfence_block(); /* the cache writes before any warp's copies */
-            __syncthreads();
-            load_pos_row<D, NW>(stage0, pos_j, a, pos_block, kvh, pos, t_begin, warp, lane);
-        }
 
         /* This lane's B-operand column is head kvh * group + 8 nq + g. A head
          * past the group (q zero) is a column of its own whose output is
@@ -471,16 +396,7 @@ __global__ void __launch_bounds__(NW * 32)
 #pragma unroll
         for (int nq = 0; nq < NQ; nq++) {
             const bool live = 8 * nq + g < group && pos >= 0;
-            if (ROPE == ROPE_SLICES) {
-                const uint32_t *q = q_rotated + (8 * nq + g) * (D / 2);
-#pragma unroll
-                for (int s = 0; s < KS; s++) {
-                    qb[nq][s][0] = live ? q[(16 * s + 2 * tq) / 2] : 0u;
-                    qb[nq][s][1] = live ? q[(16 * s + 8 + 2 * tq) / 2] : 0u;
-                }
-                continue;
-            }
-            if (ROPE == ROPE_ROWS) {
+            if (ROPE) {
                 /* q unrotated: the lane's dims of its head (16 s + 2 tq, + 1,
                  * + 8, + 9 for every s) hold both halves of their rotation
                  * pairs, as s and s + KS / 2 lie D / 2 apart. */
@@ -514,7 +430,7 @@ __global__ void __launch_bounds__(NW * 32)
                 qb[nq][s][1] = live ? q[(16 * s + 8 + 2 * tq) / 2] : 0u;
             }
         }
-        if (ROPE == ROPE_ROWS) { /* q's loads went out first; then the new key and value */
+        if (ROPE) { /* q's loads went out first; then the new key and value */
             if (writes_new_kv) {
                 write_new_kv<D>(a, rope_cos_sin, t, kvh, pos, new_block, lane);
                 __threadfence_block(); /* the lanes' cache writes before any lane's copies */
@@ -778,7 +694,7 @@ extern "C" size_t folio_k_attention_decode_workspace_bytes(int num_tokens,
     return rows * (sizeof(float) * head_dim + sizeof(float2));
 }
 
-template <int D, int NW, int NQ, int ROPE> static cudaError_t prepare_kernel()
+template <int D, int NW, int NQ, bool ROPE> static cudaError_t prepare_kernel()
 {
     cudaError_t e = cudaFuncSetAttribute(attention_decode_kernel<D, NW, NQ, ROPE>,
                                          cudaFuncAttributeMaxDynamicSharedMemorySize,
@@ -792,9 +708,8 @@ template <int D, int NW, int NQ, int ROPE> static cudaError_t prepare_kernel()
 
 template <int D, int NW, int NQ> static cudaError_t prepare_one()
 {
-    cudaError_t e = prepare_kernel<D, NW, NQ, ROPE_NONE>();
-    e = e == cudaSuccess ? prepare_kernel<D, NW, NQ, ROPE_ROWS>() : e;
-    return e == cudaSuccess ? prepare_kernel<D, NW, NQ, ROPE_SLICES>() : e;
+    cudaError_t e = prepare_kernel<D, NW, NQ, false>();
+    return e == cudaSuccess ? prepare_kernel<D, NW, NQ, true>() : e;
 }
 
 /* NQ: n-tiles of 8 query heads (groups of up to 8, or of 16). */
@@ -814,50 +729,42 @@ extern "C" cudaError_t folio_k_attention_prepare(int head_dim)
     return head_dim == 64 ? prepare_d<64>() : prepare_d<128>();
 }
 
-/* The RoPE arguments of a launch (folio_k_attention_decode's). */
-struct rope_args {
-    const uint32_t *cos_sin;
-    const float *qkv_part;
-    int qkv_splits;
-};
-
 template <int D, int NW, int NQ>
-static cudaError_t launch(const decode_args &a, const rope_args &r, int splits, bool pdl,
+static cudaError_t launch(const decode_args &a, const uint32_t *rope_cos_sin, int splits, bool pdl,
                           cudaStream_t s)
 {
     dim3 grid(a.b.num_tokens, a.num_kv_heads, splits);
-    auto kernel = !r.cos_sin   ? attention_decode_kernel<D, NW, NQ, ROPE_NONE>
-                  : r.qkv_part ? attention_decode_kernel<D, NW, NQ, ROPE_SLICES>
-                               : attention_decode_kernel<D, NW, NQ, ROPE_ROWS>;
-    return launch_pdl(kernel, grid, dim3(NW * 32), decode_smem_bytes<D, NW>(), s, pdl, a, r.cos_sin,
-                      r.qkv_part, r.qkv_splits);
+    return rope_cos_sin ? launch_pdl(attention_decode_kernel<D, NW, NQ, true>, grid, dim3(NW * 32),
+                                     decode_smem_bytes<D, NW>(), s, pdl, a, rope_cos_sin)
+                        : launch_pdl(attention_decode_kernel<D, NW, NQ, false>, grid, dim3(NW * 32),
+                                     decode_smem_bytes<D, NW>(), s, pdl, a, rope_cos_sin);
 }
 
 template <int D>
-static cudaError_t launch_d(const decode_args &a, const rope_args &r, struct folio_k_decode_plan p,
-                            bool pdl, cudaStream_t s)
+static cudaError_t launch_d(const decode_args &a, const uint32_t *rope_cos_sin,
+                            struct folio_k_decode_plan p, bool pdl, cudaStream_t s)
 {
     if (a.num_heads / a.num_kv_heads <= 8)
-        return p.warps == 1 ? launch<D, 1, 1>(a, r, p.splits, pdl, s)
-                            : launch<D, 4, 1>(a, r, p.splits, pdl, s);
-    return p.warps == 1 ? launch<D, 1, 2>(a, r, p.splits, pdl, s)
-                        : launch<D, 4, 2>(a, r, p.splits, pdl, s);
+        return p.warps == 1 ? launch<D, 1, 1>(a, rope_cos_sin, p.splits, pdl, s)
+                            : launch<D, 4, 1>(a, rope_cos_sin, p.splits, pdl, s);
+    return p.warps == 1 ? launch<D, 1, 2>(a, rope_cos_sin, p.splits, pdl, s)
+                        : launch<D, 4, 2>(a, rope_cos_sin, p.splits, pdl, s);
 }
 
-extern "C" cudaError_t folio_k_attention_decode(
-    folio_bf16_bits *out, const folio_bf16_bits *qkv, folio_bf16_bits *k_cache,
-    folio_bf16_bits *v_cache, struct folio_k_batch b, struct folio_k_decode_plan p, void *workspace,
-    int *counters, int num_heads, int num_kv_heads, int head_dim, const uint32_t *rope_cos_sin,
-    const float *qkv_part, int qkv_splits, int pdl, cudaStream_t s)
+extern "C" cudaError_t folio_k_attention_decode(folio_bf16_bits *out, const folio_bf16_bits *qkv,
+                                                folio_bf16_bits *k_cache, folio_bf16_bits *v_cache,
+                                                struct folio_k_batch b,
+                                                struct folio_k_decode_plan p, void *workspace,
+                                                int *counters, int num_heads, int num_kv_heads,
+                                                int head_dim, const uint32_t *rope_cos_sin, int pdl,
+                                                cudaStream_t s)
 {
     if (b.num_tokens <= 0)
         return cudaSuccess;
     if (folio_k_attention_tile_tokens(num_heads, num_kv_heads, head_dim) <= 0 || p.splits < 1 ||
         p.splits > MAX_SPLITS || (p.warps != 1 && p.warps != 4) ||
-        (p.splits > 1 && (!workspace || (!p.combine && !counters))) ||
-        (qkv_part && (!rope_cos_sin || qkv_splits < 1)))
+        (p.splits > 1 && (!workspace || (!p.combine && !counters))))
         return cudaErrorInvalidValue;
-    const rope_args r = {rope_cos_sin, qkv_part, qkv_splits};
     decode_args a = {};
     a.out = out;
     a.qkv = qkv;
@@ -872,8 +779,8 @@ extern "C" cudaError_t folio_k_attention_decode(
         a.part_ml = (float2 *)(a.part_o + rows * head_dim);
         a.counters = p.combine ? NULL : counters;
     }
-    cudaError_t e =
-        head_dim == 64 ? launch_d<64>(a, r, p, pdl != 0, s) : launch_d<128>(a, r, p, pdl != 0, s);
+    cudaError_t e = head_dim == 64 ? launch_d<64>(a, rope_cos_sin, p, pdl != 0, s)
+                                   : launch_d<128>(a, rope_cos_sin, p, pdl != 0, s);
     if (e == cudaSuccess)
         e = cudaGetLastError();
     if (e != cudaSuccess || p.splits == 1 || !p.combine)

@@ -149,18 +149,14 @@ cudaError_t folio_k_rope_table(uint32_t *cos_sin, const float *inv_freq, int pos
  * launch (the kernel leaves them zero). With rope_cos_sin (folio_k_rope_table)
  * q, k and v come unrotated in qkv and the kernel does folio_k_rope_kv_write's
  * work itself, with the same roundings: it rotates q, and writes each token's
- * new key and value into the cache. With qkv_part as well, q, k and v come as
- * the QKV projection's qkv_splits f32 K slices (folio_k_gemm_tma's
- * [splits][T][(H + 2*Hkv) * D]) instead of qkv, summed as
- * folio_k_rope_kv_write_partials sums them. Without rope_cos_sin, q is
- * rotated and the new key and value are in the cache already. */
+ * new key and value into the cache. Without it, q is rotated and the new key
+ * and value are in the cache already. */
 cudaError_t folio_k_attention_decode(folio_bf16_bits *out, const folio_bf16_bits *qkv,
                                      folio_bf16_bits *k_cache, folio_bf16_bits *v_cache,
                                      struct folio_k_batch b, struct folio_k_decode_plan p,
                                      void *workspace, int *counters, int num_heads,
                                      int num_kv_heads, int head_dim, const uint32_t *rope_cos_sin,
-                                     const float *qkv_part, int qkv_splits, int pdl,
-                                     cudaStream_t s);
+                                     int pdl, cudaStream_t s);
 
 /* The shared-memory carveout (percent, -1: the driver's) that the GEMV and
  * decode attention kernels ask for (carveout.cu); set before the first launch. */

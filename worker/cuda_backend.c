@@ -188,12 +188,10 @@ struct cuda_backend {
     /* Steps off the GEMV path gather the embeddings inside the first norm
      * (folio_k_embed_rmsnorm); FOLIO_EMBED_NORM=0: apart. */
     bool embed_norm;
-    /* Decode-only steps rotate q and write the new K/V in the attention kernel
-     * (rope_cos_sin): on the cuBLASLt path (rope_in_attention) from bf16 rows,
-     * on the TMA path (rope_in_attention_tma) from QKV's K slices.
-     * FOLIO_ROPE_IN_ATTENTION=0: neither (rope_kv_write before attention);
-     * =lt: the cuBLASLt path only. */
-    bool rope_in_attention, rope_in_attention_tma;
+    /* Decode-only steps on the cuBLASLt path rotate q and write the new K/V in
+     * the attention kernel (rope_cos_sin); FOLIO_ROPE_IN_ATTENTION=0: in
+     * rope_kv_write before it. */
+    bool rope_in_attention;
     /* K slices of the O and down projections on the cuBLASLt path (splitk_slices):
      * FOLIO_SPLITK_O / FOLIO_SPLITK_DOWN (1: off, 2, 4, 8; 0: the default rule). The
      * partial sums [S][m][hidden] in f32, summed by the add_rmsnorm that reads them. */
@@ -645,8 +643,7 @@ static cudaError_t add_rmsnorm(struct cuda_backend *cb, bf16 *out, bf16 *residua
  * shapes the tensor-core kernels do not take. */
 static int attention(struct cuda_backend *cb, const struct step_layout *l,
                      const struct folio_k_batch *kb, int num_tiles, bf16 *kc, bf16 *vc,
-                     const uint32_t *rope_cos_sin, int qkv_splits, bool pdl, char *err,
-                     size_t errlen)
+                     const uint32_t *rope_cos_sin, bool pdl, char *err, size_t errlen)
 {
     cudaStream_t s = cb->stream;
     if (cb->attn_tile_tokens == 0) {
@@ -655,8 +652,7 @@ static int attention(struct cuda_backend *cb, const struct step_layout *l,
     } else if (num_tiles < 0) {
         CUDA_CHECK(folio_k_attention_decode(
             cb->attn_out, cb->qkv, kc, vc, *kb, decode_plan(cb, kb->num_tokens), cb->attn_workspace,
-            cb->attn_counters, cb->heads, cb->kv_heads, cb->head_dim, rope_cos_sin,
-            qkv_splits > 1 ? cb->splitk_partials : NULL, qkv_splits, pdl, s));
+            cb->attn_counters, cb->heads, cb->kv_heads, cb->head_dim, rope_cos_sin, pdl, s));
     } else {
         CUDA_CHECK(folio_k_attention_prefill(cb->attn_out, cb->qkv, kc, vc, *kb,
                                              (const int32_t *)(cb->d_meta + l->attn_tiles),
@@ -737,16 +733,15 @@ static int forward(struct cuda_backend *cb, const struct step_layout *l, int t_r
      * or the partials. */
     void *tma_o_out = split_o > 1 ? (void *)cb->splitk_partials : (void *)cb->proj_out;
     void *tma_down_out = split_down > 1 ? (void *)cb->splitk_partials : (void *)cb->proj_out;
-    /* Decode-only steps rotate q and write the new K/V inside the attention
-     * kernel instead of in a RoPE kernel before it: one kernel a layer fewer.
-     * On the cuBLASLt path (65-256 rows, one-warp attention CTAs) from bf16
-     * rows: on the H200 batch 256 2.369 ms against 2.393, batch 128 1.777
-     * against 1.817. On the TMA path (3-64 rows) from QKV's K slices, summed
-     * once a CTA into shared memory (round 18's form, each warp summing them
-     * again, took batch 64 1.421 ms against 1.239;
-     * bench/results/2026-12-01-cuda-round18.md). */
-    const bool rope_in_attention = (tma ? cb->rope_in_attention_tma : cb->rope_in_attention) &&
-                                   !fuse_norm && num_tiles < 0 && cb->attn_tile_tokens != 0;
+    /* Decode-only steps on the cuBLASLt path (65-256 rows, one-warp attention
+     * CTAs) rotate q and write the new K/V inside the attention kernel instead
+     * of in a RoPE kernel before it: one kernel a layer fewer. On the H200:
+     * batch 256 2.369 ms against 2.393, batch 128 1.777 against 1.817. On the
+     * TMA path (3-64 rows) the attention CTAs would each sum QKV's K slices
+     * for q again: batch 64 took 1.421 ms against 1.239, batch 8 1.070
+     * against 0.986 (bench/results/2026-12-01-cuda-round18.md). */
+    const bool rope_in_attention =
+        cb->rope_in_attention && !tma && !fuse_norm && num_tiles < 0 && cb->attn_tile_tokens != 0;
     int pending_add = 0;
     bf16 *cur = cb->res;
     for (int li = 0; li < cb->layers; li++) {
@@ -793,7 +788,7 @@ static int forward(struct cuda_backend *cb, const struct step_layout *l, int t_r
                                                  cb->kv_heads, cb->head_dim, cb->pdl_step, s));
         }
         if (attention(cb, l, &kb, num_tiles, kc, vc, rope_in_attention ? cb->rope_cos_sin : NULL,
-                      split_qkv, cb->pdl_step || pdl_tma, err, errlen) != 0)
+                      cb->pdl_step || pdl_tma, err, errlen) != 0)
             return -1;
         if (tma)
             CUDA_CHECK(folio_k_gemm_tma(tma_xmap(cb, TMA_X_ATTN_OUT), tma_wmap(cb, li, TMA_O),
@@ -1393,7 +1388,6 @@ static int create(struct cuda_backend *cb, const struct folio_model *m,
     cb->embed_norm = !(en && strcmp(en, "0") == 0);
     const char *ra = getenv("FOLIO_ROPE_IN_ATTENTION");
     cb->rope_in_attention = !(ra && strcmp(ra, "0") == 0);
-    cb->rope_in_attention_tma = cb->rope_in_attention && !(ra && strcmp(ra, "lt") == 0);
     const char *gs = getenv("FOLIO_GEMV_SPLITK");
     cb->gemv_split_k = gs ? atoi(gs) : 0;
     if (cb->gemv_split_k != 1 && cb->gemv_split_k != 2 && cb->gemv_split_k != 4 &&
