@@ -180,7 +180,6 @@ struct cuda_backend {
      * dependents launch early) are launched with PDL: add_rmsnorm, RoPE and
      * attention (FOLIO_PDL_NORM=0: not). */
     bool pdl_norm;
-    bool attn_pdl; /* experiment: FOLIO_ATTN_PDL=0 launches attention without PDL on the TMA path */
     int gemv_split_k; /* FOLIO_GEMV_SPLITK (1, 2, 4, 8; default 0: from k) */
     int gemv_persist; /* FOLIO_GEMV_PERSIST=0: one GEMV CTA per column group (a yardstick) */
     /* The GEMV path's QKV projection rotates q and k and writes the caches in its
@@ -789,7 +788,7 @@ static int forward(struct cuda_backend *cb, const struct step_layout *l, int t_r
                                                  cb->kv_heads, cb->head_dim, cb->pdl_step, s));
         }
         if (attention(cb, l, &kb, num_tiles, kc, vc, rope_in_attention ? cb->rope_cos_sin : NULL,
-                      cb->pdl_step || (pdl_tma && cb->attn_pdl), err, errlen) != 0)
+                      cb->pdl_step || pdl_tma, err, errlen) != 0)
             return -1;
         if (tma)
             CUDA_CHECK(folio_k_gemm_tma(tma_xmap(cb, TMA_X_ATTN_OUT), tma_wmap(cb, li, TMA_O),
@@ -1408,8 +1407,6 @@ static int create(struct cuda_backend *cb, const struct folio_model *m,
     cb->pdl = !(pd && strcmp(pd, "0") == 0);
     const char *pn = getenv("FOLIO_PDL_NORM");
     cb->pdl_norm = !(pn && strcmp(pn, "0") == 0);
-    const char *ap = getenv("FOLIO_ATTN_PDL");
-    cb->attn_pdl = !(ap && strcmp(ap, "0") == 0);
     const char *tg = getenv("FOLIO_TMA_GEMM");
     cb->tma = !(tg && strcmp(tg, "0") == 0);
     const char *tl = getenv("FOLIO_TMA_LM_HEAD");
