@@ -129,6 +129,18 @@ __device__ __forceinline__ void pdl_trigger()
 #endif
 }
 
+/* The embedding row of token t: its id, or for FOLIO_TOKEN_FROM_PREV (< 0)
+ * the id its slot sampled last (already on the GPU); 0 for a slot that never
+ * sampled, so that memory stays safe. */
+__device__ __forceinline__ int embed_row(const int32_t *token_ids, const int32_t *token_slot,
+                                         const int32_t *last_sampled, int t, int vocab)
+{
+    int id = token_ids[t];
+    if (id < 0)
+        id = token_slot[t] >= 0 ? last_sampled[token_slot[t]] : 0;
+    return id < 0 || id >= vocab ? 0 : id;
+}
+
 /* kernel<<<grid, block, smem, s>>>(args...), with the programmatic-serialization
  * attribute when pdl is set. */
 template <typename... P, typename... A>

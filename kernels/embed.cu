@@ -10,11 +10,7 @@ __global__ void embed_kernel(folio_bf16_bits *out, const folio_bf16_bits *embed,
      * (it waits for this one to finish before it does). */
     pdl_trigger();
     int t = blockIdx.x;
-    int id = token_ids[t];
-    if (id < 0)
-        id = token_slot[t] >= 0 ? last_sampled[token_slot[t]] : 0;
-    if (id < 0 || id >= vocab) /* a slot that never sampled: keep memory safe */
-        id = 0;
+    int id = embed_row(token_ids, token_slot, last_sampled, t, vocab);
     const uint4 *src = (const uint4 *)(embed + (int64_t)id * hidden);
     uint4 *dst = (uint4 *)(out + (int64_t)t * hidden);
     for (int i = threadIdx.x; i < hidden / 8; i += blockDim.x)

@@ -167,11 +167,7 @@ __global__ void embed_rmsnorm_kernel(folio_bf16_bits *out, folio_bf16_bits *resi
     pdl_trigger();
     pdl_wait(); /* when launched with PDL (the backend does not) */
     const int t = blockIdx.x;
-    int id = token_ids[t];
-    if (id < 0)
-        id = token_slot[t] >= 0 ? last_sampled[token_slot[t]] : 0;
-    if (id < 0 || id >= vocab) /* a slot that never sampled: keep memory safe */
-        id = 0;
+    const int id = embed_row(token_ids, token_slot, last_sampled, t, vocab);
     const uint4 *src = (const uint4 *)(embed + (int64_t)id * hidden);
     uint4 *res = (uint4 *)(residual + (int64_t)t * hidden),
           *o = (uint4 *)(out + (int64_t)t * hidden);
