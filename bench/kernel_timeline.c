@@ -11,15 +11,17 @@
  * (decode_bench brackets its steady-state steps so), groups the kernels of
  * each CUDA graph launch into a step, and at cudaProfilerStop prints:
  *
- *     TIMELINE steps=S wall_us=W busy_us=B kernel_sum_us=K idle_us=I
+ *     TIMELINE steps=S wall_us=W busy_us=B kernel_sum_us=K idle_us=I between_us=G
  *     TIMELINE_KERNEL name=N per_step=C dur_us=D exposed_us=E lead_us=L
  *
  * per step, averaged over the steps. wall: first start to last end; busy: the
- * union of the kernels' intervals; idle: wall - busy. For each kernel (in
- * start order) exposed is how far its end moves the step's frontier (the
- * latest end so far) forward, so the exposed times and the idle time add up
- * to the wall; lead is its start minus the frontier (negative: it started
- * while an earlier kernel still ran). Kernel lines come sorted by exposed time.
+ * union of the kernels' intervals; idle: wall - busy; between: from a step's
+ * last end to the next step's first start (copies and launches between the
+ * graphs, which idle does not see). For each kernel (in start order) exposed
+ * is how far its end moves the step's frontier (the latest end so far)
+ * forward, so the exposed times and the idle time add up to the wall; lead is
+ * its start minus the frontier (negative: it started while an earlier kernel
+ * still ran). Kernel lines come sorted by exposed time.
  * KERNEL_TIMELINE_DETAIL=1 also prints the middle step's kernels in order
  * (TIMELINE_STEP lines: start offset, duration, exposed). */
 #include <stdint.h>
@@ -148,8 +150,9 @@ static void report(void)
         return;
     }
     printf("TIMELINE steps=%d wall_us=%.2f busy_us=%.2f kernel_sum_us=%.2f idle_us=%.2f "
-           "outside_graphs=%zu\n",
-           sum.steps, sum.wall_us, sum.busy_us, sum.kernel_sum_us, sum.idle_us, tl.outside);
+           "between_us=%.2f outside_graphs=%zu\n",
+           sum.steps, sum.wall_us, sum.busy_us, sum.kernel_sum_us, sum.idle_us, sum.between_us,
+           tl.outside);
     for (int i = 0; i < tl.num_names; i++) {
         const struct timeline_name_stats *s = &stats[i];
         if (s->per_step > 0)

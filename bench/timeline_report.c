@@ -29,7 +29,8 @@ void timeline_summarize(struct timeline_kernel *k, size_t n, int num_names,
     for (size_t i = 0; i < n; steps++) /* count them first, to find the middle one */
         for (uint32_t s = k[i].step; i < n && k[i].step == s;)
             i++;
-    double wall = 0, idle = 0, ksum = 0; /* ns, summed over the steps */
+    double wall = 0, idle = 0, ksum = 0, between = 0; /* ns, summed over the steps */
+    uint64_t prev_end = 0;
     size_t step = 0;
     for (size_t i = 0; i < n; step++) {
         size_t j = i;
@@ -51,6 +52,9 @@ void timeline_summarize(struct timeline_kernel *k, size_t n, int num_names,
             }
         }
         wall += (double)(frontier - first);
+        if (step > 0)
+            between += (double)first - (double)prev_end;
+        prev_end = frontier;
         if (step == steps / 2) {
             sum->mid_first = i;
             sum->mid_last = j;
@@ -65,6 +69,7 @@ void timeline_summarize(struct timeline_kernel *k, size_t n, int num_names,
     sum->idle_us = idle * per;
     sum->busy_us = (wall - idle) * per;
     sum->kernel_sum_us = ksum * per;
+    sum->between_us = steps > 1 ? between * 1e-3 / (double)(steps - 1) : 0.0;
     for (int i = 0; i < num_names; i++) {
         struct timeline_name_stats *s = &stats[i];
         if (s->per_step > 0) {

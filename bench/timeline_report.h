@@ -13,10 +13,13 @@ struct timeline_kernel {
 };
 
 /* Per step, averaged over the steps. wall: first start to last end; busy:
- * the union of the kernels' intervals; idle = wall - busy. */
+ * the union of the kernels' intervals; idle = wall - busy. between: from one
+ * step's last end to the next step's first start (averaged over the steps
+ * after the first): what lies between the graphs, such as copies on the
+ * compute stream, which idle does not see. */
 struct timeline_summary {
     int steps;
-    double wall_us, busy_us, kernel_sum_us, idle_us;
+    double wall_us, busy_us, kernel_sum_us, idle_us, between_us;
     size_t mid_first, mid_last; /* the middle step's kernels: [mid_first, mid_last) */
 };
 

@@ -37,6 +37,8 @@ int main(void)
     CHECK(NEAR(sum.idle_us, 5.0 / 2));
     CHECK(NEAR(sum.busy_us, (25.0 + 13.0) / 2));
     CHECK(NEAR(sum.kernel_sum_us, (30.0 + 14.3) / 2));
+    /* step 7's last end (30 us) to step 9's first start (100 us) */
+    CHECK(NEAR(sum.between_us, 70.0));
     /* sorted (step, start): the middle step (index 1 of 2) is step 9, records 3..6 */
     CHECK(sum.mid_first == 3 && sum.mid_last == 7);
     CHECK(k[0].step == 7 && k[0].start == 0 && k[3].step == 9 && k[3].start == 100000);
@@ -62,6 +64,10 @@ int main(void)
 
     /* no kernels: no steps */
     timeline_summarize(k, 0, 4, &sum, st);
-    CHECK(sum.steps == 0 && NEAR(sum.wall_us, 0.0));
+    CHECK(sum.steps == 0 && NEAR(sum.wall_us, 0.0) && NEAR(sum.between_us, 0.0));
+    /* one step: nothing between */
+    struct timeline_kernel one[] = {{0, 10000, 3, 0}};
+    timeline_summarize(one, 1, 4, &sum, st);
+    CHECK(sum.steps == 1 && NEAR(sum.between_us, 0.0) && NEAR(sum.wall_us, 10.0));
     return check_report();
 }
