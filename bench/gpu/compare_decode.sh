@@ -23,8 +23,14 @@ LOG=$OUT/compare.log
 for r in $(seq 1 "$ROUNDS"); do
   while read -r label bin batch envs; do
     [ -n "$label" ] || continue
-    env $envs timeout 60 "$B/$bin" /tmp/tl decode "$batch" 512 "$STEPS" 2>&1 |
-      grep RESULT | sed "s/name=[^ ]*/name=$label round=$r/" >>"$LOG"
+    # shellcheck disable=SC2086
+    out=$(env $envs timeout 60 "$B/$bin" /tmp/tl decode "$batch" 512 "$STEPS" 2>&1)
+    rc=$?
+    if grep -q RESULT <<<"$out"; then
+      grep RESULT <<<"$out" | sed "s/name=[^ ]*/name=$label round=$r/" >>"$LOG"
+    else # a variant that fails says so (its last line), rather than vanish from the table
+      echo "FAIL name=$label round=$r rc=$rc last=$(tail -1 <<<"$out" | tr -s '\t ' ' ' | cut -c1-160)" >>"$LOG"
+    fi
   done <<<"$FOLIO_COMPARE"
 done
 python3 - "$LOG" <<'PY'
@@ -41,4 +47,7 @@ print("| variant | ms per step (median of rounds) | rounds | tokens_hash |")
 print("|---|---|---|---|")
 for k, v in rows.items():
     print(f"| {k} | {statistics.median(v):.4f} | {' '.join(f'{x:.4f}' for x in v)} | {','.join(sorted(hashes[k]))} |")
+for line in open(sys.argv[1]):
+    if line.startswith("FAIL "):
+        print(line.rstrip())
 PY
