@@ -51,32 +51,28 @@ __device__ __forceinline__ void add_vec(folio_bf16_bits *re, const folio_bf16_bi
  * kernel that is all latency (about 3 us at batch 64 on the H200). */
 #define KEEP 2
 
-/* The sum of squares of a vector's 8 values (every norm adds them in this order). */
-__device__ __forceinline__ float sum_sq(const uint4 &rv)
+/* src[v] (+ the added operand) into rv; written to res[v] when rows is NULL
+ * and it differs from what res holds (an added operand, or src another row). */
+template <int SPLITS>
+__device__ __forceinline__ float
+load_sum(uint4 &rv, const folio_bf16_bits *src, folio_bf16_bits *res, const folio_bf16_bits *a,
+         const float *p, int64_t split_stride, bool has_add, bool copy, bool write, int v)
 {
-    const folio_bf16_bits *re = (const folio_bf16_bits *)&rv;
+    rv = ((const uint4 *)src)[v];
+    folio_bf16_bits *re = (folio_bf16_bits *)&rv;
+    if (has_add) {
+        add_vec<SPLITS>(re, a, p, split_stride, v);
+        if (write)
+            ((uint4 *)res)[v] = rv;
+    } else if (copy && write) {
+        ((uint4 *)res)[v] = rv;
+    }
     float ss = 0.0f;
     for (int e = 0; e < 8; e++) {
         float x = bf16_to_f32(re[e]);
         ss += x * x;
     }
     return ss;
-}
-
-/* res[v] (+ the added operand) into rv; the sum written back when rows is NULL. */
-template <int SPLITS>
-__device__ __forceinline__ float load_sum(uint4 &rv, folio_bf16_bits *res, const folio_bf16_bits *a,
-                                          const float *p, int64_t split_stride, bool has_add,
-                                          bool write, int v)
-{
-    rv = ((const uint4 *)res)[v];
-    folio_bf16_bits *re = (folio_bf16_bits *)&rv;
-    if (has_add) {
-        add_vec<SPLITS>(re, a, p, split_stride, v);
-        if (write)
-            ((uint4 *)res)[v] = rv;
-    }
-    return sum_sq(rv);
 }
 
 __device__ __forceinline__ uint4 norm_vec(const uint4 &rv, const uint4 &wv, float inv)
@@ -89,17 +85,22 @@ __device__ __forceinline__ uint4 norm_vec(const uint4 &rv, const uint4 &wv, floa
     return ov;
 }
 
-/* One CTA per output row; add (SPLITS == 0) or partials (SPLITS > 0) is read. */
+/* One CTA per output row; add (SPLITS == 0) or partials (SPLITS > 0) is read.
+ * src: the row's residual comes from there (the embedding's row, copied into
+ * the residual), NULL: from the residual itself. */
 template <int SPLITS>
-__device__ __forceinline__ void add_rmsnorm_row(folio_bf16_bits *out, folio_bf16_bits *residual,
-                                                const folio_bf16_bits *add, const float *partials,
-                                                int64_t split_stride, const folio_bf16_bits *weight,
-                                                const int32_t *rows, int hidden, float eps)
+__device__ __forceinline__ void
+add_rmsnorm_row(folio_bf16_bits *out, folio_bf16_bits *residual, const folio_bf16_bits *src,
+                const folio_bf16_bits *add, const float *partials, int64_t split_stride,
+                const folio_bf16_bits *weight, const int32_t *rows, int hidden, float eps)
 {
     __shared__ float scratch[32];
     int r = blockIdx.x;
     int row = rows ? rows[r] : r;
     folio_bf16_bits *res = residual + (int64_t)row * hidden;
+    const bool copy = src != NULL;
+    if (!src)
+        src = res;
     const folio_bf16_bits *a = add ? add + (int64_t)row * hidden : NULL;
     const float *p = SPLITS ? partials + (int64_t)row * hidden : NULL;
     bool has_add = SPLITS || a;
@@ -122,11 +123,11 @@ __device__ __forceinline__ void add_rmsnorm_row(folio_bf16_bits *out, folio_bf16
     for (int k = 0; k < KEEP; k++) {
         int v = threadIdx.x + k * step;
         if (v < nvec)
-            ss += load_sum<SPLITS>(kept[k], res, a, p, split_stride, has_add, !rows, v);
+            ss += load_sum<SPLITS>(kept[k], src, res, a, p, split_stride, has_add, copy, !rows, v);
     }
     for (int v = threadIdx.x + far; v < nvec; v += step) {
         uint4 rv;
-        ss += load_sum<SPLITS>(rv, res, a, p, split_stride, has_add, !rows, v);
+        ss += load_sum<SPLITS>(rv, src, res, a, p, split_stride, has_add, copy, !rows, v);
     }
     float inv = rsqrtf(block_sum(ss, scratch) / (float)hidden + eps);
 
@@ -137,7 +138,7 @@ __device__ __forceinline__ void add_rmsnorm_row(folio_bf16_bits *out, folio_bf16
             ((uint4 *)o)[v] = norm_vec(kept[k], wkept[k], inv);
     }
     for (int v = threadIdx.x + far; v < nvec; v += step) {
-        uint4 rv = ((const uint4 *)res)[v];
+        uint4 rv = ((const uint4 *)src)[v];
         if (has_add && rows) /* the sum was not written back: form it again */
             add_vec<SPLITS>((folio_bf16_bits *)&rv, a, p, split_stride, v);
         ((uint4 *)o)[v] = norm_vec(rv, ((const uint4 *)weight)[v], inv);
@@ -148,7 +149,7 @@ __global__ void add_rmsnorm_kernel(folio_bf16_bits *out, folio_bf16_bits *residu
                                    const folio_bf16_bits *add, const folio_bf16_bits *weight,
                                    const int32_t *rows, int hidden, float eps)
 {
-    add_rmsnorm_row<0>(out, residual, add, NULL, 0, weight, rows, hidden, eps);
+    add_rmsnorm_row<0>(out, residual, NULL, add, NULL, 0, weight, rows, hidden, eps);
 }
 
 /* The step's first kernel on the paths with a norm kernel: row t of the
@@ -163,47 +164,9 @@ __global__ void embed_rmsnorm_kernel(folio_bf16_bits *out, folio_bf16_bits *resi
                                      const folio_bf16_bits *weight, int hidden, int vocab,
                                      float eps)
 {
-    __shared__ float scratch[32];
-    pdl_trigger();
-    pdl_wait(); /* when launched with PDL (the backend does not) */
-    const int t = blockIdx.x;
-    const int id = embed_row(token_ids, token_slot, last_sampled, t, vocab);
-    const uint4 *src = (const uint4 *)(embed + (int64_t)id * hidden);
-    uint4 *res = (uint4 *)(residual + (int64_t)t * hidden),
-          *o = (uint4 *)(out + (int64_t)t * hidden);
-    const int nvec = hidden / 8, step = blockDim.x, far = KEEP * step;
-    float ss = 0.0f;
-    uint4 kept[KEEP], wkept[KEEP];
-#pragma unroll
-    for (int k = 0; k < KEEP; k++) {
-        int v = threadIdx.x + k * step;
-        if (v < nvec) {
-            kept[k] = src[v];
-            wkept[k] = ((const uint4 *)weight)[v];
-        }
-    }
-#pragma unroll
-    for (int k = 0; k < KEEP; k++) {
-        int v = threadIdx.x + k * step;
-        if (v < nvec) {
-            res[v] = kept[k];
-            ss += sum_sq(kept[k]);
-        }
-    }
-    for (int v = threadIdx.x + far; v < nvec; v += step) {
-        uint4 rv = src[v];
-        res[v] = rv;
-        ss += sum_sq(rv);
-    }
-    float inv = rsqrtf(block_sum(ss, scratch) / (float)hidden + eps);
-#pragma unroll
-    for (int k = 0; k < KEEP; k++) {
-        int v = threadIdx.x + k * step;
-        if (v < nvec)
-            o[v] = norm_vec(kept[k], wkept[k], inv);
-    }
-    for (int v = threadIdx.x + far; v < nvec; v += step)
-        o[v] = norm_vec(src[v], ((const uint4 *)weight)[v], inv);
+    const int id = embed_row(token_ids, token_slot, last_sampled, blockIdx.x, vocab);
+    add_rmsnorm_row<0>(out, residual, embed + (int64_t)id * hidden, NULL, NULL, 0, weight, NULL,
+                       hidden, eps);
 }
 
 /* __launch_bounds__(256, 1): without it ptxas interleaves the 2 * SPLITS partial
@@ -216,7 +179,8 @@ __global__ void __launch_bounds__(256, 1)
                                 const folio_bf16_bits *weight, const int32_t *rows, int hidden,
                                 float eps)
 {
-    add_rmsnorm_row<SPLITS>(out, residual, NULL, partials, split_stride, weight, rows, hidden, eps);
+    add_rmsnorm_row<SPLITS>(out, residual, NULL, NULL, partials, split_stride, weight, rows, hidden,
+                            eps);
 }
 
 extern "C" cudaError_t folio_k_add_rmsnorm(folio_bf16_bits *out, folio_bf16_bits *residual,
