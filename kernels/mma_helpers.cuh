@@ -40,12 +40,17 @@ __device__ __forceinline__ uint32_t movmatrix_trans(uint32_t x)
     return y;
 }
 
-/* 16 bytes global -> shared; src_bytes 0 writes zeros and reads nothing. */
+/* 16 bytes global -> shared; src_bytes 0 writes zeros and reads nothing.
+ * L2::128B: the L2 fetches the copy's whole 128-byte line from memory at
+ * once. On the H200 (bench/results/2026-12-01-cuda-round20.md, 3 rounds):
+ * b256 2.3221 ms against 2.3412, b64 1.1944 against 1.2049, b1 equal; the
+ * decode attention alone at b256 0.0429-0.0437 ms against 0.0436-0.0443.
+ * L2::256B was slower (b64 1.2179, b1 0.8057). */
 __device__ __forceinline__ void cp_async_16(folio_bf16_bits *dst, const folio_bf16_bits *src,
                                             int src_bytes)
 {
     uint32_t addr = (uint32_t)__cvta_generic_to_shared(dst);
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(addr), "l"(src),
+    asm volatile("cp.async.cg.shared.global.L2::128B [%0], [%1], 16, %2;\n" ::"r"(addr), "l"(src),
                  "r"(src_bytes));
 }
 
