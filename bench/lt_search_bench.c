@@ -194,8 +194,7 @@ static int enumerate(cublasLtHandle_t lt, const struct form *f, struct config *o
                     splitks[num_sk] = sk;
                     reds[num_sk++] = r;
                 }
-        printf("ALGO id=%d tiles=%d stages=%d custom_max=%d splitk=%d red_mask=%u swizzle=%d\n",
-               ids[ii], num_tiles, num_stages, custom_max, splitk_ok, red_mask, swizzle_ok);
+        const int n_before = n;
         for (int ti = 0; ti < num_tiles; ti++)
             for (int si = 0; si < num_stages; si++) {
                 /* A tile and stage count that the check refuses plainly is not
@@ -244,6 +243,10 @@ static int enumerate(cublasLtHandle_t lt, const struct form *f, struct config *o
                                         (struct config){a, r.workspaceSize, r.wavesCount, 0.0};
                             }
             }
+        printf("ALGO id=%d tiles=%d stages=%d custom_max=%d splitk=%d red_mask=%u swizzle=%d "
+               "accepted=%d\n",
+               ids[ii], num_tiles, num_stages, custom_max, splitk_ok, red_mask, swizzle_ok,
+               n - n_before);
     }
     return n;
 }
@@ -319,7 +322,7 @@ int main(int argc, char **argv)
         {"down", 2048, 5632},
     };
     size_t num_shapes = 4;
-    int m = 256, splits_list[8] = {1, 2, 4}, num_splits = 3, top = 8, quick_max = 3000;
+    int m = 256, splits_list[8] = {1, 2, 4}, num_splits = 3, top = 8, quick_max = MAX_CONFIGS;
     static char names[16][32];
     for (int i = 1, given = 0; i < argc; i++) {
         int n, k;
