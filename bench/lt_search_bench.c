@@ -27,6 +27,7 @@
  * shape and split a BEST line. Exit status 1 if a configuration that
  * cuBLASLt accepted computes a wrong result. */
 #include <math.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -197,16 +198,28 @@ static int enumerate(cublasLtHandle_t lt, const struct form *f, struct config *o
         const int n_before = n;
         for (int ti = 0; ti < num_tiles; ti++)
             for (int si = 0; si < num_stages; si++) {
-                /* A tile and stage count that the check refuses plainly is not
-                 * tried in its other forms (this keeps the search to seconds). */
-                cublasLtMatmulAlgo_t base = algo;
-                cublasLtMatmulHeuristicResult_t rb;
-                cublasLtMatmulAlgoConfigSetAttribute(&base, CUBLASLT_ALGO_CONFIG_TILE_ID,
-                                                     &tiles[ti], sizeof(uint32_t));
-                cublasLtMatmulAlgoConfigSetAttribute(&base, CUBLASLT_ALGO_CONFIG_STAGES_ID,
-                                                     &stages[si], sizeof(uint32_t));
-                if (cublasLtMatmulAlgoCheck(lt, f->desc, f->a, f->b, f->c, f->c, &base, &rb) !=
-                    CUBLAS_STATUS_SUCCESS)
+                /* A tile and stage count that the check refuses with every
+                 * cluster shape and custom option (no K split) is not tried in
+                 * its other forms: this keeps the search to seconds. (The
+                 * Hopper algorithms refuse cluster 0 with custom option 0.) */
+                bool any = false;
+                for (size_t ci = 0; ci < sizeof(clusters) / sizeof(clusters[0]) && !any; ci++)
+                    for (int32_t co = 0; co <= custom_max && !any; co++) {
+                        cublasLtMatmulAlgo_t base = algo;
+                        cublasLtMatmulHeuristicResult_t rb;
+                        uint16_t cl = clusters[ci];
+                        cublasLtMatmulAlgoConfigSetAttribute(&base, CUBLASLT_ALGO_CONFIG_TILE_ID,
+                                                             &tiles[ti], sizeof(uint32_t));
+                        cublasLtMatmulAlgoConfigSetAttribute(&base, CUBLASLT_ALGO_CONFIG_STAGES_ID,
+                                                             &stages[si], sizeof(uint32_t));
+                        cublasLtMatmulAlgoConfigSetAttribute(
+                            &base, CUBLASLT_ALGO_CONFIG_CLUSTER_SHAPE_ID, &cl, sizeof(cl));
+                        cublasLtMatmulAlgoConfigSetAttribute(
+                            &base, CUBLASLT_ALGO_CONFIG_CUSTOM_OPTION, &co, sizeof(co));
+                        any = cublasLtMatmulAlgoCheck(lt, f->desc, f->a, f->b, f->c, f->c, &base,
+                                                      &rb) == CUBLAS_STATUS_SUCCESS;
+                    }
+                if (!any)
                     continue;
                 for (size_t ci = 0; ci < sizeof(clusters) / sizeof(clusters[0]); ci++)
                     for (int32_t co = 0; co <= custom_max; co++)

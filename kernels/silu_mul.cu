@@ -6,7 +6,6 @@ __global__ void silu_mul_kernel(folio_bf16_bits *out, const folio_bf16_bits *gat
                                 int64_t total_vecs)
 {
     int nvec = inter / 8;
-    pdl_wait(); /* after a GEMM with an early-launch edge (early_after_gemm) */
     for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < total_vecs;
          i += (int64_t)gridDim.x * blockDim.x) {
         int64_t t = i / nvec;

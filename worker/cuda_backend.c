@@ -195,10 +195,6 @@ struct cuda_backend {
      * the attention kernel (rope_cos_sin); FOLIO_ROPE_IN_ATTENTION=0: in
      * rope_kv_write before it. */
     bool rope_in_attention;
-    /* In the decode graphs of the cuBLASLt path, the kernel after each
-     * projection launches once all of the GEMM's CTAs have started
-     * (early_after_gemm); FOLIO_LT_EARLY=0: when the GEMM ends. */
-    bool lt_early;
     /* K slices of the O and down projections on the cuBLASLt path (splitk_slices):
      * FOLIO_SPLITK_O / FOLIO_SPLITK_DOWN (1: off, 2, 4, 8; 0: the default rule). The
      * partial sums [S][m][hidden] in f32, summed by the add_rmsnorm that reads them. */
@@ -669,38 +665,6 @@ static int attention(struct cuda_backend *cb, const struct step_layout *l,
     return 0;
 }
 
-/* While a decode graph is captured: the next kernel gets a programmatic edge
- * from the launch completion of the cuBLASLt GEMM just captured, so that it is
- * launched once every CTA of the GEMM has started rather than once the GEMM
- * has ended; its CTAs then take SMs as the GEMM's leave, with no launch gap.
- * cuBLASLt's kernels cannot be launched with PDL themselves (the driver
- * launches them), and they do not trigger their dependents early (round 11:
- * PDL after cuBLASLt gained nothing). Only for a next kernel that reads
- * nothing the GEMM writes before its pdl_wait(): attention_decode,
- * add_rmsnorm and silu_mul. Outside a capture, a no-op. */
-static int early_after_gemm(struct cuda_backend *cb, char *err, size_t errlen)
-{
-    enum cudaStreamCaptureStatus st;
-    const cudaGraphNode_t *deps = NULL;
-    const cudaGraphEdgeData *data = NULL;
-    size_t n = 0;
-    CUDA_CHECK(cudaStreamGetCaptureInfo(cb->stream, &st, NULL, NULL, &deps, &data, &n));
-    if (st != cudaStreamCaptureStatusActive || n != 1)
-        return 0;
-    enum cudaGraphNodeType type;
-    cudaGraphNode_t gemm_node = deps[0];
-    CUDA_CHECK(cudaGraphNodeGetType(gemm_node, &type));
-    if (type != cudaGraphNodeTypeKernel)
-        return 0;
-    cudaGraphEdgeData edge;
-    memset(&edge, 0, sizeof(edge));
-    edge.from_port = cudaGraphKernelNodePortLaunchCompletion;
-    edge.type = cudaGraphDependencyTypeProgrammatic;
-    CUDA_CHECK(cudaStreamUpdateCaptureDependencies(cb->stream, &gemm_node, &edge, 1,
-                                                   cudaStreamSetCaptureDependencies));
-    return 0;
-}
-
 /* The whole step on the stream, metadata already in d_meta with layout l:
  * t_rows tokens, s_rows sequence rows, n_sample LM-head rows, num_tiles
  * prefill attention tiles (-1: a decode-only step). */
@@ -782,8 +746,6 @@ static int forward(struct cuda_backend *cb, const struct step_layout *l, int t_r
      * against 0.986 (bench/results/2026-12-01-cuda-round18.md). */
     const bool rope_in_attention =
         cb->rope_in_attention && !tma && !fuse_norm && num_tiles < 0 && cb->attn_tile_tokens != 0;
-    /* Early launches after the cuBLASLt projections (decode graphs, 65-256 rows). */
-    const bool lt_early = cb->lt_early && !tma && !fuse_norm && num_tiles < 0;
     int pending_add = 0;
     bf16 *cur = cb->res;
     for (int li = 0; li < cb->layers; li++) {
@@ -816,8 +778,7 @@ static int forward(struct cuda_backend *cb, const struct step_layout *l, int t_r
                     split_qkv > 1 ? (void *)cb->splitk_partials : (void *)cb->qkv, t_rows,
                     cb->qkv_dim, cb->hidden, split_qkv, FOLIO_K_TMA_BF16, cb->pdl, s));
             } else if (gemm(cb, cb->normed, L->wqkv, cb->qkv, t_rows, cb->qkv_dim, cb->hidden,
-                            false, err, errlen) != 0 ||
-                       (lt_early && rope_in_attention && early_after_gemm(cb, err, errlen) != 0)) {
+                            false, err, errlen) != 0) {
                 return -1;
             }
         }
@@ -837,8 +798,7 @@ static int forward(struct cuda_backend *cb, const struct step_layout *l, int t_r
             CUDA_CHECK(folio_k_gemm_tma(tma_xmap(cb, TMA_X_ATTN_OUT), tma_wmap(cb, li, TMA_O),
                                         tma_o_out, t_rows, cb->hidden, qd, split_o,
                                         FOLIO_K_TMA_BF16, cb->pdl, s));
-        else if (project(cb, cb->attn_out, L->wo, t_rows, qd, split_o, err, errlen) != 0 ||
-                 (lt_early && early_after_gemm(cb, err, errlen) != 0))
+        else if (project(cb, cb->attn_out, L->wo, t_rows, qd, split_o, err, errlen) != 0)
             return -1;
         if (fuse_norm) { /* RMSNorm + gate/up + SiLU*mul in one launch */
             bf16 *next = cur == cb->res ? cb->res2 : cb->res;
@@ -854,8 +814,7 @@ static int forward(struct cuda_backend *cb, const struct step_layout *l, int t_r
                                             cb->inter, cb->hidden, 1, FOLIO_K_TMA_GLU, cb->pdl, s));
             } else {
                 if (gemm(cb, cb->normed, L->w_gate_up, cb->gate_up, t_rows, 2 * cb->inter,
-                         cb->hidden, false, err, errlen) != 0 ||
-                    (lt_early && early_after_gemm(cb, err, errlen) != 0))
+                         cb->hidden, false, err, errlen) != 0)
                     return -1;
                 CUDA_CHECK(folio_k_silu_mul(cb->act, cb->gate_up, t_rows, cb->inter, s));
             }
@@ -864,8 +823,7 @@ static int forward(struct cuda_backend *cb, const struct step_layout *l, int t_r
             CUDA_CHECK(folio_k_gemm_tma(tma_xmap(cb, TMA_X_ACT), tma_wmap(cb, li, TMA_DOWN),
                                         tma_down_out, t_rows, cb->hidden, cb->inter, split_down,
                                         FOLIO_K_TMA_BF16, cb->pdl, s));
-        else if (project(cb, cb->act, L->w_down, t_rows, cb->inter, split_down, err, errlen) != 0 ||
-                 (lt_early && early_after_gemm(cb, err, errlen) != 0))
+        else if (project(cb, cb->act, L->w_down, t_rows, cb->inter, split_down, err, errlen) != 0)
             return -1;
         pending_add = split_down;
     }
@@ -1434,8 +1392,6 @@ static int create(struct cuda_backend *cb, const struct folio_model *m,
     cb->embed_norm = !(en && strcmp(en, "0") == 0);
     const char *ra = getenv("FOLIO_ROPE_IN_ATTENTION");
     cb->rope_in_attention = !(ra && strcmp(ra, "0") == 0);
-    const char *le = getenv("FOLIO_LT_EARLY");
-    cb->lt_early = !(le && strcmp(le, "0") == 0);
     const char *gs = getenv("FOLIO_GEMV_SPLITK");
     cb->gemv_split_k = gs ? atoi(gs) : 0;
     if (cb->gemv_split_k != 1 && cb->gemv_split_k != 2 && cb->gemv_split_k != 4 &&
