@@ -344,7 +344,7 @@ static int bench_attention(const struct folio_model_config *c, int batch_size, i
             CK(cudaEventRecord(e0, s));
             if (variant == 0)
                 CK(folio_k_attention_decode(out, qkv, k, v, kb, plan, ws, counters, H, Hkv, D, NULL,
-                                            0, s));
+                                            (struct folio_k_row_norm){0}, 0, s));
             else
                 CK(folio_k_paged_attention_ref(out, qkv, k, v, kb, H, Hkv, D, s));
             CK(cudaEventRecord(e1, s));
@@ -365,7 +365,8 @@ static int bench_attention(const struct folio_model_config *c, int batch_size, i
         uint16_t *h_out = malloc(sizeof(uint16_t) * 2 * n_out);
         if (!h_out)
             return -1;
-        CK(folio_k_attention_decode(out, qkv, k, v, kb, plan, ws, counters, H, Hkv, D, NULL, 0, s));
+        CK(folio_k_attention_decode(out, qkv, k, v, kb, plan, ws, counters, H, Hkv, D, NULL,
+                                    (struct folio_k_row_norm){0}, 0, s));
         CK(cudaMemcpyAsync(h_out, out, sizeof(uint16_t) * n_out, cudaMemcpyDeviceToHost, s));
         CK(folio_k_paged_attention_ref(out, qkv, k, v, kb, H, Hkv, D, s));
         CK(cudaMemcpyAsync(h_out + n_out, out, sizeof(uint16_t) * n_out, cudaMemcpyDeviceToHost,

@@ -81,10 +81,11 @@ struct decode_args {
     const folio_bf16_bits *k_cache, *v_cache; /* written only by write_new_kv */
     struct folio_k_batch b;
     int num_heads, num_kv_heads;
-    float *part_o;   /* [token * heads + head][split][D] */
-    float2 *part_ml; /* [token * heads + head][split]: (max, sum) */
-    int *counters;   /* [token][KV head]: CTAs done, 0 between launches; NULL:
-                        combine_kernel merges */
+    float *part_o;                /* [token * heads + head][split][D] */
+    float2 *part_ml;              /* [token * heads + head][split]: (max, sum) */
+    int *counters;                /* [token][KV head]: CTAs done, 0 between launches; NULL:
+                                     combine_kernel merges */
+    struct folio_k_row_norm norm; /* with RoPE: q, k, v scaled by 1 / rms(norm.x) */
 };
 
 /* The split layout every CTA of a (token, KV head), and combine_kernel,
@@ -221,12 +222,37 @@ decode_tile(const folio_bf16_bits *ks, const folio_bf16_bits *vs,
 /* Columns col and col + 1 of token t's QKV projection (bf16), before RoPE. */
 template <int D>
 __device__ __forceinline__ void unrotated_pair(const decode_args &a, int t, int col,
-                                               folio_bf16_bits &x0, folio_bf16_bits &x1)
+                                               folio_bf16_bits &x0, folio_bf16_bits &x1, float inv)
 {
     const int64_t off = (int64_t)t * (a.num_heads + 2 * a.num_kv_heads) * D + col;
     const uint32_t v = *(const uint32_t *)(a.qkv + off);
     x0 = (folio_bf16_bits)(v & 0xffffu);
     x1 = (folio_bf16_bits)(v >> 16);
+    if (a.norm.x) { /* QKV read the residual: the norm's 1 / rms now (1 without) */
+        x0 = f32_to_bf16(bf16_to_f32(x0) * inv);
+        x1 = f32_to_bf16(bf16_to_f32(x1) * inv);
+    }
+}
+
+/* 1 / rms of token t's residual row (a.norm.x) by one warp, with the norm's
+ * eps, as add_rmsnorm computes it; 1 without a.norm.x. */
+__device__ __forceinline__ float row_inv_rms(const decode_args &a, int t, int lane)
+{
+    if (!a.norm.x)
+        return 1.0f;
+    const uint4 *x = (const uint4 *)(a.norm.x + (int64_t)t * a.norm.hidden);
+    float ss = 0.0f;
+#pragma unroll 8
+    for (int v = lane; v < a.norm.hidden / 8; v += 32) {
+        uint4 q = x[v];
+        const folio_bf16_bits *qe = (const folio_bf16_bits *)&q;
+#pragma unroll
+        for (int e = 0; e < 8; e++) {
+            float f = bf16_to_f32(qe[e]);
+            ss += f * f;
+        }
+    }
+    return rsqrtf(warp_sum(ss) / (float)a.norm.hidden + a.norm.eps);
 }
 
 /* RoPE inside attention: the warp that reads key pos writes token t's new key
@@ -234,7 +260,7 @@ __device__ __forceinline__ void unrotated_pair(const decode_args &a, int t, int 
  * rope_kv_write_kernel would have: two adjacent values a lane. */
 template <int D>
 __device__ __forceinline__ void write_new_kv(const decode_args &a, const uint32_t *cos_sin, int t,
-                                             int kvh, int pos, int32_t block, int lane)
+                                             int kvh, int pos, int32_t block, int lane, float inv)
 {
     constexpr int HALF = D / 2;
     const int kcol = (a.num_heads + kvh) * D, vcol = (a.num_heads + a.num_kv_heads + kvh) * D;
@@ -242,8 +268,8 @@ __device__ __forceinline__ void write_new_kv(const decode_args &a, const uint32_
                         (int64_t)(pos % FOLIO_K_BLOCK) * D;
     for (int i = 2 * lane; i < HALF; i += 64) {
         folio_bf16_bits x1[2], x2[2];
-        unrotated_pair<D>(a, t, kcol + i, x1[0], x1[1]);
-        unrotated_pair<D>(a, t, kcol + i + HALF, x2[0], x2[1]);
+        unrotated_pair<D>(a, t, kcol + i, x1[0], x1[1], inv);
+        unrotated_pair<D>(a, t, kcol + i + HALF, x2[0], x2[1], inv);
 #pragma unroll
         for (int e = 0; e < 2; e++)
             rope_rotate_cs(x1[e], x2[e], cos_sin[(int64_t)pos * HALF + i + e]);
@@ -253,7 +279,7 @@ __device__ __forceinline__ void write_new_kv(const decode_args &a, const uint32_
     }
     for (int i = 2 * lane; i < D; i += 64) {
         folio_bf16_bits v0, v1;
-        unrotated_pair<D>(a, t, vcol + i, v0, v1);
+        unrotated_pair<D>(a, t, vcol + i, v0, v1, inv);
         ((uint32_t *)(a.v_cache + off))[i / 2] = (uint32_t)v0 | (uint32_t)v1 << 16;
     }
 }
@@ -391,6 +417,7 @@ __global__ void __launch_bounds__(NW * 32)
          * past the group (q zero) is a column of its own whose output is
          * never written. */
         uint32_t qb[NQ][KS][2];
+        const float inv = ROPE && pos >= 0 ? row_inv_rms(a, t, lane) : 1.0f;
         const folio_bf16_bits *qrow =
             a.qkv + (int64_t)t * (a.num_heads + 2 * a.num_kv_heads) * D + (int64_t)kvh * group * D;
 #pragma unroll
@@ -405,8 +432,8 @@ __global__ void __launch_bounds__(NW * 32)
                 if (live) { /* not for padding rows (pos -1) or heads past the group */
 #pragma unroll
                     for (int s = 0; s < KS; s++) {
-                        unrotated_pair<D>(a, t, col + 16 * s, x[s][0], x[s][1]);
-                        unrotated_pair<D>(a, t, col + 16 * s + 8, x[s][2], x[s][3]);
+                        unrotated_pair<D>(a, t, col + 16 * s, x[s][0], x[s][1], inv);
+                        unrotated_pair<D>(a, t, col + 16 * s + 8, x[s][2], x[s][3], inv);
                     }
                     const uint32_t *cs = rope_cos_sin + (int64_t)pos * (D / 2) + 2 * tq;
 #pragma unroll
@@ -432,7 +459,7 @@ __global__ void __launch_bounds__(NW * 32)
         }
         if (ROPE) { /* q's loads went out first; then the new key and value */
             if (writes_new_kv) {
-                write_new_kv<D>(a, rope_cos_sin, t, kvh, pos, new_block, lane);
+                write_new_kv<D>(a, rope_cos_sin, t, kvh, pos, new_block, lane, inv);
                 __threadfence_block(); /* the lanes' cache writes before any lane's copies */
                 __syncwarp();
             }
@@ -751,19 +778,18 @@ static cudaError_t launch_d(const decode_args &a, const uint32_t *rope_cos_sin,
                         : launch<D, 4, 2>(a, rope_cos_sin, p.splits, pdl, s);
 }
 
-extern "C" cudaError_t folio_k_attention_decode(folio_bf16_bits *out, const folio_bf16_bits *qkv,
-                                                folio_bf16_bits *k_cache, folio_bf16_bits *v_cache,
-                                                struct folio_k_batch b,
-                                                struct folio_k_decode_plan p, void *workspace,
-                                                int *counters, int num_heads, int num_kv_heads,
-                                                int head_dim, const uint32_t *rope_cos_sin, int pdl,
-                                                cudaStream_t s)
+extern "C" cudaError_t folio_k_attention_decode(
+    folio_bf16_bits *out, const folio_bf16_bits *qkv, folio_bf16_bits *k_cache,
+    folio_bf16_bits *v_cache, struct folio_k_batch b, struct folio_k_decode_plan p, void *workspace,
+    int *counters, int num_heads, int num_kv_heads, int head_dim, const uint32_t *rope_cos_sin,
+    struct folio_k_row_norm norm, int pdl, cudaStream_t s)
 {
     if (b.num_tokens <= 0)
         return cudaSuccess;
     if (folio_k_attention_tile_tokens(num_heads, num_kv_heads, head_dim) <= 0 || p.splits < 1 ||
         p.splits > MAX_SPLITS || (p.warps != 1 && p.warps != 4) ||
-        (p.splits > 1 && (!workspace || (!p.combine && !counters))))
+        (p.splits > 1 && (!workspace || (!p.combine && !counters))) ||
+        (norm.x && (!rope_cos_sin || norm.hidden % 8 != 0)))
         return cudaErrorInvalidValue;
     decode_args a = {};
     a.out = out;
@@ -773,6 +799,7 @@ extern "C" cudaError_t folio_k_attention_decode(folio_bf16_bits *out, const foli
     a.b = b;
     a.num_heads = num_heads;
     a.num_kv_heads = num_kv_heads;
+    a.norm = norm;
     if (p.splits > 1) {
         size_t rows = (size_t)b.num_tokens * num_heads * p.splits;
         a.part_o = (float *)workspace;

@@ -34,6 +34,11 @@ struct folio_k_batch {
 cudaError_t folio_k_convert_to_bf16(folio_bf16_bits *dst, const void *src, int src_dtype, int64_t n,
                                     cudaStream_t s);
 
+/* w[r][c] = bf16(w[r][c] * g[c]) for r < rows, c < cols: an RMSNorm's weight
+ * folded into the projection that reads the norm's output. */
+cudaError_t folio_k_scale_columns(folio_bf16_bits *w, int64_t rows, int cols,
+                                  const folio_bf16_bits *g, cudaStream_t s);
+
 /* out[t] = embed[id], id = token_ids[t] >= 0 ? token_ids[t] : last_sampled[slot of t]. */
 cudaError_t folio_k_embed(folio_bf16_bits *out, const folio_bf16_bits *embed,
                           const int32_t *token_ids, const int32_t *token_slot,
@@ -142,6 +147,16 @@ cudaError_t folio_k_attention_prefill(folio_bf16_bits *out, const folio_bf16_bit
 cudaError_t folio_k_rope_table(uint32_t *cos_sin, const float *inv_freq, int positions,
                                int head_dim, cudaStream_t s);
 
+/* The RMSNorm in front of a projection whose weights hold the norm's weight
+ * (folded in at load): x [token][hidden] are the residual rows the projection
+ * read, so its outputs are scaled by each row's 1 / rms(x) afterwards.
+ * x NULL: no scaling. */
+struct folio_k_row_norm {
+    const folio_bf16_bits *x;
+    int hidden;
+    float eps;
+};
+
 /* Decode-only batches (token t is sequence t's one new token; padding rows
  * pos -1 get zeros): plan from folio_k_attention_decode_plan; with
  * plan.splits > 1, workspace holds the partials and (without plan.combine)
@@ -150,13 +165,14 @@ cudaError_t folio_k_rope_table(uint32_t *cos_sin, const float *inv_freq, int pos
  * q, k and v come unrotated in qkv and the kernel does folio_k_rope_kv_write's
  * work itself, with the same roundings: it rotates q, and writes each token's
  * new key and value into the cache. Without it, q is rotated and the new key
- * and value are in the cache already. */
+ * and value are in the cache already. With rope_cos_sin, norm.x may be set:
+ * q, k and v are first scaled by their token's 1 / rms and rounded to bf16. */
 cudaError_t folio_k_attention_decode(folio_bf16_bits *out, const folio_bf16_bits *qkv,
                                      folio_bf16_bits *k_cache, folio_bf16_bits *v_cache,
                                      struct folio_k_batch b, struct folio_k_decode_plan p,
                                      void *workspace, int *counters, int num_heads,
                                      int num_kv_heads, int head_dim, const uint32_t *rope_cos_sin,
-                                     int pdl, cudaStream_t s);
+                                     struct folio_k_row_norm norm, int pdl, cudaStream_t s);
 
 /* The shared-memory carveout (percent, -1: the driver's) that the GEMV and
  * decode attention kernels ask for (carveout.cu); set before the first launch. */
@@ -244,9 +260,10 @@ cudaError_t folio_k_gemv_qkv_rope(folio_bf16_bits *qkv, const folio_bf16_bits *x
                                   int num_kv_heads, int head_dim, struct folio_k_gemv_opts o,
                                   cudaStream_t s);
 
-/* out[t, j] = bf16(bf16(silu(gu[t, j])) * gu[t, inter + j]). */
+/* out[t, j] = bf16(bf16(silu(gu[t, j])) * gu[t, inter + j]); with norm.x,
+ * gu[t, *] first scaled by token t's 1 / rms(norm.x[t]) and rounded to bf16. */
 cudaError_t folio_k_silu_mul(folio_bf16_bits *out, const folio_bf16_bits *gate_up, int num_tokens,
-                             int inter, cudaStream_t s);
+                             int inter, struct folio_k_row_norm norm, cudaStream_t s);
 
 /* One sampling row's parameters, laid out for the device. */
 struct folio_k_sample_params {

@@ -69,6 +69,11 @@ struct gemm_plan {
 };
 
 struct cuda_layer {
+    /* The norms' weights are folded into the columns of the projections that
+     * read them (wqkv, w_gate_up) at load, and attn_norm and mlp_norm hold ones:
+     * the norm kernels then compute x / rms(x), and decode steps of 65-256 rows
+     * can leave the norm to the kernels after those projections
+     * (norm_in_consumers). */
     bf16 *attn_norm, *wqkv, *wo, *mlp_norm, *w_gate_up, *w_down;
 };
 
@@ -195,6 +200,12 @@ struct cuda_backend {
      * the attention kernel (rope_cos_sin); FOLIO_ROPE_IN_ATTENTION=0: in
      * rope_kv_write before it. */
     bool rope_in_attention;
+    /* Decode-only steps that rotate in attention (65-256 rows) run no norm
+     * kernels: the QKV and gate/up GEMMs read the residual itself (their
+     * weights hold the norms' weights), attention and silu_mul scale what they
+     * read by each token's 1 / rms, and the O and down GEMMs add into the
+     * residual (beta 1). FOLIO_NORM_IN_CONSUMERS=0: the norm kernels. */
+    bool norm_in_consumers;
     /* K slices of the O and down projections on the cuBLASLt path (splitk_slices):
      * FOLIO_SPLITK_O / FOLIO_SPLITK_DOWN (1: off, 2, 4, 8; 0: the default rule). The
      * partial sums [S][m][hidden] in f32, summed by the add_rmsnorm that reads them. */
@@ -450,6 +461,21 @@ static int gemm(struct cuda_backend *cb, const bf16 *x, const bf16 *w, void *y, 
     return 0;
 }
 
+/* y[m, n] += x[m, k] * w[n, k]^T in place (bf16 y, the sum rounded once):
+ * the O and down projections adding into the residual when no norm kernel
+ * follows them (norm_in_consumers). */
+static int gemm_add(struct cuda_backend *cb, const bf16 *x, const bf16 *w, bf16 *y, int m, int n,
+                    int k, char *err, size_t errlen)
+{
+    struct gemm_plan *p;
+    if (gemm_plan_get(cb, m, n, k, false, 1, 0, &p, err, errlen) != 0)
+        return -1;
+    const float alpha = 1.0f, beta = 1.0f;
+    CUBLAS_CHECK(cublasLtMatmul(cb->lt, p->desc, &alpha, w, p->a, x, p->b, &beta, y, p->c, y, p->c,
+                                &p->algo, cb->workspace, WORKSPACE_BYTES, cb->stream));
+    return 0;
+}
+
 /* The largest power of two (at most 256) that divides v: the byte alignment of
  * pointers and strides that cuBLASLt's heuristic is told. */
 static unsigned byte_alignment(uintptr_t v)
@@ -647,7 +673,8 @@ static cudaError_t add_rmsnorm(struct cuda_backend *cb, bf16 *out, bf16 *residua
  * shapes the tensor-core kernels do not take. */
 static int attention(struct cuda_backend *cb, const struct step_layout *l,
                      const struct folio_k_batch *kb, int num_tiles, bf16 *kc, bf16 *vc,
-                     const uint32_t *rope_cos_sin, bool pdl, char *err, size_t errlen)
+                     const uint32_t *rope_cos_sin, struct folio_k_row_norm norm, bool pdl,
+                     char *err, size_t errlen)
 {
     cudaStream_t s = cb->stream;
     if (cb->attn_tile_tokens == 0) {
@@ -656,7 +683,7 @@ static int attention(struct cuda_backend *cb, const struct step_layout *l,
     } else if (num_tiles < 0) {
         CUDA_CHECK(folio_k_attention_decode(
             cb->attn_out, cb->qkv, kc, vc, *kb, decode_plan(cb, kb->num_tokens), cb->attn_workspace,
-            cb->attn_counters, cb->heads, cb->kv_heads, cb->head_dim, rope_cos_sin, pdl, s));
+            cb->attn_counters, cb->heads, cb->kv_heads, cb->head_dim, rope_cos_sin, norm, pdl, s));
     } else {
         CUDA_CHECK(folio_k_attention_prefill(cb->attn_out, cb->qkv, kc, vc, *kb,
                                              (const int32_t *)(cb->d_meta + l->attn_tiles),
@@ -691,21 +718,6 @@ static int forward(struct cuda_backend *cb, const struct step_layout *l, int t_r
      * then moves between res and res2 (the GEMV's CTAs all read the old sum
      * while one writes the new). */
     bool fuse_norm = t_rows <= cb->gemv_max_rows;
-    /* The embedding gather (with the GEMV) or the gather and the first norm in
-     * one kernel, then the penalty update alongside it (PDL): every step,
-     * graphs included (rows without penalties return at once), before the
-     * sampler overwrites last_sampled, which it reads. */
-    if (fuse_norm || !cb->embed_norm)
-        CUDA_CHECK(folio_k_embed(cb->res, cb->embed, token_ids, token_slot, cb->d_last_sampled,
-                                 t_rows, cb->hidden, cb->vocab, s));
-    else
-        CUDA_CHECK(folio_k_embed_rmsnorm(cb->normed, cb->res, cb->embed, token_ids, token_slot,
-                                         cb->d_last_sampled, cb->lw[0].attn_norm, t_rows,
-                                         cb->hidden, cb->vocab, cb->eps, 0, s));
-    CUDA_CHECK(folio_k_penalty_update(
-        cb->d_pen_state, cb->d_pen_history, cb->d_pen_rebuild,
-        (const struct folio_k_penalty_seq *)(cb->d_meta + l->pen_seqs), s_rows, token_ids,
-        cb->d_last_sampled, cb->vocab, cb->pen_max_ctx, cb->pdl, s));
     /* Programmatic dependent launch pays on the GEMV path, whose kernels issue
      * their weight loads before waiting; with cuBLASLt between the small kernels
      * it made batch 64 slower (1.72 vs 1.58 ms on the H200). */
@@ -746,6 +758,29 @@ static int forward(struct cuda_backend *cb, const struct step_layout *l, int t_r
      * against 0.986 (bench/results/2026-12-01-cuda-round18.md). */
     const bool rope_in_attention =
         cb->rope_in_attention && !tma && !fuse_norm && num_tiles < 0 && cb->attn_tile_tokens != 0;
+    /* No norm kernels there either (norm_in_consumers): the residual is added
+     * to by the O and down GEMMs, so they do not split. On the H200: see
+     * bench/results/2026-12-01-cuda-round21.md. */
+    const bool norm_in_consumers = rope_in_attention && cb->norm_in_consumers;
+    const struct folio_k_row_norm row_norm = {norm_in_consumers ? cb->res : NULL, cb->hidden,
+                                              cb->eps};
+    if (norm_in_consumers)
+        split_o = split_down = 1;
+    /* The embedding gather (with the GEMV) or the gather and the first norm in
+     * one kernel, then the penalty update alongside it (PDL): every step,
+     * graphs included (rows without penalties return at once), before the
+     * sampler overwrites last_sampled, which it reads. */
+    if (fuse_norm || !cb->embed_norm || norm_in_consumers)
+        CUDA_CHECK(folio_k_embed(cb->res, cb->embed, token_ids, token_slot, cb->d_last_sampled,
+                                 t_rows, cb->hidden, cb->vocab, s));
+    else
+        CUDA_CHECK(folio_k_embed_rmsnorm(cb->normed, cb->res, cb->embed, token_ids, token_slot,
+                                         cb->d_last_sampled, cb->lw[0].attn_norm, t_rows,
+                                         cb->hidden, cb->vocab, cb->eps, 0, s));
+    CUDA_CHECK(folio_k_penalty_update(
+        cb->d_pen_state, cb->d_pen_history, cb->d_pen_rebuild,
+        (const struct folio_k_penalty_seq *)(cb->d_meta + l->pen_seqs), s_rows, token_ids,
+        cb->d_last_sampled, cb->vocab, cb->pen_max_ctx, cb->pdl, s));
     int pending_add = 0;
     bf16 *cur = cb->res;
     for (int li = 0; li < cb->layers; li++) {
@@ -769,7 +804,7 @@ static int forward(struct cuda_backend *cb, const struct step_layout *l, int t_r
             if (next)
                 cur = next;
         } else {
-            if (li > 0 || !cb->embed_norm)
+            if (!norm_in_consumers && (li > 0 || !cb->embed_norm))
                 CUDA_CHECK(add_rmsnorm(cb, cb->normed, cur, pending_add, L->attn_norm, NULL, t_rows,
                                        t_rows, pdl_tma && li > 0));
             if (tma) {
@@ -777,8 +812,8 @@ static int forward(struct cuda_backend *cb, const struct step_layout *l, int t_r
                     tma_xmap(cb, TMA_X_NORMED), tma_wmap(cb, li, TMA_QKV),
                     split_qkv > 1 ? (void *)cb->splitk_partials : (void *)cb->qkv, t_rows,
                     cb->qkv_dim, cb->hidden, split_qkv, FOLIO_K_TMA_BF16, cb->pdl, s));
-            } else if (gemm(cb, cb->normed, L->wqkv, cb->qkv, t_rows, cb->qkv_dim, cb->hidden,
-                            false, err, errlen) != 0) {
+            } else if (gemm(cb, norm_in_consumers ? cur : cb->normed, L->wqkv, cb->qkv, t_rows,
+                            cb->qkv_dim, cb->hidden, false, err, errlen) != 0) {
                 return -1;
             }
         }
@@ -792,13 +827,16 @@ static int forward(struct cuda_backend *cb, const struct step_layout *l, int t_r
                                                  cb->kv_heads, cb->head_dim, cb->pdl_step, s));
         }
         if (attention(cb, l, &kb, num_tiles, kc, vc, rope_in_attention ? cb->rope_cos_sin : NULL,
-                      cb->pdl_step || pdl_tma, err, errlen) != 0)
+                      row_norm, cb->pdl_step || pdl_tma, err, errlen) != 0)
             return -1;
         if (tma)
             CUDA_CHECK(folio_k_gemm_tma(tma_xmap(cb, TMA_X_ATTN_OUT), tma_wmap(cb, li, TMA_O),
                                         tma_o_out, t_rows, cb->hidden, qd, split_o,
                                         FOLIO_K_TMA_BF16, cb->pdl, s));
-        else if (project(cb, cb->attn_out, L->wo, t_rows, qd, split_o, err, errlen) != 0)
+        else if (norm_in_consumers) {
+            if (gemm_add(cb, cb->attn_out, L->wo, cur, t_rows, cb->hidden, qd, err, errlen) != 0)
+                return -1;
+        } else if (project(cb, cb->attn_out, L->wo, t_rows, qd, split_o, err, errlen) != 0)
             return -1;
         if (fuse_norm) { /* RMSNorm + gate/up + SiLU*mul in one launch */
             bf16 *next = cur == cb->res ? cb->res2 : cb->res;
@@ -806,26 +844,31 @@ static int forward(struct cuda_backend *cb, const struct step_layout *l, int t_r
                             t_rows, cb->inter, cb->hidden, false, true));
             cur = next;
         } else {
-            CUDA_CHECK(add_rmsnorm(cb, cb->normed, cur, split_o, L->mlp_norm, NULL, t_rows, t_rows,
-                                   pdl_tma));
+            if (!norm_in_consumers)
+                CUDA_CHECK(add_rmsnorm(cb, cb->normed, cur, split_o, L->mlp_norm, NULL, t_rows,
+                                       t_rows, pdl_tma));
             if (tma) { /* SiLU*mul in the GEMM's epilogue */
                 CUDA_CHECK(folio_k_gemm_tma(tma_xmap(cb, TMA_X_NORMED),
                                             tma_wmap(cb, li, TMA_GATE_UP), cb->act, t_rows,
                                             cb->inter, cb->hidden, 1, FOLIO_K_TMA_GLU, cb->pdl, s));
             } else {
-                if (gemm(cb, cb->normed, L->w_gate_up, cb->gate_up, t_rows, 2 * cb->inter,
-                         cb->hidden, false, err, errlen) != 0)
+                if (gemm(cb, norm_in_consumers ? cur : cb->normed, L->w_gate_up, cb->gate_up,
+                         t_rows, 2 * cb->inter, cb->hidden, false, err, errlen) != 0)
                     return -1;
-                CUDA_CHECK(folio_k_silu_mul(cb->act, cb->gate_up, t_rows, cb->inter, s));
+                CUDA_CHECK(folio_k_silu_mul(cb->act, cb->gate_up, t_rows, cb->inter, row_norm, s));
             }
         }
         if (tma)
             CUDA_CHECK(folio_k_gemm_tma(tma_xmap(cb, TMA_X_ACT), tma_wmap(cb, li, TMA_DOWN),
                                         tma_down_out, t_rows, cb->hidden, cb->inter, split_down,
                                         FOLIO_K_TMA_BF16, cb->pdl, s));
-        else if (project(cb, cb->act, L->w_down, t_rows, cb->inter, split_down, err, errlen) != 0)
+        else if (norm_in_consumers) {
+            if (gemm_add(cb, cb->act, L->w_down, cur, t_rows, cb->hidden, cb->inter, err, errlen) !=
+                0)
+                return -1;
+        } else if (project(cb, cb->act, L->w_down, t_rows, cb->inter, split_down, err, errlen) != 0)
             return -1;
-        pending_add = split_down;
+        pending_add = norm_in_consumers ? 0 : split_down;
     }
     if (n_sample <= 0)
         return 0;
@@ -1291,6 +1334,28 @@ static int upload(struct cuda_backend *cb, bf16 *dst, const struct folio_tensor 
     return 0;
 }
 
+/* Folds the RMSNorm weight norm_w (hidden) into the columns of w [rows][hidden],
+ * then sets norm_w to ones (see struct cuda_layer). */
+static int fold_norm(struct cuda_backend *cb, bf16 *w, int rows, bf16 *norm_w, char *err,
+                     size_t errlen)
+{
+    CUDA_CHECK(folio_k_scale_columns(w, rows, cb->hidden, norm_w, cb->stream));
+    bf16 *ones = malloc(sizeof(bf16) * cb->hidden);
+    if (!ones) {
+        snprintf(err, errlen, "cuda backend: out of host memory");
+        return -1;
+    }
+    for (int i = 0; i < cb->hidden; i++)
+        ones[i] = 0x3f80; /* 1.0 in bf16 */
+    cudaError_t e = cudaMemcpyAsync(norm_w, ones, sizeof(bf16) * cb->hidden, cudaMemcpyHostToDevice,
+                                    cb->stream);
+    if (e == cudaSuccess)
+        e = cudaStreamSynchronize(cb->stream);
+    free(ones);
+    CUDA_CHECK(e);
+    return 0;
+}
+
 static int alloc_weights(struct cuda_backend *cb, void **out, size_t bytes, char *err,
                          size_t errlen)
 {
@@ -1392,6 +1457,8 @@ static int create(struct cuda_backend *cb, const struct folio_model *m,
     cb->embed_norm = !(en && strcmp(en, "0") == 0);
     const char *ra = getenv("FOLIO_ROPE_IN_ATTENTION");
     cb->rope_in_attention = !(ra && strcmp(ra, "0") == 0);
+    const char *nc = getenv("FOLIO_NORM_IN_CONSUMERS");
+    cb->norm_in_consumers = !(nc && strcmp(nc, "0") == 0);
     const char *gs = getenv("FOLIO_GEMV_SPLITK");
     cb->gemv_split_k = gs ? atoi(gs) : 0;
     if (cb->gemv_split_k != 1 && cb->gemv_split_k != 2 && cb->gemv_split_k != 4 &&
@@ -1512,7 +1579,9 @@ static int create(struct cuda_backend *cb, const struct folio_model *m,
               upload(cb, D->w_gate_up + I * H, L->w_up, staging, err, errlen) ||
               upload(cb, D->w_down, L->w_down, staging, err, errlen) ||
               upload(cb, D->attn_norm, L->attn_norm, staging, err, errlen) ||
-              upload(cb, D->mlp_norm, L->mlp_norm, staging, err, errlen);
+              upload(cb, D->mlp_norm, L->mlp_norm, staging, err, errlen) ||
+              fold_norm(cb, D->wqkv, cb->qkv_dim, D->attn_norm, err, errlen) ||
+              fold_norm(cb, D->w_gate_up, 2 * I, D->mlp_norm, err, errlen);
     }
     cudaFree(staging);
     if (rc)
