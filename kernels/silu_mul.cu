@@ -22,22 +22,27 @@ __global__ void silu_mul_kernel(folio_bf16_bits *out, const folio_bf16_bits *gat
 }
 
 /* The same after a gate/up GEMM that read the residual x with the MLP norm's
- * weight folded into its columns: one CTA a token scales gate and up by the
- * token's 1 / rms(x) (rounded to bf16, as the GEMM of the normed row would
- * round them) before the activation. The first U vectors' loads go out before
- * the row's sum of squares is reduced. */
-template <int U>
+ * weight folded into its columns: gate and up are scaled by the token's
+ * 1 / rms(x) (rounded to bf16, as the GEMM of the normed row would round them)
+ * before the activation. CTA (c, t) takes vectors c * blockDim.x ... of token
+ * t and reduces the row's sum of squares itself (4 KB from L2 for TinyLlama),
+ * its gate and up loads already out. */
 __global__ void silu_mul_norm_kernel(folio_bf16_bits *out, const folio_bf16_bits *gate_up,
                                      int inter, struct folio_k_row_norm norm)
 {
     __shared__ float scratch[32];
-    const int64_t t = blockIdx.x;
-    const int nvec = inter / 8;
+    const int64_t t = blockIdx.y;
+    const int nvec = inter / 8, v = blockIdx.x * blockDim.x + threadIdx.x;
     const uint4 *row = (const uint4 *)(gate_up + t * 2 * inter);
     const uint4 *x = (const uint4 *)(norm.x + t * norm.hidden);
+    uint4 g = {}, u = {};
+    if (v < nvec) {
+        g = row[v];
+        u = row[nvec + v];
+    }
     float ss = 0.0f;
-    for (int v = threadIdx.x; v < norm.hidden / 8; v += blockDim.x) {
-        uint4 q = x[v];
+    for (int i = threadIdx.x; i < norm.hidden / 8; i += blockDim.x) {
+        uint4 q = x[i];
         const folio_bf16_bits *qe = (const folio_bf16_bits *)&q;
 #pragma unroll
         for (int e = 0; e < 8; e++) {
@@ -45,37 +50,19 @@ __global__ void silu_mul_norm_kernel(folio_bf16_bits *out, const folio_bf16_bits
             ss += f * f;
         }
     }
-    float inv = 0.0f;
-    for (int base = 0; base < nvec; base += U * blockDim.x) {
-        uint4 g[U], u[U];
+    const float inv = rsqrtf(block_sum(ss, scratch) / (float)norm.hidden + norm.eps);
+    if (v >= nvec)
+        return;
+    uint4 o;
+    const folio_bf16_bits *ge = (const folio_bf16_bits *)&g, *ue = (const folio_bf16_bits *)&u;
+    folio_bf16_bits *oe = (folio_bf16_bits *)&o;
 #pragma unroll
-        for (int k = 0; k < U; k++) {
-            int v = base + k * blockDim.x + threadIdx.x;
-            if (v < nvec) {
-                g[k] = row[v];
-                u[k] = row[nvec + v];
-            }
-        }
-        if (base == 0) /* the same branch for every thread of the CTA */
-            inv = rsqrtf(block_sum(ss, scratch) / (float)norm.hidden + norm.eps);
-#pragma unroll
-        for (int k = 0; k < U; k++) {
-            int v = base + k * blockDim.x + threadIdx.x;
-            if (v >= nvec)
-                break;
-            uint4 o;
-            const folio_bf16_bits *ge = (const folio_bf16_bits *)&g[k];
-            const folio_bf16_bits *ue = (const folio_bf16_bits *)&u[k];
-            folio_bf16_bits *oe = (folio_bf16_bits *)&o;
-#pragma unroll
-            for (int e = 0; e < 8; e++) {
-                float gs = round_bf16(bf16_to_f32(ge[e]) * inv);
-                float us = round_bf16(bf16_to_f32(ue[e]) * inv);
-                oe[e] = f32_to_bf16(silu_bf16(gs) * us);
-            }
-            ((uint4 *)(out + t * inter))[v] = o;
-        }
+    for (int e = 0; e < 8; e++) {
+        float gs = round_bf16(bf16_to_f32(ge[e]) * inv);
+        float us = round_bf16(bf16_to_f32(ue[e]) * inv);
+        oe[e] = f32_to_bf16(silu_bf16(gs) * us);
     }
+    ((uint4 *)(out + t * inter))[v] = o;
 }
 
 extern "C" cudaError_t folio_k_silu_mul(folio_bf16_bits *out, const folio_bf16_bits *gate_up,
@@ -88,7 +75,8 @@ extern "C" cudaError_t folio_k_silu_mul(folio_bf16_bits *out, const folio_bf16_b
     if (norm.x) {
         if (norm.hidden % 8 != 0)
             return cudaErrorInvalidValue;
-        silu_mul_norm_kernel<3><<<(unsigned)num_tokens, 256, 0, s>>>(out, gate_up, inter, norm);
+        dim3 grid((unsigned)((inter / 8 + 255) / 256), (unsigned)num_tokens);
+        silu_mul_norm_kernel<<<grid, 256, 0, s>>>(out, gate_up, inter, norm);
         return cudaGetLastError();
     }
     int64_t blocks = (total + 255) / 256;

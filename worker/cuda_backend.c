@@ -758,14 +758,15 @@ static int forward(struct cuda_backend *cb, const struct step_layout *l, int t_r
      * against 0.986 (bench/results/2026-12-01-cuda-round18.md). */
     const bool rope_in_attention =
         cb->rope_in_attention && !tma && !fuse_norm && num_tiles < 0 && cb->attn_tile_tokens != 0;
-    /* No norm kernels there either (norm_in_consumers): the residual is added
-     * to by the O and down GEMMs, so they do not split. On the H200: see
-     * bench/results/2026-12-01-cuda-round21.md. */
-    const bool norm_in_consumers = rope_in_attention && cb->norm_in_consumers;
+    /* No norm kernels there either (norm_in_consumers) where the O and down
+     * GEMMs do not split (above 128 rows), so that they can add into the
+     * residual themselves. On the H200 (bench/results/2026-12-01-cuda-round21.md)
+     * batch 256 2.3052 ms against 2.3404; at batch 128, forced to one slice,
+     * 1.7662 against 1.7451. */
+    const bool norm_in_consumers =
+        rope_in_attention && cb->norm_in_consumers && split_o == 1 && split_down == 1;
     const struct folio_k_row_norm row_norm = {norm_in_consumers ? cb->res : NULL, cb->hidden,
                                               cb->eps};
-    if (norm_in_consumers)
-        split_o = split_down = 1;
     /* The embedding gather (with the GEMV) or the gather and the first norm in
      * one kernel, then the penalty update alongside it (PDL): every step,
      * graphs included (rows without penalties return at once), before the

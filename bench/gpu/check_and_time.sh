@@ -98,6 +98,11 @@ if [ "${FOLIO_SANITIZE_RUN:-1}" = 1 ] && command -v compute-sanitizer >/dev/null
   echo "memcheck (batch 40: TMA GEMM, QKV in K slices, attention with PDL) exit $? ($(grep -c 'Invalid\|ERROR' "$OUT/memcheck40.tmp") error lines)"
   cat "$OUT/memcheck40.tmp" >>"$OUT/sanitizer.log"
   rm -f "$OUT/memcheck40.tmp"
+  FOLIO_NUM_KV_BLOCKS=512 timeout ${FOLIO_SANITIZE_TIMEOUT:-120} compute-sanitizer --tool memcheck \
+    --error-exitcode 9 "$B/decode_bench" /tmp/fx decode 160 40 4 >"$OUT/memcheck160.tmp" 2>&1
+  echo "memcheck (batch 160: cuBLASLt path, RoPE and the norms in attention and silu_mul) exit $? ($(grep -c 'Invalid\|ERROR' "$OUT/memcheck160.tmp") error lines)"
+  cat "$OUT/memcheck160.tmp" >>"$OUT/sanitizer.log"
+  rm -f "$OUT/memcheck160.tmp"
   # Batch 2 (GEMV path), 4 and 40 (TMA GEMM, QKV summed by RoPE).
   for rb in 2 4 40; do
     FOLIO_NUM_KV_BLOCKS=256 timeout ${FOLIO_SANITIZE_TIMEOUT:-120} compute-sanitizer --tool racecheck \
