@@ -81,12 +81,19 @@ struct decode_args {
     const folio_bf16_bits *k_cache, *v_cache; /* written only by write_new_kv */
     struct folio_k_batch b;
     int num_heads, num_kv_heads;
-    float *part_o;                /* [token * heads + head][split][D] */
-    float2 *part_ml;              /* [token * heads + head][split]: (max, sum) */
-    int *counters;                /* [token][KV head]: CTAs done, 0 between launches; NULL:
-                                     combine_kernel merges */
-    struct folio_k_row_norm norm; /* with RoPE: q, k, v scaled by 1 / rms(norm.x) */
+    float *part_o;   /* [token * heads + head][split][D] */
+    float2 *part_ml; /* [token * heads + head][split]: (max, sum) */
+    int *counters;   /* [token][KV head]: CTAs done, 0 between launches; NULL:
+                        combine_kernel merges */
 };
+
+/* What the kernel does with q, k and v as QKV wrote them (its ROPE parameter):
+ * nothing (the RoPE kernel rotated them and wrote the new key and value), RoPE
+ * (rotates q, writes the new key and value), or RoPE after scaling all three
+ * by their token's 1 / rms (the norm folded into the QKV weights: the kernel's
+ * norm parameter). Like the rope table, the norm is a kernel parameter of its
+ * own rather than a field of decode_args (see above). */
+enum { QKV_ROTATED = 0, QKV_ROPE = 1, QKV_ROPE_NORM = 2 };
 
 /* The split layout every CTA of a (token, KV head), and combine_kernel,
  * derive alike from the token's position. */
@@ -222,28 +229,28 @@ decode_tile(const folio_bf16_bits *ks, const folio_bf16_bits *vs,
 /* Columns col and col + 1 of token t's QKV projection (bf16), before RoPE. */
 template <int D>
 __device__ __forceinline__ void unrotated_pair(const decode_args &a, int t, int col,
-                                               folio_bf16_bits &x0, folio_bf16_bits &x1, float inv)
+                                               folio_bf16_bits &x0, folio_bf16_bits &x1)
 {
     const int64_t off = (int64_t)t * (a.num_heads + 2 * a.num_kv_heads) * D + col;
     const uint32_t v = *(const uint32_t *)(a.qkv + off);
     x0 = (folio_bf16_bits)(v & 0xffffu);
     x1 = (folio_bf16_bits)(v >> 16);
-    if (a.norm.x) { /* QKV read the residual: the norm's 1 / rms now (1 without) */
-        x0 = f32_to_bf16(bf16_to_f32(x0) * inv);
-        x1 = f32_to_bf16(bf16_to_f32(x1) * inv);
-    }
 }
 
-/* 1 / rms of token t's residual row (a.norm.x) by one warp, with the norm's
- * eps, as add_rmsnorm computes it; 1 without a.norm.x. */
-__device__ __forceinline__ float row_inv_rms(const decode_args &a, int t, int lane)
+/* x * inv rounded to bf16: a value of q, k or v scaled by its token's 1 / rms. */
+__device__ __forceinline__ void scale_bf16(folio_bf16_bits &x, float inv)
 {
-    if (!a.norm.x)
-        return 1.0f;
-    const uint4 *x = (const uint4 *)(a.norm.x + (int64_t)t * a.norm.hidden);
+    x = f32_to_bf16(bf16_to_f32(x) * inv);
+}
+
+/* 1 / rms of token t's residual row by one warp, with the norm's eps, as
+ * add_rmsnorm computes it. */
+__device__ __forceinline__ float row_inv_rms(const struct folio_k_row_norm &norm, int t, int lane)
+{
+    const uint4 *x = (const uint4 *)(norm.x + (int64_t)t * norm.hidden);
     float ss = 0.0f;
 #pragma unroll 8
-    for (int v = lane; v < a.norm.hidden / 8; v += 32) {
+    for (int v = lane; v < norm.hidden / 8; v += 32) {
         uint4 q = x[v];
         const folio_bf16_bits *qe = (const folio_bf16_bits *)&q;
 #pragma unroll
@@ -252,13 +259,13 @@ __device__ __forceinline__ float row_inv_rms(const decode_args &a, int t, int la
             ss += f * f;
         }
     }
-    return rsqrtf(warp_sum(ss) / (float)a.norm.hidden + a.norm.eps);
+    return rsqrtf(warp_sum(ss) / (float)norm.hidden + norm.eps);
 }
 
 /* RoPE inside attention: the warp that reads key pos writes token t's new key
  * (rotated) and value into the cache, at row pos of cache block `block`, as
  * rope_kv_write_kernel would have: two adjacent values a lane. */
-template <int D>
+template <int D, bool NORM>
 __device__ __forceinline__ void write_new_kv(const decode_args &a, const uint32_t *cos_sin, int t,
                                              int kvh, int pos, int32_t block, int lane, float inv)
 {
@@ -268,18 +275,27 @@ __device__ __forceinline__ void write_new_kv(const decode_args &a, const uint32_
                         (int64_t)(pos % FOLIO_K_BLOCK) * D;
     for (int i = 2 * lane; i < HALF; i += 64) {
         folio_bf16_bits x1[2], x2[2];
-        unrotated_pair<D>(a, t, kcol + i, x1[0], x1[1], inv);
-        unrotated_pair<D>(a, t, kcol + i + HALF, x2[0], x2[1], inv);
+        unrotated_pair<D>(a, t, kcol + i, x1[0], x1[1]);
+        unrotated_pair<D>(a, t, kcol + i + HALF, x2[0], x2[1]);
 #pragma unroll
-        for (int e = 0; e < 2; e++)
+        for (int e = 0; e < 2; e++) {
+            if (NORM) {
+                scale_bf16(x1[e], inv);
+                scale_bf16(x2[e], inv);
+            }
             rope_rotate_cs(x1[e], x2[e], cos_sin[(int64_t)pos * HALF + i + e]);
+        }
         uint32_t *k = (uint32_t *)(a.k_cache + off); /* the cache is the kernel's to write */
         k[i / 2] = (uint32_t)x1[0] | (uint32_t)x1[1] << 16;
         k[(i + HALF) / 2] = (uint32_t)x2[0] | (uint32_t)x2[1] << 16;
     }
     for (int i = 2 * lane; i < D; i += 64) {
         folio_bf16_bits v0, v1;
-        unrotated_pair<D>(a, t, vcol + i, v0, v1, inv);
+        unrotated_pair<D>(a, t, vcol + i, v0, v1);
+        if (NORM) {
+            scale_bf16(v0, inv);
+            scale_bf16(v1, inv);
+        }
         ((uint32_t *)(a.v_cache + off))[i / 2] = (uint32_t)v0 | (uint32_t)v1 << 16;
     }
 }
@@ -320,9 +336,10 @@ __device__ __forceinline__ void load_pos_row(folio_bf16_bits *stage0, int pos_j,
     cp_async_commit();
 }
 
-template <int D, int NW, int NQ, bool ROPE>
+template <int D, int NW, int NQ, int ROPE>
 __global__ void __launch_bounds__(NW * 32)
-    attention_decode_kernel(decode_args a, const uint32_t *rope_cos_sin)
+    attention_decode_kernel(decode_args a, const uint32_t *rope_cos_sin,
+                            struct folio_k_row_norm norm)
 {
     constexpr int LD = tile_pitch<D>::value;
     constexpr int KS = D / 16; /* k-steps over head dims, m-tiles of output dims */
@@ -417,7 +434,8 @@ __global__ void __launch_bounds__(NW * 32)
          * past the group (q zero) is a column of its own whose output is
          * never written. */
         uint32_t qb[NQ][KS][2];
-        const float inv = ROPE && pos >= 0 ? row_inv_rms(a, t, lane) : 1.0f;
+        constexpr bool NORM = ROPE == QKV_ROPE_NORM;
+        float inv = 1.0f;
         const folio_bf16_bits *qrow =
             a.qkv + (int64_t)t * (a.num_heads + 2 * a.num_kv_heads) * D + (int64_t)kvh * group * D;
 #pragma unroll
@@ -432,9 +450,21 @@ __global__ void __launch_bounds__(NW * 32)
                 if (live) { /* not for padding rows (pos -1) or heads past the group */
 #pragma unroll
                     for (int s = 0; s < KS; s++) {
-                        unrotated_pair<D>(a, t, col + 16 * s, x[s][0], x[s][1], inv);
-                        unrotated_pair<D>(a, t, col + 16 * s + 8, x[s][2], x[s][3], inv);
+                        unrotated_pair<D>(a, t, col + 16 * s, x[s][0], x[s][1]);
+                        unrotated_pair<D>(a, t, col + 16 * s + 8, x[s][2], x[s][3]);
                     }
+                }
+                /* With the norm, the row's 1 / rms once (its loads after q's,
+                 * so that the two round trips overlap), then q scaled. */
+                if (NORM && nq == 0 && pos >= 0)
+                    inv = row_inv_rms(norm, t, lane);
+                if (live) {
+                    if (NORM)
+#pragma unroll
+                        for (int s = 0; s < KS; s++)
+#pragma unroll
+                            for (int e = 0; e < 4; e++)
+                                scale_bf16(x[s][e], inv);
                     const uint32_t *cs = rope_cos_sin + (int64_t)pos * (D / 2) + 2 * tq;
 #pragma unroll
                     for (int s = 0; s < KS / 2; s++)
@@ -459,7 +489,7 @@ __global__ void __launch_bounds__(NW * 32)
         }
         if (ROPE) { /* q's loads went out first; then the new key and value */
             if (writes_new_kv) {
-                write_new_kv<D>(a, rope_cos_sin, t, kvh, pos, new_block, lane, inv);
+                write_new_kv<D, NORM>(a, rope_cos_sin, t, kvh, pos, new_block, lane, inv);
                 __threadfence_block(); /* the lanes' cache writes before any lane's copies */
                 __syncwarp();
             }
@@ -721,7 +751,7 @@ extern "C" size_t folio_k_attention_decode_workspace_bytes(int num_tokens,
     return rows * (sizeof(float) * head_dim + sizeof(float2));
 }
 
-template <int D, int NW, int NQ, bool ROPE> static cudaError_t prepare_kernel()
+template <int D, int NW, int NQ, int ROPE> static cudaError_t prepare_kernel()
 {
     cudaError_t e = cudaFuncSetAttribute(attention_decode_kernel<D, NW, NQ, ROPE>,
                                          cudaFuncAttributeMaxDynamicSharedMemorySize,
@@ -735,8 +765,9 @@ template <int D, int NW, int NQ, bool ROPE> static cudaError_t prepare_kernel()
 
 template <int D, int NW, int NQ> static cudaError_t prepare_one()
 {
-    cudaError_t e = prepare_kernel<D, NW, NQ, false>();
-    return e == cudaSuccess ? prepare_kernel<D, NW, NQ, true>() : e;
+    cudaError_t e = prepare_kernel<D, NW, NQ, QKV_ROTATED>();
+    e = e == cudaSuccess ? prepare_kernel<D, NW, NQ, QKV_ROPE>() : e;
+    return e == cudaSuccess ? prepare_kernel<D, NW, NQ, QKV_ROPE_NORM>() : e;
 }
 
 /* NQ: n-tiles of 8 query heads (groups of up to 8, or of 16). */
@@ -757,25 +788,31 @@ extern "C" cudaError_t folio_k_attention_prepare(int head_dim)
 }
 
 template <int D, int NW, int NQ>
-static cudaError_t launch(const decode_args &a, const uint32_t *rope_cos_sin, int splits, bool pdl,
-                          cudaStream_t s)
+static cudaError_t launch(const decode_args &a, const uint32_t *rope_cos_sin,
+                          const struct folio_k_row_norm &norm, int splits, bool pdl, cudaStream_t s)
 {
     dim3 grid(a.b.num_tokens, a.num_kv_heads, splits);
-    return rope_cos_sin ? launch_pdl(attention_decode_kernel<D, NW, NQ, true>, grid, dim3(NW * 32),
-                                     decode_smem_bytes<D, NW>(), s, pdl, a, rope_cos_sin)
-                        : launch_pdl(attention_decode_kernel<D, NW, NQ, false>, grid, dim3(NW * 32),
-                                     decode_smem_bytes<D, NW>(), s, pdl, a, rope_cos_sin);
+    const size_t smem = decode_smem_bytes<D, NW>();
+    if (!rope_cos_sin)
+        return launch_pdl(attention_decode_kernel<D, NW, NQ, QKV_ROTATED>, grid, dim3(NW * 32),
+                          smem, s, pdl, a, rope_cos_sin, norm);
+    if (!norm.x)
+        return launch_pdl(attention_decode_kernel<D, NW, NQ, QKV_ROPE>, grid, dim3(NW * 32), smem,
+                          s, pdl, a, rope_cos_sin, norm);
+    return launch_pdl(attention_decode_kernel<D, NW, NQ, QKV_ROPE_NORM>, grid, dim3(NW * 32), smem,
+                      s, pdl, a, rope_cos_sin, norm);
 }
 
 template <int D>
 static cudaError_t launch_d(const decode_args &a, const uint32_t *rope_cos_sin,
-                            struct folio_k_decode_plan p, bool pdl, cudaStream_t s)
+                            const struct folio_k_row_norm &norm, struct folio_k_decode_plan p,
+                            bool pdl, cudaStream_t s)
 {
     if (a.num_heads / a.num_kv_heads <= 8)
-        return p.warps == 1 ? launch<D, 1, 1>(a, rope_cos_sin, p.splits, pdl, s)
-                            : launch<D, 4, 1>(a, rope_cos_sin, p.splits, pdl, s);
-    return p.warps == 1 ? launch<D, 1, 2>(a, rope_cos_sin, p.splits, pdl, s)
-                        : launch<D, 4, 2>(a, rope_cos_sin, p.splits, pdl, s);
+        return p.warps == 1 ? launch<D, 1, 1>(a, rope_cos_sin, norm, p.splits, pdl, s)
+                            : launch<D, 4, 1>(a, rope_cos_sin, norm, p.splits, pdl, s);
+    return p.warps == 1 ? launch<D, 1, 2>(a, rope_cos_sin, norm, p.splits, pdl, s)
+                        : launch<D, 4, 2>(a, rope_cos_sin, norm, p.splits, pdl, s);
 }
 
 extern "C" cudaError_t folio_k_attention_decode(
@@ -799,15 +836,14 @@ extern "C" cudaError_t folio_k_attention_decode(
     a.b = b;
     a.num_heads = num_heads;
     a.num_kv_heads = num_kv_heads;
-    a.norm = norm;
     if (p.splits > 1) {
         size_t rows = (size_t)b.num_tokens * num_heads * p.splits;
         a.part_o = (float *)workspace;
         a.part_ml = (float2 *)(a.part_o + rows * head_dim);
         a.counters = p.combine ? NULL : counters;
     }
-    cudaError_t e = head_dim == 64 ? launch_d<64>(a, rope_cos_sin, p, pdl != 0, s)
-                                   : launch_d<128>(a, rope_cos_sin, p, pdl != 0, s);
+    cudaError_t e = head_dim == 64 ? launch_d<64>(a, rope_cos_sin, norm, p, pdl != 0, s)
+                                   : launch_d<128>(a, rope_cos_sin, norm, p, pdl != 0, s);
     if (e == cudaSuccess)
         e = cudaGetLastError();
     if (e != cudaSuccess || p.splits == 1 || !p.combine)
