@@ -763,8 +763,8 @@ static int forward(struct cuda_backend *cb, const struct step_layout *l, int t_r
      * residual themselves. On the H200 (bench/results/2026-12-01-cuda-round21.md)
      * batch 256 2.3052 ms against 2.3404; at batch 128, forced to one slice,
      * 1.7662 against 1.7451. */
-    const bool norm_in_consumers =
-        rope_in_attention && cb->norm_in_consumers && split_o == 1 && split_down == 1;
+    const bool norm_in_consumers = rope_in_attention && cb->norm_in_consumers && split_o == 1 &&
+                                   split_down == 1 && cb->hidden % 8 == 0;
     const struct folio_k_row_norm row_norm = {norm_in_consumers ? cb->res : NULL, cb->hidden,
                                               cb->eps};
     /* The embedding gather (with the GEMV) or the gather and the first norm in

@@ -15,7 +15,10 @@ Checks:
   2. a mixed batch (8 sequences of different context lengths prefilled together in one step, then
      greedy decode steps fed on the GPU) against transformers on prompt + generated tokens; and
      the same decode steps on the cuBLASLt path (FOLIO_TMA_GEMM=0: by default steps of 3-64 rows
-     take the TMA + wgmma GEMM, and only larger ones cuBLASLt);
+     take the TMA + wgmma GEMM, and only larger ones cuBLASLt); and once more with the O and
+     down projections unsplit (FOLIO_SPLITK_O=1, FOLIO_SPLITK_DOWN=1), which puts batch 8 on the
+     path of decode steps above 128 rows: no norm kernels, the norms in attention and SiLU*mul,
+     O and down adding into the residual (also graph replay against eager there, bitwise);
   3. chunked prefill (chunks of 128, of 13, and one-by-one for a short prompt) against one go;
   4. CUDA-graph replay against eager (FOLIO_CUDA_GRAPHS=0): bitwise at a bucket size (8), close
      at a padded size (5);
@@ -460,6 +463,20 @@ def main():
           ok_vs(max(t_pre, t_dec), t_hf),
           f"decode max rel L2 {t_dec:.2e} (TMA path {worst_dec:.2e}); transformers-bf16 max "
           f"{t_hf:.2e}; greedy flips {t_flips}/{8 * (n_dec + 1)}")
+
+    # 2c. Those steps with O and down unsplit: the path of decode steps above 128 rows (no norm
+    # kernels; attention and SiLU*mul scale by each token's 1 / rms; O and down add into the
+    # residual), checked against transformers, and its graph replay against eager.
+    unsplit = {"FOLIO_TMA_GEMM": "0", "FOLIO_SPLITK_O": "1", "FOLIO_SPLITK_DOWN": "1"}
+    res_n, lg_n = drv.run(tl_dir, steps, vocab, env=unsplit)
+    u_pre, u_dec, u_hf, u_flips = against_transformers(res_n, lg_n)
+    res_ne, lg_ne = drv.run(tl_dir, steps, vocab, env=dict(unsplit, FOLIO_CUDA_GRAPHS="0"))
+    same_n = all(np.array_equal(a, b) for a, b in zip(lg_n, lg_ne)) and res_n == res_ne
+    check("decode with the norms in attention and SiLU*mul vs transformers fp32 (batch 8, "
+          "cuBLASLt, O and down unsplit)",
+          ok_vs(max(u_pre, u_dec), u_hf) and same_n,
+          f"decode max rel L2 {u_dec:.2e} (norm kernels {t_dec:.2e}); transformers-bf16 max "
+          f"{u_hf:.2e}; greedy flips {u_flips}/{8 * (n_dec + 1)}; graph replay == eager: {same_n}")
 
     # 4. Graph replay vs eager on the same script (bucket 8 exact), and a padded batch of 5.
     res_e, lg_e = drv.run(tl_dir, steps, vocab, env={"FOLIO_CUDA_GRAPHS": "0"})
