@@ -26,6 +26,27 @@ void bench_lt_fail(cublasStatus_t s, const char *file, const char *call, int lin
 /* xorshift64 from a fixed seed: the same inputs on every run; [-1, 1). */
 float bench_uniform(void);
 
+/* A GEMM's inputs as every GEMM bench times them: weights w [n][k] in enough
+ * copies to span BENCH_ROTATE_BYTES (at most BENCH_MAX_COPIES), so that
+ * launches rotating over them read the weights from device memory, and x
+ * [rows][k]; bf16 from bench_uniform (the weights scaled by 0.02). */
+#define BENCH_ROTATE_BYTES (256.0 * 1024 * 1024)
+#define BENCH_MAX_COPIES 64
+struct bench_gemm_inputs {
+    void *w[BENCH_MAX_COPIES];
+    int copies;
+    void *x;
+};
+void bench_gemm_inputs_make(struct bench_gemm_inputs *in, int n, int k, int rows);
+void bench_gemm_inputs_free(struct bench_gemm_inputs *in);
+
+/* The rms of ref [count], the scale of bench_off_ulp's cancellation bound. */
+double bench_rms(const float *ref, size_t count);
+/* Whether v is off the f32 reference r by more than one bf16 ulp of r (and
+ * by more than 1e-4 of rms, where a sum nearly cancels), NaN included;
+ * *max_err keeps the largest |v - r| (infinite for a NaN). */
+int bench_off_ulp(double v, double r, double rms, double *max_err);
+
 /* cuda_backend.c's gemm(): y [m][n] = x [m][k] . w [n][k]^T, bf16 in, f32
  * accumulate, bf16 or f32 (out_f32) out, in cuBLASLt's column-major terms. */
 struct bench_lt_desc {
@@ -33,7 +54,13 @@ struct bench_lt_desc {
     cublasLtMatrixLayout_t a, b, c;
 };
 void bench_lt_desc_make(struct bench_lt_desc *d, int m, int n, int k, int out_f32);
+/* cuda_backend.c's gemm_splitk(): `splits` f32 partials [s][m][n], slice s of
+ * k each (k / splits), as one strided-batched matmul. */
+void bench_lt_desc_splitk(struct bench_lt_desc *d, int m, int n, int k, int splits);
 void bench_lt_desc_destroy(struct bench_lt_desc *d);
+/* algo's configuration as "id=.. tile=.. stages=.. splitk=.. red=.. swizzle=..
+ * custom=.. cluster=.." (-1 for an attribute it does not report). */
+void bench_lt_algo_describe(const cublasLtMatmulAlgo_t *algo, char *out, size_t len);
 /* Up to `want` algorithms of cuBLASLt's heuristic for d, best first, within
  * workspace_bytes; returns how many came back. */
 int bench_lt_heuristic(cublasLtHandle_t lt, const struct bench_lt_desc *d, size_t workspace_bytes,

@@ -37,8 +37,6 @@
 
 #define WARMUP 3
 #define REPEATS 15
-#define ROTATE_BYTES (256.0 * 1024 * 1024)
-#define MAX_COPIES 64
 #define LT_WORKSPACE (32u << 20)
 
 struct shape {
@@ -79,7 +77,8 @@ struct runner {
     void *y, *workspace;
     cublasLtHandle_t lt;
     const struct lt_gemm *g;
-    uint16_t *x, **w;
+    const void *x;
+    void *const *w;
 };
 
 static int run_one(void *ctx, int i, cudaStream_t s)
@@ -140,21 +139,11 @@ int main(int argc, char **argv)
     int failed = 0, ok_count = 0;
     for (size_t si = 0; si < num_shapes; si++) {
         const struct shape *sh = &shapes[si];
-        const size_t wn = (size_t)sh->n * sh->k, xn = (size_t)64 * sh->k;
-        int copies = (int)ceil(ROTATE_BYTES / (wn * 2.0));
-        copies = copies < 1 ? 1 : copies > MAX_COPIES ? MAX_COPIES : copies;
-        uint16_t *hw = malloc(wn * 2), *hx = malloc(xn * 2);
-        for (size_t i = 0; i < wn; i++)
-            hw[i] = folio_f32_to_bf16(0.02f * bench_uniform());
-        for (size_t i = 0; i < xn; i++)
-            hx[i] = folio_f32_to_bf16(bench_uniform());
-        uint16_t *w[MAX_COPIES], *x;
-        for (int c = 0; c < copies; c++) {
-            CK(cudaMalloc((void **)&w[c], wn * 2));
-            CK(cudaMemcpy(w[c], hw, wn * 2, cudaMemcpyHostToDevice));
-        }
-        CK(cudaMalloc((void **)&x, xn * 2));
-        CK(cudaMemcpy(x, hx, xn * 2, cudaMemcpyHostToDevice));
+        const size_t wn = (size_t)sh->n * sh->k;
+        struct bench_gemm_inputs in;
+        bench_gemm_inputs_make(&in, sh->n, sh->k, 64);
+        void *const *w = in.w, *x = in.x;
+        const int copies = in.copies;
         void *y, *y_ref;
         CK(cudaMalloc(&y, (size_t)8 * 64 * sh->n * 4));
         CK(cudaMalloc(&y_ref, (size_t)64 * sh->n * 4));
@@ -177,10 +166,7 @@ int main(int argc, char **argv)
             lt_run(lt, &g_ref, x, w[0], y_ref, workspace, s);
             CK(cudaStreamSynchronize(s));
             CK(cudaMemcpy(ref, y_ref, (size_t)m * sh->n * 4, cudaMemcpyDeviceToHost));
-            double rms = 0.0;
-            for (size_t i = 0; i < (size_t)m * sh->n; i++)
-                rms += (double)ref[i] * ref[i];
-            rms = sqrt(rms / ((double)m * sh->n));
+            const double rms = bench_rms(ref, (size_t)m * sh->n);
             struct runner run = {.tma = 0,
                                  .m = m,
                                  .n = sh->n,
@@ -211,15 +197,8 @@ int main(int argc, char **argv)
                 if (splits == 1) {
                     uint16_t *o16 = (uint16_t *)out;
                     CK(cudaMemcpy(o16, y, (size_t)m * sh->n * 2, cudaMemcpyDeviceToHost));
-                    for (size_t i = 0; i < (size_t)m * sh->n; i++) {
-                        double e = fabs((double)folio_bf16_to_f32(o16[i]) - ref[i]);
-                        int ex;
-                        frexp(ref[i], &ex);
-                        /* past one bf16 ulp of the reference (and not a near-cancelled sum) */
-                        if (isnan(e) || (e > ldexp(1.0, ex - 8) && e > 1e-4 * rms))
-                            ulp_bad++;
-                        err = isnan(e) || e > err ? (isnan(e) ? INFINITY : e) : err;
-                    }
+                    for (size_t i = 0; i < (size_t)m * sh->n; i++)
+                        ulp_bad += bench_off_ulp(folio_bf16_to_f32(o16[i]), ref[i], rms, &err);
                 } else {
                     CK(cudaMemcpy(out, y, (size_t)splits * m * sh->n * 4, cudaMemcpyDeviceToHost));
                     for (size_t i = 0; i < (size_t)m * sh->n; i++) {
@@ -251,13 +230,9 @@ int main(int argc, char **argv)
             bench_lt_desc_destroy(&g_time.d);
             free(maps);
         }
-        for (int c = 0; c < copies; c++)
-            CK(cudaFree(w[c]));
-        CK(cudaFree(x));
+        bench_gemm_inputs_free(&in);
         CK(cudaFree(y));
         CK(cudaFree(y_ref));
-        free(hw);
-        free(hx);
         free(ref);
         free(out);
     }

@@ -34,8 +34,6 @@
 #define WARMUP 3
 #define REPEATS 15
 #define BATCH 20
-#define ROTATE_BYTES (256.0 * 1024 * 1024)
-#define MAX_COPIES 64
 #define MAX_CANDIDATES 64
 #define LT_WORKSPACE (32u << 20)
 
@@ -43,17 +41,6 @@ struct shape {
     const char *name;
     int n, k;
 };
-
-static long algo_attr(const cublasLtMatmulAlgo_t *algo, cublasLtMatmulAlgoConfigAttributes_t attr,
-                      size_t size)
-{
-    uint64_t v = 0;
-    size_t written = 0;
-    if (cublasLtMatmulAlgoConfigGetAttribute(algo, attr, &v, size, &written) !=
-        CUBLAS_STATUS_SUCCESS)
-        return -1;
-    return size == 2 ? (long)(uint16_t)v : size == 4 ? (long)(uint32_t)v : (long)v;
-}
 
 /* One candidate timed: launch i reads weight copy i % copies. */
 struct timing {
@@ -121,23 +108,13 @@ int main(int argc, char **argv)
     int wrong = 0;
     for (size_t si = 0; si < num_shapes; si++) {
         const struct shape *sh = &shapes[si];
-        const size_t wn = (size_t)sh->n * sh->k, xn = (size_t)max_m * sh->k,
-                     yn = (size_t)max_m * sh->n;
-        int copies = (int)ceil(ROTATE_BYTES / (wn * 2.0));
-        copies = copies < 1 ? 1 : copies > MAX_COPIES ? MAX_COPIES : copies;
-        uint16_t *hw = malloc(wn * 2), *hx = malloc(xn * 2), *out = malloc(yn * 2);
+        const size_t yn = (size_t)max_m * sh->n;
+        struct bench_gemm_inputs in;
+        bench_gemm_inputs_make(&in, sh->n, sh->k, max_m);
+        void *const *w = in.w, *x = in.x, *y, *y_ref;
+        const int copies = in.copies;
+        uint16_t *out = malloc(yn * 2);
         float *ref = malloc(yn * 4);
-        for (size_t i = 0; i < wn; i++)
-            hw[i] = folio_f32_to_bf16(0.02f * bench_uniform());
-        for (size_t i = 0; i < xn; i++)
-            hx[i] = folio_f32_to_bf16(bench_uniform());
-        void *w[MAX_COPIES], *x, *y, *y_ref;
-        for (int c = 0; c < copies; c++) {
-            CK(cudaMalloc(&w[c], wn * 2));
-            CK(cudaMemcpy(w[c], hw, wn * 2, cudaMemcpyHostToDevice));
-        }
-        CK(cudaMalloc(&x, xn * 2));
-        CK(cudaMemcpy(x, hx, xn * 2, cudaMemcpyHostToDevice));
         CK(cudaMalloc(&y, yn * 2));
         CK(cudaMalloc(&y_ref, yn * 4));
         for (int mi = 0; mi < num_ms; mi++) {
@@ -154,10 +131,7 @@ int main(int argc, char **argv)
             LK(bench_lt_run(lt, &dref, &r0.algo, x, w[0], y_ref, workspace, LT_WORKSPACE, s));
             CK(cudaStreamSynchronize(s));
             CK(cudaMemcpy(ref, y_ref, (size_t)m * sh->n * 4, cudaMemcpyDeviceToHost));
-            double rms = 0.0;
-            for (size_t i = 0; i < (size_t)m * sh->n; i++)
-                rms += (double)ref[i] * ref[i];
-            rms = sqrt(rms / ((double)m * sh->n));
+            const double rms = bench_rms(ref, (size_t)m * sh->n);
             const int found = bench_lt_heuristic(lt, &d, LT_WORKSPACE, max_cand, res);
             double t0 = -1.0, best = -1.0;
             int best_i = -1;
@@ -173,14 +147,8 @@ int main(int argc, char **argv)
                 CK(cudaMemcpy(out, y, (size_t)m * sh->n * 2, cudaMemcpyDeviceToHost));
                 double err = 0.0;
                 long ulp_bad = 0;
-                for (size_t i = 0; i < (size_t)m * sh->n; i++) {
-                    double e = fabs((double)folio_bf16_to_f32(out[i]) - ref[i]);
-                    int ex;
-                    frexp(ref[i], &ex);
-                    if (isnan(e) || (e > ldexp(1.0, ex - 8) && e > 1e-4 * rms))
-                        ulp_bad++;
-                    err = isnan(e) || e > err ? (isnan(e) ? INFINITY : e) : err;
-                }
+                for (size_t i = 0; i < (size_t)m * sh->n; i++)
+                    ulp_bad += bench_off_ulp(folio_bf16_to_f32(out[i]), ref[i], rms, &err);
                 err /= rms;
                 const int ok = ulp_bad == 0;
                 wrong += !ok;
@@ -193,20 +161,12 @@ int main(int argc, char **argv)
                     best = ms;
                     best_i = ci;
                 }
-                printf(
-                    "RESULT shape=%s m=%d cand=%d ms=%.5f tflops=%.1f ratio=%.3f id=%ld tile=%ld "
-                    "stages=%ld splitk=%ld red=%ld swizzle=%ld custom=%ld cluster=%ld ws=%zu "
-                    "err=%.1e ok=%d kernel=%s\n",
-                    sh->name, m, ci, ms, ms > 0 ? flop / (ms * 1e9) : 0.0, t0 > 0 ? ms / t0 : 0.0,
-                    algo_attr(al, CUBLASLT_ALGO_CONFIG_ID, 4),
-                    algo_attr(al, CUBLASLT_ALGO_CONFIG_TILE_ID, 4),
-                    algo_attr(al, CUBLASLT_ALGO_CONFIG_STAGES_ID, 4),
-                    algo_attr(al, CUBLASLT_ALGO_CONFIG_SPLITK_NUM, 4),
-                    algo_attr(al, CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME, 4),
-                    algo_attr(al, CUBLASLT_ALGO_CONFIG_CTA_SWIZZLING, 4),
-                    algo_attr(al, CUBLASLT_ALGO_CONFIG_CUSTOM_OPTION, 4),
-                    algo_attr(al, CUBLASLT_ALGO_CONFIG_CLUSTER_SHAPE_ID, 2), res[ci].workspaceSize,
-                    err, ok, kernel);
+                char config[200];
+                bench_lt_algo_describe(al, config, sizeof config);
+                printf("RESULT shape=%s m=%d cand=%d ms=%.5f tflops=%.1f ratio=%.3f %s ws=%zu "
+                       "err=%.1e ok=%d kernel=%s\n",
+                       sh->name, m, ci, ms, ms > 0 ? flop / (ms * 1e9) : 0.0,
+                       t0 > 0 ? ms / t0 : 0.0, config, res[ci].workspaceSize, err, ok, kernel);
                 fflush(stdout);
             }
             if (best_i >= 0)
@@ -216,13 +176,9 @@ int main(int argc, char **argv)
             bench_lt_desc_destroy(&dref);
             bench_lt_desc_destroy(&d);
         }
-        for (int c = 0; c < copies; c++)
-            CK(cudaFree(w[c]));
-        CK(cudaFree(x));
+        bench_gemm_inputs_free(&in);
         CK(cudaFree(y));
         CK(cudaFree(y_ref));
-        free(hw);
-        free(hx);
         free(out);
         free(ref);
     }

@@ -38,8 +38,6 @@
 #include "gemm_bench_common.h"
 #include "safetensors.h"
 
-#define ROTATE_BYTES (256.0 * 1024 * 1024)
-#define MAX_COPIES 64
 #define MAX_CONFIGS 200000
 #define LT_WORKSPACE (32u << 20)
 /* Seconds of quick timing at most per shape and split form. */
@@ -50,55 +48,19 @@ struct shape {
     int n, k;
 };
 
-/* The descriptor of one form: the plain GEMM (splits 1) or gemm_splitk's. */
+/* One form: the plain GEMM (splits 1, bf16 out) or gemm_splitk's partials. */
 struct form {
-    cublasLtMatmulDesc_t desc;
-    cublasLtMatrixLayout_t a, b, c;
+    struct bench_lt_desc d;
     int splits;
 };
 
 static void form_make(struct form *f, int m, int n, int k, int splits)
 {
-    cublasOperation_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
-    int ks = k / splits;
     f->splits = splits;
-    LK(cublasLtMatmulDescCreate(&f->desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
-    LK(cublasLtMatmulDescSetAttribute(f->desc, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof(ta)));
-    LK(cublasLtMatmulDescSetAttribute(f->desc, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof(tb)));
-    LK(cublasLtMatrixLayoutCreate(&f->a, CUDA_R_16BF, ks, n, k));
-    LK(cublasLtMatrixLayoutCreate(&f->b, CUDA_R_16BF, ks, m, k));
-    LK(cublasLtMatrixLayoutCreate(&f->c, splits > 1 ? CUDA_R_32F : CUDA_R_16BF, n, m, n));
-    if (splits > 1) {
-        int32_t count = splits;
-        int64_t sa = ks, sc = (int64_t)m * n;
-        cublasLtMatrixLayout_t l[3] = {f->a, f->b, f->c};
-        int64_t st[3] = {sa, sa, sc};
-        for (int i = 0; i < 3; i++) {
-            LK(cublasLtMatrixLayoutSetAttribute(l[i], CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &count,
-                                                sizeof(count)));
-            LK(cublasLtMatrixLayoutSetAttribute(l[i], CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET,
-                                                &st[i], sizeof(st[i])));
-        }
-    }
-}
-
-static void form_destroy(struct form *f)
-{
-    cublasLtMatrixLayoutDestroy(f->a);
-    cublasLtMatrixLayoutDestroy(f->b);
-    cublasLtMatrixLayoutDestroy(f->c);
-    cublasLtMatmulDescDestroy(f->desc);
-}
-
-static long algo_attr(const cublasLtMatmulAlgo_t *algo, cublasLtMatmulAlgoConfigAttributes_t attr,
-                      size_t size)
-{
-    uint64_t v = 0;
-    size_t written = 0;
-    if (cublasLtMatmulAlgoConfigGetAttribute(algo, attr, &v, size, &written) !=
-        CUBLAS_STATUS_SUCCESS)
-        return -1;
-    return size == 2 ? (long)(uint16_t)v : size == 4 ? (long)(uint32_t)v : (long)v;
+    if (splits > 1)
+        bench_lt_desc_splitk(&f->d, m, n, k, splits);
+    else
+        bench_lt_desc_make(&f->d, m, n, k, 0);
 }
 
 struct config {
@@ -121,11 +83,8 @@ struct timing {
 static int launch(void *ctx, int i, cudaStream_t s)
 {
     const struct timing *t = ctx;
-    const float alpha = 1.0f, beta = 0.0f;
-    void *w = t->w[i % t->copies];
-    return cublasLtMatmul(t->lt, t->f->desc, &alpha, w, t->f->a, t->x, t->f->b, &beta, t->y,
-                          t->f->c, t->y, t->f->c, t->algo, t->workspace, LT_WORKSPACE,
-                          s) != CUBLAS_STATUS_SUCCESS;
+    return bench_lt_run(t->lt, &t->f->d, t->algo, t->x, t->w[i % t->copies], t->y, t->workspace,
+                        LT_WORKSPACE, s) != CUBLAS_STATUS_SUCCESS;
 }
 
 static int cmp_quick(const void *a, const void *b)
@@ -216,8 +175,8 @@ static int enumerate(cublasLtHandle_t lt, const struct form *f, struct config *o
                             &base, CUBLASLT_ALGO_CONFIG_CLUSTER_SHAPE_ID, &cl, sizeof(cl));
                         cublasLtMatmulAlgoConfigSetAttribute(
                             &base, CUBLASLT_ALGO_CONFIG_CUSTOM_OPTION, &co, sizeof(co));
-                        any = cublasLtMatmulAlgoCheck(lt, f->desc, f->a, f->b, f->c, f->c, &base,
-                                                      &rb) == CUBLAS_STATUS_SUCCESS;
+                        any = cublasLtMatmulAlgoCheck(lt, f->d.desc, f->d.a, f->d.b, f->d.c, f->d.c,
+                                                      &base, &rb) == CUBLAS_STATUS_SUCCESS;
                     }
                 if (!any)
                     continue;
@@ -245,7 +204,8 @@ static int enumerate(cublasLtHandle_t lt, const struct form *f, struct config *o
                                 cublasLtMatmulAlgoConfigSetAttribute(
                                     &a, CUBLASLT_ALGO_CONFIG_CTA_SWIZZLING, &sz, sizeof(sz));
                                 cublasLtMatmulHeuristicResult_t r;
-                                if (cublasLtMatmulAlgoCheck(lt, f->desc, f->a, f->b, f->c, f->c, &a,
+                                if (cublasLtMatmulAlgoCheck(lt, f->d.desc, f->d.a, f->d.b, f->d.c,
+                                                            f->d.c, &a,
                                                             &r) != CUBLAS_STATUS_SUCCESS)
                                     continue;
                                 if (r.workspaceSize > LT_WORKSPACE || r.wavesCount < 0.4f ||
@@ -280,12 +240,7 @@ static long check(const struct form *f, const void *y, const float *ref, double 
                 v += ((const float *)host)[(size_t)s * count + i];
         else
             v = folio_bf16_to_f32(((const uint16_t *)host)[i]);
-        double e = fabs(v - ref[i]);
-        int ex;
-        frexp(ref[i], &ex);
-        if (isnan(e) || (e > ldexp(1.0, ex - 8) && e > 1e-4 * rms))
-            bad++;
-        err = isnan(e) ? INFINITY : e > err ? e : err;
+        bad += bench_off_ulp(v, ref[i], rms, &err);
     }
     *err_out = err / rms;
     return bad;
@@ -295,20 +250,12 @@ static void print_config(const char *shape, int m, const struct form *f, int ran
                          double t0, double flop, const struct config *c, long bad, double err,
                          const char *kernel)
 {
-    const cublasLtMatmulAlgo_t *al = &c->algo;
-    printf("RESULT shape=%s m=%d splits=%d rank=%d ms=%.5f tflops=%.1f ratio=%.3f id=%ld tile=%ld "
-           "stages=%ld splitk=%ld red=%ld swizzle=%ld custom=%ld cluster=%ld waves=%.2f ws=%zu "
-           "err=%.1e ok=%d kernel=%s\n",
+    char config[200];
+    bench_lt_algo_describe(&c->algo, config, sizeof config);
+    printf("RESULT shape=%s m=%d splits=%d rank=%d ms=%.5f tflops=%.1f ratio=%.3f %s waves=%.2f "
+           "ws=%zu err=%.1e ok=%d kernel=%s\n",
            shape, m, f->splits, rank, ms, ms > 0 ? flop / (ms * 1e9) : 0.0, t0 > 0 ? ms / t0 : 0.0,
-           algo_attr(al, CUBLASLT_ALGO_CONFIG_ID, 4),
-           algo_attr(al, CUBLASLT_ALGO_CONFIG_TILE_ID, 4),
-           algo_attr(al, CUBLASLT_ALGO_CONFIG_STAGES_ID, 4),
-           algo_attr(al, CUBLASLT_ALGO_CONFIG_SPLITK_NUM, 4),
-           algo_attr(al, CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME, 4),
-           algo_attr(al, CUBLASLT_ALGO_CONFIG_CTA_SWIZZLING, 4),
-           algo_attr(al, CUBLASLT_ALGO_CONFIG_CUSTOM_OPTION, 4),
-           algo_attr(al, CUBLASLT_ALGO_CONFIG_CLUSTER_SHAPE_ID, 2), c->waves, c->ws, err, bad == 0,
-           kernel);
+           config, c->waves, c->ws, err, bad == 0, kernel);
     fflush(stdout);
 }
 
@@ -373,23 +320,13 @@ int main(int argc, char **argv)
     int wrong = 0;
     for (size_t si = 0; si < num_shapes; si++) {
         const struct shape *sh = &shapes[si];
-        const size_t wn = (size_t)sh->n * sh->k, xn = (size_t)m * sh->k, yn = (size_t)m * sh->n;
-        int copies = (int)ceil(ROTATE_BYTES / (wn * 2.0));
-        copies = copies < 1 ? 1 : copies > MAX_COPIES ? MAX_COPIES : copies;
-        uint16_t *hw = malloc(wn * 2), *hx = malloc(xn * 2);
+        const size_t yn = (size_t)m * sh->n;
+        struct bench_gemm_inputs in;
+        bench_gemm_inputs_make(&in, sh->n, sh->k, m);
+        void *const *w = in.w, *x = in.x, *y, *y_ref;
+        const int copies = in.copies;
         float *ref = malloc(yn * 4);
         void *host = malloc(yn * 4 * 16);
-        for (size_t i = 0; i < wn; i++)
-            hw[i] = folio_f32_to_bf16(0.02f * bench_uniform());
-        for (size_t i = 0; i < xn; i++)
-            hx[i] = folio_f32_to_bf16(bench_uniform());
-        void *w[MAX_COPIES], *x, *y, *y_ref;
-        for (int c = 0; c < copies; c++) {
-            CK(cudaMalloc(&w[c], wn * 2));
-            CK(cudaMemcpy(w[c], hw, wn * 2, cudaMemcpyHostToDevice));
-        }
-        CK(cudaMalloc(&x, xn * 2));
-        CK(cudaMemcpy(x, hx, xn * 2, cudaMemcpyHostToDevice));
         CK(cudaMalloc(&y, yn * 4 * 16));
         CK(cudaMalloc(&y_ref, yn * 4));
         /* The reference: the heuristic's first choice writing f32. */
@@ -404,10 +341,7 @@ int main(int argc, char **argv)
         CK(cudaStreamSynchronize(s));
         CK(cudaMemcpy(ref, y_ref, yn * 4, cudaMemcpyDeviceToHost));
         bench_lt_desc_destroy(&dref);
-        double rms = 0.0;
-        for (size_t i = 0; i < yn; i++)
-            rms += (double)ref[i] * ref[i];
-        rms = sqrt(rms / (double)yn);
+        const double rms = bench_rms(ref, yn);
         const double flop = 2.0 * m * sh->n * sh->k;
         double t0 = -1.0;
         for (int pi = 0; pi < num_splits; pi++) {
@@ -420,15 +354,7 @@ int main(int argc, char **argv)
             double err;
             if (splits == 1) { /* the baseline: the heuristic's first choice */
                 cublasLtMatmulHeuristicResult_t h;
-                cublasLtMatmulPreference_t pref;
-                size_t wsb = LT_WORKSPACE;
-                int found = 0;
-                LK(cublasLtMatmulPreferenceCreate(&pref));
-                LK(cublasLtMatmulPreferenceSetAttribute(
-                    pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &wsb, sizeof(wsb)));
-                LK(cublasLtMatmulAlgoGetHeuristic(lt, f.desc, f.a, f.b, f.c, f.c, pref, 1, &h,
-                                                  &found));
-                cublasLtMatmulPreferenceDestroy(pref);
+                const int found = bench_lt_heuristic(lt, &f.d, LT_WORKSPACE, 1, &h);
                 struct config c0 = {h.algo, h.workspaceSize, h.wavesCount, 0.0};
                 struct timing t = {lt, &f, &c0.algo, x, w, y, workspace, copies};
                 CK(cudaMemset(y, 0xff, yn * 2));
@@ -484,15 +410,11 @@ int main(int argc, char **argv)
             printf("BEST shape=%s m=%d splits=%d rank=%d ms=%.5f first_ms=%.5f ratio=%.3f\n",
                    sh->name, m, splits, best_rank, best, t0, t0 > 0 ? best / t0 : 0.0);
             fflush(stdout);
-            form_destroy(&f);
+            bench_lt_desc_destroy(&f.d);
         }
-        for (int c = 0; c < copies; c++)
-            CK(cudaFree(w[c]));
-        CK(cudaFree(x));
+        bench_gemm_inputs_free(&in);
         CK(cudaFree(y));
         CK(cudaFree(y_ref));
-        free(hw);
-        free(hx);
         free(ref);
         free(host);
     }

@@ -440,6 +440,22 @@ static cudaError_t gemv(struct cuda_backend *cb, void *y, const bf16 *x, const b
                         gate_up_silu, o, cb->stream);
 }
 
+/* y[m, n] = x[m, k] * w[n, k]^T + beta * y[m, n] on cuBLASLt, bf16 in, f32
+ * accumulate, bf16 or f32 out. beta 1 (bf16 y, the sum rounded once): the O
+ * and down projections adding into the residual when no norm kernel follows
+ * them (norm_in_consumers). */
+static int gemm_lt(struct cuda_backend *cb, const bf16 *x, const bf16 *w, void *y, int m, int n,
+                   int k, bool out_f32, float beta, char *err, size_t errlen)
+{
+    struct gemm_plan *p;
+    if (gemm_plan_get(cb, m, n, k, out_f32, 1, 0, &p, err, errlen) != 0)
+        return -1;
+    const float alpha = 1.0f;
+    CUBLAS_CHECK(cublasLtMatmul(cb->lt, p->desc, &alpha, w, p->a, x, p->b, &beta, y, p->c, y, p->c,
+                                &p->algo, cb->workspace, WORKSPACE_BYTES, cb->stream));
+    return 0;
+}
+
 /* y[m, n] = x[m, k] * w[n, k]^T, bf16 in, f32 accumulate, bf16 or f32 out.
  * A few rows (small-batch decode) go through Folio's GEMV, which streams the
  * weights near the bandwidth where cuBLASLt pays ~5 us per call. */
@@ -452,28 +468,7 @@ static int gemm(struct cuda_backend *cb, const bf16 *x, const bf16 *w, void *y, 
         CUDA_CHECK(gemv(cb, y, x, NULL, NULL, NULL, NULL, w, m, n, k, out_f32, false));
         return 0;
     }
-    struct gemm_plan *p;
-    if (gemm_plan_get(cb, m, n, k, out_f32, 1, 0, &p, err, errlen) != 0)
-        return -1;
-    const float alpha = 1.0f, beta = 0.0f;
-    CUBLAS_CHECK(cublasLtMatmul(cb->lt, p->desc, &alpha, w, p->a, x, p->b, &beta, y, p->c, y, p->c,
-                                &p->algo, cb->workspace, WORKSPACE_BYTES, cb->stream));
-    return 0;
-}
-
-/* y[m, n] += x[m, k] * w[n, k]^T in place (bf16 y, the sum rounded once):
- * the O and down projections adding into the residual when no norm kernel
- * follows them (norm_in_consumers). */
-static int gemm_add(struct cuda_backend *cb, const bf16 *x, const bf16 *w, bf16 *y, int m, int n,
-                    int k, char *err, size_t errlen)
-{
-    struct gemm_plan *p;
-    if (gemm_plan_get(cb, m, n, k, false, 1, 0, &p, err, errlen) != 0)
-        return -1;
-    const float alpha = 1.0f, beta = 1.0f;
-    CUBLAS_CHECK(cublasLtMatmul(cb->lt, p->desc, &alpha, w, p->a, x, p->b, &beta, y, p->c, y, p->c,
-                                &p->algo, cb->workspace, WORKSPACE_BYTES, cb->stream));
-    return 0;
+    return gemm_lt(cb, x, w, y, m, n, k, out_f32, 0.0f, err, errlen);
 }
 
 /* The largest power of two (at most 256) that divides v: the byte alignment of
@@ -835,7 +830,8 @@ static int forward(struct cuda_backend *cb, const struct step_layout *l, int t_r
                                         tma_o_out, t_rows, cb->hidden, qd, split_o,
                                         FOLIO_K_TMA_BF16, cb->pdl, s));
         else if (norm_in_consumers) {
-            if (gemm_add(cb, cb->attn_out, L->wo, cur, t_rows, cb->hidden, qd, err, errlen) != 0)
+            if (gemm_lt(cb, cb->attn_out, L->wo, cur, t_rows, cb->hidden, qd, false, 1.0f, err,
+                        errlen) != 0)
                 return -1;
         } else if (project(cb, cb->attn_out, L->wo, t_rows, qd, split_o, err, errlen) != 0)
             return -1;
@@ -864,8 +860,8 @@ static int forward(struct cuda_backend *cb, const struct step_layout *l, int t_r
                                         tma_down_out, t_rows, cb->hidden, cb->inter, split_down,
                                         FOLIO_K_TMA_BF16, cb->pdl, s));
         else if (norm_in_consumers) {
-            if (gemm_add(cb, cb->act, L->w_down, cur, t_rows, cb->hidden, cb->inter, err, errlen) !=
-                0)
+            if (gemm_lt(cb, cb->act, L->w_down, cur, t_rows, cb->hidden, cb->inter, false, 1.0f,
+                        err, errlen) != 0)
                 return -1;
         } else if (project(cb, cb->act, L->w_down, t_rows, cb->inter, split_down, err, errlen) != 0)
             return -1;
