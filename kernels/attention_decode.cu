@@ -402,15 +402,24 @@ __global__ void __launch_bounds__(NW * 32)
                                          lane, 32, skip);
         };
         static_assert(ST <= TPC / 2, "the first ST tiles' blocks are in the first chunk");
-        /* Groups: tiles 0 .. ST - 1 (one each, empty past mine) before the
-         * wait, all but the row of key pos; then that row, if one of them
-         * holds it; then tile j + ST once tile j is used. */
+        /* Groups: tiles 0 .. ST - 1 (one each, empty past mine), all but the
+         * row of key pos (skip); then that row, if one of them holds it; then
+         * tile j + ST once tile j is used. */
+        auto load_first = [&](int skip) {
 #pragma unroll
-        for (int j = 0; j < ST; j++) {
-            if (j < mine)
-                load(j, pos);
-            cp_async_commit();
-        }
+            for (int j = 0; j < ST; j++) {
+                if (j < mine)
+                    load(j, skip);
+                cp_async_commit();
+            }
+        };
+        /* Without ROPE before the wait for the previous kernel. With ROPE
+         * (whose launch follows a cuBLASLt GEMM, which lets nothing start
+         * early) after q, the norm and the new key and value: their loads,
+         * a chain of round trips, would otherwise queue behind every warp's
+         * first tiles. */
+        if (!ROPE)
+            load_first(pos);
         int pos_j = -1; /* which of the first ST tiles holds key pos */
 #pragma unroll
         for (int j = 0; j < ST; j++) {
@@ -493,7 +502,8 @@ __global__ void __launch_bounds__(NW * 32)
                 __threadfence_block(); /* the lanes' cache writes before any lane's copies */
                 __syncwarp();
             }
-            load_pos_row<D, NW>(stage0, pos_j, a, pos_block, kvh, pos, t_begin, warp, lane);
+            load_first(-1); /* row pos written: the tiles whole */
+            cp_async_commit(); /* the pos row's group, empty */
         }
         float o[KS][NQ][4], m[NQ][2], l[NQ][2];
 #pragma unroll
