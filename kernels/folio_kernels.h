@@ -96,13 +96,6 @@ cudaError_t folio_k_rope_kv_write_partials(folio_bf16_bits *qkv, const float *pa
                                            int num_heads, int num_kv_heads, int head_dim, int pdl,
                                            cudaStream_t s);
 
-/* Asks the L2 for blocks 0 .. blocks - 1 of every sequence's keys and values
- * in the caches of one layer (a hint: no value changes), ahead of its decode
- * attention. keep: with the evict_last policy. */
-cudaError_t folio_k_kv_prefetch(const folio_bf16_bits *k_cache, const folio_bf16_bits *v_cache,
-                                struct folio_k_batch b, int blocks, int num_kv_heads, int head_dim,
-                                int keep, cudaStream_t s);
-
 /* out[t, h*D..] = softmax(q k^T / sqrt(D)) v over positions 0..pos(t) of its
  * sequence, read from the paged cache; grouped-query heads share a CTA. The
  * simple f32 reference kernel (attention.cu), for any group size. */

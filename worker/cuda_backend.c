@@ -206,12 +206,6 @@ struct cuda_backend {
      * read by each token's 1 / rms, and the O and down GEMMs add into the
      * residual (beta 1). FOLIO_NORM_IN_CONSUMERS=0: the norm kernels. */
     bool norm_in_consumers;
-    /* Decode-only cuBLASLt steps: the first kv_prefetch_blocks blocks of every
-     * sequence's keys and values are prefetched into the L2 (folio_k_kv_prefetch)
-     * before the GEMM named by kv_prefetch_at (0: the layer's QKV; 1: the layer
-     * before's down; 2: its gate/up), with the evict_last policy if
-     * kv_prefetch_keep. */
-    int kv_prefetch_blocks, kv_prefetch_at, kv_prefetch_keep;
     /* K slices of the O and down projections on the cuBLASLt path (splitk_slices):
      * FOLIO_SPLITK_O / FOLIO_SPLITK_DOWN (1: off, 2, 4, 8; 0: the default rule). The
      * partial sums [S][m][hidden] in f32, summed by the add_rmsnorm that reads them. */
@@ -785,18 +779,10 @@ static int forward(struct cuda_backend *cb, const struct step_layout *l, int t_r
         cb->d_last_sampled, cb->vocab, cb->pen_max_ctx, cb->pdl, s));
     int pending_add = 0;
     bf16 *cur = cb->res;
-    const bool prefetch = num_tiles < 0 && !tma && !fuse_norm && cb->kv_prefetch_blocks > 0;
     for (int li = 0; li < cb->layers; li++) {
         struct cuda_layer *L = &cb->lw[li];
         bf16 *kc = cb->kv_pool + (size_t)li * 2 * cb->kv_layer_stride;
         bf16 *vc = kc + cb->kv_layer_stride;
-        /* The next layer's keys and values, while this layer's GEMMs leave the HBM idle. */
-        const bool has_next = li + 1 < cb->layers;
-        bf16 *kc_next = has_next ? kc + 2 * cb->kv_layer_stride : NULL;
-        bf16 *vc_next = has_next ? kc_next + cb->kv_layer_stride : NULL;
-        if (prefetch && (cb->kv_prefetch_at == 0 || li == 0))
-            CUDA_CHECK(folio_k_kv_prefetch(kc, vc, kb, cb->kv_prefetch_blocks, cb->kv_heads,
-                                           cb->head_dim, cb->kv_prefetch_keep, s));
         bool rope_done = false; /* RoPE and the K/V cache write, in the QKV epilogue */
         if (fuse_norm) {
             bf16 *next = li == 0 ? NULL : cur == cb->res ? cb->res2 : cb->res;
@@ -863,19 +849,12 @@ static int forward(struct cuda_backend *cb, const struct step_layout *l, int t_r
                                             tma_wmap(cb, li, TMA_GATE_UP), cb->act, t_rows,
                                             cb->inter, cb->hidden, 1, FOLIO_K_TMA_GLU, cb->pdl, s));
             } else {
-                if (prefetch && cb->kv_prefetch_at == 2 && has_next)
-                    CUDA_CHECK(folio_k_kv_prefetch(kc_next, vc_next, kb, cb->kv_prefetch_blocks,
-                                                   cb->kv_heads, cb->head_dim, cb->kv_prefetch_keep,
-                                                   s));
                 if (gemm(cb, norm_in_consumers ? cur : cb->normed, L->w_gate_up, cb->gate_up,
                          t_rows, 2 * cb->inter, cb->hidden, false, err, errlen) != 0)
                     return -1;
                 CUDA_CHECK(folio_k_silu_mul(cb->act, cb->gate_up, t_rows, cb->inter, row_norm, s));
             }
         }
-        if (prefetch && cb->kv_prefetch_at == 1 && has_next)
-            CUDA_CHECK(folio_k_kv_prefetch(kc_next, vc_next, kb, cb->kv_prefetch_blocks,
-                                           cb->kv_heads, cb->head_dim, cb->kv_prefetch_keep, s));
         if (tma)
             CUDA_CHECK(folio_k_gemm_tma(tma_xmap(cb, TMA_X_ACT), tma_wmap(cb, li, TMA_DOWN),
                                         tma_down_out, t_rows, cb->hidden, cb->inter, split_down,
@@ -1477,12 +1456,6 @@ static int create(struct cuda_backend *cb, const struct folio_model *m,
     cb->rope_in_attention = !(ra && strcmp(ra, "0") == 0);
     const char *nc = getenv("FOLIO_NORM_IN_CONSUMERS");
     cb->norm_in_consumers = !(nc && strcmp(nc, "0") == 0);
-    const char *pf = getenv("FOLIO_KV_PREFETCH");
-    cb->kv_prefetch_blocks = pf ? atoi(pf) : 0;
-    const char *pa = getenv("FOLIO_KV_PREFETCH_AT");
-    cb->kv_prefetch_at = pa ? atoi(pa) : 0;
-    const char *pk = getenv("FOLIO_KV_PREFETCH_KEEP");
-    cb->kv_prefetch_keep = pk && strcmp(pk, "1") == 0;
     const char *gs = getenv("FOLIO_GEMV_SPLITK");
     cb->gemv_split_k = gs ? atoi(gs) : 0;
     if (cb->gemv_split_k != 1 && cb->gemv_split_k != 2 && cb->gemv_split_k != 4 &&
