@@ -66,7 +66,6 @@ struct gemm_plan {
     cublasLtMatmulDesc_t desc;
     cublasLtMatrixLayout_t a, b, c;
     cublasLtMatmulAlgo_t algo;
-    bool tuned; /* lt_tune has looked at it */
 };
 
 struct cuda_layer {
@@ -207,10 +206,6 @@ struct cuda_backend {
      * read by each token's 1 / rms, and the O and down GEMMs add into the
      * residual (beta 1). FOLIO_NORM_IN_CONSUMERS=0: the norm kernels. */
     bool norm_in_consumers;
-    /* Decode GEMMs of 129-256 rows time the heuristic's kernel against its
-     * other cluster shapes and custom options at first use (lt_tune);
-     * FOLIO_LT_TUNE=0: the heuristic's first choice as it is. */
-    bool lt_tune;
     /* K slices of the O and down projections on the cuBLASLt path (splitk_slices):
      * FOLIO_SPLITK_O / FOLIO_SPLITK_DOWN (1: off, 2, 4, 8; 0: the default rule). The
      * partial sums [S][m][hidden] in f32, summed by the add_rmsnorm that reads them. */
@@ -426,7 +421,6 @@ static int gemm_plan_get(struct cuda_backend *cb, int m, int n, int k, bool out_
             return -1;
         }
         p->algo = res.algo;
-        p->tuned = false;
         p->used = true;
         cb->num_plans++;
         *out = p;
@@ -446,94 +440,6 @@ static cudaError_t gemv(struct cuda_backend *cb, void *y, const bf16 *x, const b
                         gate_up_silu, o, cb->stream);
 }
 
-/* Mean time of `reps` runs of plan p with algorithm `algo` into the scratch
- * output (the workspace, which these algorithms do not use), or -1. */
-static float lt_time(struct cuda_backend *cb, struct gemm_plan *p, const cublasLtMatmulAlgo_t *algo,
-                     const bf16 *x, const bf16 *w, float beta, cudaEvent_t e0, cudaEvent_t e1)
-{
-    const float alpha = 1.0f;
-    const int warm = 2, reps = 10;
-    for (int i = 0; i < warm + reps; i++) {
-        if (i == warm && cudaEventRecord(e0, cb->stream) != cudaSuccess)
-            return -1.0f;
-        if (cublasLtMatmul(cb->lt, p->desc, &alpha, w, p->a, x, p->b, &beta, cb->workspace, p->c,
-                           cb->workspace, p->c, algo, NULL, 0, cb->stream) != CUBLAS_STATUS_SUCCESS)
-            return -1.0f;
-    }
-    float ms;
-    if (cudaEventRecord(e1, cb->stream) != cudaSuccess || cudaEventSynchronize(e1) != cudaSuccess ||
-        cudaEventElapsedTime(&ms, e0, e1) != cudaSuccess)
-        return -1.0f;
-    return ms / reps;
-}
-
-/* The heuristic's first choice for a decode GEMM of 129-256 rows is not its
- * fastest: on the H200 the same tile with custom option 0 instead of 1, or
- * another cluster shape, ran the O and down projections at 256 rows 3-7%
- * faster (bench/lt_search_bench.c, bench/results/2026-12-01-cuda-round21.md).
- * So at a plan's first use, outside graph capture, the heuristic's kernel is
- * timed against those variants of it (no workspace, the output into the
- * workspace) and the fastest is kept if it wins by 2%. The decode graphs of
- * every bucket are captured at start-up, so this happens there. */
-static void lt_tune(struct cuda_backend *cb, struct gemm_plan *p, const bf16 *x, const bf16 *w,
-                    float beta)
-{
-    if (p->tuned)
-        return;
-    p->tuned = true;
-    if (!cb->lt_tune || p->m <= 128 || p->m > 256 || p->out_f32 || p->splits != 1 ||
-        (size_t)p->m * p->n * sizeof(bf16) > WORKSPACE_BYTES)
-        return;
-    enum cudaStreamCaptureStatus cs;
-    if (cudaStreamIsCapturing(cb->stream, &cs) != cudaSuccess || cs != cudaStreamCaptureStatusNone)
-        return;
-    cudaEvent_t e0, e1;
-    if (cudaEventCreate(&e0) != cudaSuccess)
-        return;
-    if (cudaEventCreate(&e1) != cudaSuccess) {
-        cudaEventDestroy(e0);
-        return;
-    }
-    const float base = lt_time(cb, p, &p->algo, x, w, beta, e0, e1);
-    float best = base;
-    cublasLtMatmulAlgo_t best_algo = p->algo;
-    int32_t custom_max = 0;
-    cublasLtMatmulAlgoCapGetAttribute(&p->algo, CUBLASLT_ALGO_CAP_CUSTOM_OPTION_MAX, &custom_max,
-                                      sizeof(custom_max), NULL);
-    uint16_t cluster0 = 0;
-    cublasLtMatmulAlgoConfigGetAttribute(&p->algo, CUBLASLT_ALGO_CONFIG_CLUSTER_SHAPE_ID, &cluster0,
-                                         sizeof(cluster0), NULL);
-    const uint16_t clusters[] = {cluster0, CUBLASLT_CLUSTER_SHAPE_1x1x1,
-                                 CUBLASLT_CLUSTER_SHAPE_2x1x1, CUBLASLT_CLUSTER_SHAPE_1x2x1};
-    for (size_t ci = 0; base > 0.0f && ci < sizeof(clusters) / sizeof(clusters[0]); ci++) {
-        if (ci > 0 && clusters[ci] == cluster0)
-            continue;
-        for (uint32_t co = 0; co <= (uint32_t)custom_max && co < 4; co++) {
-            cublasLtMatmulAlgo_t a = p->algo;
-            cublasLtMatmulHeuristicResult_t res;
-            if (cublasLtMatmulAlgoConfigSetAttribute(&a, CUBLASLT_ALGO_CONFIG_CLUSTER_SHAPE_ID,
-                                                     &clusters[ci],
-                                                     sizeof(uint16_t)) != CUBLAS_STATUS_SUCCESS ||
-                cublasLtMatmulAlgoConfigSetAttribute(&a, CUBLASLT_ALGO_CONFIG_CUSTOM_OPTION, &co,
-                                                     sizeof(co)) != CUBLAS_STATUS_SUCCESS ||
-                cublasLtMatmulAlgoCheck(cb->lt, p->desc, p->a, p->b, p->c, p->c, &a, &res) !=
-                    CUBLAS_STATUS_SUCCESS ||
-                res.workspaceSize > 0)
-                continue;
-            const float t = lt_time(cb, p, &a, x, w, beta, e0, e1);
-            if (t > 0.0f && t < best) {
-                best = t;
-                best_algo = a;
-            }
-        }
-    }
-    if (best < 0.98f * base)
-        p->algo = best_algo;
-    cudaEventDestroy(e0);
-    cudaEventDestroy(e1);
-    cudaGetLastError(); /* a variant refused at launch is not the step's error */
-}
-
 /* y[m, n] = x[m, k] * w[n, k]^T + beta * y[m, n] on cuBLASLt, bf16 in, f32
  * accumulate, bf16 or f32 out. beta 1 (bf16 y, the sum rounded once): the O
  * and down projections adding into the residual when no norm kernel follows
@@ -544,7 +450,6 @@ static int gemm_lt(struct cuda_backend *cb, const bf16 *x, const bf16 *w, void *
     struct gemm_plan *p;
     if (gemm_plan_get(cb, m, n, k, out_f32, 1, 0, &p, err, errlen) != 0)
         return -1;
-    lt_tune(cb, p, x, w, beta);
     const float alpha = 1.0f;
     CUBLAS_CHECK(cublasLtMatmul(cb->lt, p->desc, &alpha, w, p->a, x, p->b, &beta, y, p->c, y, p->c,
                                 &p->algo, cb->workspace, WORKSPACE_BYTES, cb->stream));
@@ -1551,8 +1456,6 @@ static int create(struct cuda_backend *cb, const struct folio_model *m,
     cb->rope_in_attention = !(ra && strcmp(ra, "0") == 0);
     const char *nc = getenv("FOLIO_NORM_IN_CONSUMERS");
     cb->norm_in_consumers = !(nc && strcmp(nc, "0") == 0);
-    const char *lt = getenv("FOLIO_LT_TUNE");
-    cb->lt_tune = !(lt && strcmp(lt, "0") == 0);
     const char *gs = getenv("FOLIO_GEMV_SPLITK");
     cb->gemv_split_k = gs ? atoi(gs) : 0;
     if (cb->gemv_split_k != 1 && cb->gemv_split_k != 2 && cb->gemv_split_k != 4 &&
