@@ -243,62 +243,168 @@ __device__ __forceinline__ void scale_bf16(folio_bf16_bits &x, float inv)
     x = f32_to_bf16(bf16_to_f32(x) * inv);
 }
 
-/* 1 / rms of token t's residual row by one warp, with the norm's eps, as
- * add_rmsnorm computes it. */
-__device__ __forceinline__ float row_inv_rms(const struct folio_k_row_norm &norm, int t, int lane)
-{
-    const uint4 *x = (const uint4 *)(norm.x + (int64_t)t * norm.hidden);
-    float ss = 0.0f;
-#pragma unroll 8
-    for (int v = lane; v < norm.hidden / 8; v += 32) {
-        uint4 q = x[v];
-        const folio_bf16_bits *qe = (const folio_bf16_bits *)&q;
-#pragma unroll
-        for (int e = 0; e < 8; e++) {
-            float f = bf16_to_f32(qe[e]);
-            ss += f * f;
-        }
-    }
-    return rsqrtf(warp_sum(ss) / (float)norm.hidden + norm.eps);
-}
+/* What the kernels with ROPE read before they rotate: q of the lane's heads
+ * unrotated, their cos/sin, the residual row for the norm, and for the warp
+ * that writes them the new key and value with the key's cos/sin. load()
+ * issues every one of those loads before the first tiles' copies go out and
+ * the rest uses them after, so that they do not queue behind the copies (one
+ * round trip for all of them, overlapping the copies' first). */
+template <int D, int NQ, bool NORM> struct rope_inputs {
+    static constexpr int KS = D / 16, HALF = D / 2;
+    static constexpr int RV = 8; /* residual vectors a lane holds: rows up to 2048 wide */
+    folio_bf16_bits q[NQ][KS][4];
+    uint32_t q_cs[KS / 2][4];
+    uint4 res[RV];
+    folio_bf16_bits k1[2], k2[2], v[D / 64][2];
+    uint32_t k_cs[2];
 
-/* RoPE inside attention: the warp that reads key pos writes token t's new key
- * (rotated) and value into the cache, at row pos of cache block `block`, as
- * rope_kv_write_kernel would have: two adjacent values a lane. */
-template <int D, bool NORM>
-__device__ __forceinline__ void write_new_kv(const decode_args &a, const uint32_t *cos_sin, int t,
-                                             int kvh, int pos, int32_t block, int lane, float inv)
-{
-    constexpr int HALF = D / 2;
-    const int kcol = (a.num_heads + kvh) * D, vcol = (a.num_heads + a.num_kv_heads + kvh) * D;
-    const int64_t off = ((int64_t)block * a.num_kv_heads + kvh) * (FOLIO_K_BLOCK * D) +
-                        (int64_t)(pos % FOLIO_K_BLOCK) * D;
-    for (int i = 2 * lane; i < HALF; i += 64) {
-        folio_bf16_bits x1[2], x2[2];
-        unrotated_pair<D>(a, t, kcol + i, x1[0], x1[1]);
-        unrotated_pair<D>(a, t, kcol + i + HALF, x2[0], x2[1]);
+    /* q: the lane's dims of its head (16 s + 2 tq, + 1, + 8, + 9 for every
+     * s) hold both halves of their rotation pairs, as s and s + KS / 2 lie
+     * D / 2 apart; zeros for padding rows (pos -1) and heads past the group. */
+    __device__ __forceinline__ void load(const decode_args &a, const uint32_t *cos_sin,
+                                         const struct folio_k_row_norm &norm, int t, int kvh,
+                                         int group, int pos, bool new_kv, int lane)
+    {
+        const int g = lane >> 2, tq = lane & 3;
 #pragma unroll
-        for (int e = 0; e < 2; e++) {
-            if (NORM) {
-                scale_bf16(x1[e], inv);
-                scale_bf16(x2[e], inv);
+        for (int nq = 0; nq < NQ; nq++) {
+            const bool live = 8 * nq + g < group && pos >= 0;
+            const int col = (kvh * group + 8 * nq + g) * D + 2 * tq;
+#pragma unroll
+            for (int s = 0; s < KS; s++) {
+                q[nq][s][0] = q[nq][s][1] = q[nq][s][2] = q[nq][s][3] = 0;
+                if (live) {
+                    unrotated_pair<D>(a, t, col + 16 * s, q[nq][s][0], q[nq][s][1]);
+                    unrotated_pair<D>(a, t, col + 16 * s + 8, q[nq][s][2], q[nq][s][3]);
+                }
             }
-            rope_rotate_cs(x1[e], x2[e], cos_sin[(int64_t)pos * HALF + i + e]);
         }
-        uint32_t *k = (uint32_t *)(a.k_cache + off); /* the cache is the kernel's to write */
-        k[i / 2] = (uint32_t)x1[0] | (uint32_t)x1[1] << 16;
-        k[(i + HALF) / 2] = (uint32_t)x2[0] | (uint32_t)x2[1] << 16;
-    }
-    for (int i = 2 * lane; i < D; i += 64) {
-        folio_bf16_bits v0, v1;
-        unrotated_pair<D>(a, t, vcol + i, v0, v1);
+        if (pos < 0)
+            return;
+        const uint32_t *cs = cos_sin + (int64_t)pos * HALF + 2 * tq;
+#pragma unroll
+        for (int s = 0; s < KS / 2; s++)
+#pragma unroll
+            for (int e = 0; e < 4; e++)
+                q_cs[s][e] = cs[16 * s + (e & 1) + 8 * (e >> 1)];
         if (NORM) {
-            scale_bf16(v0, inv);
-            scale_bf16(v1, inv);
+            const uint4 *x = (const uint4 *)(norm.x + (int64_t)t * norm.hidden);
+#pragma unroll
+            for (int j = 0; j < RV; j++)
+                if (lane + 32 * j < norm.hidden / 8)
+                    res[j] = x[lane + 32 * j];
         }
-        ((uint32_t *)(a.v_cache + off))[i / 2] = (uint32_t)v0 | (uint32_t)v1 << 16;
+        if (new_kv) {
+            const int kcol = (a.num_heads + kvh) * D,
+                      vcol = (a.num_heads + a.num_kv_heads + kvh) * D;
+            const int i = 2 * lane;
+            if (i < HALF) {
+                unrotated_pair<D>(a, t, kcol + i, k1[0], k1[1]);
+                unrotated_pair<D>(a, t, kcol + i + HALF, k2[0], k2[1]);
+                k_cs[0] = cos_sin[(int64_t)pos * HALF + i];
+                k_cs[1] = cos_sin[(int64_t)pos * HALF + i + 1];
+            }
+#pragma unroll
+            for (int it = 0; it < D / 64; it++)
+                unrotated_pair<D>(a, t, vcol + i + 64 * it, v[it][0], v[it][1]);
+        }
     }
-}
+
+    /* 1 / rms of token t's residual row, with the norm's eps, summed in the
+     * order add_rmsnorm sums it. */
+    __device__ __forceinline__ float inv_rms(const struct folio_k_row_norm &norm, int t,
+                                             int lane) const
+    {
+        const int nv = norm.hidden / 8;
+        float ss = 0.0f;
+#pragma unroll
+        for (int j = 0; j < RV; j++) {
+            if (lane + 32 * j >= nv)
+                break;
+            const folio_bf16_bits *qe = (const folio_bf16_bits *)&res[j];
+#pragma unroll
+            for (int e = 0; e < 8; e++) {
+                const float f = bf16_to_f32(qe[e]);
+                ss += f * f;
+            }
+        }
+        const uint4 *x = (const uint4 *)(norm.x + (int64_t)t * norm.hidden);
+        for (int v = lane + 32 * RV; v < nv; v += 32) { /* rows wider than 2048 */
+            const uint4 r = x[v];
+            const folio_bf16_bits *qe = (const folio_bf16_bits *)&r;
+#pragma unroll
+            for (int e = 0; e < 8; e++) {
+                const float f = bf16_to_f32(qe[e]);
+                ss += f * f;
+            }
+        }
+        return rsqrtf(warp_sum(ss) / (float)norm.hidden + norm.eps);
+    }
+
+    /* The lane's q values scaled (NORM) and rotated: its B-operand words. */
+    __device__ __forceinline__ void q_operand(int nq, bool live, float inv,
+                                              uint32_t (&qb)[KS][2]) const
+    {
+        folio_bf16_bits x[KS][4];
+#pragma unroll
+        for (int s = 0; s < KS; s++)
+#pragma unroll
+            for (int e = 0; e < 4; e++)
+                x[s][e] = q[nq][s][e];
+        if (live) {
+            if (NORM)
+#pragma unroll
+                for (int s = 0; s < KS; s++)
+#pragma unroll
+                    for (int e = 0; e < 4; e++)
+                        scale_bf16(x[s][e], inv);
+#pragma unroll
+            for (int s = 0; s < KS / 2; s++)
+#pragma unroll
+                for (int e = 0; e < 4; e++)
+                    rope_rotate_cs(x[s][e], x[s + KS / 2][e], q_cs[s][e]);
+        }
+#pragma unroll
+        for (int s = 0; s < KS; s++) {
+            qb[s][0] = (uint32_t)x[s][0] | (uint32_t)x[s][1] << 16;
+            qb[s][1] = (uint32_t)x[s][2] | (uint32_t)x[s][3] << 16;
+        }
+    }
+
+    /* Token t's new key (rotated) and value into the cache, at row pos of
+     * cache block `block`, as rope_kv_write_kernel would write them: two
+     * adjacent values a lane. */
+    __device__ __forceinline__ void write_new_kv(const decode_args &a, int kvh, int pos,
+                                                 int32_t block, int lane, float inv) const
+    {
+        const int64_t off = ((int64_t)block * a.num_kv_heads + kvh) * (FOLIO_K_BLOCK * D) +
+                            (int64_t)(pos % FOLIO_K_BLOCK) * D;
+        const int i = 2 * lane;
+        if (i < HALF) {
+            folio_bf16_bits x1[2] = {k1[0], k1[1]}, x2[2] = {k2[0], k2[1]};
+#pragma unroll
+            for (int e = 0; e < 2; e++) {
+                if (NORM) {
+                    scale_bf16(x1[e], inv);
+                    scale_bf16(x2[e], inv);
+                }
+                rope_rotate_cs(x1[e], x2[e], k_cs[e]);
+            }
+            uint32_t *k = (uint32_t *)(a.k_cache + off); /* the cache is the kernel's to write */
+            k[i / 2] = (uint32_t)x1[0] | (uint32_t)x1[1] << 16;
+            k[(i + HALF) / 2] = (uint32_t)x2[0] | (uint32_t)x2[1] << 16;
+        }
+#pragma unroll
+        for (int it = 0; it < D / 64; it++) {
+            folio_bf16_bits v0 = v[it][0], v1 = v[it][1];
+            if (NORM) {
+                scale_bf16(v0, inv);
+                scale_bf16(v1, inv);
+            }
+            ((uint32_t *)(a.v_cache + off))[(i + 64 * it) / 2] = (uint32_t)v0 | (uint32_t)v1 << 16;
+        }
+    }
+};
 
 /* Copies the K and V rows of one key (in cache block `block`) into row `row`
  * of a tile's stages (the row attention_load_blocks was told to skip), by the
@@ -415,9 +521,8 @@ __global__ void __launch_bounds__(NW * 32)
         };
         /* Without ROPE before the wait for the previous kernel. With ROPE
          * (whose launch follows a cuBLASLt GEMM, which lets nothing start
-         * early) after q, the norm and the new key and value: their loads,
-         * a chain of round trips, would otherwise queue behind every warp's
-         * first tiles. */
+         * early) after the wait and after the loads of rope_inputs, which
+         * would otherwise queue behind every warp's first tiles. */
         if (!ROPE)
             load_first(pos);
         int pos_j = -1; /* which of the first ST tiles holds key pos */
@@ -436,14 +541,19 @@ __global__ void __launch_bounds__(NW * 32)
                                    (pos_tile - t_begin) % NW == warp;
         const int32_t new_block = writes_new_kv ? table[pos / FOLIO_K_BLOCK] : 0;
         pdl_wait();
-        if (!ROPE) /* with ROPE, after q: this warp may write that row first */
+        constexpr bool NORM = ROPE == QKV_ROPE_NORM;
+        rope_inputs<D, NQ, NORM> in;
+        if (ROPE) {
+            in.load(a, rope_cos_sin, norm, t, kvh, group, pos, writes_new_kv, lane);
+            load_first(pos);
+        } else { /* with ROPE, after q: this warp may write that row first */
             load_pos_row<D, NW>(stage0, pos_j, a, pos_block, kvh, pos, t_begin, warp, lane);
+        }
 
         /* This lane's B-operand column is head kvh * group + 8 nq + g. A head
          * past the group (q zero) is a column of its own whose output is
          * never written. */
         uint32_t qb[NQ][KS][2];
-        constexpr bool NORM = ROPE == QKV_ROPE_NORM;
         float inv = 1.0f;
         const folio_bf16_bits *qrow =
             a.qkv + (int64_t)t * (a.num_heads + 2 * a.num_kv_heads) * D + (int64_t)kvh * group * D;
@@ -451,42 +561,9 @@ __global__ void __launch_bounds__(NW * 32)
         for (int nq = 0; nq < NQ; nq++) {
             const bool live = 8 * nq + g < group && pos >= 0;
             if (ROPE) {
-                /* q unrotated: the lane's dims of its head (16 s + 2 tq, + 1,
-                 * + 8, + 9 for every s) hold both halves of their rotation
-                 * pairs, as s and s + KS / 2 lie D / 2 apart. */
-                folio_bf16_bits x[KS][4] = {};
-                const int col = (kvh * group + 8 * nq + g) * D + 2 * tq;
-                if (live) { /* not for padding rows (pos -1) or heads past the group */
-#pragma unroll
-                    for (int s = 0; s < KS; s++) {
-                        unrotated_pair<D>(a, t, col + 16 * s, x[s][0], x[s][1]);
-                        unrotated_pair<D>(a, t, col + 16 * s + 8, x[s][2], x[s][3]);
-                    }
-                }
-                /* With the norm, the row's 1 / rms once (its loads after q's,
-                 * so that the two round trips overlap), then q scaled. */
                 if (NORM && nq == 0 && pos >= 0)
-                    inv = row_inv_rms(norm, t, lane);
-                if (live) {
-                    if (NORM)
-#pragma unroll
-                        for (int s = 0; s < KS; s++)
-#pragma unroll
-                            for (int e = 0; e < 4; e++)
-                                scale_bf16(x[s][e], inv);
-                    const uint32_t *cs = rope_cos_sin + (int64_t)pos * (D / 2) + 2 * tq;
-#pragma unroll
-                    for (int s = 0; s < KS / 2; s++)
-#pragma unroll
-                        for (int e = 0; e < 4; e++)
-                            rope_rotate_cs(x[s][e], x[s + KS / 2][e],
-                                           cs[16 * s + (e & 1) + 8 * (e >> 1)]);
-                }
-#pragma unroll
-                for (int s = 0; s < KS; s++) {
-                    qb[nq][s][0] = (uint32_t)x[s][0] | (uint32_t)x[s][1] << 16;
-                    qb[nq][s][1] = (uint32_t)x[s][2] | (uint32_t)x[s][3] << 16;
-                }
+                    inv = in.inv_rms(norm, t, lane);
+                in.q_operand(nq, live, inv, qb[nq]);
                 continue;
             }
             const uint32_t *q = (const uint32_t *)(qrow + (int64_t)(8 * nq + g) * D);
@@ -496,14 +573,13 @@ __global__ void __launch_bounds__(NW * 32)
                 qb[nq][s][1] = live ? q[(16 * s + 8 + 2 * tq) / 2] : 0u;
             }
         }
-        if (ROPE) { /* q's loads went out first; then the new key and value */
+        if (ROPE) { /* then the new key and value, and that row */
             if (writes_new_kv) {
-                write_new_kv<D, NORM>(a, rope_cos_sin, t, kvh, pos, new_block, lane, inv);
+                in.write_new_kv(a, kvh, pos, new_block, lane, inv);
                 __threadfence_block(); /* the lanes' cache writes before any lane's copies */
                 __syncwarp();
             }
-            load_first(-1); /* row pos written: the tiles whole */
-            cp_async_commit(); /* the pos row's group, empty */
+            load_pos_row<D, NW>(stage0, pos_j, a, pos_block, kvh, pos, t_begin, warp, lane);
         }
         float o[KS][NQ][4], m[NQ][2], l[NQ][2];
 #pragma unroll
