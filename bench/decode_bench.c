@@ -8,10 +8,19 @@
  * decode: BATCH sequences are prefilled to CONTEXT tokens, then STEPS decode
  * steps run as the worker runs them (step N+1 launched before N is collected,
  * tokens fed back on the GPU); the figure is wall time per step in steady
- * state. prefill: one chunk of TOKENS new tokens, median over REPEATS.
+ * state. Every step sees CONTEXT tokens of context, as issue 4 defines its
+ * figures: the new token goes to position CONTEXT each time, overwriting the
+ * previous step's key and value there. FOLIO_DECODE_GROW=1: the sequences
+ * grow by a token a step instead, as in the figures logged before round 22
+ * (contexts CONTEXT + 1 .. CONTEXT + STEPS + 3).
+ *
+ * prefill: one chunk of TOKENS new tokens, median over REPEATS.
+ *
  * attention: the decode attention of one layer alone on a decode batch (the
  * split-KV tensor-core kernel as the worker runs it, then the reference kernel
- * as "attnref"), timed with CUDA events. Each result is one line:
+ * as "attnref"), timed with CUDA events.
+ *
+ * Each result is one line:
  *     RESULT name=... ms=... bytes=... flops=...
  * (bytes: what must cross device memory; flops: the matrix work), so the
  * caller sets them against its measured bandwidth and GEMM rate.
@@ -144,6 +153,8 @@ static int prefill_all(struct bench *b, int nseq, int ctx, int nb, int32_t *tabl
 
 static int bench_decode(struct bench *b, int batch_size, int ctx, int steps)
 {
+    const char *grow_env = getenv("FOLIO_DECODE_GROW");
+    const bool grow = grow_env && strcmp(grow_env, "1") == 0;
     int nb = (ctx + steps + 2 + 15) / 16;
     int32_t *tables = malloc(sizeof(int32_t) * (size_t)batch_size * nb);
     int32_t *ids = malloc(sizeof(int32_t) * (size_t)batch_size);
@@ -176,7 +187,7 @@ static int bench_decode(struct bench *b, int batch_size, int ctx, int steps)
                 seqs[i] = (struct folio_step_seq){
                     .slot = i,
                     .num_new_tokens = 1,
-                    .context_len = ctx + launched + 1,
+                    .context_len = grow ? ctx + launched + 1 : ctx + 1,
                     .num_blocks = nb,
                     .block_table = tables + (size_t)i * nb,
                     .sample = true,
@@ -208,7 +219,8 @@ static int bench_decode(struct bench *b, int batch_size, int ctx, int steps)
     double total = now_ms() - t_start;
     cudaProfilerStop();
     const struct folio_model_config *c = &b->model->config;
-    double bytes = linear_weight_bytes(c) + kv_bytes_per_token(c) * batch_size * (ctx + steps / 2);
+    double bytes = linear_weight_bytes(c) +
+                   kv_bytes_per_token(c) * batch_size * (grow ? ctx + steps / 2 : ctx + 1);
     printf("RESULT name=decode_b%d_ctx%d ms=%.4f median_ms=%.4f bytes=%.0f flops=0 "
            "tokens_hash=%08x\n",
            batch_size, ctx, total / steps, median(t, steps), bytes, hash);

@@ -41,7 +41,12 @@
  * rotation pair lie in the same lane), and the warp whose tiles hold key pos
  * writes the new key and value into the cache before it copies that row.
  * The backend asks for it on the cuBLASLt path only (65-256 rows), where it
- * saves the RoPE kernel; there q comes as bf16 rows. On the TMA path q comes
+ * saves the RoPE kernel; there q comes as bf16 rows. Those kernels issue the
+ * loads of q, its cos/sin, the residual row and the new key and value
+ * (rope_inputs) before the first tiles' copies, and use them after: issued
+ * behind the copies of every warp, that chain of round trips had made each CTA
+ * some 4 us longer (b256 2.2486 ms against 2.2816, b160 1.9535 against 1.9917;
+ * bench/results/2026-12-01-cuda-round22.md). On the TMA path q comes
  * in K slices, and every CTA summing them again cost more than the RoPE
  * kernel (bench/results/2026-12-01-cuda-round18.md). The kernels without
  * ROPE compile to the same code as before it: the rope table is a parameter
