@@ -43,9 +43,10 @@
  * The backend asks for it on the cuBLASLt path only (65-256 rows), where it
  * saves the RoPE kernel; there q comes as bf16 rows. Those kernels issue the
  * loads of q, its cos/sin, the residual row and the new key and value
- * (rope_inputs) before the first tiles' copies, and use them after: issued
- * behind the copies of every warp, that chain of round trips had made each CTA
- * some 4 us longer (b256 2.2486 ms against 2.2816, b160 1.9535 against 1.9917;
+ * (rope_inputs) before the first tiles' copies and use them after: issued
+ * behind every warp's copies, that chain of round trips had made the kernel
+ * about 4 us longer in a b256 step (44.2 us against 40.3, traced) and the
+ * step about 1.5% slower (two changes, each timed against the one before it:
  * bench/results/2026-12-01-cuda-round22.md). On the TMA path q comes
  * in K slices, and every CTA summing them again cost more than the RoPE
  * kernel (bench/results/2026-12-01-cuda-round18.md). The kernels without
