@@ -222,8 +222,9 @@ static int bench_decode(struct bench *b, int batch_size, int ctx, int steps)
     double bytes = linear_weight_bytes(c) +
                    kv_bytes_per_token(c) * batch_size * (grow ? ctx + steps / 2 : ctx + 1);
     printf("RESULT name=decode_b%d_ctx%d ms=%.4f median_ms=%.4f bytes=%.0f flops=0 "
-           "tokens_hash=%08x\n",
-           batch_size, ctx, total / steps, median(t, steps), bytes, hash);
+           "tokens_hash=%08x contexts=%s\n",
+           batch_size, ctx, total / steps, median(t, steps), bytes, hash,
+           grow ? "growing" : "fixed");
     free(tables);
     free(ids);
     free(seqs);
