@@ -316,8 +316,9 @@ template <int D, int NQ, bool NORM> struct rope_inputs {
         }
     }
 
-    /* 1 / rms of token t's residual row, with the norm's eps, summed in the
-     * order add_rmsnorm sums it. */
+    /* 1 / rms of token t's residual row by the warp, with the norm's eps, as
+     * add_rmsnorm computes it (each lane sums its vectors lane, lane + 32, ...
+     * in turn, then the warp adds the lanes' sums). */
     __device__ __forceinline__ float inv_rms(const struct folio_k_row_norm &norm, int t,
                                              int lane) const
     {
