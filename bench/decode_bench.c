@@ -155,7 +155,7 @@ static int bench_decode(struct bench *b, int batch_size, int ctx, int steps)
 {
     const char *grow_env = getenv("FOLIO_DECODE_GROW");
     const bool grow = grow_env && strcmp(grow_env, "1") == 0;
-    int nb = (ctx + steps + 2 + 15) / 16;
+    int nb = ((grow ? ctx + steps + 2 : ctx) + 1 + 15) / 16; /* blocks a sequence needs */
     int32_t *tables = malloc(sizeof(int32_t) * (size_t)batch_size * nb);
     int32_t *ids = malloc(sizeof(int32_t) * (size_t)batch_size);
     struct folio_step_seq *seqs = calloc((size_t)batch_size, sizeof(*seqs));
