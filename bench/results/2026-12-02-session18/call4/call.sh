@@ -1,0 +1,13 @@
+# Session 18 call 4, branch cluster-gemm: folio_k_gemm_cluster with more stages (216 KB), one
+# stage's wgmmas in flight, tensor maps prefetched: alone, then O and down on shape 2 (BN 64, S 2)
+# in b256 steps against cuBLASLt.
+set -u
+B=$PWD/bundle/bin
+python3 bench/make_checkpoint.py /tmp/tl --config bundle/models/tinyllama-1.1b-shape/config.json --tokenizer-dir bundle/models/llama2-tokenizer --device cuda >/dev/null 2>&1
+echo "== gemm_cluster_bench"
+timeout 150 $B/gemm_cluster_bench 256 2>&1 | tee $OUT/cluster_bench.txt | cut -c1-190
+echo "== compare"
+FOLIO_COMPARE_ROUNDS=3 FOLIO_COMPARE="lt_b256 decode_bench 256 FOLIO_CLUSTER_GEMM=0
+o2_b256 decode_bench 256 FOLIO_CLUSTER_GEMM=1 FOLIO_K_CLUSTER_SHAPE=2
+both2_b256 decode_bench 256 FOLIO_CLUSTER_GEMM=3 FOLIO_K_CLUSTER_SHAPE=2" bash bench/gpu/compare_decode.sh > $OUT/compare_table.txt 2>&1
+cat $OUT/compare_table.txt
