@@ -245,26 +245,32 @@ __global__ void __launch_bounds__(SAMPLE_THREADS)
     float stream[SAMPLE_STREAM_PER_THREAD];
     float prev_v = INFINITY;
     int prev_i = -1;
-    for (int n = 0; n < max_logprobs; n++) {
-        if (n < num_logprobs) {
-            bv = -INFINITY;
-            bi = -1;
-            for_each_logit(stream, false, raw, vocab, [&](float v, int i) {
-                if (v < prev_v || (v == prev_v && i > prev_i))
-                    fold_ascending(v, i, bv, bi);
-            });
-            arg_best b = block_argmax(bv, bi, sv, si);
-            prev_v = b.v;
-            prev_i = b.i;
-            if (threadIdx.x == 0) {
-                out_top_ids[(int64_t)r * max_logprobs + n] = b.i;
-                out_top_logprobs[(int64_t)r * max_logprobs + n] = b.v - lse;
-            }
-        } else if (threadIdx.x == 0) {
+    const int top_n = num_logprobs < 0              ? 0
+                      : num_logprobs < max_logprobs ? num_logprobs
+                                                    : max_logprobs;
+    for (int n = 0; n < top_n; n++) {
+        bv = -INFINITY;
+        bi = -1;
+        for_each_logit(stream, false, raw, vocab, [&](float v, int i) {
+            if (v < prev_v || (v == prev_v && i > prev_i))
+                fold_ascending(v, i, bv, bi);
+        });
+        arg_best b = block_argmax(bv, bi, sv, si);
+        prev_v = b.v;
+        prev_i = b.i;
+        if (threadIdx.x == 0) {
+            out_top_ids[(int64_t)r * max_logprobs + n] = b.i;
+            out_top_logprobs[(int64_t)r * max_logprobs + n] = b.v - lse;
+        }
+    }
+    /* The unused slots, by one thread: as a loop of the whole block (every
+     * thread counting through all of them) it was 30% of the instructions the
+     * kernel ran at batch 256 (Nsight Compute, round 24). */
+    if (threadIdx.x == 0)
+        for (int n = top_n; n < max_logprobs; n++) {
             out_top_ids[(int64_t)r * max_logprobs + n] = -1;
             out_top_logprobs[(int64_t)r * max_logprobs + n] = -INFINITY;
         }
-    }
 
     struct folio_k_sample_params p = params[r];
     /* The draw's logits: penalized (as the CPU sampler decides it), or the raw ones. */
