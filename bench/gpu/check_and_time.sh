@@ -34,11 +34,17 @@ python3 bench/make_checkpoint.py /tmp/tl --config bundle/models/tinyllama-1.1b-s
   --tokenizer-dir bundle/models/llama2-tokenizer --device cuda >/dev/null || exit 1
 FOLIO_SHARED=$ROOT/bundle python3 tests/fixtures/make_tiny_model.py /tmp/fx --layers 2 \
   --hidden 256 --heads 4 --kv-heads 2 --intermediate 512 --seed 3 >/dev/null || exit 1
+# head_dim 128, the kernels' other head size (check 9): 4 layers of 16 heads over 4 KV heads, and
+# a fixture of 2 heads over 1.
+python3 bench/make_checkpoint.py /tmp/hd128 --config bench/gpu/head_dim_128.json \
+  --tokenizer-dir bundle/models/llama2-tokenizer --device cuda >/dev/null || exit 1
+FOLIO_SHARED=$ROOT/bundle python3 tests/fixtures/make_tiny_model.py /tmp/fx128 --layers 2 \
+  --hidden 256 --heads 2 --kv-heads 1 --intermediate 512 --seed 5 >/dev/null || exit 1
 
 echo "== correctness"
 # FOLIO_CHECK_GEMV8=1: once more with every step of <= 8 rows through the GEMV.
-timeout 400 python3 bench/gpu/check_cuda.py "$B/step_driver" /tmp/tl /tmp/fx \
-  "$OUT/work" 2>&1 | tee "$OUT/check.log"
+timeout 460 python3 bench/gpu/check_cuda.py "$B/step_driver" /tmp/tl /tmp/fx \
+  "$OUT/work" /tmp/hd128 /tmp/fx128 2>&1 | tee "$OUT/check.log"
 if [ "${FOLIO_CHECK_GEMV8:-0}" = 1 ]; then
   FOLIO_GEMV_MAX_ROWS=8 timeout 200 python3 bench/gpu/check_cuda.py \
     "$B/step_driver" /tmp/tl /tmp/fx "$OUT/work" 2>&1 | sed 's/^\(PASS\|FAIL\) /\1 [gemv<=8] /' |
@@ -111,4 +117,17 @@ if [ "${FOLIO_SANITIZE_RUN:-1}" = 1 ] && command -v compute-sanitizer >/dev/null
     cat "$OUT/racecheck.tmp" >>"$OUT/sanitizer.log"
     rm -f "$OUT/racecheck.tmp"
   done
+  # head_dim 128 (the fixture of check 9): the GEMV, TMA and cuBLASLt paths, and a racecheck.
+  for mb in 1 4 160; do
+    FOLIO_NUM_KV_BLOCKS=512 timeout ${FOLIO_SANITIZE_TIMEOUT:-120} compute-sanitizer --tool memcheck \
+      --error-exitcode 9 "$B/decode_bench" /tmp/fx128 decode $mb 40 4 >"$OUT/memcheck128.tmp" 2>&1
+    echo "memcheck (head_dim 128, batch $mb) exit $? ($(grep -c 'Invalid\|ERROR' "$OUT/memcheck128.tmp") error lines)"
+    cat "$OUT/memcheck128.tmp" >>"$OUT/sanitizer.log"
+    rm -f "$OUT/memcheck128.tmp"
+  done
+  FOLIO_NUM_KV_BLOCKS=256 timeout ${FOLIO_SANITIZE_TIMEOUT:-120} compute-sanitizer --tool racecheck \
+    --error-exitcode 9 "$B/decode_bench" /tmp/fx128 decode 4 40 2 >"$OUT/racecheck.tmp" 2>&1
+  echo "racecheck (head_dim 128, batch 4) exit $? ($(grep -c 'hazard\|ERROR' "$OUT/racecheck.tmp") hazard lines)"
+  cat "$OUT/racecheck.tmp" >>"$OUT/sanitizer.log"
+  rm -f "$OUT/racecheck.tmp"
 fi

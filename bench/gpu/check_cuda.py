@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Correctness of the CUDA backend on the GPU machine (issue 4), through step_driver scripts.
 
-    check_cuda.py STEP_DRIVER TINYLLAMA_DIR FIXTURE_DIR OUT_DIR
+    check_cuda.py STEP_DRIVER TINYLLAMA_DIR FIXTURE_DIR OUT_DIR [HD128_DIR FIXTURE128_DIR]
     check_cuda.py --penalties STEP_DRIVER FIXTURE_DIR OUT_DIR [BACKEND]   (check 7 alone)
 
 Metric: relative L2 error of the full logit vector, ||folio - ref|| / ||ref||, in float64. The
@@ -29,7 +29,10 @@ Checks:
      sequences of the batch, over 40 steps fed on the device (graphs, and the launch-ahead
      pipeline), and a sequence preempted and recomputed in another slot while a new one reuses
      its slot;
-  8. a model whose logits are NaN: the step fails with a message on both backends.
+  8. a model whose logits are NaN: the step fails with a message on both backends;
+  9. given HD128_DIR (a Llama checkpoint with head_dim 128) and FIXTURE128_DIR (a fixture with
+     head_dim 128): checks 1-4 and 6 again there, as the kernels' other head size
+     (check_head_dim_128).
 Prints one line per check (PASS/FAIL, figures) and exits 1 if any failed."""
 import json
 import os
@@ -378,22 +381,163 @@ def penalties_only():
     return 1 if failed else 0
 
 
+def load_hf(model_dir, dtype):
+    from transformers import LlamaForCausalLM
+    try:
+        return LlamaForCausalLM.from_pretrained(model_dir, dtype=dtype).cuda().eval()
+    except TypeError:  # transformers before the dtype keyword
+        return LlamaForCausalLM.from_pretrained(model_dir, torch_dtype=dtype).cuda().eval()
+
+
+def vs_transformers(hf32, hf, prompts, res, lg, n_dec):
+    """Worst rel L2 of a run's prefill and decode logits against transformers fp32, teacher-forced
+    on the run's own tokens (prompt i, then res[d]["token_ids"][i] for each step d); transformers-
+    bf16's own worst; greedy flips against fp32."""
+    worst_pre, worst_dec, worst_hf, flips = 0.0, 0.0, 0.0, 0
+    for i, p in enumerate(prompts):
+        gen = [r["token_ids"][i] for r in res]
+        ref = hf_logits(hf32, p + gen[:-1])
+        ref16 = hf_logits(hf, p + gen[:-1])
+        for d in range(n_dec + 1):
+            e = rel(lg[d][i], ref[len(p) - 1 + d])
+            worst_hf = max(worst_hf, rel(ref16[len(p) - 1 + d], ref[len(p) - 1 + d]))
+            if d == 0:
+                worst_pre = max(worst_pre, e)
+            else:
+                worst_dec = max(worst_dec, e)
+        flips += sum(int(np.argmax(ref[len(p) - 1 + d])) != gen[d] for d in range(n_dec + 1))
+    return worst_pre, worst_dec, worst_hf, flips
+
+
+def decode_script(prompts, n_dec, first_block=0):
+    """All prompts prefilled in one step (slot i, its own blocks, in reverse order), then n_dec
+    greedy decode steps fed on the GPU."""
+    tables, nxt = [], first_block
+    for p in prompts:
+        nb = (len(p) + n_dec + 15) // 16
+        tables.append(list(range(nxt, nxt + nb))[::-1])
+        nxt += nb
+    steps = [[seq(i, p, len(p), tables[i], output_index=0) for i, p in enumerate(prompts)]]
+    for d in range(n_dec):
+        steps.append([seq(i, [FROM_PREV], len(p) + d + 1, tables[i], output_index=d + 1)
+                      for i, p in enumerate(prompts)])
+    return steps
+
+
+def cpu_vs_cuda(drv, fx_dir, runs, what="fixture"):
+    """CPU vs CUDA on a fixture model: 3 sequences, 24 steps fed on the device, per run of
+    sampling parameters; where a run's label names the split sampler, that sampler against the
+    one-CTA kernel too."""
+    fx_vocab = json.loads(Path(fx_dir, "config.json").read_text())["vocab_size"]
+    for label, kw in runs:
+        ps = [prompt(n, 400 + n, fx_vocab) for n in (5, 30, 61)]
+        tabs = [[3 * i + 2, 3 * i + 1, 3 * i, 40 + i, 50 + i, 60 + i] for i in range(3)]
+        st = [[seq(i, q, len(q), tabs[i], seed=7 + i, **kw) for i, q in enumerate(ps)]]
+        for d in range(24):
+            st.append([seq(i, [FROM_PREV], len(q) + d + 1, tabs[i], output_index=d + 1,
+                           seed=7 + i, **kw) for i, q in enumerate(ps)])
+        rc, lc = drv.run(fx_dir, st, fx_vocab, backend="cpu", threads=4, max_num_tokens=256,
+                         num_kv_blocks=128)
+        rg, lgg = drv.run(fx_dir, st, fx_vocab, max_num_tokens=256, num_kv_blocks=128)
+        e0 = max(rel(lgg[0][i], lc[0][i]) for i in range(3))
+        compare_tokens(f"CPU vs CUDA {label} tokens ({what})", st, rc, lc, rg, lgg,
+                       extra=f"; first-step logits rel L2 {e0:.2e}")
+        if "split" in label:
+            # The split sampler against the one-CTA kernel on the same logits: the same tokens,
+            # logprobs equal but for the order of the log-sum-exp's additions.
+            r1, _ = drv.run(fx_dir, st, fx_vocab, max_num_tokens=256, num_kv_blocks=128,
+                            env={"FOLIO_SAMPLE_SPLIT": "0"})
+            same = [x["token_ids"] for x in r1] == [x["token_ids"] for x in rg]
+            lp_diff = max(abs(a - b) for x, y in zip(r1, rg)
+                          for a, b in zip(x["logprobs"], y["logprobs"]))
+            check(f"CUDA {label} == one CTA a row ({what})", same and lp_diff < 1e-4,
+                  f"tokens equal: {same}; max logprob diff {lp_diff:.2e}")
+
+
+def check_head_dim_128(drv, model_dir, fx_dir):
+    """9. head_dim 128, the kernels' other head size (TinyLlama's is 64), on a model of 16 heads
+    over 4 KV heads: prefill, decode at batch 8 on each of its three paths, decode at batch 1 over
+    1,900 keys (the GEMV path, split-KV attention), graph replay and chunked prefill, against
+    transformers fp32 as checks 1-4 hold TinyLlama; then the CPU backend against CUDA on a fixture
+    of 2 heads over 1 KV head."""
+    hf, hf32 = load_hf(model_dir, torch.bfloat16), load_hf(model_dir, torch.float32)
+    vocab = hf.config.vocab_size
+    tag = "head_dim 128"
+
+    lens = [1, 17, 100, 1024]
+    steps, used = [], 0
+    for i, n in enumerate(lens):
+        nb = (n + 15) // 16
+        steps.append([seq(i, prompt(n, 500 + i, vocab), n, list(range(used + nb - 1, used - 1,
+                                                                        -1)))])
+        used += nb
+    _, lg = drv.run(model_dir, steps, vocab)
+    errs = {n: rel(lg[i][0], hf_logits(hf32, steps[i][0]["tokens"])[-1])
+            for i, n in enumerate(lens)}
+    hf_errs = {n: rel(hf_logits(hf, steps[i][0]["tokens"])[-1],
+                      hf_logits(hf32, steps[i][0]["tokens"])[-1]) for i, n in enumerate(lens)}
+    check(f"{tag}: prefill vs transformers fp32", all(ok_vs(errs[n], hf_errs[n]) for n in lens),
+          "folio rel L2 " + ", ".join(f"{n}: {e:.2e}" for n, e in errs.items()) +
+          "; transformers-bf16 " + ", ".join(f"{n}: {e:.2e}" for n, e in hf_errs.items()))
+
+    prompts = [prompt(n, 600 + i, vocab) for i, n in enumerate([3, 17, 33, 64, 100, 250, 511,
+                                                                990])]
+    n_dec = 6
+    steps = decode_script(prompts, n_dec)
+    paths = (("TMA GEMM", {}),
+             ("cuBLASLt", {"FOLIO_TMA_GEMM": "0"}),
+             ("the 129-256-row path (norms in attention and SiLU*mul)",
+              {"FOLIO_TMA_GEMM": "0", "FOLIO_SPLITK_O": "1", "FOLIO_SPLITK_DOWN": "1"}))
+    for name, env in paths:
+        res, lgs = drv.run(model_dir, steps, vocab, env=env)
+        pre, dec, hfe, flips = vs_transformers(hf32, hf, prompts, res, lgs, n_dec)
+        check(f"{tag}: decode at batch 8 on {name} vs transformers fp32",
+              ok_vs(max(pre, dec), hfe),
+              f"prefill max rel L2 {pre:.2e}, decode max {dec:.2e}; transformers-bf16 max "
+              f"{hfe:.2e}; greedy flips {flips}/{8 * (n_dec + 1)}")
+        if not env:
+            res_e, lg_e = drv.run(model_dir, steps, vocab, env={"FOLIO_CUDA_GRAPHS": "0"})
+            same = all(np.array_equal(a, b) for a, b in zip(lgs, lg_e)) and res == res_e
+            check(f"{tag}: graph replay == eager (batch 8)", same, f"bitwise equal: {same}")
+
+    long = [prompt(1900, 700, vocab)]
+    steps = decode_script(long, 4)
+    res, lgs = drv.run(model_dir, steps, vocab)
+    pre, dec, hfe, flips = vs_transformers(hf32, hf, long, res, lgs, 4)
+    check(f"{tag}: decode at batch 1 over 1,900 keys (split-KV) vs transformers fp32",
+          ok_vs(max(pre, dec), hfe),
+          f"prefill rel L2 {pre:.2e}, decode max {dec:.2e}; transformers-bf16 max {hfe:.2e}; "
+          f"greedy flips {flips}/5")
+
+    p = prompt(700, 800, vocab)
+    blocks = list(range(44))[::-1]
+    _, lg1 = drv.run(model_dir, [[seq(0, p, 700, blocks)]], vocab)
+    worst = 0.0
+    for c in (128, 13):
+        st = [[seq(0, p[k:k + c], min(k + c, 700), blocks, sample=k + c >= 700)]
+              for k in range(0, 700, c)]
+        _, lgc = drv.run(model_dir, st, vocab)
+        worst = max(worst, rel(lgc[-1][0], lg1[0][0]))
+    noise = max(hf_errs.values())
+    check(f"{tag}: chunked prefill == one go", worst < max(2e-3, 1.5 * noise),
+          f"max rel diff {worst:.2e} (chunks 128, 13)")
+    del hf, hf32
+    torch.cuda.empty_cache()
+
+    cpu_vs_cuda(drv, fx_dir, (("greedy", dict(num_logprobs=5)),
+                              ("sampled", dict(temperature=0.8, top_k=50, top_p=0.9, min_p=0.02,
+                                               num_logprobs=5))), what=f"fixture, {tag}")
+
+
 def main():
     if sys.argv[1:2] == ["--penalties"]:
         return penalties_only()
     exe, tl_dir, fx_dir, out_dir = sys.argv[1:5]
+    hd128 = sys.argv[5:7]  # a head_dim-128 model and fixture: check 9
     drv = Driver(exe, out_dir)
-    from transformers import LlamaForCausalLM
-
-    try:
-        hf = LlamaForCausalLM.from_pretrained(tl_dir, dtype=torch.bfloat16).cuda().eval()
-    except TypeError:
-        hf = LlamaForCausalLM.from_pretrained(tl_dir, torch_dtype=torch.bfloat16).cuda().eval()
+    hf = load_hf(tl_dir, torch.bfloat16)
     vocab = hf.config.vocab_size
-    try:
-        hf32 = LlamaForCausalLM.from_pretrained(tl_dir, dtype=torch.float32).cuda().eval()
-    except TypeError:
-        hf32 = LlamaForCausalLM.from_pretrained(tl_dir, torch_dtype=torch.float32).cuda().eval()
+    hf32 = load_hf(tl_dir, torch.float32)
 
     # 1. Prefill of 1..2048 tokens, each alone (one step each, fresh slot and blocks).
     lens = [1, 2, 15, 16, 17, 100, 511, 1024, 2048]
@@ -421,32 +565,10 @@ def main():
     ctxs = [3, 17, 33, 64, 100, 250, 511, 990]
     prompts = [prompt(n, 200 + i, vocab) for i, n in enumerate(ctxs)]
     n_dec = 6
-    tables, nxt = [], 0
-    for n in ctxs:
-        nb = (n + n_dec + 15) // 16
-        tables.append(list(range(nxt, nxt + nb))[::-1])
-        nxt += nb
-    steps = [[seq(i, p, len(p), tables[i], output_index=0) for i, p in enumerate(prompts)]]
-    for d in range(n_dec):
-        steps.append([seq(i, [FROM_PREV], len(p) + d + 1, tables[i], output_index=d + 1)
-                      for i, p in enumerate(prompts)])
+    steps = decode_script(prompts, n_dec)
+
     def against_transformers(res, lg):
-        """Worst rel L2 of the prefill and decode logits against transformers fp32, teacher-forced
-        on the run's own tokens; transformers-bf16's own worst; greedy flips against fp32."""
-        worst_pre, worst_dec, worst_hf, flips = 0.0, 0.0, 0.0, 0
-        for i, p in enumerate(prompts):
-            gen = [r["token_ids"][i] for r in res]
-            ref = hf_logits(hf32, p + gen[:-1])
-            ref16 = hf_logits(hf, p + gen[:-1])
-            for d in range(n_dec + 1):
-                e = rel(lg[d][i], ref[len(p) - 1 + d])
-                worst_hf = max(worst_hf, rel(ref16[len(p) - 1 + d], ref[len(p) - 1 + d]))
-                if d == 0:
-                    worst_pre = max(worst_pre, e)
-                else:
-                    worst_dec = max(worst_dec, e)
-            flips += sum(int(np.argmax(ref[len(p) - 1 + d])) != gen[d] for d in range(n_dec + 1))
-        return worst_pre, worst_dec, worst_hf, flips
+        return vs_transformers(hf32, hf, prompts, res, lg, n_dec)
 
     res_g, lg_g = drv.run(tl_dir, steps, vocab)
     worst_pre, worst_dec, worst_hf, flips = against_transformers(res_g, lg_g)
@@ -526,37 +648,17 @@ def main():
     # top-p, min-p), 3 sequences, 24 steps fed on the device. Rows without top-N logprobs,
     # filters or penalties (greedy, or tempered over the whole row) are sampled over several
     # CTAs a row (kernels/sample_split.cu): the last two runs.
+    cpu_vs_cuda(drv, fx_dir, (("greedy", dict(num_logprobs=5)),
+                              ("sampled", dict(temperature=0.8, top_k=50, top_p=0.9, min_p=0.02,
+                                               num_logprobs=5)),
+                              ("greedy, split sampler", dict(num_logprobs=0)),
+                              ("tempered 0.8, split sampler", dict(temperature=0.8,
+                                                                   num_logprobs=0))))
     fx_vocab = json.loads(Path(fx_dir, "config.json").read_text())["vocab_size"]
-    for label, kw in (("greedy", dict(num_logprobs=5)),
-                      ("sampled", dict(temperature=0.8, top_k=50, top_p=0.9, min_p=0.02,
-                                       num_logprobs=5)),
-                      ("greedy, split sampler", dict(num_logprobs=0)),
-                      ("tempered 0.8, split sampler", dict(temperature=0.8, num_logprobs=0))):
-        ps = [prompt(n, 400 + n, fx_vocab) for n in (5, 30, 61)]
-        tabs = [[3 * i + 2, 3 * i + 1, 3 * i, 40 + i, 50 + i, 60 + i] for i in range(3)]
-        st = [[seq(i, q, len(q), tabs[i], seed=7 + i, **kw) for i, q in enumerate(ps)]]
-        for d in range(24):
-            st.append([seq(i, [FROM_PREV], len(q) + d + 1, tabs[i], output_index=d + 1,
-                           seed=7 + i, **kw) for i, q in enumerate(ps)])
-        rc, lc = drv.run(fx_dir, st, fx_vocab, backend="cpu", threads=4, max_num_tokens=256,
-                         num_kv_blocks=128)
-        rg, lgg = drv.run(fx_dir, st, fx_vocab, max_num_tokens=256, num_kv_blocks=128)
-        e0 = max(rel(lgg[0][i], lc[0][i]) for i in range(3))
-        compare_tokens(f"CPU vs CUDA {label} tokens (fixture)", st, rc, lc, rg, lgg,
-                       extra=f"; first-step logits rel L2 {e0:.2e}")
-        if "split" in label:
-            # The split sampler against the one-CTA kernel on the same logits: the same tokens,
-            # logprobs equal but for the order of the log-sum-exp's additions.
-            r1, _ = drv.run(fx_dir, st, fx_vocab, max_num_tokens=256, num_kv_blocks=128,
-                            env={"FOLIO_SAMPLE_SPLIT": "0"})
-            same = [x["token_ids"] for x in r1] == [x["token_ids"] for x in rg]
-            lp_diff = max(abs(a - b) for x, y in zip(r1, rg)
-                          for a, b in zip(x["logprobs"], y["logprobs"]))
-            check(f"CUDA {label} == one CTA a row (fixture)", same and lp_diff < 1e-4,
-                  f"tokens equal: {same}; max logprob diff {lp_diff:.2e}")
-
     check_penalties(drv, fx_dir, fx_vocab)
     check_nan_logits(drv, fx_dir, fx_vocab)
+    if len(hd128) == 2:
+        check_head_dim_128(drv, *hd128)
 
     failed = [n for n, ok, _ in results if not ok]
     print(f"correctness: {len(results) - len(failed)}/{len(results)} passed" +
