@@ -40,11 +40,16 @@ python3 bench/make_checkpoint.py /tmp/hd128 --config bench/gpu/head_dim_128.json
   --tokenizer-dir bundle/models/llama2-tokenizer --device cuda >/dev/null || exit 1
 FOLIO_SHARED=$ROOT/bundle python3 tests/fixtures/make_tiny_model.py /tmp/fx128 --layers 2 \
   --hidden 256 --heads 2 --kv-heads 1 --intermediate 512 --seed 5 >/dev/null || exit 1
+# Query-head groups of 3 (not a power of two) and 16 (check 10).
+FOLIO_SHARED=$ROOT/bundle python3 tests/fixtures/make_tiny_model.py /tmp/fxg3 --layers 2 \
+  --hidden 384 --heads 6 --kv-heads 2 --intermediate 512 --seed 7 >/dev/null || exit 1
+FOLIO_SHARED=$ROOT/bundle python3 tests/fixtures/make_tiny_model.py /tmp/fxg16 --layers 2 \
+  --hidden 1024 --heads 16 --kv-heads 1 --intermediate 512 --seed 7 >/dev/null || exit 1
 
 echo "== correctness"
 # FOLIO_CHECK_GEMV8=1: once more with every step of <= 8 rows through the GEMV.
-timeout 460 python3 bench/gpu/check_cuda.py "$B/step_driver" /tmp/tl /tmp/fx \
-  "$OUT/work" /tmp/hd128 /tmp/fx128 2>&1 | tee "$OUT/check.log"
+timeout 520 python3 bench/gpu/check_cuda.py "$B/step_driver" /tmp/tl /tmp/fx \
+  "$OUT/work" /tmp/hd128 /tmp/fx128 /tmp/fxg3 /tmp/fxg16 2>&1 | tee "$OUT/check.log"
 if [ "${FOLIO_CHECK_GEMV8:-0}" = 1 ]; then
   FOLIO_GEMV_MAX_ROWS=8 timeout 200 python3 bench/gpu/check_cuda.py \
     "$B/step_driver" /tmp/tl /tmp/fx "$OUT/work" 2>&1 | sed 's/^\(PASS\|FAIL\) /\1 [gemv<=8] /' |

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Correctness of the CUDA backend on the GPU machine (issue 4), through step_driver scripts.
 
-    check_cuda.py STEP_DRIVER TINYLLAMA_DIR FIXTURE_DIR OUT_DIR [HD128_DIR FIXTURE128_DIR]
+    check_cuda.py STEP_DRIVER TINYLLAMA_DIR FIXTURE_DIR OUT_DIR [HD128_DIR FIXTURE128_DIR
+                  [GROUP_FIXTURE_DIR...]]
     check_cuda.py --penalties STEP_DRIVER FIXTURE_DIR OUT_DIR [BACKEND]   (check 7 alone)
 
 Metric: relative L2 error of the full logit vector, ||folio - ref|| / ||ref||, in float64. The
@@ -32,7 +33,9 @@ Checks:
   8. a model whose logits are NaN: the step fails with a message on both backends;
   9. given HD128_DIR (a Llama checkpoint with head_dim 128) and FIXTURE128_DIR (a fixture with
      head_dim 128): checks 1-4 and 6 again there, as the kernels' other head size
-     (check_head_dim_128).
+     (check_head_dim_128; check 6 on each decode path);
+ 10. given fixtures of other query-head groups (GROUP_FIXTURE_DIR): CPU vs CUDA greedy tokens on
+     each decode path (check_gqa_groups).
 Prints one line per check (PASS/FAIL, figures) and exits 1 if any failed."""
 import json
 import os
@@ -424,10 +427,19 @@ def decode_script(prompts, n_dec, first_block=0):
     return steps
 
 
-def cpu_vs_cuda(drv, fx_dir, runs, what="fixture"):
+# The CUDA backend's decode paths for 3 rows, forced by its switches: the TMA GEMM (the default),
+# the GEMV with the norm fused (1-8 rows), cuBLASLt with norm kernels, and the 129-256-row path.
+DECODE_PATHS = (("", {}),
+                (", GEMV path", {"FOLIO_GEMV_MAX_ROWS": "8"}),
+                (", cuBLASLt path", {"FOLIO_TMA_GEMM": "0"}),
+                (", 129-256-row path", {"FOLIO_TMA_GEMM": "0", "FOLIO_SPLITK_O": "1",
+                                        "FOLIO_SPLITK_DOWN": "1"}))
+
+
+def cpu_vs_cuda(drv, fx_dir, runs, what="fixture", paths=DECODE_PATHS[:1]):
     """CPU vs CUDA on a fixture model: 3 sequences, 24 steps fed on the device, per run of
-    sampling parameters; where a run's label names the split sampler, that sampler against the
-    one-CTA kernel too."""
+    sampling parameters and per CUDA decode path; where a run's label names the split sampler,
+    that sampler against the one-CTA kernel too."""
     fx_vocab = json.loads(Path(fx_dir, "config.json").read_text())["vocab_size"]
     for label, kw in runs:
         ps = [prompt(n, 400 + n, fx_vocab) for n in (5, 30, 61)]
@@ -438,13 +450,18 @@ def cpu_vs_cuda(drv, fx_dir, runs, what="fixture"):
                            seed=7 + i, **kw) for i, q in enumerate(ps)])
         rc, lc = drv.run(fx_dir, st, fx_vocab, backend="cpu", threads=4, max_num_tokens=256,
                          num_kv_blocks=128)
-        rg, lgg = drv.run(fx_dir, st, fx_vocab, max_num_tokens=256, num_kv_blocks=128)
-        e0 = max(rel(lgg[0][i], lc[0][i]) for i in range(3))
-        compare_tokens(f"CPU vs CUDA {label} tokens ({what})", st, rc, lc, rg, lgg,
-                       extra=f"; first-step logits rel L2 {e0:.2e}")
+        default = None  # the default path's results
+        for path, env in paths:
+            rg, lgg = drv.run(fx_dir, st, fx_vocab, max_num_tokens=256, num_kv_blocks=128,
+                              env=env)
+            e0 = max(rel(lgg[0][i], lc[0][i]) for i in range(3))
+            compare_tokens(f"CPU vs CUDA {label} tokens ({what}{path})", st, rc, lc, rg, lgg,
+                           extra=f"; first-step logits rel L2 {e0:.2e}")
+            default = rg if not env else default
         if "split" in label:
             # The split sampler against the one-CTA kernel on the same logits: the same tokens,
             # logprobs equal but for the order of the log-sum-exp's additions.
+            rg = default
             r1, _ = drv.run(fx_dir, st, fx_vocab, max_num_tokens=256, num_kv_blocks=128,
                             env={"FOLIO_SAMPLE_SPLIT": "0"})
             same = [x["token_ids"] for x in r1] == [x["token_ids"] for x in rg]
@@ -526,7 +543,19 @@ def check_head_dim_128(drv, model_dir, fx_dir):
 
     cpu_vs_cuda(drv, fx_dir, (("greedy", dict(num_logprobs=5)),
                               ("sampled", dict(temperature=0.8, top_k=50, top_p=0.9, min_p=0.02,
-                                               num_logprobs=5))), what=f"fixture, {tag}")
+                                               num_logprobs=5))), what=f"fixture, {tag}",
+                paths=DECODE_PATHS)
+
+
+def check_gqa_groups(drv, fixtures):
+    """10. Query-head groups other than TinyLlama's 8: fixtures of 3 heads a KV head (not a power
+    of two: the reference attention kernels) and of 16 (two n-tiles of 8 heads in the decode
+    kernel), CPU against CUDA greedy tokens on each decode path."""
+    for fx_dir in fixtures:
+        cfg = json.loads(Path(fx_dir, "config.json").read_text())
+        group = cfg["num_attention_heads"] // cfg["num_key_value_heads"]
+        cpu_vs_cuda(drv, fx_dir, (("greedy", dict(num_logprobs=5)),),
+                    what=f"fixture, {group} heads a KV head", paths=DECODE_PATHS)
 
 
 def main():
@@ -534,6 +563,7 @@ def main():
         return penalties_only()
     exe, tl_dir, fx_dir, out_dir = sys.argv[1:5]
     hd128 = sys.argv[5:7]  # a head_dim-128 model and fixture: check 9
+    groups = sys.argv[7:]  # fixtures of other query-head groups: check 10
     drv = Driver(exe, out_dir)
     hf = load_hf(tl_dir, torch.bfloat16)
     vocab = hf.config.vocab_size
@@ -659,6 +689,7 @@ def main():
     check_nan_logits(drv, fx_dir, fx_vocab)
     if len(hd128) == 2:
         check_head_dim_128(drv, *hd128)
+    check_gqa_groups(drv, groups)
 
     failed = [n for n, ok, _ in results if not ok]
     print(f"correctness: {len(results) - len(failed)}/{len(results)} passed" +
