@@ -1,7 +1,7 @@
 /* The reference paged attention over the mixed flattened batch (prefill
  * chunks and decode tokens side by side) with grouped-query heads: simple
  * f32 arithmetic, kept as the fallback for shapes the tensor-core kernels of
- * attention_mma.cu do not take (groups above 16 or not a power of two) and as
+ * attention_mma.cu do not take (groups above 16) and as
  * the yardstick in decode_bench.
  *
  * One CTA per (query token, KV head): its warps are the query heads that

@@ -106,7 +106,7 @@ cudaError_t folio_k_paged_attention_ref(folio_bf16_bits *out, const folio_bf16_b
                                         cudaStream_t s);
 
 /* The same function on the tensor cores (attention_mma.cu), for head_dim 64 or
- * 128 and a group (heads per KV head) of 1, 2, 4, 8 or 16.
+ * 128 and a group (heads per KV head) of up to 16.
  * folio_k_attention_tile_tokens: query tokens per prefill tile for this shape,
  * 0 if the shape needs the reference kernel. */
 int folio_k_attention_tile_tokens(int num_heads, int num_kv_heads, int head_dim);

@@ -40,9 +40,9 @@ python3 bench/make_checkpoint.py /tmp/hd128 --config bench/gpu/head_dim_128.json
   --tokenizer-dir bundle/models/llama2-tokenizer --device cuda >/dev/null || exit 1
 FOLIO_SHARED=$ROOT/bundle python3 tests/fixtures/make_tiny_model.py /tmp/fx128 --layers 2 \
   --hidden 256 --heads 2 --kv-heads 1 --intermediate 512 --seed 5 >/dev/null || exit 1
-# Query-head groups of 3 (not a power of two) and 16 (check 10).
+# Query-head groups of 3 (not a power of two; head_dim 128, as Llama 3.2 3B) and 16 (check 10).
 FOLIO_SHARED=$ROOT/bundle python3 tests/fixtures/make_tiny_model.py /tmp/fxg3 --layers 2 \
-  --hidden 384 --heads 6 --kv-heads 2 --intermediate 512 --seed 7 >/dev/null || exit 1
+  --hidden 768 --heads 6 --kv-heads 2 --intermediate 512 --seed 7 >/dev/null || exit 1
 FOLIO_SHARED=$ROOT/bundle python3 tests/fixtures/make_tiny_model.py /tmp/fxg16 --layers 2 \
   --hidden 1024 --heads 16 --kv-heads 1 --intermediate 512 --seed 7 >/dev/null || exit 1
 

@@ -4,6 +4,7 @@
     check_cuda.py STEP_DRIVER TINYLLAMA_DIR FIXTURE_DIR OUT_DIR [HD128_DIR FIXTURE128_DIR
                   [GROUP_FIXTURE_DIR...]]
     check_cuda.py --penalties STEP_DRIVER FIXTURE_DIR OUT_DIR [BACKEND]   (check 7 alone)
+    check_cuda.py --groups STEP_DRIVER OUT_DIR GROUP_FIXTURE_DIR...       (check 10 alone)
 
 Metric: relative L2 error of the full logit vector, ||folio - ref|| / ||ref||, in float64. The
 reference is transformers in float32 on the same (bf16) weights; transformers' own bf16 run is
@@ -549,8 +550,8 @@ def check_head_dim_128(drv, model_dir, fx_dir):
 
 def check_gqa_groups(drv, fixtures):
     """10. Query-head groups other than TinyLlama's 8: fixtures of 3 heads a KV head (not a power
-    of two: the reference attention kernels) and of 16 (two n-tiles of 8 heads in the decode
-    kernel), CPU against CUDA greedy tokens on each decode path."""
+    of two: a prefill tile's last rows dead, most of the decode kernel's n-tile of 8 heads empty)
+    and of 16 (two n-tiles), CPU against CUDA greedy tokens on each decode path."""
     for fx_dir in fixtures:
         cfg = json.loads(Path(fx_dir, "config.json").read_text())
         group = cfg["num_attention_heads"] // cfg["num_key_value_heads"]
@@ -558,9 +559,20 @@ def check_gqa_groups(drv, fixtures):
                     what=f"fixture, {group} heads a KV head", paths=DECODE_PATHS)
 
 
+def groups_only():
+    """check_cuda.py --groups STEP_DRIVER OUT_DIR FIXTURE_DIR...: check 10 alone."""
+    exe, out_dir = sys.argv[2:4]
+    check_gqa_groups(Driver(exe, out_dir), sys.argv[4:])
+    failed = [n for n, ok, _ in results if not ok]
+    print(f"groups: {len(results) - len(failed)}/{len(results)} passed")
+    return 1 if failed else 0
+
+
 def main():
     if sys.argv[1:2] == ["--penalties"]:
         return penalties_only()
+    if sys.argv[1:2] == ["--groups"]:
+        return groups_only()
     exe, tl_dir, fx_dir, out_dir = sys.argv[1:5]
     hd128 = sys.argv[5:7]  # a head_dim-128 model and fixture: check 9
     groups = sys.argv[7:]  # fixtures of other query-head groups: check 10
