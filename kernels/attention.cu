@@ -25,9 +25,9 @@ __global__ void paged_attention_kernel(folio_bf16_bits *out, const folio_bf16_bi
     constexpr int C = D / 32; /* output dims per lane */
     extern __shared__ float smem[];
     int group = num_heads / num_kv_heads;
-    float *q_s = smem;                     /* [group][D], pre-scaled */
-    float *k_s = q_s + group * D;          /* [TILE][D + 1]: padded, conflict-free by key */
-    float *v_s = k_s + TILE * (D + 1);     /* [TILE][D] */
+    float *q_s = smem;                 /* [group][D], pre-scaled */
+    float *k_s = q_s + group * D;      /* [TILE][D + 1]: padded, conflict-free by key */
+    float *v_s = k_s + TILE * (D + 1); /* [TILE][D] */
 
     int t = blockIdx.x, kvh = blockIdx.y;
     int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
@@ -126,9 +126,8 @@ static cudaError_t launch(folio_bf16_bits *out, const folio_bf16_bits *qkv,
     int group = num_heads / num_kv_heads;
     size_t smem = sizeof(float) * ((size_t)group * D + TILE * (D + 1) + TILE * D);
     if (smem > 48 * 1024) {
-        cudaError_t e = cudaFuncSetAttribute(paged_attention_kernel<D>,
-                                             cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                             (int)smem);
+        cudaError_t e = cudaFuncSetAttribute(
+            paged_attention_kernel<D>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
         if (e != cudaSuccess)
             return e;
     }
@@ -139,10 +138,10 @@ static cudaError_t launch(folio_bf16_bits *out, const folio_bf16_bits *qkv,
 }
 
 extern "C" cudaError_t folio_k_paged_attention_ref(folio_bf16_bits *out, const folio_bf16_bits *qkv,
-                                               const folio_bf16_bits *k_cache,
-                                               const folio_bf16_bits *v_cache,
-                                               struct folio_k_batch b, int num_heads,
-                                               int num_kv_heads, int head_dim, cudaStream_t s)
+                                                   const folio_bf16_bits *k_cache,
+                                                   const folio_bf16_bits *v_cache,
+                                                   struct folio_k_batch b, int num_heads,
+                                                   int num_kv_heads, int head_dim, cudaStream_t s)
 {
     if (b.num_tokens <= 0)
         return cudaSuccess;

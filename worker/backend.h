@@ -49,20 +49,20 @@ struct folio_step_seq {
 
 struct folio_step_batch {
     int32_t num_seqs;
-    int32_t num_tokens;         /* sum of num_new_tokens */
-    const int32_t *token_ids;   /* [num_tokens], sequence after sequence */
+    int32_t num_tokens;       /* sum of num_new_tokens */
+    const int32_t *token_ids; /* [num_tokens], sequence after sequence */
     const struct folio_step_seq *seqs;
 };
 
 struct folio_step_result {
-    int32_t *token_ids; /* [num_seqs]; -1 where the sequence did not sample */
-    float *logprobs;    /* [num_seqs] logprob of the sampled token under the
-                           unmodified distribution (as OpenAI/vLLM report it) */
-    int32_t *top_ids;   /* [num_seqs * FOLIO_MAX_LOGPROBS], -1 padded */
-    float *top_logprobs;/* [num_seqs * FOLIO_MAX_LOGPROBS] */
-    float *logits;      /* optional, NULL to skip: [num_sampling_seqs * vocab]
-                           raw final logits of each sampling sequence, in order;
-                           tests compare them with the references */
+    int32_t *token_ids;  /* [num_seqs]; -1 where the sequence did not sample */
+    float *logprobs;     /* [num_seqs] logprob of the sampled token under the
+                            unmodified distribution (as OpenAI/vLLM report it) */
+    int32_t *top_ids;    /* [num_seqs * FOLIO_MAX_LOGPROBS], -1 padded */
+    float *top_logprobs; /* [num_seqs * FOLIO_MAX_LOGPROBS] */
+    float *logits;       /* optional, NULL to skip: [num_sampling_seqs * vocab]
+                            raw final logits of each sampling sequence, in order;
+                            tests compare them with the references */
 };
 
 struct folio_backend_options {
