@@ -171,21 +171,17 @@ static void lane_layer(struct lane *l, int i, int qkv_too, int rest_too)
  * stagger: b starts once a's first QKV GEMM is done. Returns us a layer. */
 static double run(cudaStream_t origin, struct lane *a, struct lane *b, int stagger)
 {
-    cudaEvent_t e0, e1, fork, a_qkv, a_done, b_done;
-    CK(cudaEventCreate(&e0));
-    CK(cudaEventCreate(&e1));
-    CK(cudaEventCreate(&fork));
-    CK(cudaEventCreate(&a_qkv));
-    CK(cudaEventCreate(&a_done));
-    CK(cudaEventCreate(&b_done));
+    cudaEvent_t ev[5]; /* start (the lanes' fork), end, a's first QKV done, a done, b done */
+    for (int i = 0; i < 5; i++)
+        CK(cudaEventCreate(&ev[i]));
+    cudaEvent_t e0 = ev[0], e1 = ev[1], a_qkv = ev[2], a_done = ev[3], b_done = ev[4];
     double t[RUNS];
     for (int r = 0; r < WARMUP + RUNS; r++) {
         CK(cudaStreamSynchronize(origin));
         CK(cudaEventRecord(e0, origin));
-        CK(cudaEventRecord(fork, origin));
-        CK(cudaStreamWaitEvent(a->s, fork, 0));
+        CK(cudaStreamWaitEvent(a->s, e0, 0));
         if (b)
-            CK(cudaStreamWaitEvent(b->s, fork, 0));
+            CK(cudaStreamWaitEvent(b->s, e0, 0));
         lane_layer(a, 0, 1, 0);
         CK(cudaEventRecord(a_qkv, a->s));
         if (b && stagger)
@@ -208,6 +204,8 @@ static double run(cudaStream_t origin, struct lane *a, struct lane *b, int stagg
         if (r >= WARMUP)
             t[r - WARMUP] = ms * 1000.0 / num_layers;
     }
+    for (int i = 0; i < 5; i++)
+        CK(cudaEventDestroy(ev[i]));
     for (int i = 1; i < RUNS; i++) /* insertion sort: the median */
         for (int j = i; j > 0 && t[j] < t[j - 1]; j--) {
             double x = t[j];

@@ -490,10 +490,11 @@ def check_head_dim_128(drv, model_dir, fx_dir):
                                                                         -1)))])
         used += nb
     _, lg = drv.run(model_dir, steps, vocab)
-    errs = {n: rel(lg[i][0], hf_logits(hf32, steps[i][0]["tokens"])[-1])
-            for i, n in enumerate(lens)}
-    hf_errs = {n: rel(hf_logits(hf, steps[i][0]["tokens"])[-1],
-                      hf_logits(hf32, steps[i][0]["tokens"])[-1]) for i, n in enumerate(lens)}
+    errs, hf_errs = {}, {}
+    for i, n in enumerate(lens):
+        ref = hf_logits(hf32, steps[i][0]["tokens"])[-1]
+        errs[n] = rel(lg[i][0], ref)
+        hf_errs[n] = rel(hf_logits(hf, steps[i][0]["tokens"])[-1], ref)
     check(f"{tag}: prefill vs transformers fp32", all(ok_vs(errs[n], hf_errs[n]) for n in lens),
           "folio rel L2 " + ", ".join(f"{n}: {e:.2e}" for n, e in errs.items()) +
           "; transformers-bf16 " + ", ".join(f"{n}: {e:.2e}" for n, e in hf_errs.items()))
