@@ -1,4 +1,4 @@
-# Session 20, call 1: session 19's next_call.sh as written, plus the help text of --kernel-name-exclude.
+# Session 20, call 1: session 19's next_call.sh as written, plus the help text of --kernel-name-exclude and bench/kv_read_probe.
 # The next session's first device call (written in session 19, not run): check_and_time in full
 # at main, its first full run with checks 9 and 10 (head_dim 128; groups of 3 at head_dim 128 and
 # of 16), then racecheck on the group-3 fixture with cuBLASLt's kernels left out (in call 6 of
@@ -15,6 +15,9 @@ OUT=/tmp/ct FOLIO_PREFILL_SIZES="512 4096" FOLIO_CUBLAS_BATCHES= FOLIO_SANITIZE_
 echo "check_and_time rc $?"
 grep -E "^FAIL|correctness:|smoke|memcheck|racecheck" $OUT/ct.log | cut -c1-200
 cp /tmp/ct/check.log /tmp/ct/table.txt $OUT/ 2>/dev/null; cat /tmp/ct/table.txt
+# Session 20: the bytes of a b256 attention layer read by access pattern, no arithmetic.
+$B/kv_read_probe 256 512 | tee $OUT/kv_read_probe.txt
+$B/kv_read_probe 256 2048 | tee -a $OUT/kv_read_probe.txt
 # /tmp/fxg3 is check_and_time's group-3 fixture.
 FOLIO_NUM_KV_BLOCKS=256 timeout 60 compute-sanitizer --tool racecheck --error-exitcode 9 \
   --kernel-name-exclude kns=nvjet $B/decode_bench /tmp/fxg3 decode 4 40 2 > $OUT/racecheck_g3.log 2>&1
