@@ -18,14 +18,27 @@
  *   warp1_ldg  warp1's work with register loads: a lane's 16 loads of the
  *              next tile issued as the previous tile is used (ptxas keeps
  *              about one tile, 8 KB a warp, in flight).
+ *   warp1_tab  warp1_st2 taking its block ids from a block table, as decode
+ *              attention does: consecutive blocks (_scat: block i of the
+ *              table at (i * 7919) % blocks, as decode_bench's attention mode).
+ *   folio      Folio's decode attention itself (folio_k_attention_decode, the
+ *              plan the backend would pick, 32 query heads over 4) on the same
+ *              cache: consecutive blocks; _scat: scattered; _key1: one key more
+ *              (position ctx, as a decode step's new token: 17 tiles at 512);
+ *              _rope_norm_key1: that with RoPE and the norm's 1 / rms in the
+ *              kernel, the form a b256 step runs.
  * Each launch reads one of 8 copies of the cache in turn (1.1 GB), so that
- * nothing comes from L2. Prints one RESULT line a pattern: median us over 30
- * launches and TB/s over the 134 MB. */
+ * nothing comes from L2. Prints one RESULT line a pattern: us, the median of
+ * 30 launches timed alone (events around each, as decode_bench's attention
+ * mode times), and chain_us, a CUDA graph of 8 launches (one a copy, as a
+ * step's kernels follow each other) over 8; TB/s over ctx keys' bytes. */
 #include <cuda_runtime.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "folio_kernels.h"
 
 #define CK(x)                                                                                      \
     do {                                                                                           \
@@ -83,16 +96,27 @@ __global__ void flat_kernel(const uint4 *k, const uint4 *v, int64_t n16)
 }
 
 /* Tile j of sequence s, head h: blocks 2j and 2j + 1, K then V, 16 B a lane
- * at a time (a block-head is 128 chunks of 16 B). */
-template <int ST> __global__ void warp1_kernel(cache c)
+ * at a time (a block-head is 128 chunks of 16 B). With a block table (tab),
+ * lane i reads the id of the sequence's block i up front, as decode
+ * attention does, and each tile takes its two ids from those lanes. */
+template <int ST> __global__ void warp1_kernel(cache c, const int32_t *tab)
 {
     extern __shared__ uint4 sm[];
     const int s = blockIdx.x, h = blockIdx.y, lane = threadIdx.x;
     uint32_t acc = 0;
+    /* Lane i holds the id of block 32 chunk + i (tiles are loaded in order). */
+    int chunk = -1;
+    int32_t my_block = 0;
     auto load = [&](int j) {
         uint4 *st = sm + (j % ST) * (4 * HEAD_BYTES / 16);
+        if ((2 * j) / 32 != chunk) {
+            chunk = (2 * j) / 32;
+            const int i = 32 * chunk + lane;
+            my_block = tab ? (i < c.nb ? tab[s * c.nb + i] : 0) : s * c.nb + i;
+        }
         for (int b = 0; b < 2; b++) {
-            const int64_t off = ((int64_t)(s * c.nb + 2 * j + b) * KVH + h) * HEAD_BYTES;
+            const int32_t blk = __shfl_sync(0xffffffffu, my_block, (2 * j + b) & 31);
+            const int64_t off = ((int64_t)blk * KVH + h) * HEAD_BYTES;
             for (int q = lane; q < HEAD_BYTES / 16; q += 32) {
                 cp16(st + b * 128 + q, c.k + off + 16 * q);
                 cp16(st + 256 + b * 128 + q, c.v + off + 16 * q);
@@ -185,6 +209,16 @@ __global__ void warp1_ldg_kernel(cache c)
         g_sink = acc;
 }
 
+static void sort_floats(float *t, int n) /* insertion sort, for medians */
+{
+    for (int i = 1; i < n; i++)
+        for (int j = i; j > 0 && t[j] < t[j - 1]; j--) {
+            float x = t[j];
+            t[j] = t[j - 1];
+            t[j - 1] = x;
+        }
+}
+
 int main(int argc, char **argv)
 {
     const int batch = argc > 1 ? atoi(argv[1]) : 256;
@@ -202,11 +236,68 @@ int main(int argc, char **argv)
     CK(cudaMemset(pool, 0x3c, 2 * arr * COPIES));
     const double bytes = 2.0 * batch * KVH * ctx * D * 2;
 
+    /* Block tables: consecutive (as decode_bench's steps) and scattered (as
+     * its attention mode: block i of the copy at (i * 7919) % blocks). */
+    const int nblocks = batch * nb;
+    int32_t *h_tab = (int32_t *)malloc(sizeof(int32_t) * 2 * nblocks);
+    for (int i = 0; i < nblocks; i++) {
+        h_tab[i] = i;
+        h_tab[nblocks + i] = (int32_t)(((int64_t)i * 7919) % nblocks);
+    }
+    int32_t *tab;
+    CK(cudaMalloc(&tab, sizeof(int32_t) * 2 * nblocks));
+    CK(cudaMemcpy(tab, h_tab, sizeof(int32_t) * 2 * nblocks, cudaMemcpyHostToDevice));
+
+    /* Folio's decode attention on the same cache: 32 query heads over 4,
+     * q from a qkv buffer, every sequence at position ctx - 1 (ctx keys, as
+     * the patterns read) or ctx (one more key: a decode step's new token). */
+    enum { H = 32 };
+    folio_bf16_bits *qkv, *out;
+    CK(cudaMalloc(&qkv, sizeof(folio_bf16_bits) * batch * (H + 2 * KVH) * D));
+    CK(cudaMemset(qkv, 0x3c, sizeof(folio_bf16_bits) * batch * (H + 2 * KVH) * D));
+    CK(cudaMalloc(&out, sizeof(folio_bf16_bits) * batch * H * D));
+    int32_t *h_meta = (int32_t *)malloc(sizeof(int32_t) * 6 * batch);
+    for (int i = 0; i < batch; i++) {
+        h_meta[i] = i;                   /* token_seq */
+        h_meta[batch + i] = ctx - 1;     /* token_pos */
+        h_meta[2 * batch + i] = ctx;     /* seq_ctx_len */
+        h_meta[3 * batch + i] = ctx;     /* token_pos, one key more */
+        h_meta[4 * batch + i] = ctx + 1; /* seq_ctx_len, one key more */
+    }
+    int32_t *meta;
+    CK(cudaMalloc(&meta, sizeof(int32_t) * 6 * batch));
+    CK(cudaMemcpy(meta, h_meta, sizeof(int32_t) * 6 * batch, cudaMemcpyHostToDevice));
+    int bucket = 1;
+    while (bucket < batch)
+        bucket <<= 1;
+    const struct folio_k_decode_plan plan =
+        folio_k_attention_decode_plan(bucket, KVH, D, sms, 4, 0, 0);
+    const size_t ws_bytes = folio_k_attention_decode_workspace_bytes(batch, plan, H, D);
+    void *ws = NULL;
+    int *counters;
+    if (ws_bytes)
+        CK(cudaMalloc(&ws, ws_bytes));
+    CK(cudaMalloc(&counters, sizeof(int) * batch * KVH));
+    CK(cudaMemset(counters, 0, sizeof(int) * batch * KVH));
+    /* The b256 step's form (the cuBLASLt path): RoPE and the norm's 1 / rms
+     * in attention, which reads the residual rows (hidden 2048) for it. */
+    uint32_t *rope;
+    CK(cudaMalloc(&rope, sizeof(uint32_t) * (ctx + 2) * (D / 2)));
+    CK(cudaMemset(rope, 0x3c, sizeof(uint32_t) * (ctx + 2) * (D / 2)));
+    folio_bf16_bits *residual;
+    CK(cudaMalloc(&residual, sizeof(folio_bf16_bits) * batch * 2048));
+    CK(cudaMemset(residual, 0x3c, sizeof(folio_bf16_bits) * batch * 2048));
+    const struct folio_k_row_norm norm = {residual, 2048, 1e-5f};
+    folio_k_set_smem_carveout(100); /* as the backend */
+    CK(folio_k_attention_prepare(D));
+    printf("PLAN warps=%d splits=%d\n", plan.warps, plan.splits);
+
     cudaEvent_t e0, e1;
     CK(cudaEventCreate(&e0));
     CK(cudaEventCreate(&e1));
-    const char *names[] = {"flat",     "warp1_st2", "warp1_st3", "warp1_st4",
-                           "seq4_st2", "seq4_st3",  "seq4_st4",  "warp1_ldg"};
+    const char *names[] = {"flat",     "warp1_st2",  "warp1_st3", "warp1_st4", "seq4_st2",
+                           "seq4_st3", "seq4_st4",   "warp1_ldg", "warp1_tab", "warp1_tab_scat",
+                           "folio",    "folio_scat", "folio_key1"};
     const int n_patterns = (int)(sizeof names / sizeof names[0]);
     CK(cudaFuncSetAttribute(seq4_kernel<4>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                             4 * 4 * KVH * HEAD_BYTES));
@@ -214,56 +305,104 @@ int main(int argc, char **argv)
                             3 * 4 * KVH * HEAD_BYTES));
     CK(cudaFuncSetAttribute(seq4_kernel<2>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                             2 * 4 * KVH * HEAD_BYTES));
+    /* Pattern p on copy cpy of the cache, on stream st. */
+    auto launch = [&](int p, int cpy, cudaStream_t st) -> cudaError_t {
+        cache c = {pool + 2 * arr * cpy, pool + 2 * arr * cpy + arr, nb, ctx / KT};
+        folio_bf16_bits *kc = (folio_bf16_bits *)c.k, *vc = (folio_bf16_bits *)c.v;
+        struct folio_k_batch kb = {batch, batch, meta, meta + batch, meta + 2 * batch, tab, nb};
+        switch (p) {
+        case 0:
+            flat_kernel<<<sms * 4, 512, 0, st>>>((const uint4 *)c.k, (const uint4 *)c.v,
+                                                 (int64_t)batch * (ctx / BLK) * KVH * HEAD_BYTES /
+                                                     16 * 2);
+            break;
+        case 1:
+            warp1_kernel<2><<<dim3(batch, KVH), 32, 2 * 4 * HEAD_BYTES, st>>>(c, NULL);
+            break;
+        case 2:
+            warp1_kernel<3><<<dim3(batch, KVH), 32, 3 * 4 * HEAD_BYTES, st>>>(c, NULL);
+            break;
+        case 3:
+            warp1_kernel<4><<<dim3(batch, KVH), 32, 4 * 4 * HEAD_BYTES, st>>>(c, NULL);
+            break;
+        case 4:
+            seq4_kernel<2><<<batch, 128, 2 * 4 * KVH * HEAD_BYTES, st>>>(c);
+            break;
+        case 5:
+            seq4_kernel<3><<<batch, 128, 3 * 4 * KVH * HEAD_BYTES, st>>>(c);
+            break;
+        case 6:
+            seq4_kernel<4><<<batch, 128, 4 * 4 * KVH * HEAD_BYTES, st>>>(c);
+            break;
+        case 7:
+            warp1_ldg_kernel<<<dim3(batch, KVH), 32, 0, st>>>(c);
+            break;
+        case 8:
+            warp1_kernel<2><<<dim3(batch, KVH), 32, 2 * 4 * HEAD_BYTES, st>>>(c, tab);
+            break;
+        case 9:
+            warp1_kernel<2><<<dim3(batch, KVH), 32, 2 * 4 * HEAD_BYTES, st>>>(c, tab + nblocks);
+            break;
+        case 10:
+        case 11:
+        case 12:
+        case 13:
+            if (p == 11)
+                kb.block_tables = tab + nblocks;
+            if (p >= 12) {
+                kb.token_pos = meta + 3 * batch;
+                kb.seq_ctx_len = meta + 4 * batch;
+            }
+            CK(folio_k_attention_decode(out, qkv, kc, vc, kb, plan, ws, counters, H, KVH, D,
+                                        p == 13 ? rope : NULL, p == 13 ? norm : folio_k_row_norm{},
+                                        0, st));
+            break;
+        }
+        return cudaGetLastError();
+    };
+    cudaStream_t gs;
+    CK(cudaStreamCreateWithFlags(&gs, cudaStreamNonBlocking));
     for (int p = 0; p < n_patterns; p++) {
         float t[REPS];
         for (int r = -3; r < REPS; r++) {
-            const int cpy = (r + 3 + p) % COPIES;
-            cache c = {pool + 2 * arr * cpy, pool + 2 * arr * cpy + arr, nb, ctx / KT};
             CK(cudaEventRecord(e0));
-            switch (p) {
-            case 0:
-                flat_kernel<<<sms * 4, 512>>>((const uint4 *)c.k, (const uint4 *)c.v,
-                                              (int64_t)batch * (ctx / BLK) * KVH * HEAD_BYTES / 16 *
-                                                  2);
-                break;
-            case 1:
-                warp1_kernel<2><<<dim3(batch, KVH), 32, 2 * 4 * HEAD_BYTES>>>(c);
-                break;
-            case 2:
-                warp1_kernel<3><<<dim3(batch, KVH), 32, 3 * 4 * HEAD_BYTES>>>(c);
-                break;
-            case 3:
-                warp1_kernel<4><<<dim3(batch, KVH), 32, 4 * 4 * HEAD_BYTES>>>(c);
-                break;
-            case 4:
-                seq4_kernel<2><<<batch, 128, 2 * 4 * KVH * HEAD_BYTES>>>(c);
-                break;
-            case 5:
-                seq4_kernel<3><<<batch, 128, 3 * 4 * KVH * HEAD_BYTES>>>(c);
-                break;
-            case 6:
-                seq4_kernel<4><<<batch, 128, 4 * 4 * KVH * HEAD_BYTES>>>(c);
-                break;
-            case 7:
-                warp1_ldg_kernel<<<dim3(batch, KVH), 32>>>(c);
-                break;
-            }
-            CK(cudaGetLastError());
+            CK(launch(p, (r + 3 + p) % COPIES, 0));
             CK(cudaEventRecord(e1));
             CK(cudaEventSynchronize(e1));
             if (r >= 0)
                 CK(cudaEventElapsedTime(&t[r], e0, e1));
         }
-        for (int i = 1; i < REPS; i++) /* insertion sort for the median */
-            for (int j = i; j > 0 && t[j] < t[j - 1]; j--) {
-                float x = t[j];
-                t[j] = t[j - 1];
-                t[j - 1] = x;
-            }
+        sort_floats(t, REPS);
         const double us = t[REPS / 2] * 1e3;
-        printf("RESULT pattern=%s batch=%d ctx=%d us=%.2f tbps=%.3f min_us=%.2f\n", names[p], batch,
-               ctx, us, bytes / us * 1e-6, t[0] * 1e3);
+        /* The same launches as a chain: a CUDA graph of one launch a copy,
+         * as a step's kernels follow each other; median replay / COPIES. */
+        cudaGraph_t g;
+        cudaGraphExec_t ge;
+        CK(cudaStreamBeginCapture(gs, cudaStreamCaptureModeThreadLocal));
+        for (int cpy = 0; cpy < COPIES; cpy++)
+            CK(launch(p, cpy, gs));
+        CK(cudaStreamEndCapture(gs, &g));
+        CK(cudaGraphInstantiate(&ge, g, 0));
+        float tc[REPS];
+        for (int r = -2; r < REPS; r++) {
+            CK(cudaEventRecord(e0, gs));
+            CK(cudaGraphLaunch(ge, gs));
+            CK(cudaEventRecord(e1, gs));
+            CK(cudaEventSynchronize(e1));
+            if (r >= 0)
+                CK(cudaEventElapsedTime(&tc[r], e0, e1));
+        }
+        CK(cudaGraphExecDestroy(ge));
+        CK(cudaGraphDestroy(g));
+        sort_floats(tc, REPS);
+        const double chain_us = tc[REPS / 2] * 1e3 / COPIES;
+        printf("RESULT pattern=%s batch=%d ctx=%d us=%.2f tbps=%.3f min_us=%.2f chain_us=%.2f "
+               "chain_tbps=%.3f\n",
+               names[p], batch, ctx, us, bytes / us * 1e-6, t[0] * 1e3, chain_us,
+               bytes / chain_us * 1e-6);
     }
     CK(cudaFree(pool));
+    free(h_tab);
+    free(h_meta);
     return 0;
 }
