@@ -295,9 +295,10 @@ int main(int argc, char **argv)
     cudaEvent_t e0, e1;
     CK(cudaEventCreate(&e0));
     CK(cudaEventCreate(&e1));
-    const char *names[] = {"flat",     "warp1_st2",  "warp1_st3", "warp1_st4", "seq4_st2",
-                           "seq4_st3", "seq4_st4",   "warp1_ldg", "warp1_tab", "warp1_tab_scat",
-                           "folio",    "folio_scat", "folio_key1"};
+    const char *names[] = {
+        "flat",     "warp1_st2",  "warp1_st3",  "warp1_st4",           "seq4_st2",
+        "seq4_st3", "seq4_st4",   "warp1_ldg",  "warp1_tab",           "warp1_tab_scat",
+        "folio",    "folio_scat", "folio_key1", "folio_rope_norm_key1"};
     const int n_patterns = (int)(sizeof names / sizeof names[0]);
     CK(cudaFuncSetAttribute(seq4_kernel<4>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                             4 * 4 * KVH * HEAD_BYTES));
