@@ -467,22 +467,6 @@ __global__ void __launch_bounds__(NW * 32)
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     const int g = lane >> 2, tq = lane & 3;
     const int group = a.num_heads / a.num_kv_heads;
-    /* Token t is sequence t's one new token (pack_step), so its block table
-     * is row t. The cache blocks of the warp's tiles are read from it a chunk
-     * of TPC tiles at a time, one block per lane (lane i: block i % BPT of
-     * tile i / BPT of the chunk); the next chunk's half way through this one,
-     * so that no tile's copies wait on a table read. Ids past the sequence's
-     * keys are read too (the row is block_stride long) and never copied from. */
-    const int32_t *table = a.b.block_tables + (int64_t)t * a.b.block_stride;
-    constexpr int BPT = KT / FOLIO_K_BLOCK, TPC = 32 / BPT;
-    auto table_chunk = [&](int t_begin, int c) -> int32_t {
-        const int b = (t_begin + warp + (c * TPC + lane / BPT) * NW) * BPT + lane % BPT;
-        return b < a.b.block_stride ? table[b] : 0;
-    };
-    /* With one split the first chunk does not depend on the position: its
-     * read goes out beside the position's, not after it (one round trip
-     * before the first copies instead of two). */
-    int32_t blk = splits == 1 ? table_chunk(0, 0) : 0;
     const int pos = a.b.token_pos[t]; /* -1: padding row, no keys, zeros out */
     const int n_keys = pos + 1;
     const split_layout sl(pos, splits, NW);
@@ -494,6 +478,7 @@ __global__ void __launch_bounds__(NW * 32)
         return; /* nothing to read, nothing to merge, nothing to wait for */
     {
         const int t_begin = split * per, t_end = min(t_begin + per, tiles);
+        const int32_t *table = a.b.block_tables + (int64_t)a.b.token_seq[t] * a.b.block_stride;
 
         /* This warp's tiles: t_begin + warp, + NW, ... below t_end, through ST
          * stages. The first ST go out before the wait for the previous kernel
@@ -502,15 +487,24 @@ __global__ void __launch_bounds__(NW * 32)
          * copied after the wait. */
         folio_bf16_bits *stage0 = smem_kv + (size_t)warp * ST * 2 * KT * LD;
         const int mine = t_end > t_begin + warp ? (t_end - t_begin - warp + NW - 1) / NW : 0;
-        if (splits != 1)
-            blk = table_chunk(t_begin, 0);
-        int32_t blk_next = 0;
+        /* The cache blocks of the warp's tiles, read from the block table a
+         * chunk of TPC tiles at a time, one block per lane (lane i: block
+         * i % BPT of tile i / BPT of the chunk); the next chunk's half way
+         * through this one. So no tile's copies wait on a table read, and the
+         * row of key pos goes out right after the wait. */
+        constexpr int BPT = KT / FOLIO_K_BLOCK, TPC = 32 / BPT;
+        auto table_chunk = [&](int c) -> int32_t {
+            const int j = c * TPC + lane / BPT;
+            const int key = (t_begin + warp + j * NW) * KT + (lane % BPT) * FOLIO_K_BLOCK;
+            return j < mine && key < n_keys ? table[key / FOLIO_K_BLOCK] : 0;
+        };
+        int32_t blk = table_chunk(0), blk_next = 0;
         auto load = [&](int j, int skip) {
             const int c = j / TPC, r = j % TPC;
             if (r == 0 && c > 0)
                 blk = blk_next;
             if (r == TPC / 2 && (c + 1) * TPC < mine)
-                blk_next = table_chunk(t_begin, c + 1);
+                blk_next = table_chunk(c + 1);
             int32_t blocks[BPT];
 #pragma unroll
             for (int b = 0; b < BPT; b++)
@@ -635,33 +629,24 @@ __global__ void __launch_bounds__(NW * 32)
 
         if (NW == 1 && direct) {
             /* Normalized, in bf16, transposed back by movmatrix: this lane
-             * then holds dims 2 tq, 2 tq + 1 (+ 8) of head 8 nq + g. The
-             * group's rows go out through the (now idle) stages: their
-             * heads are consecutive rows of out, so the warp writes them as
-             * whole 16-byte chunks rather than 4-byte pieces of eight rows an
-             * instruction. Rows padded by 4 words: the lanes' writes hit
-             * 32 different banks. */
-            constexpr int PITCH = D / 2 + 4; /* words a staged row */
-            uint32_t *so = (uint32_t *)stage0;
+             * then holds dims 2 tq, 2 tq + 1 (+ 8) of head 8 nq + g. */
 #pragma unroll
             for (int nq = 0; nq < NQ; nq++) {
                 const float inv0 = l[nq][0] > 0.0f ? 1.0f / l[nq][0] : 0.0f;
                 const float inv1 = l[nq][1] > 0.0f ? 1.0f / l[nq][1] : 0.0f;
-                uint32_t *row = so + (8 * nq + g) * PITCH;
+                const bool mine_head = 8 * nq + g < group;
+                uint32_t *dst = (uint32_t *)(a.out + (row0 + 8 * nq + g) * D);
 #pragma unroll
                 for (int dt = 0; dt < KS; dt++) {
-                    row[8 * dt + tq] =
+                    const uint32_t lo =
                         movmatrix_trans(pack_bf16x2(o[dt][nq][0] * inv0, o[dt][nq][1] * inv1));
-                    row[8 * dt + 4 + tq] =
+                    const uint32_t hi =
                         movmatrix_trans(pack_bf16x2(o[dt][nq][2] * inv0, o[dt][nq][3] * inv1));
+                    if (mine_head) {
+                        dst[(16 * dt + 2 * tq) / 2] = lo;
+                        dst[(16 * dt + 8 + 2 * tq) / 2] = hi;
+                    }
                 }
-            }
-            __syncwarp();
-            constexpr int CPR = D / 8; /* 16-byte chunks a row */
-            for (int c = lane; c < group * CPR; c += 32) {
-                const int h = c / CPR, ch = c % CPR;
-                *(uint4 *)(a.out + (row0 + h) * D + ch * 8) =
-                    *(const uint4 *)(so + h * PITCH + 4 * ch);
             }
         } else {
             /* Unnormalized f32 rows (head, dims): this warp's into shared
