@@ -338,7 +338,7 @@ static int bench_attention(const struct folio_model_config *c, int batch_size, i
         bucket <<= 1;
     const char *ac = getenv("FOLIO_ATTN_WARPS_PER_SM"); /* as the backend reads it */
     struct folio_k_decode_plan plan = folio_k_attention_decode_plan(
-        bucket, Hkv, D, num_sms, ac && atoi(ac) > 0 ? atoi(ac) : 4,
+        bucket, Hkv, D, num_sms, ac && atoi(ac) > 0 ? atoi(ac) : FOLIO_K_ATTN_WARPS_PER_SM,
         getenv("FOLIO_ATTN_CTA_WARPS") ? atoi(getenv("FOLIO_ATTN_CTA_WARPS")) : 0, 0);
     size_t ws_bytes = folio_k_attention_decode_workspace_bytes(batch_size, plan, H, D);
     void *ws = NULL;

@@ -271,7 +271,7 @@ int main(int argc, char **argv)
     while (bucket < batch)
         bucket <<= 1;
     const struct folio_k_decode_plan plan =
-        folio_k_attention_decode_plan(bucket, KVH, D, sms, 4, 0, 0);
+        folio_k_attention_decode_plan(bucket, KVH, D, sms, FOLIO_K_ATTN_WARPS_PER_SM, 0, 0);
     const size_t ws_bytes = folio_k_attention_decode_workspace_bytes(batch, plan, H, D);
     void *ws = NULL;
     int *counters;

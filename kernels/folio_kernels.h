@@ -120,6 +120,13 @@ int folio_k_attention_tile_tokens(int num_heads, int num_kv_heads, int head_dim)
 struct folio_k_decode_plan {
     int splits, warps, combine;
 };
+/* The warps_per_sm the backend passes (FOLIO_ATTN_WARPS_PER_SM overrides it).
+ * 3 rather than 4: a split costs its partials and their merge, and at 65-128
+ * rows 4 had cut the keys in two. On the H200 (TinyLlama shape, 512 keys)
+ * 3 made decode steps of 128 rows 1.547 ms against 1.656, 96 rows 1.485
+ * against 1.615, 32 rows 1.088 against 1.113; 8 and 256 rows as before
+ * (bench/results/2026-12-02-cuda-round26.md). */
+#define FOLIO_K_ATTN_WARPS_PER_SM 3
 struct folio_k_decode_plan folio_k_attention_decode_plan(int num_tokens, int num_kv_heads,
                                                          int head_dim, int num_sms,
                                                          int warps_per_sm, int cta_warps, int pdl);

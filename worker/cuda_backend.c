@@ -233,7 +233,7 @@ struct cuda_backend {
     bool tma_lm_head;
     int tma_split_qkv; /* QKV's K slices on the TMA path */
     /* Decode attention splits the keys until about this many warps per SM run:
-     * FOLIO_ATTN_WARPS_PER_SM (default 4). */
+     * FOLIO_ATTN_WARPS_PER_SM (default FOLIO_K_ATTN_WARPS_PER_SM). */
     int attn_warps_per_sm;
     /* FOLIO_ATTN_CTA_WARPS: 1 or 4 forces the decode kernel's warps per CTA
      * (see folio_k_attention_decode_plan; 0: by batch). A yardstick. */
@@ -1483,7 +1483,7 @@ static int create(struct cuda_backend *cb, const struct folio_model *m,
     CUDA_CHECK(cudaSetDevice(0));
     CUDA_CHECK(cudaDeviceGetAttribute(&cb->num_sms, cudaDevAttrMultiProcessorCount, 0));
     const char *ac = getenv("FOLIO_ATTN_WARPS_PER_SM");
-    cb->attn_warps_per_sm = ac && atoi(ac) > 0 ? atoi(ac) : 4;
+    cb->attn_warps_per_sm = ac && atoi(ac) > 0 ? atoi(ac) : FOLIO_K_ATTN_WARPS_PER_SM;
     const char *aw = getenv("FOLIO_ATTN_CTA_WARPS");
     cb->attn_cta_warps = aw ? atoi(aw) : 0;
     /* The GEMV and decode attention kernels ask for the whole carveout as shared
