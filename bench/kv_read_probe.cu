@@ -27,6 +27,10 @@
  *              (position ctx, as a decode step's new token: 17 tiles at 512);
  *              _rope_norm_key1: that with RoPE and the norm's 1 / rms in the
  *              kernel, the form a b256 step runs.
+ *   warp1_attnload  warp1_tab copying through decode attention's own loader
+ *              (attention_load_blocks: its shared-memory pitch, per-key masks,
+ *              cp.async with a source size).
+ *   warp1_zfill  warp1_tab with only the source-size form of cp.async.
  * Each launch reads one of 8 copies of the cache in turn (1.1 GB), so that
  * nothing comes from L2. Prints one RESULT line a pattern: us, the median of
  * 30 launches timed alone (events around each, as decode_bench's attention
@@ -38,6 +42,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "attention_tile.cuh"
 #include "folio_kernels.h"
 
 #define CK(x)                                                                                      \
@@ -136,6 +141,101 @@ template <int ST> __global__ void warp1_kernel(cache c, const int32_t *tab)
         __syncwarp();
         if (j + ST < c.tiles)
             load(j + ST);
+        commit();
+    }
+    if (acc == 0x12345678u)
+        g_sink = acc;
+}
+
+/* warp1_kernel<ST> (with a block table) copying through decode attention's
+ * own loader (attention_load_blocks: its smem pitch, per-key masks and
+ * cp.async with a source size) instead of plain 16-byte cp.async. */
+template <int ST> __global__ void warp1_attnload_kernel(cache c, const int32_t *tab, int ctx)
+{
+    constexpr int LD = tile_pitch<D>::value;
+    extern __shared__ uint4 sm[];
+    folio_bf16_bits *smb = (folio_bf16_bits *)sm;
+    const int s = blockIdx.x, h = blockIdx.y, lane = threadIdx.x;
+    uint32_t acc = 0;
+    int chunk = -1;
+    int32_t my_block = 0;
+    auto load = [&](int j) {
+        if ((2 * j) / 32 != chunk) {
+            chunk = (2 * j) / 32;
+            const int i = 32 * chunk + lane;
+            my_block = i < c.nb ? tab[s * c.nb + i] : 0;
+        }
+        int32_t blocks[2];
+        for (int b = 0; b < 2; b++)
+            blocks[b] = __shfl_sync(0xffffffffu, my_block, (2 * j + b) & 31);
+        folio_bf16_bits *ks = smb + (size_t)(j % ST) * 2 * KT * LD;
+        attention_load_blocks<D, KT>(ks, ks + KT * LD, (const folio_bf16_bits *)c.k,
+                                     (const folio_bf16_bits *)c.v, blocks, h, KVH, j * KT, ctx,
+                                     lane, 32);
+    };
+    for (int j = 0; j < ST; j++) {
+        if (j < c.tiles)
+            load(j);
+        commit();
+    }
+    for (int j = 0; j < c.tiles; j++) {
+        wait_groups<ST - 1>();
+        __syncwarp();
+        const uint4 x = *(const uint4 *)(smb + (size_t)(j % ST) * 2 * KT * LD + lane * LD);
+        acc ^= x.x ^ x.w;
+        __syncwarp();
+        if (j + ST < c.tiles)
+            load(j + ST);
+        commit();
+    }
+    if (acc == 0x12345678u)
+        g_sink = acc;
+}
+
+/* warp1_kernel<2> (with a block table) with cp.async's source-size form, as
+ * decode attention issues it (every copy whole: size 16). */
+__global__ void warp1_zfill_kernel(cache c, const int32_t *tab)
+{
+    extern __shared__ uint4 sm[];
+    const int s = blockIdx.x, h = blockIdx.y, lane = threadIdx.x;
+    uint32_t acc = 0;
+    int chunk = -1;
+    int32_t my_block = 0;
+    auto cpz = [&](void *dst, const void *src) {
+        uint32_t d = (uint32_t)__cvta_generic_to_shared(dst);
+        asm volatile("cp.async.cg.shared.global.L2::128B [%0], [%1], 16, %2;\n" ::"r"(d), "l"(src),
+                     "r"(16)
+                     : "memory");
+    };
+    auto load = [&](int j) {
+        uint4 *st = sm + (j % 2) * (4 * HEAD_BYTES / 16);
+        if ((2 * j) / 32 != chunk) {
+            chunk = (2 * j) / 32;
+            const int i = 32 * chunk + lane;
+            my_block = i < c.nb ? tab[s * c.nb + i] : 0;
+        }
+        for (int b = 0; b < 2; b++) {
+            const int32_t blk = __shfl_sync(0xffffffffu, my_block, (2 * j + b) & 31);
+            const int64_t off = ((int64_t)blk * KVH + h) * HEAD_BYTES;
+            for (int q = lane; q < HEAD_BYTES / 16; q += 32) {
+                cpz(st + b * 128 + q, c.k + off + 16 * q);
+                cpz(st + 256 + b * 128 + q, c.v + off + 16 * q);
+            }
+        }
+    };
+    for (int j = 0; j < 2; j++) {
+        if (j < c.tiles)
+            load(j);
+        commit();
+    }
+    for (int j = 0; j < c.tiles; j++) {
+        wait_groups<1>();
+        __syncwarp();
+        const uint4 x = sm[(j % 2) * (4 * HEAD_BYTES / 16) + lane];
+        acc ^= x.x ^ x.w;
+        __syncwarp();
+        if (j + 2 < c.tiles)
+            load(j + 2);
         commit();
     }
     if (acc == 0x12345678u)
@@ -295,10 +395,14 @@ int main(int argc, char **argv)
     cudaEvent_t e0, e1;
     CK(cudaEventCreate(&e0));
     CK(cudaEventCreate(&e1));
-    const char *names[] = {
-        "flat",     "warp1_st2",  "warp1_st3",  "warp1_st4",           "seq4_st2",
-        "seq4_st3", "seq4_st4",   "warp1_ldg",  "warp1_tab",           "warp1_tab_scat",
-        "folio",    "folio_scat", "folio_key1", "folio_rope_norm_key1"};
+    const char *names[] = {"flat",           "warp1_st2",
+                           "warp1_st3",      "warp1_st4",
+                           "seq4_st2",       "seq4_st3",
+                           "seq4_st4",       "warp1_ldg",
+                           "warp1_tab",      "warp1_tab_scat",
+                           "folio",          "folio_scat",
+                           "folio_key1",     "folio_rope_norm_key1",
+                           "warp1_attnload", "warp1_zfill"};
     const int n_patterns = (int)(sizeof names / sizeof names[0]);
     CK(cudaFuncSetAttribute(seq4_kernel<4>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                             4 * 4 * KVH * HEAD_BYTES));
@@ -357,6 +461,13 @@ int main(int argc, char **argv)
             CK(folio_k_attention_decode(out, qkv, kc, vc, kb, plan, ws, counters, H, KVH, D,
                                         p == 13 ? rope : NULL, p == 13 ? norm : folio_k_row_norm{},
                                         0, st));
+            break;
+        case 14:
+            warp1_attnload_kernel<2>
+                <<<dim3(batch, KVH), 32, 2 * 2 * KT * tile_pitch<D>::value * 2, st>>>(c, tab, ctx);
+            break;
+        case 15:
+            warp1_zfill_kernel<<<dim3(batch, KVH), 32, 2 * 4 * HEAD_BYTES, st>>>(c, tab);
             break;
         }
         return cudaGetLastError();
