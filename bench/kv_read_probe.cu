@@ -71,6 +71,14 @@ __device__ __forceinline__ void cp16(void *dst, const void *src)
     asm volatile("cp.async.cg.shared.global.L2::128B [%0], [%1], 16;\n" ::"r"(d), "l"(src)
                  : "memory");
 }
+/* cp16 with the source-size operand (bytes read; the rest zero-filled). */
+__device__ __forceinline__ void cp16_size(void *dst, const void *src, int bytes)
+{
+    uint32_t d = (uint32_t)__cvta_generic_to_shared(dst);
+    asm volatile("cp.async.cg.shared.global.L2::128B [%0], [%1], 16, %2;\n" ::"r"(d), "l"(src),
+                 "r"(bytes)
+                 : "memory");
+}
 __device__ __forceinline__ void commit()
 {
     asm volatile("cp.async.commit_group;\n" ::: "memory");
@@ -100,78 +108,59 @@ __global__ void flat_kernel(const uint4 *k, const uint4 *v, int64_t n16)
         g_sink = acc;
 }
 
+/* How a one-warp CTA copies a tile: plain 16-byte cp.async, cp.async's
+ * source-size form (every copy whole), or decode attention's own loader
+ * (attention_load_blocks: its shared-memory pitch, per-key masks and
+ * source-size copies). */
+enum copy_form { PLAIN, ZFILL, ATTN_LOADER };
+
+template <int FORM> __host__ __device__ constexpr int warp1_stage_bytes()
+{
+    return FORM == ATTN_LOADER ? 2 * KT * tile_pitch<D>::value * 2 : 4 * HEAD_BYTES;
+}
+
 /* Tile j of sequence s, head h: blocks 2j and 2j + 1, K then V, 16 B a lane
  * at a time (a block-head is 128 chunks of 16 B). With a block table (tab),
- * lane i reads the id of the sequence's block i up front, as decode
- * attention does, and each tile takes its two ids from those lanes. */
-template <int ST> __global__ void warp1_kernel(cache c, const int32_t *tab)
+ * lane i holds the id of the sequence's block 32 chunk + i, read when the
+ * tiles reach that chunk, as decode attention reads them, and each tile takes
+ * its two ids from those lanes; without one the blocks are consecutive. */
+template <int ST, int FORM> __global__ void warp1_kernel(cache c, const int32_t *tab, int ctx)
 {
     extern __shared__ uint4 sm[];
+    constexpr int STAGE16 = warp1_stage_bytes<FORM>() / 16;
     const int s = blockIdx.x, h = blockIdx.y, lane = threadIdx.x;
     uint32_t acc = 0;
-    /* Lane i holds the id of block 32 chunk + i (tiles are loaded in order). */
     int chunk = -1;
     int32_t my_block = 0;
     auto load = [&](int j) {
-        uint4 *st = sm + (j % ST) * (4 * HEAD_BYTES / 16);
+        uint4 *st = sm + (j % ST) * STAGE16;
         if ((2 * j) / 32 != chunk) {
             chunk = (2 * j) / 32;
             const int i = 32 * chunk + lane;
             my_block = tab ? (i < c.nb ? tab[s * c.nb + i] : 0) : s * c.nb + i;
         }
-        for (int b = 0; b < 2; b++) {
-            const int32_t blk = __shfl_sync(0xffffffffu, my_block, (2 * j + b) & 31);
-            const int64_t off = ((int64_t)blk * KVH + h) * HEAD_BYTES;
-            for (int q = lane; q < HEAD_BYTES / 16; q += 32) {
-                cp16(st + b * 128 + q, c.k + off + 16 * q);
-                cp16(st + 256 + b * 128 + q, c.v + off + 16 * q);
-            }
-        }
-    };
-    for (int j = 0; j < ST; j++) {
-        if (j < c.tiles)
-            load(j);
-        commit();
-    }
-    for (int j = 0; j < c.tiles; j++) {
-        wait_groups<ST - 1>();
-        __syncwarp();
-        const uint4 x = sm[(j % ST) * (4 * HEAD_BYTES / 16) + lane];
-        acc ^= x.x ^ x.w;
-        __syncwarp();
-        if (j + ST < c.tiles)
-            load(j + ST);
-        commit();
-    }
-    if (acc == 0x12345678u)
-        g_sink = acc;
-}
-
-/* warp1_kernel<ST> (with a block table) copying through decode attention's
- * own loader (attention_load_blocks: its smem pitch, per-key masks and
- * cp.async with a source size) instead of plain 16-byte cp.async. */
-template <int ST> __global__ void warp1_attnload_kernel(cache c, const int32_t *tab, int ctx)
-{
-    constexpr int LD = tile_pitch<D>::value;
-    extern __shared__ uint4 sm[];
-    folio_bf16_bits *smb = (folio_bf16_bits *)sm;
-    const int s = blockIdx.x, h = blockIdx.y, lane = threadIdx.x;
-    uint32_t acc = 0;
-    int chunk = -1;
-    int32_t my_block = 0;
-    auto load = [&](int j) {
-        if ((2 * j) / 32 != chunk) {
-            chunk = (2 * j) / 32;
-            const int i = 32 * chunk + lane;
-            my_block = i < c.nb ? tab[s * c.nb + i] : 0;
-        }
         int32_t blocks[2];
         for (int b = 0; b < 2; b++)
             blocks[b] = __shfl_sync(0xffffffffu, my_block, (2 * j + b) & 31);
-        folio_bf16_bits *ks = smb + (size_t)(j % ST) * 2 * KT * LD;
-        attention_load_blocks<D, KT>(ks, ks + KT * LD, (const folio_bf16_bits *)c.k,
-                                     (const folio_bf16_bits *)c.v, blocks, h, KVH, j * KT, ctx,
-                                     lane, 32);
+        if (FORM == ATTN_LOADER) {
+            folio_bf16_bits *ks = (folio_bf16_bits *)st;
+            attention_load_blocks<D, KT>(ks, ks + KT * tile_pitch<D>::value,
+                                         (const folio_bf16_bits *)c.k, (const folio_bf16_bits *)c.v,
+                                         blocks, h, KVH, j * KT, ctx, lane, 32);
+        } else {
+            for (int b = 0; b < 2; b++) {
+                const int64_t off = ((int64_t)blocks[b] * KVH + h) * HEAD_BYTES;
+                for (int q = lane; q < HEAD_BYTES / 16; q += 32) {
+                    if (FORM == ZFILL) {
+                        cp16_size(st + b * 128 + q, c.k + off + 16 * q, 16);
+                        cp16_size(st + 256 + b * 128 + q, c.v + off + 16 * q, 16);
+                    } else {
+                        cp16(st + b * 128 + q, c.k + off + 16 * q);
+                        cp16(st + 256 + b * 128 + q, c.v + off + 16 * q);
+                    }
+                }
+            }
+        }
     };
     for (int j = 0; j < ST; j++) {
         if (j < c.tiles)
@@ -181,61 +170,11 @@ template <int ST> __global__ void warp1_attnload_kernel(cache c, const int32_t *
     for (int j = 0; j < c.tiles; j++) {
         wait_groups<ST - 1>();
         __syncwarp();
-        const uint4 x = *(const uint4 *)(smb + (size_t)(j % ST) * 2 * KT * LD + lane * LD);
+        const uint4 x = sm[(j % ST) * STAGE16 + lane];
         acc ^= x.x ^ x.w;
         __syncwarp();
         if (j + ST < c.tiles)
             load(j + ST);
-        commit();
-    }
-    if (acc == 0x12345678u)
-        g_sink = acc;
-}
-
-/* warp1_kernel<2> (with a block table) with cp.async's source-size form, as
- * decode attention issues it (every copy whole: size 16). */
-__global__ void warp1_zfill_kernel(cache c, const int32_t *tab)
-{
-    extern __shared__ uint4 sm[];
-    const int s = blockIdx.x, h = blockIdx.y, lane = threadIdx.x;
-    uint32_t acc = 0;
-    int chunk = -1;
-    int32_t my_block = 0;
-    auto cpz = [&](void *dst, const void *src) {
-        uint32_t d = (uint32_t)__cvta_generic_to_shared(dst);
-        asm volatile("cp.async.cg.shared.global.L2::128B [%0], [%1], 16, %2;\n" ::"r"(d), "l"(src),
-                     "r"(16)
-                     : "memory");
-    };
-    auto load = [&](int j) {
-        uint4 *st = sm + (j % 2) * (4 * HEAD_BYTES / 16);
-        if ((2 * j) / 32 != chunk) {
-            chunk = (2 * j) / 32;
-            const int i = 32 * chunk + lane;
-            my_block = i < c.nb ? tab[s * c.nb + i] : 0;
-        }
-        for (int b = 0; b < 2; b++) {
-            const int32_t blk = __shfl_sync(0xffffffffu, my_block, (2 * j + b) & 31);
-            const int64_t off = ((int64_t)blk * KVH + h) * HEAD_BYTES;
-            for (int q = lane; q < HEAD_BYTES / 16; q += 32) {
-                cpz(st + b * 128 + q, c.k + off + 16 * q);
-                cpz(st + 256 + b * 128 + q, c.v + off + 16 * q);
-            }
-        }
-    };
-    for (int j = 0; j < 2; j++) {
-        if (j < c.tiles)
-            load(j);
-        commit();
-    }
-    for (int j = 0; j < c.tiles; j++) {
-        wait_groups<1>();
-        __syncwarp();
-        const uint4 x = sm[(j % 2) * (4 * HEAD_BYTES / 16) + lane];
-        acc ^= x.x ^ x.w;
-        __syncwarp();
-        if (j + 2 < c.tiles)
-            load(j + 2);
         commit();
     }
     if (acc == 0x12345678u)
@@ -422,13 +361,16 @@ int main(int argc, char **argv)
                                                      16 * 2);
             break;
         case 1:
-            warp1_kernel<2><<<dim3(batch, KVH), 32, 2 * 4 * HEAD_BYTES, st>>>(c, NULL);
+            warp1_kernel<2, PLAIN>
+                <<<dim3(batch, KVH), 32, 2 * warp1_stage_bytes<PLAIN>(), st>>>(c, NULL, ctx);
             break;
         case 2:
-            warp1_kernel<3><<<dim3(batch, KVH), 32, 3 * 4 * HEAD_BYTES, st>>>(c, NULL);
+            warp1_kernel<3, PLAIN>
+                <<<dim3(batch, KVH), 32, 3 * warp1_stage_bytes<PLAIN>(), st>>>(c, NULL, ctx);
             break;
         case 3:
-            warp1_kernel<4><<<dim3(batch, KVH), 32, 4 * 4 * HEAD_BYTES, st>>>(c, NULL);
+            warp1_kernel<4, PLAIN>
+                <<<dim3(batch, KVH), 32, 4 * warp1_stage_bytes<PLAIN>(), st>>>(c, NULL, ctx);
             break;
         case 4:
             seq4_kernel<2><<<batch, 128, 2 * 4 * KVH * HEAD_BYTES, st>>>(c);
@@ -443,10 +385,12 @@ int main(int argc, char **argv)
             warp1_ldg_kernel<<<dim3(batch, KVH), 32, 0, st>>>(c);
             break;
         case 8:
-            warp1_kernel<2><<<dim3(batch, KVH), 32, 2 * 4 * HEAD_BYTES, st>>>(c, tab);
+            warp1_kernel<2, PLAIN>
+                <<<dim3(batch, KVH), 32, 2 * warp1_stage_bytes<PLAIN>(), st>>>(c, tab, ctx);
             break;
         case 9:
-            warp1_kernel<2><<<dim3(batch, KVH), 32, 2 * 4 * HEAD_BYTES, st>>>(c, tab + nblocks);
+            warp1_kernel<2, PLAIN><<<dim3(batch, KVH), 32, 2 * warp1_stage_bytes<PLAIN>(), st>>>(
+                c, tab + nblocks, ctx);
             break;
         case 10:
         case 11:
@@ -463,11 +407,12 @@ int main(int argc, char **argv)
                                         0, st));
             break;
         case 14:
-            warp1_attnload_kernel<2>
-                <<<dim3(batch, KVH), 32, 2 * 2 * KT * tile_pitch<D>::value * 2, st>>>(c, tab, ctx);
+            warp1_kernel<2, ATTN_LOADER>
+                <<<dim3(batch, KVH), 32, 2 * warp1_stage_bytes<ATTN_LOADER>(), st>>>(c, tab, ctx);
             break;
         case 15:
-            warp1_zfill_kernel<<<dim3(batch, KVH), 32, 2 * 4 * HEAD_BYTES, st>>>(c, tab);
+            warp1_kernel<2, ZFILL>
+                <<<dim3(batch, KVH), 32, 2 * warp1_stage_bytes<ZFILL>(), st>>>(c, tab, ctx);
             break;
         }
         return cudaGetLastError();
