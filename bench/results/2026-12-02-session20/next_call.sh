@@ -7,7 +7,8 @@
 #    kernel's own loader; kv_read_probe_bisect (branch attn-bisect) adds modes 8 (no q loads),
 #    16 (return after the tiles) and 25 (1 + 8 + 16) to the kernel itself.
 # 3. Steps of 16 and 32 rows with FOLIO_ATTN_WARPS_PER_SM=2 against the new default (call 5's
-#    attention alone at b32: 0.0125 ms with 2, 0.0130 with 3).
+#    attention alone at b32: 0.0125 ms with 2, 0.0130 with 3), and b16 and b4 against the old
+#    default 4 (their split counts changed, 3 -> 2 and 9 -> 7; session 20 did not time them).
 # Prepare here:
 #     git checkout attn-bisect && cmake --build build-bundle -j2 --target kv_read_probe &&
 #       strip --strip-debug -o /tmp/kv_read_probe_bisect build-bundle/bin/kv_read_probe &&
@@ -33,5 +34,8 @@ mkdir -p /tmp/cmp
 OUT=/tmp/cmp FOLIO_COMPARE_ROUNDS=2 FOLIO_COMPARE_STEPS=100 FOLIO_COMPARE="w3_b32 decode_bench 32
 w2_b32 decode_bench 32 FOLIO_ATTN_WARPS_PER_SM=2
 w3_b16 decode_bench 16
-w2_b16 decode_bench 16 FOLIO_ATTN_WARPS_PER_SM=2" bash bench/gpu/compare_decode.sh 2>&1 | grep "^|"
+w2_b16 decode_bench 16 FOLIO_ATTN_WARPS_PER_SM=2
+w4_b16 decode_bench 16 FOLIO_ATTN_WARPS_PER_SM=4
+w3_b4 decode_bench 4
+w4_b4 decode_bench 4 FOLIO_ATTN_WARPS_PER_SM=4" bash bench/gpu/compare_decode.sh 2>&1 | grep "^|"
 cp /tmp/cmp/compare.log $OUT/
