@@ -108,6 +108,33 @@ __global__ void flat_kernel(const uint4 *k, const uint4 *v, int64_t n16)
         g_sink = acc;
 }
 
+/* The copy ring every cp.async pattern runs: the first ST tiles, then each
+ * tile waited for, one 16-byte chunk of it read (so that nothing is dead),
+ * its stage refilled with the tile ST ahead. CTA: the whole CTA shares the
+ * stages (__syncthreads), else one warp. Returns the XOR of what it read. */
+template <int ST, bool CTA, class Load>
+__device__ __forceinline__ uint32_t copy_ring(int tiles, const Load &load, const uint4 *sm,
+                                              int stage16, int idx)
+{
+    uint32_t acc = 0;
+    for (int j = 0; j < ST; j++) {
+        if (j < tiles)
+            load(j);
+        commit();
+    }
+    for (int j = 0; j < tiles; j++) {
+        wait_groups<ST - 1>();
+        CTA ? __syncthreads() : __syncwarp();
+        const uint4 x = sm[(j % ST) * stage16 + idx];
+        acc ^= x.x ^ x.w;
+        CTA ? __syncthreads() : __syncwarp();
+        if (j + ST < tiles)
+            load(j + ST);
+        commit();
+    }
+    return acc;
+}
+
 /* How a one-warp CTA copies a tile: plain 16-byte cp.async, cp.async's
  * source-size form (every copy whole), or decode attention's own loader
  * (attention_load_blocks: its shared-memory pitch, per-key masks and
@@ -129,7 +156,6 @@ template <int ST, int FORM> __global__ void warp1_kernel(cache c, const int32_t 
     extern __shared__ uint4 sm[];
     constexpr int STAGE16 = warp1_stage_bytes<FORM>() / 16;
     const int s = blockIdx.x, h = blockIdx.y, lane = threadIdx.x;
-    uint32_t acc = 0;
     int chunk = -1;
     int32_t my_block = 0;
     auto load = [&](int j) {
@@ -162,21 +188,7 @@ template <int ST, int FORM> __global__ void warp1_kernel(cache c, const int32_t 
             }
         }
     };
-    for (int j = 0; j < ST; j++) {
-        if (j < c.tiles)
-            load(j);
-        commit();
-    }
-    for (int j = 0; j < c.tiles; j++) {
-        wait_groups<ST - 1>();
-        __syncwarp();
-        const uint4 x = sm[(j % ST) * STAGE16 + lane];
-        acc ^= x.x ^ x.w;
-        __syncwarp();
-        if (j + ST < c.tiles)
-            load(j + ST);
-        commit();
-    }
+    const uint32_t acc = copy_ring<ST, false>(c.tiles, load, sm, STAGE16, lane);
     if (acc == 0x12345678u)
         g_sink = acc;
 }
@@ -189,7 +201,6 @@ template <int ST> __global__ void seq4_kernel(cache c)
     const int s = blockIdx.x, t = threadIdx.x;
     constexpr int BLOCK_BYTES = KVH * HEAD_BYTES; /* 8 KB */
     constexpr int STAGE16 = 4 * BLOCK_BYTES / 16;
-    uint32_t acc = 0;
     auto load = [&](int j) {
         uint4 *st = sm + (j % ST) * STAGE16;
         const int64_t off = (int64_t)(s * c.nb + 2 * j) * BLOCK_BYTES;
@@ -198,21 +209,7 @@ template <int ST> __global__ void seq4_kernel(cache c)
             cp16(st + 2 * BLOCK_BYTES / 16 + q, c.v + off + 16 * q);
         }
     };
-    for (int j = 0; j < ST; j++) {
-        if (j < c.tiles)
-            load(j);
-        commit();
-    }
-    for (int j = 0; j < c.tiles; j++) {
-        wait_groups<ST - 1>();
-        __syncthreads();
-        const uint4 x = sm[(j % ST) * STAGE16 + t];
-        acc ^= x.x ^ x.w;
-        __syncthreads();
-        if (j + ST < c.tiles)
-            load(j + ST);
-        commit();
-    }
+    const uint32_t acc = copy_ring<ST, true>(c.tiles, load, sm, STAGE16, t);
     if (acc == 0x12345678u)
         g_sink = acc;
 }
