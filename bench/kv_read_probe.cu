@@ -31,6 +31,10 @@
  *              (attention_load_blocks: its shared-memory pitch, per-key masks,
  *              cp.async with a source size).
  *   warp1_zfill  warp1_tab with only the source-size form of cp.async.
+ *   warp1_pitch  warp1_tab into decode attention's padded rows (144 bytes a
+ *              key); _swizzle: into 128-byte rows with the 16-byte chunks
+ *              XOR-swizzled by row; warp1_zfill_wide: warp1_zfill with the
+ *              padded stages' shared-memory size.
  * Each launch reads one of 8 copies of the cache in turn (1.1 GB), so that
  * nothing comes from L2. Prints one RESULT line a pattern: us, the median of
  * 30 launches timed alone (events around each, as decode_bench's attention
@@ -139,11 +143,17 @@ __device__ __forceinline__ uint32_t copy_ring(int tiles, const Load &load, const
  * source-size form (every copy whole), or decode attention's own loader
  * (attention_load_blocks: its shared-memory pitch, per-key masks and
  * source-size copies). */
-enum copy_form { PLAIN, ZFILL, ATTN_LOADER };
+enum copy_form { PLAIN, ZFILL, ATTN_LOADER, PITCH, SWIZZLE, ZFILL_WIDE };
 
+/* PITCH: plain copies into decode attention's padded rows (144 bytes a key);
+ * SWIZZLE: into 128-byte rows, chunk c of key r at c ^ (r & 7) (conflict-free
+ * for ldmatrix without padding); ZFILL_WIDE: ZFILL with the padded stages'
+ * size (their shared-memory footprint, rows unpadded). */
 template <int FORM> __host__ __device__ constexpr int warp1_stage_bytes()
 {
-    return FORM == ATTN_LOADER ? 2 * KT * tile_pitch<D>::value * 2 : 4 * HEAD_BYTES;
+    return FORM == ATTN_LOADER || FORM == PITCH || FORM == ZFILL_WIDE
+               ? 2 * KT * tile_pitch<D>::value * 2
+               : 4 * HEAD_BYTES;
 }
 
 /* Tile j of sequence s, head h: blocks 2j and 2j + 1, K then V, 16 B a lane
@@ -177,7 +187,13 @@ template <int ST, int FORM> __global__ void warp1_kernel(cache c, const int32_t 
             for (int b = 0; b < 2; b++) {
                 const int64_t off = ((int64_t)blocks[b] * KVH + h) * HEAD_BYTES;
                 for (int q = lane; q < HEAD_BYTES / 16; q += 32) {
-                    if (FORM == ZFILL) {
+                    const int row = b * BLK + q / 8, col = q % 8;
+                    if (FORM == PITCH || FORM == SWIZZLE) {
+                        constexpr int P = FORM == PITCH ? tile_pitch<D>::value / 8 : 8;
+                        const int at = row * P + (FORM == PITCH ? col : col ^ (row & 7));
+                        cp16(st + at, c.k + off + 16 * q);
+                        cp16(st + KT * P + at, c.v + off + 16 * q);
+                    } else if (FORM == ZFILL || FORM == ZFILL_WIDE) {
                         cp16_size(st + b * 128 + q, c.k + off + 16 * q, 16);
                         cp16_size(st + 256 + b * 128 + q, c.v + off + 16 * q, 16);
                     } else {
@@ -331,14 +347,25 @@ int main(int argc, char **argv)
     cudaEvent_t e0, e1;
     CK(cudaEventCreate(&e0));
     CK(cudaEventCreate(&e1));
-    const char *names[] = {"flat",           "warp1_st2",
-                           "warp1_st3",      "warp1_st4",
-                           "seq4_st2",       "seq4_st3",
-                           "seq4_st4",       "warp1_ldg",
-                           "warp1_tab",      "warp1_tab_scat",
-                           "folio",          "folio_scat",
-                           "folio_key1",     "folio_rope_norm_key1",
-                           "warp1_attnload", "warp1_zfill"};
+    const char *names[] = {"flat",
+                           "warp1_st2",
+                           "warp1_st3",
+                           "warp1_st4",
+                           "seq4_st2",
+                           "seq4_st3",
+                           "seq4_st4",
+                           "warp1_ldg",
+                           "warp1_tab",
+                           "warp1_tab_scat",
+                           "folio",
+                           "folio_scat",
+                           "folio_key1",
+                           "folio_rope_norm_key1",
+                           "warp1_attnload",
+                           "warp1_zfill",
+                           "warp1_pitch",
+                           "warp1_swizzle",
+                           "warp1_zfill_wide"};
     const int n_patterns = (int)(sizeof names / sizeof names[0]);
     CK(cudaFuncSetAttribute(seq4_kernel<4>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                             4 * 4 * KVH * HEAD_BYTES));
@@ -410,6 +437,18 @@ int main(int argc, char **argv)
         case 15:
             warp1_kernel<2, ZFILL>
                 <<<dim3(batch, KVH), 32, 2 * warp1_stage_bytes<ZFILL>(), st>>>(c, tab, ctx);
+            break;
+        case 16:
+            warp1_kernel<2, PITCH>
+                <<<dim3(batch, KVH), 32, 2 * warp1_stage_bytes<PITCH>(), st>>>(c, tab, ctx);
+            break;
+        case 17:
+            warp1_kernel<2, SWIZZLE>
+                <<<dim3(batch, KVH), 32, 2 * warp1_stage_bytes<SWIZZLE>(), st>>>(c, tab, ctx);
+            break;
+        case 18:
+            warp1_kernel<2, ZFILL_WIDE>
+                <<<dim3(batch, KVH), 32, 2 * warp1_stage_bytes<ZFILL_WIDE>(), st>>>(c, tab, ctx);
             break;
         }
         return cudaGetLastError();
