@@ -34,7 +34,9 @@
  *   warp1_pitch  warp1_tab into decode attention's padded rows (144 bytes a
  *              key); _swizzle: into 128-byte rows with the 16-byte chunks
  *              XOR-swizzled by row; warp1_zfill_wide: warp1_zfill with the
- *              padded stages' shared-memory size.
+ *              padded stages' shared-memory size. _pitch_read / _swizzle_read:
+ *              warp1_pitch / _swizzle with every tile read as decode attention
+ *              reads it (16 ldmatrix a tile), no arithmetic.
  * Each launch reads one of 8 copies of the cache in turn (1.1 GB), so that
  * nothing comes from L2. Prints one RESULT line a pattern: us, the median of
  * 30 launches timed alone (events around each, as decode_bench's attention
@@ -113,12 +115,12 @@ __global__ void flat_kernel(const uint4 *k, const uint4 *v, int64_t n16)
 }
 
 /* The copy ring every cp.async pattern runs: the first ST tiles, then each
- * tile waited for, one 16-byte chunk of it read (so that nothing is dead),
- * its stage refilled with the tile ST ahead. CTA: the whole CTA shares the
- * stages (__syncthreads), else one warp. Returns the XOR of what it read. */
-template <int ST, bool CTA, class Load>
-__device__ __forceinline__ uint32_t copy_ring(int tiles, const Load &load, const uint4 *sm,
-                                              int stage16, int idx)
+ * tile waited for and used (use(stage): by default one 16-byte chunk of it
+ * read, so that nothing is dead), its stage refilled with the tile ST ahead.
+ * CTA: the whole CTA shares the stages (__syncthreads), else one warp.
+ * Returns the XOR of what use returned. */
+template <int ST, bool CTA, class Load, class Use>
+__device__ __forceinline__ uint32_t copy_ring(int tiles, const Load &load, const Use &use)
 {
     uint32_t acc = 0;
     for (int j = 0; j < ST; j++) {
@@ -129,8 +131,7 @@ __device__ __forceinline__ uint32_t copy_ring(int tiles, const Load &load, const
     for (int j = 0; j < tiles; j++) {
         wait_groups<ST - 1>();
         CTA ? __syncthreads() : __syncwarp();
-        const uint4 x = sm[(j % ST) * stage16 + idx];
-        acc ^= x.x ^ x.w;
+        acc ^= use(j % ST);
         CTA ? __syncthreads() : __syncwarp();
         if (j + ST < tiles)
             load(j + ST);
@@ -161,7 +162,8 @@ template <int FORM> __host__ __device__ constexpr int warp1_stage_bytes()
  * lane i holds the id of the sequence's block 32 chunk + i, read when the
  * tiles reach that chunk, as decode attention reads them, and each tile takes
  * its two ids from those lanes; without one the blocks are consecutive. */
-template <int ST, int FORM> __global__ void warp1_kernel(cache c, const int32_t *tab, int ctx)
+template <int ST, int FORM, bool READ = false>
+__global__ void warp1_kernel(cache c, const int32_t *tab, int ctx)
 {
     extern __shared__ uint4 sm[];
     constexpr int STAGE16 = warp1_stage_bytes<FORM>() / 16;
@@ -204,7 +206,34 @@ template <int ST, int FORM> __global__ void warp1_kernel(cache c, const int32_t 
             }
         }
     };
-    const uint32_t acc = copy_ring<ST, false>(c.tiles, load, sm, STAGE16, lane);
+    /* READ: each tile read as decode_tile reads it (ldmatrix of K's rows,
+     * ldmatrix.trans of V's, 16 a tile) from the form's rows. */
+    auto use = [&](int stage) -> uint32_t {
+        const uint4 *st = sm + stage * STAGE16;
+        if (!READ) {
+            const uint4 x = st[lane];
+            return x.x ^ x.w;
+        }
+        constexpr int P = FORM == SWIZZLE ? 8 : tile_pitch<D>::value / 8; /* chunks a row */
+        auto at = [&](int row, int col) {
+            return (const folio_bf16_bits *)(st + row * P +
+                                             (FORM == SWIZZLE ? col ^ (row & 7) : col));
+        };
+        uint32_t x = 0, r[4];
+#pragma unroll
+        for (int mt = 0; mt < KT / 16; mt++)
+#pragma unroll
+            for (int q = 0; q < D / 16; q++) {
+                ldmatrix_x4(r,
+                            at(16 * mt + (lane & 7) + ((lane >> 3) & 1) * 8, 2 * q + (lane >> 4)));
+                x ^= r[0] ^ r[1] ^ r[2] ^ r[3];
+                ldmatrix_x4_trans(
+                    r, at(KT + 16 * mt + (lane >> 4) * 8 + (lane & 7), 2 * q + ((lane >> 3) & 1)));
+                x ^= r[0] ^ r[1] ^ r[2] ^ r[3];
+            }
+        return x;
+    };
+    const uint32_t acc = copy_ring<ST, false>(c.tiles, load, use);
     if (acc == 0x12345678u)
         g_sink = acc;
 }
@@ -225,7 +254,11 @@ template <int ST> __global__ void seq4_kernel(cache c)
             cp16(st + 2 * BLOCK_BYTES / 16 + q, c.v + off + 16 * q);
         }
     };
-    const uint32_t acc = copy_ring<ST, true>(c.tiles, load, sm, STAGE16, t);
+    auto use = [&](int stage) -> uint32_t {
+        const uint4 x = sm[stage * STAGE16 + t];
+        return x.x ^ x.w;
+    };
+    const uint32_t acc = copy_ring<ST, true>(c.tiles, load, use);
     if (acc == 0x12345678u)
         g_sink = acc;
 }
@@ -365,7 +398,9 @@ int main(int argc, char **argv)
                            "warp1_zfill",
                            "warp1_pitch",
                            "warp1_swizzle",
-                           "warp1_zfill_wide"};
+                           "warp1_zfill_wide",
+                           "warp1_pitch_read",
+                           "warp1_swizzle_read"};
     const int n_patterns = (int)(sizeof names / sizeof names[0]);
     CK(cudaFuncSetAttribute(seq4_kernel<4>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                             4 * 4 * KVH * HEAD_BYTES));
@@ -449,6 +484,14 @@ int main(int argc, char **argv)
         case 18:
             warp1_kernel<2, ZFILL_WIDE>
                 <<<dim3(batch, KVH), 32, 2 * warp1_stage_bytes<ZFILL_WIDE>(), st>>>(c, tab, ctx);
+            break;
+        case 19:
+            warp1_kernel<2, PITCH, true>
+                <<<dim3(batch, KVH), 32, 2 * warp1_stage_bytes<PITCH>(), st>>>(c, tab, ctx);
+            break;
+        case 20:
+            warp1_kernel<2, SWIZZLE, true>
+                <<<dim3(batch, KVH), 32, 2 * warp1_stage_bytes<SWIZZLE>(), st>>>(c, tab, ctx);
             break;
         }
         return cudaGetLastError();

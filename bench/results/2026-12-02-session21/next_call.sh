@@ -1,0 +1,36 @@
+# The next session's first device call (written in session 21, not run).
+# Why the swizzled attention stages (branch `swizzle`, patches/swizzle.diff) made decode attention
+# 3.4 us a b256 layer slower (call 5: folio 40.30 us against 36.87 in chains) when the same copies
+# alone were 1.8 us faster than into padded rows (call 4: warp1_swizzle 31.52 against warp1_pitch
+# 33.29). kv_read_probe's warp1_pitch_read / warp1_swizzle_read add decode_tile's ldmatrix reads
+# (16 a tile, no arithmetic) to those copy patterns: if _swizzle_read loses to _pitch_read, the
+# reads are the cause; if not, the kernel's code around them is.
+# Then steps where 4 warps an SM (the old default) and 3 plan different split counts: b16 (3
+# against 2), b14 (3 against 2), b8 (5 against 4), b28 (2 against 1). Call 1 of round 27 had b16
+# 1.0364 ms with 4 against 1.0513 with 3; session 20 had b32 (2 against 1) faster with 3.
+# Prepare here (main, then the swizzle branch's probe as a variant):
+#     git checkout swizzle && cmake --build build-bundle -j2 --target kv_read_probe &&
+#       strip --strip-debug -o /tmp/kv_read_probe_swizzle build-bundle/bin/kv_read_probe &&
+#       git checkout main && cmake --build build-bundle -j2 && deploy/bundle.sh &&
+#       cp /tmp/kv_read_probe_swizzle bundle/bin/ && deploy/pack.sh
+# then run with carry ["build-pack"]:
+#     tar xJf build-pack/carry.tar.xz && export OUT && bash bench/results/2026-12-02-session21/next_call.sh
+# After it: GuideLLM poisson 8/32/128 at main in its own call (bench/results/README.md, "Running it
+# on the H200").
+set -u
+B=$PWD/bundle/bin
+export LD_LIBRARY_PATH=$PWD/bundle/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+for r in 1 2; do
+  $B/kv_read_probe 256 512 | grep -E "warp1_tab |warp1_pitch|warp1_swizzle|folio " | sed "s/^RESULT /RESULT build=main run=$r /"
+  $B/kv_read_probe_swizzle 256 512 | grep -E "folio " | sed "s/^RESULT /RESULT build=swizzle run=$r /"
+done | tee $OUT/kv_read_probe.txt
+mkdir -p /tmp/cmp
+OUT=/tmp/cmp FOLIO_COMPARE_ROUNDS=3 FOLIO_COMPARE_STEPS=100 FOLIO_COMPARE="w3_b16 decode_bench 16
+w4_b16 decode_bench 16 FOLIO_ATTN_WARPS_PER_SM=4
+w3_b14 decode_bench 14
+w4_b14 decode_bench 14 FOLIO_ATTN_WARPS_PER_SM=4
+w3_b8 decode_bench 8
+w4_b8 decode_bench 8 FOLIO_ATTN_WARPS_PER_SM=4
+w3_b28 decode_bench 28
+w4_b28 decode_bench 28 FOLIO_ATTN_WARPS_PER_SM=4" bash bench/gpu/compare_decode.sh 2>&1 | grep "^|"
+cp /tmp/cmp/compare.log $OUT/
