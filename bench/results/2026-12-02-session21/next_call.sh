@@ -8,11 +8,16 @@
 # Then steps where 4 warps an SM (the old default) and 3 plan different split counts: b16 (3
 # against 2), b14 (3 against 2), b8 (5 against 4), b28 (2 against 1). Call 1 of round 27 had b16
 # 1.0364 ms with 4 against 1.0513 with 3; session 20 had b32 (2 against 1) faster with 3.
-# Prepare here (main, then the swizzle branch's probe as a variant):
-#     git checkout swizzle && cmake --build build-bundle -j2 --target kv_read_probe &&
-#       strip --strip-debug -o /tmp/kv_read_probe_swizzle build-bundle/bin/kv_read_probe &&
+# Found after the calls (SASS): the kernel's dynamic shared memory began at 0x410, 16 bytes past
+# a line (after the static is_last), so in `swizzle` every stage row straddled two lines of shared
+# memory, as the probe's padded rows do. Branch `swizzle-aligned` (e8c316b) declares it 128-byte
+# aligned (the base becomes 0x480). Its kernel and steps run here against main's.
+# Prepare here (main, then the two branches' binaries as variants):
+#     for b in swizzle swizzle-aligned; do git checkout $b && cmake --build build-bundle -j2 \
+#       --target kv_read_probe decode_bench && for t in kv_read_probe decode_bench; do
+#       strip --strip-debug -o /tmp/${t}_$b build-bundle/bin/$t; done; done &&
 #       git checkout main && cmake --build build-bundle -j2 && deploy/bundle.sh &&
-#       cp /tmp/kv_read_probe_swizzle bundle/bin/ && deploy/pack.sh
+#       cp /tmp/kv_read_probe_swizzle* /tmp/decode_bench_swizzle-aligned bundle/bin/ && deploy/pack.sh
 # then run with carry ["build-pack"]:
 #     tar xJf build-pack/carry.tar.xz && export OUT && bash bench/results/2026-12-02-session21/next_call.sh
 # After it: GuideLLM poisson 8/32/128 at main in its own call (bench/results/README.md, "Running it
@@ -21,11 +26,18 @@ set -u
 B=$PWD/bundle/bin
 export LD_LIBRARY_PATH=$PWD/bundle/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 for r in 1 2; do
-  $B/kv_read_probe 256 512 | grep -E "warp1_tab |warp1_pitch|warp1_swizzle|folio " | sed "s/^RESULT /RESULT build=main run=$r /"
-  $B/kv_read_probe_swizzle 256 512 | grep -E "folio " | sed "s/^RESULT /RESULT build=swizzle run=$r /"
+  $B/kv_read_probe 256 512 | grep -E "warp1_tab |warp1_pitch|warp1_swizzle|folio" | sed "s/^RESULT /RESULT build=main run=$r /"
+  $B/kv_read_probe_swizzle 256 512 | grep -E "folio" | sed "s/^RESULT /RESULT build=swizzle run=$r /"
+  $B/kv_read_probe_swizzle-aligned 256 512 | grep -E "folio" | sed "s/^RESULT /RESULT build=swizzle-aligned run=$r /"
 done | tee $OUT/kv_read_probe.txt
 mkdir -p /tmp/cmp
-OUT=/tmp/cmp FOLIO_COMPARE_ROUNDS=3 FOLIO_COMPARE_STEPS=100 FOLIO_COMPARE="w3_b16 decode_bench 16
+OUT=/tmp/cmp FOLIO_COMPARE_ROUNDS=3 FOLIO_COMPARE_STEPS=100 FOLIO_COMPARE="main_b256 decode_bench 256
+swal_b256 decode_bench_swizzle-aligned 256
+main_b64 decode_bench 64
+swal_b64 decode_bench_swizzle-aligned 64
+main_b1 decode_bench 1
+swal_b1 decode_bench_swizzle-aligned 1
+w3_b16 decode_bench 16
 w4_b16 decode_bench 16 FOLIO_ATTN_WARPS_PER_SM=4
 w3_b14 decode_bench 14
 w4_b14 decode_bench 14 FOLIO_ATTN_WARPS_PER_SM=4
