@@ -12,12 +12,17 @@
 # a line (after the static is_last), so in `swizzle` every stage row straddled two lines of shared
 # memory, as the probe's padded rows do. Branch `swizzle-aligned` (e8c316b) declares it 128-byte
 # aligned (the base becomes 0x480). Its kernel and steps run here against main's.
-# Prepare here (main, then the two branches' binaries as variants):
-#     for b in swizzle swizzle-aligned; do git checkout $b && cmake --build build-bundle -j2 \
+# Also branch `prologue` (compiled, not run): decode attention reads block-table row t (token t is
+# sequence t's in a decode-only batch) and split 0's first block ids beside pos, so the first
+# copies wait on one metadata round trip, not three (pos, token_seq, table; SASS checked). The
+# bisect put the prologue at about 0.8 us a b256 layer (m25 34.53 against warp1_attnload 33.74).
+# Prepare here (main, then the branches' binaries as variants):
+#     for b in swizzle swizzle-aligned prologue; do git checkout $b && cmake --build build-bundle -j2 \
 #       --target kv_read_probe decode_bench && for t in kv_read_probe decode_bench; do
 #       strip --strip-debug -o /tmp/${t}_$b build-bundle/bin/$t; done; done &&
 #       git checkout main && cmake --build build-bundle -j2 && deploy/bundle.sh &&
-#       cp /tmp/kv_read_probe_swizzle* /tmp/decode_bench_swizzle-aligned bundle/bin/ && deploy/pack.sh
+#       cp /tmp/kv_read_probe_swizzle* /tmp/kv_read_probe_prologue /tmp/decode_bench_swizzle-aligned \
+#         /tmp/decode_bench_prologue bundle/bin/ && deploy/pack.sh
 # then run with carry ["build-pack"]:
 #     tar xJf build-pack/carry.tar.xz && export OUT && bash bench/results/2026-12-02-session21/next_call.sh
 # After it: GuideLLM poisson 8/32/128 at main in its own call (bench/results/README.md, "Running it
@@ -29,14 +34,20 @@ for r in 1 2; do
   $B/kv_read_probe 256 512 | grep -E "warp1_tab |warp1_pitch|warp1_swizzle|folio" | sed "s/^RESULT /RESULT build=main run=$r /"
   $B/kv_read_probe_swizzle 256 512 | grep -E "folio" | sed "s/^RESULT /RESULT build=swizzle run=$r /"
   $B/kv_read_probe_swizzle-aligned 256 512 | grep -E "folio" | sed "s/^RESULT /RESULT build=swizzle-aligned run=$r /"
+  $B/kv_read_probe_prologue 256 512 | grep -E "folio" | sed "s/^RESULT /RESULT build=prologue run=$r /"
 done | tee $OUT/kv_read_probe.txt
 mkdir -p /tmp/cmp
 OUT=/tmp/cmp FOLIO_COMPARE_ROUNDS=3 FOLIO_COMPARE_STEPS=100 FOLIO_COMPARE="main_b256 decode_bench 256
 swal_b256 decode_bench_swizzle-aligned 256
+pro_b256 decode_bench_prologue 256
+main_b128 decode_bench 128
+pro_b128 decode_bench_prologue 128
 main_b64 decode_bench 64
 swal_b64 decode_bench_swizzle-aligned 64
+pro_b64 decode_bench_prologue 64
 main_b1 decode_bench 1
 swal_b1 decode_bench_swizzle-aligned 1
+pro_b1 decode_bench_prologue 1
 w3_b16 decode_bench 16
 w4_b16 decode_bench 16 FOLIO_ATTN_WARPS_PER_SM=4
 w3_b14 decode_bench 14
