@@ -157,6 +157,19 @@ template <int FORM> __host__ __device__ constexpr int warp1_stage_bytes()
                : 4 * HEAD_BYTES;
 }
 
+/* PITCH and SWIZZLE: 16-byte chunks a key row, and the chunk holding chunk
+ * col of row `row` of K (or of V, from KT rows on), as the copies write it
+ * and ldmatrix reads it. */
+template <int FORM> __host__ __device__ constexpr int row_chunks()
+{
+    return FORM == PITCH ? tile_pitch<D>::value / 8 : 8;
+}
+
+template <int FORM> __device__ __forceinline__ int chunk_at(int row, int col)
+{
+    return row * row_chunks<FORM>() + (FORM == PITCH ? col : col ^ (row & 7));
+}
+
 /* Tile j of sequence s, head h: blocks 2j and 2j + 1, K then V, 16 B a lane
  * at a time (a block-head is 128 chunks of 16 B). With a block table (tab),
  * lane i holds the id of the sequence's block 32 chunk + i, read when the
@@ -191,10 +204,9 @@ __global__ void warp1_kernel(cache c, const int32_t *tab, int ctx)
                 for (int q = lane; q < HEAD_BYTES / 16; q += 32) {
                     const int row = b * BLK + q / 8, col = q % 8;
                     if (FORM == PITCH || FORM == SWIZZLE) {
-                        constexpr int P = FORM == PITCH ? tile_pitch<D>::value / 8 : 8;
-                        const int at = row * P + (FORM == PITCH ? col : col ^ (row & 7));
+                        const int at = chunk_at<FORM>(row, col);
                         cp16(st + at, c.k + off + 16 * q);
-                        cp16(st + KT * P + at, c.v + off + 16 * q);
+                        cp16(st + KT * row_chunks<FORM>() + at, c.v + off + 16 * q);
                     } else if (FORM == ZFILL || FORM == ZFILL_WIDE) {
                         cp16_size(st + b * 128 + q, c.k + off + 16 * q, 16);
                         cp16_size(st + 256 + b * 128 + q, c.v + off + 16 * q, 16);
@@ -214,21 +226,22 @@ __global__ void warp1_kernel(cache c, const int32_t *tab, int ctx)
             const uint4 x = st[lane];
             return x.x ^ x.w;
         }
-        constexpr int P = FORM == SWIZZLE ? 8 : tile_pitch<D>::value / 8; /* chunks a row */
-        auto at = [&](int row, int col) {
-            return (const folio_bf16_bits *)(st + row * P +
-                                             (FORM == SWIZZLE ? col ^ (row & 7) : col));
-        };
+        auto at =
+            [&](bool v, int row,
+                int col) { /* K's chunk, or V's */
+                           return (const folio_bf16_bits *)(st + (v ? KT * row_chunks<FORM>() : 0) +
+                                                            chunk_at<FORM>(row, col));
+            };
         uint32_t x = 0, r[4];
 #pragma unroll
         for (int mt = 0; mt < KT / 16; mt++)
 #pragma unroll
             for (int q = 0; q < D / 16; q++) {
-                ldmatrix_x4(r,
-                            at(16 * mt + (lane & 7) + ((lane >> 3) & 1) * 8, 2 * q + (lane >> 4)));
+                ldmatrix_x4(r, at(false, 16 * mt + (lane & 7) + ((lane >> 3) & 1) * 8,
+                                  2 * q + (lane >> 4)));
                 x ^= r[0] ^ r[1] ^ r[2] ^ r[3];
                 ldmatrix_x4_trans(
-                    r, at(KT + 16 * mt + (lane >> 4) * 8 + (lane & 7), 2 * q + ((lane >> 3) & 1)));
+                    r, at(true, 16 * mt + (lane >> 4) * 8 + (lane & 7), 2 * q + ((lane >> 3) & 1)));
                 x ^= r[0] ^ r[1] ^ r[2] ^ r[3];
             }
         return x;
@@ -236,6 +249,14 @@ __global__ void warp1_kernel(cache c, const int32_t *tab, int ctx)
     const uint32_t acc = copy_ring<ST, false>(c.tiles, load, use);
     if (acc == 0x12345678u)
         g_sink = acc;
+}
+
+/* warp1_kernel's launch: one one-warp CTA per (sequence, KV head). */
+template <int ST, int FORM, bool READ = false>
+static void warp1(const cache &c, const int32_t *tab, int ctx, int batch, cudaStream_t st)
+{
+    warp1_kernel<ST, FORM, READ>
+        <<<dim3(batch, KVH), 32, ST * warp1_stage_bytes<FORM>(), st>>>(c, tab, ctx);
 }
 
 /* One CTA of 128 threads per sequence; a stage is two whole blocks (all four
@@ -420,16 +441,13 @@ int main(int argc, char **argv)
                                                      16 * 2);
             break;
         case 1:
-            warp1_kernel<2, PLAIN>
-                <<<dim3(batch, KVH), 32, 2 * warp1_stage_bytes<PLAIN>(), st>>>(c, NULL, ctx);
+            warp1<2, PLAIN>(c, NULL, ctx, batch, st);
             break;
         case 2:
-            warp1_kernel<3, PLAIN>
-                <<<dim3(batch, KVH), 32, 3 * warp1_stage_bytes<PLAIN>(), st>>>(c, NULL, ctx);
+            warp1<3, PLAIN>(c, NULL, ctx, batch, st);
             break;
         case 3:
-            warp1_kernel<4, PLAIN>
-                <<<dim3(batch, KVH), 32, 4 * warp1_stage_bytes<PLAIN>(), st>>>(c, NULL, ctx);
+            warp1<4, PLAIN>(c, NULL, ctx, batch, st);
             break;
         case 4:
             seq4_kernel<2><<<batch, 128, 2 * 4 * KVH * HEAD_BYTES, st>>>(c);
@@ -444,12 +462,10 @@ int main(int argc, char **argv)
             warp1_ldg_kernel<<<dim3(batch, KVH), 32, 0, st>>>(c);
             break;
         case 8:
-            warp1_kernel<2, PLAIN>
-                <<<dim3(batch, KVH), 32, 2 * warp1_stage_bytes<PLAIN>(), st>>>(c, tab, ctx);
+            warp1<2, PLAIN>(c, tab, ctx, batch, st);
             break;
         case 9:
-            warp1_kernel<2, PLAIN><<<dim3(batch, KVH), 32, 2 * warp1_stage_bytes<PLAIN>(), st>>>(
-                c, tab + nblocks, ctx);
+            warp1<2, PLAIN>(c, tab + nblocks, ctx, batch, st);
             break;
         case 10:
         case 11:
@@ -466,32 +482,25 @@ int main(int argc, char **argv)
                                         0, st));
             break;
         case 14:
-            warp1_kernel<2, ATTN_LOADER>
-                <<<dim3(batch, KVH), 32, 2 * warp1_stage_bytes<ATTN_LOADER>(), st>>>(c, tab, ctx);
+            warp1<2, ATTN_LOADER>(c, tab, ctx, batch, st);
             break;
         case 15:
-            warp1_kernel<2, ZFILL>
-                <<<dim3(batch, KVH), 32, 2 * warp1_stage_bytes<ZFILL>(), st>>>(c, tab, ctx);
+            warp1<2, ZFILL>(c, tab, ctx, batch, st);
             break;
         case 16:
-            warp1_kernel<2, PITCH>
-                <<<dim3(batch, KVH), 32, 2 * warp1_stage_bytes<PITCH>(), st>>>(c, tab, ctx);
+            warp1<2, PITCH>(c, tab, ctx, batch, st);
             break;
         case 17:
-            warp1_kernel<2, SWIZZLE>
-                <<<dim3(batch, KVH), 32, 2 * warp1_stage_bytes<SWIZZLE>(), st>>>(c, tab, ctx);
+            warp1<2, SWIZZLE>(c, tab, ctx, batch, st);
             break;
         case 18:
-            warp1_kernel<2, ZFILL_WIDE>
-                <<<dim3(batch, KVH), 32, 2 * warp1_stage_bytes<ZFILL_WIDE>(), st>>>(c, tab, ctx);
+            warp1<2, ZFILL_WIDE>(c, tab, ctx, batch, st);
             break;
         case 19:
-            warp1_kernel<2, PITCH, true>
-                <<<dim3(batch, KVH), 32, 2 * warp1_stage_bytes<PITCH>(), st>>>(c, tab, ctx);
+            warp1<2, PITCH, true>(c, tab, ctx, batch, st);
             break;
         case 20:
-            warp1_kernel<2, SWIZZLE, true>
-                <<<dim3(batch, KVH), 32, 2 * warp1_stage_bytes<SWIZZLE>(), st>>>(c, tab, ctx);
+            warp1<2, SWIZZLE, true>(c, tab, ctx, batch, st);
             break;
         }
         return cudaGetLastError();
