@@ -460,7 +460,10 @@ __global__ void __launch_bounds__(NW * 32)
     constexpr int LD = decode_layout<D>::LD;
     constexpr int KS = D / 16; /* k-steps over head dims, m-tiles of output dims */
     constexpr int ST = decode_stages<NW>();
-    extern __shared__ __align__(16) folio_bf16_bits smem_kv[];
+    /* 128-byte aligned, so that every stage row is one line of shared memory:
+     * with 16, the dynamic region began 16 bytes past a line (after is_last)
+     * and every row straddled two, as padded rows do. */
+    extern __shared__ __align__(128) folio_bf16_bits smem_kv[];
     __shared__ int is_last;
 
     /* Everything up to the wait reads only what no kernel of this step writes:
