@@ -73,10 +73,13 @@ template <int NW> __host__ __device__ constexpr int decode_stages()
     return NW == 1 ? 2 : 3;
 }
 
+/* The stages' rows: unpadded and swizzled (tile_layout). */
+template <int D> using decode_layout = tile_layout<D, true>;
+
 template <int D, int NW> constexpr size_t decode_smem_bytes()
 {
     constexpr size_t stages =
-        sizeof(folio_bf16_bits) * NW * decode_stages<NW>() * 2 * KT * tile_pitch<D>::value;
+        sizeof(folio_bf16_bits) * NW * decode_stages<NW>() * 2 * KT * decode_layout<D>::LD;
     constexpr size_t merge = sizeof(float) * NW * 16 * (D + 2);
     return stages > merge ? stages : merge;
 }
@@ -132,7 +135,7 @@ decode_tile(const folio_bf16_bits *ks, const folio_bf16_bits *vs,
             const uint32_t (&qb)[NQ][D / 16][2], float (&o)[D / 16][NQ][4], float (&m)[NQ][2],
             float (&l)[NQ][2], int kbase, int k_end, float scale_log2)
 {
-    constexpr int LD = tile_pitch<D>::value;
+    using layout = decode_layout<D>;
     constexpr int MT = KT / 16; /* m-tiles of keys */
     constexpr int KS = D / 16;  /* k-steps over head dims, and m-tiles of output dims */
     const int lane = threadIdx.x & 31, g = lane >> 2;
@@ -149,8 +152,8 @@ decode_tile(const folio_bf16_bits *ks, const folio_bf16_bits *vs,
 #pragma unroll
         for (int s = 0; s < KS; s++) {
             uint32_t ka[4];
-            ldmatrix_x4(ka, ks + (16 * mt + (lane & 7) + ((lane >> 3) & 1) * 8) * LD + 16 * s +
-                                (lane >> 4) * 8);
+            ldmatrix_x4(ka, ks + layout::at(16 * mt + (lane & 7) + ((lane >> 3) & 1) * 8,
+                                            2 * s + (lane >> 4)));
 #pragma unroll
             for (int nq = 0; nq < NQ; nq++)
                 mma_16816(sc[mt][nq], ka, qb[nq][s][0], qb[nq][s][1]);
@@ -223,8 +226,8 @@ decode_tile(const folio_bf16_bits *ks, const folio_bf16_bits *vs,
 #pragma unroll
         for (int kk = 0; kk < MT; kk++) {
             uint32_t va[4];
-            ldmatrix_x4_trans(va, vs + (16 * kk + (lane >> 4) * 8 + (lane & 7)) * LD + 16 * dt +
-                                      ((lane >> 3) & 1) * 8);
+            ldmatrix_x4_trans(va, vs + layout::at(16 * kk + (lane >> 4) * 8 + (lane & 7),
+                                                  2 * dt + ((lane >> 3) & 1)));
 #pragma unroll
             for (int nq = 0; nq < NQ; nq++)
                 mma_16816(o[dt][nq], va, pb[kk][nq][0], pb[kk][nq][1]);
@@ -421,14 +424,14 @@ __device__ __forceinline__ void load_key_row(folio_bf16_bits *ks, folio_bf16_bit
                                              const decode_args &a, int32_t block, int kvh, int row,
                                              int key, int lane)
 {
-    constexpr int LD = tile_pitch<D>::value, CHUNKS = D / 8;
+    constexpr int CHUNKS = D / 8;
     const int64_t off = ((int64_t)block * a.num_kv_heads + kvh) * (FOLIO_K_BLOCK * D) +
                         (int64_t)(key % FOLIO_K_BLOCK) * D;
     for (int c = lane; c < 2 * CHUNKS; c += 32) {
         const bool v = c >= CHUNKS;
         const int cc = v ? c - CHUNKS : c;
-        cp_async_16((v ? vs : ks) + row * LD + cc * 8, (v ? a.v_cache : a.k_cache) + off + cc * 8,
-                    16);
+        cp_async_16((v ? vs : ks) + decode_layout<D>::at(row, cc),
+                    (v ? a.v_cache : a.k_cache) + off + cc * 8, 16);
     }
 }
 
@@ -440,7 +443,7 @@ __device__ __forceinline__ void load_pos_row(folio_bf16_bits *stage0, int pos_j,
                                              const decode_args &a, int32_t pos_block, int kvh,
                                              int pos, int t_begin, int warp, int lane)
 {
-    constexpr int LD = tile_pitch<D>::value;
+    constexpr int LD = decode_layout<D>::LD;
     if (pos_j >= 0) {
         folio_bf16_bits *ks = stage0 + (size_t)pos_j * 2 * KT * LD;
         load_key_row<D>(ks, ks + KT * LD, a, pos_block, kvh,
@@ -454,10 +457,13 @@ __global__ void __launch_bounds__(NW * 32)
     attention_decode_kernel(decode_args a, const uint32_t *rope_cos_sin,
                             struct folio_k_row_norm norm)
 {
-    constexpr int LD = tile_pitch<D>::value;
+    constexpr int LD = decode_layout<D>::LD;
     constexpr int KS = D / 16; /* k-steps over head dims, m-tiles of output dims */
     constexpr int ST = decode_stages<NW>();
-    extern __shared__ __align__(16) folio_bf16_bits smem_kv[];
+    /* 128-byte aligned, so that every stage row is one line of shared memory:
+     * with 16, the dynamic region began 16 bytes past a line (after is_last)
+     * and every row straddled two, as padded rows do. */
+    extern __shared__ __align__(128) folio_bf16_bits smem_kv[];
     __shared__ int is_last;
 
     /* Everything up to the wait reads only what no kernel of this step writes:
@@ -510,9 +516,9 @@ __global__ void __launch_bounds__(NW * 32)
             for (int b = 0; b < BPT; b++)
                 blocks[b] = __shfl_sync(0xffffffffu, blk, r * BPT + b);
             folio_bf16_bits *ks = stage0 + (size_t)(j % ST) * 2 * KT * LD;
-            attention_load_blocks<D, KT>(ks, ks + KT * LD, a.k_cache, a.v_cache, blocks, kvh,
-                                         a.num_kv_heads, (t_begin + warp + j * NW) * KT, n_keys,
-                                         lane, 32, skip);
+            attention_load_blocks<D, KT, true>(ks, ks + KT * LD, a.k_cache, a.v_cache, blocks, kvh,
+                                               a.num_kv_heads, (t_begin + warp + j * NW) * KT,
+                                               n_keys, lane, 32, skip);
         };
         static_assert(ST <= TPC / 2, "the first ST tiles' blocks are in the first chunk");
         /* Groups: tiles 0 .. ST - 1 (one each, empty past mine), all but the

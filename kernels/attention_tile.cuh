@@ -21,6 +21,22 @@ template <int D> struct tile_pitch {
     static constexpr int value = D + 8;
 };
 
+/* Where 16-byte chunk c of row r of a K/V tile lies in shared memory (in
+ * values from the tile's start): padded rows (tile_pitch), or, SWIZZLED,
+ * unpadded rows with chunk c of row r at chunk c ^ (r & 7), which keeps the
+ * eight rows of an ldmatrix block in different banks too. Into padded rows
+ * each 128-byte line of the cache lands across two lines of shared memory:
+ * kv_read_probe's copies of a b256 decode layer took 33.3 us into padded rows
+ * against 31.5 into swizzled ones (bench/results/2026-12-02-cuda-round27.md). */
+template <int D, bool SWIZZLED> struct tile_layout {
+    static_assert(!SWIZZLED || D % 64 == 0, "a swizzled row is whole 8-chunk groups");
+    static constexpr int LD = SWIZZLED ? D : tile_pitch<D>::value; /* values a row */
+    static __device__ __forceinline__ int at(int r, int c)
+    {
+        return r * LD + (SWIZZLED ? c ^ (r & 7) : c) * 8;
+    }
+};
+
 /* 1 / sqrt(D) in the log2 domain of the online softmax (exp2 of scores times it). */
 template <int D> __device__ __forceinline__ float attention_scale_log2()
 {
@@ -155,14 +171,14 @@ attention_tile(const folio_bf16_bits *ks, const folio_bf16_bits *vs,
  * 64-bit address for every 16-byte chunk made this loop half of the decode
  * kernel's instructions). The row of key `skip` (if any) is left alone: the
  * decode kernel copies it later, once the kernel that writes it is done. */
-template <int D, int KT>
+template <int D, int KT, bool SWIZZLED = false>
 __device__ __forceinline__ void
 attention_load_blocks(folio_bf16_bits *ks, folio_bf16_bits *vs, const folio_bf16_bits *k_cache,
                       const folio_bf16_bits *v_cache, const int32_t (&blocks)[KT / FOLIO_K_BLOCK],
                       int kvh, int num_kv_heads, int kbase, int k_end, int thread, int count,
                       int skip = -1)
 {
-    constexpr int LD = tile_pitch<D>::value;
+    using layout = tile_layout<D, SWIZZLED>;
     constexpr int CHUNKS = D / 8; /* 16-byte chunks per K/V row */
     constexpr int BK = FOLIO_K_BLOCK;
     static_assert(KT % BK == 0, "a tile is whole cache blocks");
@@ -182,7 +198,7 @@ attention_load_blocks(folio_bf16_bits *ks, folio_bf16_bits *vs, const folio_bf16
             if (e >= BK * CHUNKS)
                 break;
             const int j = e / CHUNKS, c = e % CHUNKS, src = j * D + c * 8;
-            const int dst = (b * BK + j) * LD + c * 8;
+            const int dst = layout::at(b * BK + j, c);
             const bool live = first + BK <= k_end || first + j < k_end;
             if (skip >= 0 && first + j == skip)
                 continue;
