@@ -834,8 +834,15 @@ extern "C" struct folio_k_decode_plan folio_k_attention_decode_plan(int num_toke
               : pdl                                  ? 1
               : base <= SMEM_LIMIT / smem4 * num_sms ? 4
                                                      : 1;
-    const int target = warps_per_sm * num_sms;
-    const int s = (target + base * p.warps - 1) / (base * p.warps);
+    /* Once the keys are split at all (their partials and merge paid), a
+     * fourth warp an SM's worth of splits: steps of 14 rows 1.0156 ms against
+     * 1.0448, 16 rows 1.0279 against 1.0508; 4 and 8 rows as fast either way
+     * (bench/results/2026-12-02-cuda-round28.md). Past 16 rows it changes
+     * nothing (TinyLlama: 2 splits or 1 either way). */
+    const int per_split = base * p.warps;
+    int s = (warps_per_sm * num_sms + per_split - 1) / per_split;
+    if (s >= 2)
+        s = ((warps_per_sm + 1) * num_sms + per_split - 1) / per_split;
     p.splits = s < 1 ? 1 : s > MAX_SPLITS ? MAX_SPLITS : s;
     return p;
 }
