@@ -835,10 +835,12 @@ extern "C" struct folio_k_decode_plan folio_k_attention_decode_plan(int num_toke
               : base <= SMEM_LIMIT / smem4 * num_sms ? 4
                                                      : 1;
     /* Once the keys are split at all (their partials and merge paid), a
-     * fourth warp an SM's worth of splits: steps of 14 rows 1.0156 ms against
-     * 1.0448, 16 rows 1.0279 against 1.0508; 4 and 8 rows as fast either way
-     * (bench/results/2026-12-02-cuda-round28.md). Past 16 rows it changes
-     * nothing (TinyLlama: 2 splits or 1 either way). */
+     * fourth warp an SM's worth of splits. For TinyLlama that changes graph
+     * bucket 16 (3 splits, not 2) and 8 (5, not 4). On the H200, 512 keys:
+     * steps of 12 rows 1.0103 ms against 1.0322, 14 rows 1.0155 against
+     * 1.0375, 16 rows 1.0259 against 1.0451, but 10 rows 1.0383 against
+     * 1.0241; 4, 8 and 20 rows as before
+     * (bench/results/2026-12-02-cuda-round28.md). */
     const int per_split = base * p.warps;
     int s = (warps_per_sm * num_sms + per_split - 1) / per_split;
     if (s >= 2)
