@@ -125,7 +125,8 @@ struct folio_k_decode_plan {
  * rows 4 had cut the keys in two. On the H200 (TinyLlama shape, 512 keys)
  * 3 made decode steps of 128 rows 1.547 ms against 1.656, 96 rows 1.485
  * against 1.615, 32 rows 1.088 against 1.113; 8 and 256 rows as before
- * (bench/results/2026-12-02-cuda-round26.md). */
+ * (bench/results/2026-12-02-cuda-round26.md). Once the keys are split at all,
+ * the plan takes one warp an SM more (round 28). */
 #define FOLIO_K_ATTN_WARPS_PER_SM 3
 struct folio_k_decode_plan folio_k_attention_decode_plan(int num_tokens, int num_kv_heads,
                                                          int head_dim, int num_sms,
