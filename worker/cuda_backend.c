@@ -232,7 +232,8 @@ struct cuda_backend {
      * 1.206 on the H200; 3.83 TB/s of its weights); FOLIO_TMA_LM_HEAD=0: cuBLASLt. */
     bool tma_lm_head;
     int tma_split_qkv; /* QKV's K slices on the TMA path */
-    /* Decode attention splits the keys until about this many warps per SM run:
+    /* Decode attention splits the keys until about this many warps per SM run,
+     * one more once it splits them at all (folio_k_attention_decode_plan):
      * FOLIO_ATTN_WARPS_PER_SM (default FOLIO_K_ATTN_WARPS_PER_SM). */
     int attn_warps_per_sm;
     /* FOLIO_ATTN_CTA_WARPS: 1 or 4 forces the decode kernel's warps per CTA
