@@ -157,17 +157,19 @@ template <int FORM> __host__ __device__ constexpr int warp1_stage_bytes()
                : 4 * HEAD_BYTES;
 }
 
-/* PITCH and SWIZZLE: 16-byte chunks a key row, and the chunk holding chunk
- * col of row `row` of K (or of V, from KT rows on), as the copies write it
- * and ldmatrix reads it. */
+/* PITCH and SWIZZLE: decode attention's two stage layouts (tile_layout):
+ * 16-byte chunks a key row, and the chunk holding chunk col of row `row` of
+ * K (or of V, from KT rows on), as the copies write it and ldmatrix reads it. */
+template <int FORM> using form_layout = tile_layout<D, FORM == SWIZZLE>;
+
 template <int FORM> __host__ __device__ constexpr int row_chunks()
 {
-    return FORM == PITCH ? tile_pitch<D>::value / 8 : 8;
+    return form_layout<FORM>::LD / 8;
 }
 
 template <int FORM> __device__ __forceinline__ int chunk_at(int row, int col)
 {
-    return row * row_chunks<FORM>() + (FORM == PITCH ? col : col ^ (row & 7));
+    return form_layout<FORM>::at(row, col) / 8;
 }
 
 /* Tile j of sequence s, head h: blocks 2j and 2j + 1, K then V, 16 B a lane
