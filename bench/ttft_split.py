@@ -4,8 +4,10 @@ in its first SECONDS (a fresh server's warm-up: cold prefix cache, first shapes)
 
     python3 bench/ttft_split.py [--seconds S] [--over MS] RUN.json[.gz] [RUN.json[.gz] ...]
 
-For each run prints one line: how many requests started before S, their largest TTFTs, and the
-p50/p99/max TTFT of the requests after. With --over, a second line: the requests whose TTFT passed
+For each run prints one line: how many requests started before S, their largest TTFTs, the
+p50/p99/max TTFT of the requests after, and how fast the client sent them (when the median and the
+last request started, when the last one ended: a client that sends sooner makes requests queue
+longer for the server's slots). With --over, a second line: the requests whose TTFT passed
 MS, when they started (seconds into the run) and their prompt tokens, to tell one burst from a slow
 stretch. Only the standard library.
 """
@@ -41,6 +43,14 @@ def slow(path, over_ms):
                   for r in reqs if r["time_to_first_token_ms"] > over_ms)
 
 
+def spread(path):
+    """(median start, last start, last end), seconds into the run."""
+    reqs, t0 = load(path)
+    starts = sorted(r["request_start_time"] - t0 for r in reqs)
+    return (percentile(starts, 0.5), starts[-1],
+            max(r["request_end_time"] for r in reqs) - t0)
+
+
 def split(path, seconds):
     reqs, t0 = load(path)
     early = sorted(r["time_to_first_token_ms"] for r in reqs
@@ -61,7 +71,8 @@ def main():
         top = ", ".join(f"{v:.1f}" for v in reversed(early[-5:]))
         print(f"{path}: first {args.seconds:g} s: {len(early)} requests, top TTFT ms [{top}]; "
               f"after: {len(late)} requests, TTFT p50 {percentile(late, 0.5):.1f} "
-              f"p99 {percentile(late, 0.99):.1f} max {(late[-1] if late else float('nan')):.1f} ms")
+              f"p99 {percentile(late, 0.99):.1f} max {(late[-1] if late else float('nan')):.1f} ms; "
+              "sent: half by {:.2f} s, all by {:.2f} s; last ended {:.2f} s".format(*spread(path)))
         if args.over is not None:
             s = slow(path, args.over)
             when = f"started {s[0][0]:.2f}-{s[-1][0]:.2f} s into the run, " if s else ""

@@ -45,6 +45,17 @@ def test_cli_prints_one_line_per_run():
     assert len(lines) == 1
     assert "first 0 s: 0 requests" in lines[0]
     assert f"after: {len(requests())} requests" in lines[0]
+    assert "sent: half by " in lines[0] and "last ended " in lines[0]
+
+
+def test_spread_gives_the_median_and_last_start_and_the_last_end():
+    reqs = requests()
+    t0 = min(r["request_start_time"] for r in reqs)
+    starts = sorted(r["request_start_time"] - t0 for r in reqs)
+    half, last, end = ttft_split.spread(RUN)
+    assert half == ttft_split.percentile(starts, 0.5)
+    assert last == starts[-1] and 0 < half <= last
+    assert end == max(r["request_end_time"] for r in reqs) - t0 and end > last
 
 
 def test_slow_lists_the_requests_over_a_bound_by_start_time():
