@@ -2,6 +2,34 @@
  * rounds act_fn(gate) * up in bf16. inter must be a multiple of 8. */
 #include "common.cuh"
 
+/* One 16-byte vector of gate and one of up to one of act_fn(gate) * up, two
+ * elements at a time: the pairs are rounded by one packed conversion each, and
+ * the product of two bf16 values, exact in float, is rounded by the packed bf16
+ * multiply as the float multiply and a conversion would round it. With SCALE,
+ * gate and up are first multiplied by inv and rounded to bf16 (the normed row's
+ * GEMM output). The kernels are bound by instructions, not by their 8.7 MB of
+ * L2 traffic, so the count matters. */
+template <bool SCALE> __device__ __forceinline__ uint4 swiglu8(uint4 g, uint4 u, float inv)
+{
+    uint4 o;
+    const uint32_t *gw = &g.x, *uw = &u.x;
+    uint32_t *ow = &o.x;
+#pragma unroll
+    for (int p = 0; p < 4; p++) {
+        __nv_bfloat162 gp = *(const __nv_bfloat162 *)&gw[p], up = *(const __nv_bfloat162 *)&uw[p];
+        if (SCALE) {
+            float2 gf = __bfloat1622float2(gp), uf = __bfloat1622float2(up);
+            gp = __floats2bfloat162_rn(gf.x * inv, gf.y * inv);
+            up = __floats2bfloat162_rn(uf.x * inv, uf.y * inv);
+        }
+        float2 gf = __bfloat1622float2(gp);
+        __nv_bfloat162 act = __floats2bfloat162_rn(silu_f32(gf.x), silu_f32(gf.y));
+        __nv_bfloat162 r = __hmul2_rn(act, up);
+        ow[p] = *(const uint32_t *)&r;
+    }
+    return o;
+}
+
 __global__ void silu_mul_kernel(folio_bf16_bits *out, const folio_bf16_bits *gate_up, int inter,
                                 int64_t total_vecs)
 {
@@ -11,13 +39,7 @@ __global__ void silu_mul_kernel(folio_bf16_bits *out, const folio_bf16_bits *gat
         int64_t t = i / nvec;
         int v = (int)(i - t * nvec);
         const uint4 *row = (const uint4 *)(gate_up + t * 2 * inter);
-        uint4 g = row[v], u = row[nvec + v], o;
-        const folio_bf16_bits *ge = (const folio_bf16_bits *)&g, *ue = (const folio_bf16_bits *)&u;
-        folio_bf16_bits *oe = (folio_bf16_bits *)&o;
-        for (int e = 0; e < 8; e++) {
-            oe[e] = f32_to_bf16(silu_bf16(bf16_to_f32(ge[e])) * bf16_to_f32(ue[e]));
-        }
-        ((uint4 *)(out + t * inter))[v] = o;
+        ((uint4 *)(out + t * inter))[v] = swiglu8<false>(row[v], row[nvec + v], 1.0f);
     }
 }
 
@@ -53,16 +75,7 @@ __global__ void silu_mul_norm_kernel(folio_bf16_bits *out, const folio_bf16_bits
     const float inv = rsqrtf(block_sum(ss, scratch) / (float)norm.hidden + norm.eps);
     if (v >= nvec)
         return;
-    uint4 o;
-    const folio_bf16_bits *ge = (const folio_bf16_bits *)&g, *ue = (const folio_bf16_bits *)&u;
-    folio_bf16_bits *oe = (folio_bf16_bits *)&o;
-#pragma unroll
-    for (int e = 0; e < 8; e++) {
-        float gs = round_bf16(bf16_to_f32(ge[e]) * inv);
-        float us = round_bf16(bf16_to_f32(ue[e]) * inv);
-        oe[e] = f32_to_bf16(silu_bf16(gs) * us);
-    }
-    ((uint4 *)(out + t * inter))[v] = o;
+    ((uint4 *)(out + t * inter))[v] = swiglu8<true>(g, u, inv);
 }
 
 extern "C" cudaError_t folio_k_silu_mul(folio_bf16_bits *out, const folio_bf16_bits *gate_up,
