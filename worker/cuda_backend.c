@@ -365,6 +365,30 @@ static cublasStatus_t gemm_heuristic(struct cuda_backend *cb, struct gemm_plan *
     return st;
 }
 
+/* At 65-128 rows (the decode graphs' 128-row bucket on the cuBLASLt path)
+ * the heuristic's kernel runs faster in clusters of one CTA with custom option
+ * 0 (O and down there are split-K partials, splits 2). On the H200, with all
+ * five projections so, b128 steps took 1.5010 ms against 1.5236 (O and down
+ * alone: 1.5088; in another call 1.4999 against 1.5183), the same tokens. At
+ * 256 rows neither this nor any other cluster shape or custom option tried
+ * was faster (bench/results/2026-12-02-cuda-round30.md). Kept only where
+ * cuBLASLt accepts it (the LM head's kernel does not). */
+static void plan_single_cta_clusters(struct cuda_backend *cb, struct gemm_plan *p)
+{
+    cublasLtMatmulAlgo_t a = p->algo;
+    const uint32_t custom = 0;
+    const uint16_t cluster = CUBLASLT_CLUSTER_SHAPE_1x1x1;
+    cublasLtMatmulHeuristicResult_t r;
+    if (cublasLtMatmulAlgoConfigSetAttribute(&a, CUBLASLT_ALGO_CONFIG_CUSTOM_OPTION, &custom,
+                                             sizeof(custom)) == CUBLAS_STATUS_SUCCESS &&
+        cublasLtMatmulAlgoConfigSetAttribute(&a, CUBLASLT_ALGO_CONFIG_CLUSTER_SHAPE_ID, &cluster,
+                                             sizeof(cluster)) == CUBLAS_STATUS_SUCCESS &&
+        cublasLtMatmulAlgoCheck(cb->lt, p->desc, p->a, p->b, p->c, p->c, &a, &r) ==
+            CUBLAS_STATUS_SUCCESS &&
+        r.workspaceSize <= WORKSPACE_BYTES)
+        p->algo = a;
+}
+
 /* The heuristic's first choice for the shape, asked once and cached. (Timing its
  * candidates at first use gained at most 1.3% per decode step on the H200 and
  * stalled the stream for tens of milliseconds whenever a new batch size came.) */
@@ -422,6 +446,8 @@ static int gemm_plan_get(struct cuda_backend *cb, int m, int n, int k, bool out_
             return -1;
         }
         p->algo = res.algo;
+        if (m > 64 && m <= 128)
+            plan_single_cta_clusters(cb, p);
         p->used = true;
         cb->num_plans++;
         *out = p;
