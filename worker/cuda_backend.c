@@ -369,7 +369,8 @@ static cublasStatus_t gemm_heuristic(struct cuda_backend *cb, struct gemm_plan *
  * the heuristic's kernel runs faster in clusters of one CTA with custom option
  * 0 (O and down there are split-K partials, splits 2). On the H200, with all
  * five projections so, b128 steps took 1.5010 ms against 1.5236 (O and down
- * alone: 1.5088; in another call 1.4999 against 1.5183), the same tokens. At
+ * alone: 1.5088; in another call 1.4999 against 1.5183; as landed 1.5007
+ * against 1.5287, and b96 1.4365 against 1.4633), the same tokens. At
  * 256 rows neither this nor any other cluster shape or custom option tried
  * was faster (bench/results/2026-12-02-cuda-round30.md). Kept only where
  * cuBLASLt accepts it (the LM head's kernel does not). */
