@@ -4,6 +4,7 @@
  *     decode_bench MODEL_DIR decode BATCH CONTEXT [STEPS]
  *     decode_bench MODEL_DIR prefill TOKENS [REPEATS]
  *     decode_bench MODEL_DIR attention BATCH CONTEXT [REPEATS]
+ *     decode_bench MODEL_DIR sample ROWS [REPEATS]
  *
  * decode: BATCH sequences are prefilled to CONTEXT tokens, then STEPS decode
  * steps run as the worker runs them (step N+1 launched before N is collected,
@@ -19,6 +20,14 @@
  * attention: the decode attention of one layer alone on a decode batch (the
  * split-KV tensor-core kernel as the worker runs it, then the reference kernel
  * as "attnref"), timed with CUDA events.
+ *
+ * sample: the sampler alone (folio_k_sample, greedy, as a decode step of ROWS
+ * rows at or past 9 rows runs it) on synthetic f32 logits of the model's
+ * vocabulary, timed with CUDA events: "hot" launches back to back (the logits
+ * stay in L2 as far as they fit), "fresh" rewrites the logits before each
+ * launch and then reads 256 MB through the L2, as the LM head writes its
+ * logits while its weights stream through. The tokens are checked against the
+ * host's argmax and the logprobs against its log-softmax.
  *
  * Each result is one line:
  *     RESULT name=... ms=... bytes=... flops=...
@@ -37,6 +46,7 @@
 
 #include "backend.h"
 #include "folio_kernels.h"
+#include "l2_sweep.h"
 #include "model.h"
 #include "safetensors.h"
 
@@ -410,12 +420,136 @@ static int bench_attention(const struct folio_model_config *c, int batch_size, i
     return 0;
 }
 
+/* The sampler alone, greedy, on synthetic logits (see the top of the file). */
+static int bench_sample(const struct folio_model_config *c, int rows, int repeats)
+{
+    const int V = c->vocab_size, L = FOLIO_MAX_LOGPROBS;
+    if (rows <= 0 || V <= 0)
+        return -1;
+    const size_t n = (size_t)rows * V;
+    float *h_logits = malloc(sizeof(float) * n);
+    struct folio_k_sample_params *h_params = malloc(sizeof(*h_params) * (size_t)rows);
+    int32_t *h_tokens = malloc(sizeof(int32_t) * (size_t)rows);
+    float *h_logprobs = malloc(sizeof(float) * (size_t)rows);
+    if (!h_logits || !h_params || !h_tokens || !h_logprobs)
+        return -1;
+    /* Values in [-8, 8) with a few ties at the top, so that the lowest index
+     * must win them. */
+    uint32_t r = 2463534242u;
+    for (size_t i = 0; i < n; i++) {
+        r ^= r << 13;
+        r ^= r >> 17;
+        r ^= r << 5;
+        h_logits[i] = ((float)(r >> 8) / 16777216.0f) * 16.0f - 8.0f;
+    }
+    for (int i = 0; i < rows; i++) {
+        float *row = h_logits + (size_t)i * V;
+        row[(i * 7919) % V] = 9.0f;
+        row[(i * 104729 + 1) % V] = 9.0f;
+        h_params[i] = (struct folio_k_sample_params){.temperature = 0.0f,
+                                                     .top_p = 1.0f,
+                                                     .seed = 1,
+                                                     .output_index = 1,
+                                                     .slot = i,
+                                                     .repetition_penalty = 1.0f};
+    }
+    float *logits, *logits_src, *logprobs, *top_lp;
+    int32_t *tokens, *top_ids, *last;
+    struct folio_k_sample_params *params;
+    void *sweep;
+    unsigned *sink;
+    const size_t sweep_bytes = (size_t)256 << 20;
+    cudaEvent_t e0, e1;
+    cudaStream_t s;
+    CK(cudaStreamCreate(&s));
+    CK(cudaMalloc((void **)&logits, sizeof(float) * n));
+    CK(cudaMalloc((void **)&logits_src, sizeof(float) * n));
+    CK(cudaMalloc((void **)&params, sizeof(*params) * (size_t)rows));
+    CK(cudaMalloc((void **)&tokens, sizeof(int32_t) * (size_t)rows));
+    CK(cudaMalloc((void **)&logprobs, sizeof(float) * (size_t)rows));
+    CK(cudaMalloc((void **)&top_ids, sizeof(int32_t) * (size_t)rows * L));
+    CK(cudaMalloc((void **)&top_lp, sizeof(float) * (size_t)rows * L));
+    CK(cudaMalloc((void **)&last, sizeof(int32_t) * (size_t)rows));
+    CK(cudaMalloc(&sweep, sweep_bytes));
+    CK(cudaMalloc((void **)&sink, sizeof(unsigned)));
+    CK(cudaMemset(sweep, 0, sweep_bytes));
+    CK(cudaMemcpy(logits_src, h_logits, sizeof(float) * n, cudaMemcpyHostToDevice));
+    CK(cudaMemcpy(logits, h_logits, sizeof(float) * n, cudaMemcpyHostToDevice));
+    CK(cudaMemcpy(params, h_params, sizeof(*params) * (size_t)rows, cudaMemcpyHostToDevice));
+    CK(cudaEventCreate(&e0));
+    CK(cudaEventCreate(&e1));
+    double *t = malloc(sizeof(double) * (size_t)repeats);
+    if (!t)
+        return -1;
+    for (int fresh = 0; fresh < 2; fresh++) {
+        for (int i = 0; i < repeats + 3; i++) {
+            if (fresh) { /* written anew, then a stream of reads through the L2 */
+                CK(cudaMemcpyAsync(logits, logits_src, sizeof(float) * n, cudaMemcpyDeviceToDevice,
+                                   s));
+                CK(bench_l2_sweep(sweep, sweep_bytes, sink, s));
+            }
+            CK(cudaEventRecord(e0, s));
+            CK(folio_k_sample(logits, rows, V, params, tokens, logprobs, top_ids, top_lp, L, last,
+                              NULL, NULL, 0, s));
+            CK(cudaEventRecord(e1, s));
+            CK(cudaEventSynchronize(e1));
+            float ms;
+            CK(cudaEventElapsedTime(&ms, e0, e1));
+            if (i >= 3)
+                t[i - 3] = ms;
+        }
+        printf("RESULT name=sample_%s_b%d ms=%.4f median_ms=%.4f bytes=%.0f flops=0\n",
+               fresh ? "fresh" : "hot", rows, median(t, repeats), median(t, repeats),
+               (double)sizeof(float) * n);
+    }
+    CK(cudaMemcpy(h_tokens, tokens, sizeof(int32_t) * (size_t)rows, cudaMemcpyDeviceToHost));
+    CK(cudaMemcpy(h_logprobs, logprobs, sizeof(float) * (size_t)rows, cudaMemcpyDeviceToHost));
+    int wrong_token = 0;
+    double max_lp_diff = 0.0;
+    for (int i = 0; i < rows; i++) {
+        const float *row = h_logits + (size_t)i * V;
+        int best = 0;
+        double mx = row[0], sum = 0.0;
+        for (int j = 1; j < V; j++)
+            if (row[j] > row[best])
+                best = j;
+        mx = row[best];
+        for (int j = 0; j < V; j++)
+            sum += exp((double)row[j] - mx);
+        if (h_tokens[i] != best)
+            wrong_token++;
+        double d = fabs((double)h_logprobs[i] - (-log(sum)));
+        max_lp_diff = d > max_lp_diff || d != d ? d : max_lp_diff;
+    }
+    int pass = wrong_token == 0 && max_lp_diff <= 1e-3;
+    printf("CHECK sample_b%d wrong_tokens=%d max_logprob_diff=%.3e %s\n", rows, wrong_token,
+           max_lp_diff, pass ? "PASS" : "FAIL");
+    cudaFree(logits);
+    cudaFree(logits_src);
+    cudaFree(params);
+    cudaFree(tokens);
+    cudaFree(logprobs);
+    cudaFree(top_ids);
+    cudaFree(top_lp);
+    cudaFree(last);
+    cudaFree(sweep);
+    cudaFree(sink);
+    cudaStreamDestroy(s);
+    free(t);
+    free(h_logits);
+    free(h_params);
+    free(h_tokens);
+    free(h_logprobs);
+    return pass ? 0 : -1;
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 4) {
         fprintf(stderr, "usage: decode_bench MODEL_DIR decode BATCH CONTEXT [STEPS]\n"
                         "       decode_bench MODEL_DIR prefill TOKENS [REPEATS]\n"
-                        "       decode_bench MODEL_DIR attention BATCH CONTEXT [REPEATS]\n");
+                        "       decode_bench MODEL_DIR attention BATCH CONTEXT [REPEATS]\n"
+                        "       decode_bench MODEL_DIR sample ROWS [REPEATS]\n");
         return 2;
     }
     char err[512];
@@ -429,6 +563,11 @@ int main(int argc, char **argv)
     int rc;
     if (!strcmp(mode, "attention")) {
         rc = bench_attention(&b.model->config, a, a2, a3 > 0 ? a3 : 20);
+        folio_model_close(b.model);
+        return rc ? 1 : 0;
+    }
+    if (!strcmp(mode, "sample")) {
+        rc = bench_sample(&b.model->config, a, a2 > 0 ? a2 : 20);
         folio_model_close(b.model);
         return rc ? 1 : 0;
     }

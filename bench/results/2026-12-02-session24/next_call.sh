@@ -15,6 +15,9 @@ B=$PWD/bundle/bin
 export LD_LIBRARY_PATH=$PWD/bundle/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 python3 bench/make_checkpoint.py /tmp/tl --config bundle/models/tinyllama-1.1b-shape/config.json \
   --tokenizer-dir bundle/models/llama2-tokenizer --device cuda >/dev/null 2>&1
+# The sampler alone (decode_bench's sample mode, session 24, not yet run on a GPU): hot in L2
+# against freshly written behind a 256 MB read stream says whether its 19.9 us are memory or latency.
+for rows in 256 128 64 16; do timeout 60 "$B/decode_bench" /tmp/tl sample $rows 20 2>&1 | grep -E "RESULT|CHECK|decode_bench"; done
 NCU=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)
 for spec in "sampler regex:^sample_kernel 1" "gemm_badd regex:nvjet.*badd 2" "attention regex:attention_decode 1"; do
   set -- $spec
