@@ -372,8 +372,10 @@ static cublasStatus_t gemm_heuristic(struct cuda_backend *cb, struct gemm_plan *
  * alone: 1.5088; in another call 1.4999 against 1.5183; as landed 1.5007
  * against 1.5287, and b96 1.4365 against 1.4633), the same tokens. At
  * 256 rows neither this nor any other cluster shape or custom option tried
- * was faster (bench/results/2026-12-02-cuda-round30.md). Kept only where
- * cuBLASLt accepts it (the LM head's kernel does not). */
+ * was faster. Eager steps of 65-128 rows (prefill chunks among decodes) take
+ * it too: GuideLLM's poisson 128, whose steps are mostly such, ran as before
+ * (bench/results/2026-12-02-cuda-round30.md). Kept only where cuBLASLt accepts
+ * it (the LM head's kernel does not). */
 static void plan_single_cta_clusters(struct cuda_backend *cb, struct gemm_plan *p)
 {
     cublasLtMatmulAlgo_t a = p->algo;
