@@ -26,8 +26,8 @@
  * vocabulary, timed with CUDA events: "hot" launches back to back (the logits
  * stay in L2 as far as they fit), "fresh" rewrites the logits before each
  * launch and then reads 256 MB through the L2, as the LM head writes its
- * logits while its weights stream through. The tokens are checked against the
- * host's argmax and the logprobs against its log-softmax.
+ * logits while its weights stream through. The tokens and logprobs are checked
+ * against the CPU backend's sampler.
  *
  * Each result is one line:
  *     RESULT name=... ms=... bytes=... flops=...
@@ -49,6 +49,7 @@
 #include "l2_sweep.h"
 #include "model.h"
 #include "safetensors.h"
+#include "sampler.h"
 
 static double now_ms(void)
 {
@@ -504,23 +505,29 @@ static int bench_sample(const struct folio_model_config *c, int rows, int repeat
     }
     CK(cudaMemcpy(h_tokens, tokens, sizeof(int32_t) * (size_t)rows, cudaMemcpyDeviceToHost));
     CK(cudaMemcpy(h_logprobs, logprobs, sizeof(float) * (size_t)rows, cudaMemcpyDeviceToHost));
+    /* The CPU backend's sampler is the reference. */
+    struct folio_sampler *ref = folio_sampler_new(V);
+    if (!ref)
+        return -1;
+    const struct folio_sampling_params greedy = {
+        .temperature = 0.0f, .top_p = 1.0f, .repetition_penalty = 1.0f, .seed = 1};
     int wrong_token = 0;
     double max_lp_diff = 0.0;
     for (int i = 0; i < rows; i++) {
-        const float *row = h_logits + (size_t)i * V;
-        int best = 0;
-        double mx = row[0], sum = 0.0;
-        for (int j = 1; j < V; j++)
-            if (row[j] > row[best])
-                best = j;
-        mx = row[best];
-        for (int j = 0; j < V; j++)
-            sum += exp((double)row[j] - mx);
-        if (h_tokens[i] != best)
+        struct folio_sample_result want;
+        char err[256];
+        if (folio_sample(ref, h_logits + (size_t)i * V, &greedy, 1, NULL, &want, err, sizeof err) !=
+            0) {
+            fprintf(stderr, "decode_bench: %s\n", err);
+            folio_sampler_free(ref);
+            return -1;
+        }
+        if (h_tokens[i] != want.token)
             wrong_token++;
-        double d = fabs((double)h_logprobs[i] - (-log(sum)));
+        double d = fabs((double)h_logprobs[i] - want.logprob);
         max_lp_diff = d > max_lp_diff || d != d ? d : max_lp_diff;
     }
+    folio_sampler_free(ref);
     int pass = wrong_token == 0 && max_lp_diff <= 1e-3;
     printf("CHECK sample_b%d wrong_tokens=%d max_logprob_diff=%.3e %s\n", rows, wrong_token,
            max_lp_diff, pass ? "PASS" : "FAIL");

@@ -270,9 +270,12 @@ def server_breakdown(run):
         if lo and end and end > lo:
             r["steps_per_s"] = steps / (end - lo)
             r["gpu_busy"] = gpu / (end - lo)
-        toks = ((prom_delta(run, "folio_scheduler_prompt_tokens_total") or 0)
-                + (prom_delta(run, "folio_scheduler_generation_tokens_total") or 0))
+        prompt = prom_delta(run, "folio_scheduler_prompt_tokens_total") or 0
+        toks = prompt + (prom_delta(run, "folio_scheduler_generation_tokens_total") or 0)
         r["tok_per_step"] = toks / steps
+        # Prompt tokens a step: how much of the batch is prefill chunks, which run eagerly
+        # at their exact row counts rather than as a decode graph.
+        r["prompt_per_step"] = prompt / steps
     hits = first_of(run, ["folio_prefix_cache_hits_total", "vllm:prefix_cache_hits_total"],
                     prom_delta)
     queries = first_of(run, ["folio_prefix_cache_queries_total",
@@ -523,7 +526,8 @@ BREAKDOWN_COLS = [
     ("itl_client", "ITL client", 2), ("itl_server", "ITL server", 2),
     ("step_ms", "step", 2), ("plan_ms", "plan", 3), ("gpu_ms", "GPU", 2), ("ipc_ms", "IPC", 3),
     ("steps_per_s", "steps/s", 0), ("gpu_busy", "GPU busy %", 0),
-    ("tok_per_step", "tok/step", 1), ("prefix_hit", "prefix hit %", 0),
+    ("tok_per_step", "tok/step", 1), ("prompt_per_step", "of them prompt", 1),
+    ("prefix_hit", "prefix hit %", 0),
     ("preempt", "preempt.", 0),
 ]
 

@@ -85,12 +85,16 @@ def test_time_breakdown_is_the_metrics_delta():
     d = {n: value("metrics_after_sharegpt-rate2.txt", n)
          - value("metrics_before_sharegpt-rate2.txt", n)
          for n in ("folio_steps_total", "folio_step_backend_seconds_total",
+                   "folio_scheduler_prompt_tokens_total",
                    "folio_time_to_first_token_seconds_sum",
                    "folio_time_to_first_token_seconds_count")}
     assert d["folio_steps_total"] > 0
     assert br["steps"] == pytest.approx(d["folio_steps_total"])
     assert br["gpu_ms"] == pytest.approx(
         1e3 * d["folio_step_backend_seconds_total"] / d["folio_steps_total"])
+    assert br["prompt_per_step"] == pytest.approx(
+        d["folio_scheduler_prompt_tokens_total"] / d["folio_steps_total"])
+    assert 0 < br["prompt_per_step"] <= br["tok_per_step"]
     assert br["ttft_server"] == pytest.approx(
         1e3 * d["folio_time_to_first_token_seconds_sum"]
         / d["folio_time_to_first_token_seconds_count"])
