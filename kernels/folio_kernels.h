@@ -347,12 +347,21 @@ cudaError_t folio_k_sample(const float *logits, int rows, int vocab,
  * (sample_split.cu); folio_k_sample does it first when given split_ws (a
  * workspace of folio_k_sample_split_bytes(n) for the n <= 8 rows of any step
  * that splits, zeroed once before its first use) and rows <=
- * FOLIO_K_SAMPLE_SPLIT_MAX_ROWS (steps of more rows ignore split_ws): 16 CTAs
- * a row fill the H200's 132 SMs at 8 rows; at more rows the one-CTA kernel
- * fills them alone and the second pass only costs (b256: 2.450 vs 2.416 ms,
- * round 15; b1 greedy 0.822 vs 0.826, tempered 0.828 vs 0.844). */
+ * FOLIO_K_SAMPLE_SPLIT_MAX_ROWS: 16 CTAs a row fill the H200's 132 SMs at 8
+ * rows; at more rows they cost (b256: 2.450 vs 2.416 ms, round 15; b1 greedy
+ * 0.822 vs 0.826, tempered 0.828 vs 0.844). Steps of more rows take those
+ * rows through folio_k_sample_rows instead, given split_ws too. */
 #define FOLIO_K_SAMPLE_SPLIT_MAX_ROWS 8
 size_t folio_k_sample_split_bytes(int rows);
+
+/* The same rows in one CTA a row and one read of it (sample_rows.cu), for
+ * steps of more than FOLIO_K_SAMPLE_SPLIT_MAX_ROWS rows; vocab a multiple of 4
+ * and logits 16-byte aligned (cudaErrorInvalidValue otherwise). */
+cudaError_t folio_k_sample_rows(const float *logits, int rows, int vocab,
+                                const struct folio_k_sample_params *params, int32_t *out_tokens,
+                                float *out_logprobs, int32_t *out_top_ids, float *out_top_logprobs,
+                                int max_logprobs, int32_t *last_sampled, const uint32_t *pen_state,
+                                int pdl, cudaStream_t s);
 cudaError_t folio_k_sample_split(const float *logits, int rows, int vocab,
                                  const struct folio_k_sample_params *params, int32_t *out_tokens,
                                  float *out_logprobs, int32_t *out_top_ids, float *out_top_logprobs,

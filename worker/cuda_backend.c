@@ -162,9 +162,10 @@ struct cuda_backend {
      * a rebuild flag [max_seqs]. */
     uint32_t *d_pen_state;
     /* folio_k_sample_split's workspace (the rows that need no filter, penalty
-     * or top-N logprobs, sampled over several CTAs a row at up to 8 rows);
-     * NULL: every row in one CTA (FOLIO_SAMPLE_SPLIT=0, the yardstick that
-     * check_cuda.py holds the split sampler's tokens to). */
+     * or top-N logprobs, sampled over several CTAs a row at up to 8 rows,
+     * by folio_k_sample_rows above that); NULL: every row in sample.cu's
+     * kernel (FOLIO_SAMPLE_SPLIT=0, the yardstick that check_cuda.py holds
+     * both samplers' tokens to). */
     void *d_sample_split;
     int32_t *d_pen_history;
     int32_t *d_pen_rebuild;
