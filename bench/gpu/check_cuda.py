@@ -585,6 +585,7 @@ def check_sampling(drv, fx_dir):
 def sampling_only():
     """check_cuda.py --sampling STEP_DRIVER FIXTURE_DIR OUT_DIR: check 6 alone."""
     exe, fx_dir, out_dir = sys.argv[2:5]
+    Path(out_dir).mkdir(parents=True, exist_ok=True)
     check_sampling(Driver(exe, out_dir), fx_dir)
     failed = [n for n, ok, _ in results if not ok]
     print(f"sampling: {len(results) - len(failed)}/{len(results)} passed")
