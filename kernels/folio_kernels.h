@@ -273,13 +273,6 @@ cudaError_t folio_k_gemv_qkv_rope(folio_bf16_bits *qkv, const folio_bf16_bits *x
 cudaError_t folio_k_silu_mul(folio_bf16_bits *out, const folio_bf16_bits *gate_up, int num_tokens,
                              int inter, struct folio_k_row_norm norm, cudaStream_t s);
 
-/* L2 prefetch (kv_prefetch.cu) of cache blocks 0 .. blocks - 1 of every decode
- * token's sequence in k_cache and v_cache (a layer's), for the attention of a
- * later kernel; pdl: launched with programmatic dependent launch. */
-cudaError_t folio_k_kv_prefetch(const folio_bf16_bits *k_cache, const folio_bf16_bits *v_cache,
-                                struct folio_k_batch b, int num_kv_heads, int head_dim, int blocks,
-                                int pdl, cudaStream_t s);
-
 /* One sampling row's parameters, laid out for the device. */
 struct folio_k_sample_params {
     float temperature; /* <= 0: greedy */

@@ -53,7 +53,6 @@ __global__ void silu_mul_norm_kernel(folio_bf16_bits *out, const folio_bf16_bits
                                      int inter, struct folio_k_row_norm norm)
 {
     __shared__ float scratch[32];
-    pdl_trigger(); /* kv_prefetch, where it follows, may start at once */
     const int64_t t = blockIdx.y;
     const int nvec = inter / 8, v = blockIdx.x * blockDim.x + threadIdx.x;
     const uint4 *row = (const uint4 *)(gate_up + t * 2 * inter);

@@ -240,10 +240,6 @@ struct cuda_backend {
     /* FOLIO_ATTN_CTA_WARPS: 1 or 4 forces the decode kernel's warps per CTA
      * (see folio_k_attention_decode_plan; 0: by batch). A yardstick. */
     int attn_cta_warps;
-    /* FOLIO_KV_PREFETCH: cache blocks of each decode token that the next
-     * layer's attention reads first, prefetched into the L2 after SiLU
-     * (kv_prefetch.cu); 0: none. */
-    int kv_prefetch_blocks;
 
     bool graphs_enabled;
     bool keep_logits; /* tests that pipeline steps and still read logits */
@@ -888,12 +884,6 @@ static int forward(struct cuda_backend *cb, const struct step_layout *l, int t_r
                          t_rows, 2 * cb->inter, cb->hidden, false, err, errlen) != 0)
                     return -1;
                 CUDA_CHECK(folio_k_silu_mul(cb->act, cb->gate_up, t_rows, cb->inter, row_norm, s));
-                if (num_tiles < 0 && row_norm.x && cb->kv_prefetch_blocks > 0 &&
-                    li + 1 < cb->layers) {
-                    const bf16 *kn = kc + 2 * cb->kv_layer_stride; /* the next layer's */
-                    CUDA_CHECK(folio_k_kv_prefetch(kn, kn + cb->kv_layer_stride, kb, cb->kv_heads,
-                                                   cb->head_dim, cb->kv_prefetch_blocks, 1, s));
-                }
             }
         }
         if (tma)
@@ -1527,8 +1517,6 @@ static int create(struct cuda_backend *cb, const struct folio_model *m,
     cb->attn_warps_per_sm = ac && atoi(ac) > 0 ? atoi(ac) : FOLIO_K_ATTN_WARPS_PER_SM;
     const char *aw = getenv("FOLIO_ATTN_CTA_WARPS");
     cb->attn_cta_warps = aw ? atoi(aw) : 0;
-    const char *kp = getenv("FOLIO_KV_PREFETCH");
-    cb->kv_prefetch_blocks = kp && atoi(kp) > 0 ? atoi(kp) : 0;
     /* The GEMV and decode attention kernels ask for the whole carveout as shared
      * memory, so that their CTAs can share SMs and PDL overlaps them: batch 1
      * 0.971 -> 0.877 ms, batch 2 1.131 -> 1.072 on the H200 (round 9).
