@@ -367,7 +367,8 @@ static int bench_attention(const struct folio_model_config *c, int batch_size, i
             CK(cudaEventRecord(e0, s));
             if (variant == 0)
                 CK(folio_k_attention_decode(out, qkv, k, v, kb, plan, ws, counters, H, Hkv, D, NULL,
-                                            (struct folio_k_row_norm){0}, 0, s));
+                                            (struct folio_k_row_norm){0}, (struct folio_k_dead){0},
+                                            0, s));
             else
                 CK(folio_k_paged_attention_ref(out, qkv, k, v, kb, H, Hkv, D, s));
             CK(cudaEventRecord(e1, s));
@@ -389,7 +390,7 @@ static int bench_attention(const struct folio_model_config *c, int batch_size, i
         if (!h_out)
             return -1;
         CK(folio_k_attention_decode(out, qkv, k, v, kb, plan, ws, counters, H, Hkv, D, NULL,
-                                    (struct folio_k_row_norm){0}, 0, s));
+                                    (struct folio_k_row_norm){0}, (struct folio_k_dead){0}, 0, s));
         CK(cudaMemcpyAsync(h_out, out, sizeof(uint16_t) * n_out, cudaMemcpyDeviceToHost, s));
         CK(folio_k_paged_attention_ref(out, qkv, k, v, kb, H, Hkv, D, s));
         CK(cudaMemcpyAsync(h_out + n_out, out, sizeof(uint16_t) * n_out, cudaMemcpyDeviceToHost,
@@ -501,7 +502,7 @@ static int bench_sample(const struct folio_model_config *c, int rows, int repeat
                 }
                 CK(cudaEventRecord(e0, s));
                 CK(folio_k_sample(logits, rows, V, params, tokens, logprobs, top_ids, top_lp, L,
-                                  last, NULL, ws, 0, s));
+                                  last, NULL, ws, 0, 0, s));
                 CK(cudaEventRecord(e1, s));
                 CK(cudaEventSynchronize(e1));
                 float ms;

@@ -459,7 +459,7 @@ __device__ __forceinline__ void load_pos_row(folio_bf16_bits *stage0, int pos_j,
 template <int D, int NW, int NQ, int ROPE>
 __global__ void __launch_bounds__(NW * 32)
     attention_decode_kernel(decode_args a, const uint32_t *rope_cos_sin,
-                            struct folio_k_row_norm norm)
+                            struct folio_k_row_norm norm, struct folio_k_dead dead)
 {
     constexpr int LD = decode_layout<D>::LD;
     constexpr int KS = D / 16; /* k-steps over head dims, m-tiles of output dims */
@@ -558,6 +558,11 @@ __global__ void __launch_bounds__(NW * 32)
                                    (pos_tile - t_begin) % NW == warp;
         const int32_t new_block = writes_new_kv ? table[pos / FOLIO_K_BLOCK] : 0;
         pdl_wait();
+        /* A buffer the kernels before this one were the last to read (every
+         * one of them has finished now, through the waits of the chain). */
+        l2_discard_share(dead,
+                         blockIdx.x + (int64_t)gridDim.x * (blockIdx.y + gridDim.y * blockIdx.z),
+                         (int64_t)gridDim.x * gridDim.y * gridDim.z, threadIdx.x, NW * 32);
         constexpr bool NORM = ROPE == QKV_ROPE_NORM;
         rope_inputs<D, NQ, NORM> in;
         if (ROPE) {
@@ -901,37 +906,38 @@ extern "C" cudaError_t folio_k_attention_prepare(int head_dim)
 
 template <int D, int NW, int NQ>
 static cudaError_t launch(const decode_args &a, const uint32_t *rope_cos_sin,
-                          const struct folio_k_row_norm &norm, int splits, bool pdl, cudaStream_t s)
+                          const struct folio_k_row_norm &norm, const struct folio_k_dead &dead,
+                          int splits, bool pdl, cudaStream_t s)
 {
     dim3 grid(a.b.num_tokens, a.num_kv_heads, splits);
     const size_t smem = decode_smem_bytes<D, NW>();
     if (!rope_cos_sin)
         return launch_pdl(attention_decode_kernel<D, NW, NQ, QKV_ROTATED>, grid, dim3(NW * 32),
-                          smem, s, pdl, a, rope_cos_sin, norm);
+                          smem, s, pdl, a, rope_cos_sin, norm, dead);
     if (!norm.x)
         return launch_pdl(attention_decode_kernel<D, NW, NQ, QKV_ROPE>, grid, dim3(NW * 32), smem,
-                          s, pdl, a, rope_cos_sin, norm);
+                          s, pdl, a, rope_cos_sin, norm, dead);
     return launch_pdl(attention_decode_kernel<D, NW, NQ, QKV_ROPE_NORM>, grid, dim3(NW * 32), smem,
-                      s, pdl, a, rope_cos_sin, norm);
+                      s, pdl, a, rope_cos_sin, norm, dead);
 }
 
 template <int D>
 static cudaError_t launch_d(const decode_args &a, const uint32_t *rope_cos_sin,
-                            const struct folio_k_row_norm &norm, struct folio_k_decode_plan p,
-                            bool pdl, cudaStream_t s)
+                            const struct folio_k_row_norm &norm, const struct folio_k_dead &dead,
+                            struct folio_k_decode_plan p, bool pdl, cudaStream_t s)
 {
     if (a.num_heads / a.num_kv_heads <= 8)
-        return p.warps == 1 ? launch<D, 1, 1>(a, rope_cos_sin, norm, p.splits, pdl, s)
-                            : launch<D, 4, 1>(a, rope_cos_sin, norm, p.splits, pdl, s);
-    return p.warps == 1 ? launch<D, 1, 2>(a, rope_cos_sin, norm, p.splits, pdl, s)
-                        : launch<D, 4, 2>(a, rope_cos_sin, norm, p.splits, pdl, s);
+        return p.warps == 1 ? launch<D, 1, 1>(a, rope_cos_sin, norm, dead, p.splits, pdl, s)
+                            : launch<D, 4, 1>(a, rope_cos_sin, norm, dead, p.splits, pdl, s);
+    return p.warps == 1 ? launch<D, 1, 2>(a, rope_cos_sin, norm, dead, p.splits, pdl, s)
+                        : launch<D, 4, 2>(a, rope_cos_sin, norm, dead, p.splits, pdl, s);
 }
 
 extern "C" cudaError_t folio_k_attention_decode(
     folio_bf16_bits *out, const folio_bf16_bits *qkv, folio_bf16_bits *k_cache,
     folio_bf16_bits *v_cache, struct folio_k_batch b, struct folio_k_decode_plan p, void *workspace,
     int *counters, int num_heads, int num_kv_heads, int head_dim, const uint32_t *rope_cos_sin,
-    struct folio_k_row_norm norm, int pdl, cudaStream_t s)
+    struct folio_k_row_norm norm, struct folio_k_dead dead, int pdl, cudaStream_t s)
 {
     if (b.num_tokens <= 0)
         return cudaSuccess;
@@ -954,8 +960,10 @@ extern "C" cudaError_t folio_k_attention_decode(
         a.part_ml = (float2 *)(a.part_o + rows * head_dim);
         a.counters = p.combine ? NULL : counters;
     }
-    cudaError_t e = head_dim == 64 ? launch_d<64>(a, rope_cos_sin, norm, p, pdl != 0, s)
-                                   : launch_d<128>(a, rope_cos_sin, norm, p, pdl != 0, s);
+    if (dead.p && ((uintptr_t)dead.p & 127) != 0)
+        return cudaErrorInvalidValue;
+    cudaError_t e = head_dim == 64 ? launch_d<64>(a, rope_cos_sin, norm, dead, p, pdl != 0, s)
+                                   : launch_d<128>(a, rope_cos_sin, norm, dead, p, pdl != 0, s);
     if (e == cudaSuccess)
         e = cudaGetLastError();
     if (e != cudaSuccess || p.splits == 1 || !p.combine)

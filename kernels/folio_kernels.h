@@ -20,6 +20,15 @@ typedef uint16_t folio_bf16_bits;
 #define FOLIO_K_BLOCK 16 /* tokens per KV cache block (FOLIO_KV_BLOCK_SIZE) */
 
 /* Per-step metadata of the flattened token batch, all device pointers. */
+/* A buffer whose contents are dead once the kernels before a launch have
+ * finished: the kernel given it drops its lines from the L2 without writing
+ * them back (l2_discard in common.cuh). p 128-byte aligned; the lines wholly
+ * inside bytes; p NULL: none. */
+struct folio_k_dead {
+    const void *p;
+    int64_t bytes;
+};
+
 struct folio_k_batch {
     int num_tokens;
     int num_seqs;
@@ -174,13 +183,16 @@ struct folio_k_row_norm {
  * work itself, with the same roundings: it rotates q, and writes each token's
  * new key and value into the cache. Without it, q is rotated and the new key
  * and value are in the cache already. With rope_cos_sin, norm.x may be set:
- * q, k and v are first scaled by their token's 1 / rms and rounded to bf16. */
+ * q, k and v are first scaled by their token's 1 / rms and rounded to bf16.
+ * dead: a buffer the kernels before this launch read for the last time, whose
+ * lines the kernel drops from the L2 (after its wait for those kernels). */
 cudaError_t folio_k_attention_decode(folio_bf16_bits *out, const folio_bf16_bits *qkv,
                                      folio_bf16_bits *k_cache, folio_bf16_bits *v_cache,
                                      struct folio_k_batch b, struct folio_k_decode_plan p,
                                      void *workspace, int *counters, int num_heads,
                                      int num_kv_heads, int head_dim, const uint32_t *rope_cos_sin,
-                                     struct folio_k_row_norm norm, int pdl, cudaStream_t s);
+                                     struct folio_k_row_norm norm, struct folio_k_dead dead,
+                                     int pdl, cudaStream_t s);
 
 /* The shared-memory carveout (percent, -1: the driver's) that the GEMV and
  * decode attention kernels ask for (carveout.cu); set before the first launch. */
@@ -269,9 +281,12 @@ cudaError_t folio_k_gemv_qkv_rope(folio_bf16_bits *qkv, const folio_bf16_bits *x
                                   cudaStream_t s);
 
 /* out[t, j] = bf16(bf16(silu(gu[t, j])) * gu[t, inter + j]); with norm.x,
- * gu[t, *] first scaled by token t's 1 / rms(norm.x[t]) and rounded to bf16. */
+ * gu[t, *] first scaled by token t's 1 / rms(norm.x[t]) and rounded to bf16.
+ * drop_input (with norm.x, inter a multiple of 64): gate_up's lines are
+ * dropped from the L2 once read (l2_discard): its contents are dead. */
 cudaError_t folio_k_silu_mul(folio_bf16_bits *out, const folio_bf16_bits *gate_up, int num_tokens,
-                             int inter, struct folio_k_row_norm norm, cudaStream_t s);
+                             int inter, struct folio_k_row_norm norm, int drop_input,
+                             cudaStream_t s);
 
 /* One sampling row's parameters, laid out for the device. */
 struct folio_k_sample_params {
@@ -335,12 +350,14 @@ cudaError_t folio_k_penalty_update(uint32_t *state, int32_t *history, int32_t *r
  * logit l becomes l / rep (l > 0) or l * rep, then l - (count * freq + pres)
  * where count > 0. pdl: launched with programmatic dependent launch (after a
  * kernel that lets it start early, such as the LM head GEMV); the logits are
- * read after the wait. */
+ * read after the wait. drop_logits: the rows that one CTA samples (above 8
+ * rows, all of them) are dropped from the L2 once sampled (l2_discard), for
+ * logits that nothing reads afterwards. */
 cudaError_t folio_k_sample(const float *logits, int rows, int vocab,
                            const struct folio_k_sample_params *params, int32_t *out_tokens,
                            float *out_logprobs, int32_t *out_top_ids, float *out_top_logprobs,
                            int max_logprobs, int32_t *last_sampled, const uint32_t *pen_state,
-                           void *split_ws, int pdl, cudaStream_t s);
+                           void *split_ws, int drop_logits, int pdl, cudaStream_t s);
 
 /* folio_k_sample's rows that need no filter, penalty or top-N logprobs
  * (greedy, or tempered over the whole row) over several CTAs a row
@@ -361,7 +378,7 @@ cudaError_t folio_k_sample_rows(const float *logits, int rows, int vocab,
                                 const struct folio_k_sample_params *params, int32_t *out_tokens,
                                 float *out_logprobs, int32_t *out_top_ids, float *out_top_logprobs,
                                 int max_logprobs, int32_t *last_sampled, const uint32_t *pen_state,
-                                int pdl, cudaStream_t s);
+                                int drop_logits, int pdl, cudaStream_t s);
 cudaError_t folio_k_sample_split(const float *logits, int rows, int vocab,
                                  const struct folio_k_sample_params *params, int32_t *out_tokens,
                                  float *out_logprobs, int32_t *out_top_ids, float *out_top_logprobs,

@@ -204,7 +204,7 @@ __global__ void __launch_bounds__(SAMPLE_THREADS)
     sample_kernel(const float *logits, int vocab, const struct folio_k_sample_params *params,
                   int32_t *out_tokens, float *out_logprobs, int32_t *out_top_ids,
                   float *out_top_logprobs, int max_logprobs, int32_t *last_sampled,
-                  const uint32_t *pen_state, int skip_common)
+                  const uint32_t *pen_state, int skip_common, bool drop_row)
 {
     __shared__ float sv[32];
     __shared__ int si[32];
@@ -330,13 +330,18 @@ __global__ void __launch_bounds__(SAMPLE_THREADS)
         out_logprobs[r] = row[token] - lse;
         last_sampled[p.slot] = token;
     }
+    if (drop_row) { /* once every read of the row is done */
+        __syncthreads();
+        for (int i = threadIdx.x; i < vocab / 32; i += SAMPLE_THREADS)
+            l2_discard(row + 32 * i);
+    }
 }
 
 extern "C" cudaError_t
 folio_k_sample(const float *logits, int rows, int vocab, const struct folio_k_sample_params *params,
                int32_t *out_tokens, float *out_logprobs, int32_t *out_top_ids,
                float *out_top_logprobs, int max_logprobs, int32_t *last_sampled,
-               const uint32_t *pen_state, void *split_ws, int pdl, cudaStream_t s)
+               const uint32_t *pen_state, void *split_ws, int drop_logits, int pdl, cudaStream_t s)
 {
     if (rows <= 0)
         return cudaSuccess;
@@ -351,9 +356,9 @@ folio_k_sample(const float *logits, int rows, int vocab, const struct folio_k_sa
         if (e != cudaSuccess)
             return e;
     } else if (common && vocab % 4 == 0 && ((uintptr_t)logits & 15) == 0) {
-        cudaError_t e =
-            folio_k_sample_rows(logits, rows, vocab, params, out_tokens, out_logprobs, out_top_ids,
-                                out_top_logprobs, max_logprobs, last_sampled, pen_state, pdl, s);
+        cudaError_t e = folio_k_sample_rows(logits, rows, vocab, params, out_tokens, out_logprobs,
+                                            out_top_ids, out_top_logprobs, max_logprobs,
+                                            last_sampled, pen_state, drop_logits, pdl, s);
         if (e != cudaSuccess)
             return e;
     } else {
@@ -364,6 +369,6 @@ folio_k_sample(const float *logits, int rows, int vocab, const struct folio_k_sa
     cudaError_t e =
         launch_pdl(sample_kernel, dim3(rows), dim3(SAMPLE_THREADS), 0, s, pdl != 0, logits, vocab,
                    params, out_tokens, out_logprobs, out_top_ids, out_top_logprobs, max_logprobs,
-                   last_sampled, pen_state, common ? 1 : 0);
+                   last_sampled, pen_state, common ? 1 : 0, drop_logits && vocab % 32 == 0);
     return e != cudaSuccess ? e : cudaGetLastError();
 }

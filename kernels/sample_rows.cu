@@ -83,7 +83,7 @@ __global__ void __launch_bounds__(ROWS_THREADS, 2)
     sample_rows_kernel(const float *logits, int vocab, const struct folio_k_sample_params *params,
                        const uint32_t *pen_state, int32_t *out_tokens, float *out_logprobs,
                        int32_t *out_top_ids, float *out_top_logprobs, int max_logprobs,
-                       int32_t *last_sampled)
+                       int32_t *last_sampled, bool drop_row)
 {
     __shared__ float sv[32];
     __shared__ int si[32];
@@ -168,6 +168,10 @@ __global__ void __launch_bounds__(ROWS_THREADS, 2)
         out_top_ids[(int64_t)r * max_logprobs + n] = -1;
         out_top_logprobs[(int64_t)r * max_logprobs + n] = -INFINITY;
     }
+    /* Every thread's reads of the row ended before the last block reduction. */
+    if (drop_row)
+        for (int i = threadIdx.x; i < vocab / 32; i += ROWS_THREADS)
+            l2_discard(row + 32 * i);
 }
 
 extern "C" cudaError_t folio_k_sample_rows(const float *logits, int rows, int vocab,
@@ -175,14 +179,16 @@ extern "C" cudaError_t folio_k_sample_rows(const float *logits, int rows, int vo
                                            int32_t *out_tokens, float *out_logprobs,
                                            int32_t *out_top_ids, float *out_top_logprobs,
                                            int max_logprobs, int32_t *last_sampled,
-                                           const uint32_t *pen_state, int pdl, cudaStream_t s)
+                                           const uint32_t *pen_state, int drop_logits, int pdl,
+                                           cudaStream_t s)
 {
     if (rows <= 0)
         return cudaSuccess;
     if (vocab % 4 != 0 || ((uintptr_t)logits & 15) != 0)
         return cudaErrorInvalidValue;
-    cudaError_t e = launch_pdl(sample_rows_kernel, dim3((unsigned)rows), dim3(ROWS_THREADS), 0, s,
-                               pdl != 0, logits, vocab, params, pen_state, out_tokens, out_logprobs,
-                               out_top_ids, out_top_logprobs, max_logprobs, last_sampled);
+    cudaError_t e =
+        launch_pdl(sample_rows_kernel, dim3((unsigned)rows), dim3(ROWS_THREADS), 0, s, pdl != 0,
+                   logits, vocab, params, pen_state, out_tokens, out_logprobs, out_top_ids,
+                   out_top_logprobs, max_logprobs, last_sampled, drop_logits && vocab % 32 == 0);
     return e != cudaSuccess ? e : cudaGetLastError();
 }

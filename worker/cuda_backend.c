@@ -240,6 +240,10 @@ struct cuda_backend {
     /* FOLIO_ATTN_CTA_WARPS: 1 or 4 forces the decode kernel's warps per CTA
      * (see folio_k_attention_decode_plan; 0: by batch). A yardstick. */
     int attn_cta_warps;
+    /* FOLIO_L2_DISCARD (experiment), bits: 1 SiLU drops gate/up's output, 2
+     * decode attention drops SiLU's, 4 the sampler drops the logits
+     * (l2_discard). */
+    int l2_discard;
 
     bool graphs_enabled;
     bool keep_logits; /* tests that pipeline steps and still read logits */
@@ -707,9 +711,16 @@ static int attention(struct cuda_backend *cb, const struct step_layout *l,
         CUDA_CHECK(folio_k_paged_attention_ref(cb->attn_out, cb->qkv, kc, vc, *kb, cb->heads,
                                                cb->kv_heads, cb->head_dim, s));
     } else if (num_tiles < 0) {
-        CUDA_CHECK(folio_k_attention_decode(
-            cb->attn_out, cb->qkv, kc, vc, *kb, decode_plan(cb, kb->num_tokens), cb->attn_workspace,
-            cb->attn_counters, cb->heads, cb->kv_heads, cb->head_dim, rope_cos_sin, norm, pdl, s));
+        /* SiLU's output, which the down GEMM before read last (on the path
+         * with the norms in the consumers, where SiLU is a kernel of its own). */
+        struct folio_k_dead dead = {0};
+        if ((cb->l2_discard & 2) && norm.x)
+            dead =
+                (struct folio_k_dead){cb->act, (int64_t)sizeof(bf16) * kb->num_tokens * cb->inter};
+        CUDA_CHECK(folio_k_attention_decode(cb->attn_out, cb->qkv, kc, vc, *kb,
+                                            decode_plan(cb, kb->num_tokens), cb->attn_workspace,
+                                            cb->attn_counters, cb->heads, cb->kv_heads,
+                                            cb->head_dim, rope_cos_sin, norm, dead, pdl, s));
     } else {
         CUDA_CHECK(folio_k_attention_prefill(cb->attn_out, cb->qkv, kc, vc, *kb,
                                              (const int32_t *)(cb->d_meta + l->attn_tiles),
@@ -883,7 +894,8 @@ static int forward(struct cuda_backend *cb, const struct step_layout *l, int t_r
                 if (gemm(cb, norm_in_consumers ? cur : cb->normed, L->w_gate_up, cb->gate_up,
                          t_rows, 2 * cb->inter, cb->hidden, false, err, errlen) != 0)
                     return -1;
-                CUDA_CHECK(folio_k_silu_mul(cb->act, cb->gate_up, t_rows, cb->inter, row_norm, s));
+                CUDA_CHECK(folio_k_silu_mul(cb->act, cb->gate_up, t_rows, cb->inter, row_norm,
+                                            (cb->l2_discard & 1) != 0, s));
             }
         }
         if (tma)
@@ -920,7 +932,8 @@ static int forward(struct cuda_backend *cb, const struct step_layout *l, int t_r
         cb->d_logits, n_sample, cb->vocab, params, (int32_t *)(cb->d_meta + l->out_tokens),
         (float *)(cb->d_meta + l->out_logprobs), (int32_t *)(cb->d_meta + l->out_top_ids),
         (float *)(cb->d_meta + l->out_top_logprobs), FOLIO_MAX_LOGPROBS, cb->d_last_sampled,
-        cb->d_pen_state, cb->d_sample_split, cb->pdl_step || (lm_tma && pdl_tma), s));
+        cb->d_pen_state, cb->d_sample_split, (cb->l2_discard & 4) != 0,
+        cb->pdl_step || (lm_tma && pdl_tma), s));
     return 0;
 }
 
@@ -1517,6 +1530,8 @@ static int create(struct cuda_backend *cb, const struct folio_model *m,
     cb->attn_warps_per_sm = ac && atoi(ac) > 0 ? atoi(ac) : FOLIO_K_ATTN_WARPS_PER_SM;
     const char *aw = getenv("FOLIO_ATTN_CTA_WARPS");
     cb->attn_cta_warps = aw ? atoi(aw) : 0;
+    const char *ld = getenv("FOLIO_L2_DISCARD");
+    cb->l2_discard = ld ? atoi(ld) : 0;
     /* The GEMV and decode attention kernels ask for the whole carveout as shared
      * memory, so that their CTAs can share SMs and PDL overlaps them: batch 1
      * 0.971 -> 0.877 ms, batch 2 1.131 -> 1.072 on the H200 (round 9).
