@@ -367,8 +367,8 @@ static int bench_attention(const struct folio_model_config *c, int batch_size, i
             CK(cudaEventRecord(e0, s));
             if (variant == 0)
                 CK(folio_k_attention_decode(out, qkv, k, v, kb, plan, ws, counters, H, Hkv, D, NULL,
-                                            (struct folio_k_row_norm){0}, (struct folio_k_dead){0},
-                                            0, s));
+                                            (struct folio_k_row_norm){0},
+                                            (struct folio_k_l2_drop){0}, 0, s));
             else
                 CK(folio_k_paged_attention_ref(out, qkv, k, v, kb, H, Hkv, D, s));
             CK(cudaEventRecord(e1, s));
@@ -390,7 +390,8 @@ static int bench_attention(const struct folio_model_config *c, int batch_size, i
         if (!h_out)
             return -1;
         CK(folio_k_attention_decode(out, qkv, k, v, kb, plan, ws, counters, H, Hkv, D, NULL,
-                                    (struct folio_k_row_norm){0}, (struct folio_k_dead){0}, 0, s));
+                                    (struct folio_k_row_norm){0}, (struct folio_k_l2_drop){0}, 0,
+                                    s));
         CK(cudaMemcpyAsync(h_out, out, sizeof(uint16_t) * n_out, cudaMemcpyDeviceToHost, s));
         CK(folio_k_paged_attention_ref(out, qkv, k, v, kb, H, Hkv, D, s));
         CK(cudaMemcpyAsync(h_out + n_out, out, sizeof(uint16_t) * n_out, cudaMemcpyDeviceToHost,
@@ -596,6 +597,7 @@ int main(int argc, char **argv)
         .max_seqs = max_seqs,
         .max_num_tokens = !strcmp(mode, "prefill") ? a : 4096,
         .gpu_memory_utilization = 0.5f,
+        .logits_unread = true,
     };
     const char *kvb = getenv("FOLIO_NUM_KV_BLOCKS"); /* a small pool, e.g. under the sanitizer */
     if (kvb)

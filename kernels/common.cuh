@@ -139,16 +139,16 @@ __device__ __forceinline__ void l2_discard(const void *p)
 #endif
 }
 
-/* This thread's share of the whole lines of d (thread tid of nthreads in CTA
- * cta of ctas). */
-__device__ __forceinline__ void l2_discard_share(struct folio_k_dead d, int64_t cta, int64_t ctas,
-                                                 int tid, int nthreads)
+/* This thread's share of the whole lines of d.dead (thread tid of nthreads
+ * in CTA cta of ctas). */
+__device__ __forceinline__ void l2_discard_dead(const struct folio_k_l2_drop &d, int64_t cta,
+                                                int64_t ctas, int tid, int nthreads)
 {
-    if (!d.p)
+    if (!d.dead)
         return;
-    const int64_t lines = d.bytes / 128;
+    const int64_t lines = d.dead_bytes / 128;
     for (int64_t i = cta * nthreads + tid; i < lines; i += ctas * nthreads)
-        l2_discard((const char *)d.p + i * 128);
+        l2_discard((const char *)d.dead + i * 128);
 }
 
 /* Programmatic dependent launch (sm_90): a kernel launched with

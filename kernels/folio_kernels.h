@@ -20,13 +20,16 @@ typedef uint16_t folio_bf16_bits;
 #define FOLIO_K_BLOCK 16 /* tokens per KV cache block (FOLIO_KV_BLOCK_SIZE) */
 
 /* Per-step metadata of the flattened token batch, all device pointers. */
-/* A buffer whose contents are dead once the kernels before a launch have
- * finished: the kernel given it drops its lines from the L2 without writing
- * them back (l2_discard in common.cuh). p 128-byte aligned; the lines wholly
- * inside bytes; p NULL: none. */
-struct folio_k_dead {
-    const void *p;
-    int64_t bytes;
+/* What a kernel drops from the L2 without writing it back (l2_discard in
+ * common.cuh), so that dead data does not cost memory traffic when other data
+ * evicts it: dead, a buffer that the kernels before the launch read for the
+ * last time (128-byte aligned; the lines wholly inside dead_bytes; NULL:
+ * none); input, the kernel's own input once it has read it, where the kernel
+ * says which. */
+struct folio_k_l2_drop {
+    const void *dead;
+    int64_t dead_bytes;
+    int input;
 };
 
 struct folio_k_batch {
@@ -184,14 +187,15 @@ struct folio_k_row_norm {
  * new key and value into the cache. Without it, q is rotated and the new key
  * and value are in the cache already. With rope_cos_sin, norm.x may be set:
  * q, k and v are first scaled by their token's 1 / rms and rounded to bf16.
- * dead: a buffer the kernels before this launch read for the last time, whose
- * lines the kernel drops from the L2 (after its wait for those kernels). */
+ * drop: drop.dead after the wait for the kernels before; drop.input: q, k
+ * and v from qkv once read, where one warp reads them (one split of one-warp
+ * CTAs, rope_cos_sin given). */
 cudaError_t folio_k_attention_decode(folio_bf16_bits *out, const folio_bf16_bits *qkv,
                                      folio_bf16_bits *k_cache, folio_bf16_bits *v_cache,
                                      struct folio_k_batch b, struct folio_k_decode_plan p,
                                      void *workspace, int *counters, int num_heads,
                                      int num_kv_heads, int head_dim, const uint32_t *rope_cos_sin,
-                                     struct folio_k_row_norm norm, struct folio_k_dead dead,
+                                     struct folio_k_row_norm norm, struct folio_k_l2_drop drop,
                                      int pdl, cudaStream_t s);
 
 /* The shared-memory carveout (percent, -1: the driver's) that the GEMV and
@@ -282,10 +286,10 @@ cudaError_t folio_k_gemv_qkv_rope(folio_bf16_bits *qkv, const folio_bf16_bits *x
 
 /* out[t, j] = bf16(bf16(silu(gu[t, j])) * gu[t, inter + j]); with norm.x,
  * gu[t, *] first scaled by token t's 1 / rms(norm.x[t]) and rounded to bf16.
- * drop_input (with norm.x, inter a multiple of 64): gate_up's lines are
- * dropped from the L2 once read (l2_discard): its contents are dead. */
+ * drop (with norm.x): drop.dead; drop.input: gate_up once read (inter a
+ * multiple of 64). */
 cudaError_t folio_k_silu_mul(folio_bf16_bits *out, const folio_bf16_bits *gate_up, int num_tokens,
-                             int inter, struct folio_k_row_norm norm, int drop_input,
+                             int inter, struct folio_k_row_norm norm, struct folio_k_l2_drop drop,
                              cudaStream_t s);
 
 /* One sampling row's parameters, laid out for the device. */

@@ -97,6 +97,19 @@ struct step_layout {
  * after step with nothing between them. Five copies a step on the compute
  * stream (metadata in, four outputs out) cost batch 1 0.789 ms against 0.770
  * on the H200 (bench/results/2026-12-01-cuda-round19.md). */
+/* The dead buffers of a decode step dropped from the L2 (cuda_backend.l2_drop).
+ * Written back to memory when the next layers' weights and keys evict them,
+ * they cost that traffic during attention: at 256 rows, dropping the first
+ * three made the step 1.6% faster (bench/results/2026-12-02-cuda-round31.md). */
+enum {
+    L2_DROP_GATE_UP = 1,   /* gate/up's output, by SiLU once read */
+    L2_DROP_ACT = 2,       /* SiLU's output, by the next decode attention */
+    L2_DROP_LOGITS = 4,    /* by the sampler (logits_unread) */
+    L2_DROP_QKV = 8,       /* q, k and v, by decode attention once read */
+    L2_DROP_ATTN_OUT = 16, /* attention's output, by SiLU */
+    L2_DROP_ALL = 31,
+};
+
 struct inflight {
     cudaEvent_t uploaded;   /* upload stream: the metadata is on the device */
     cudaEvent_t computed;   /* compute stream: the step's kernels are done */
@@ -240,10 +253,10 @@ struct cuda_backend {
     /* FOLIO_ATTN_CTA_WARPS: 1 or 4 forces the decode kernel's warps per CTA
      * (see folio_k_attention_decode_plan; 0: by batch). A yardstick. */
     int attn_cta_warps;
-    /* FOLIO_L2_DISCARD (experiment), bits: 1 SiLU drops gate/up's output, 2
-     * decode attention drops SiLU's, 4 the sampler drops the logits
-     * (l2_discard). */
-    int l2_discard;
+    /* Dead intermediate buffers dropped from the L2 without write-back
+     * (l2_discard), bits (L2_DROP_*); FOLIO_L2_DISCARD=0 keeps them all, the
+     * yardstick. */
+    int l2_drop;
 
     bool graphs_enabled;
     bool keep_logits; /* tests that pipeline steps and still read logits */
@@ -711,16 +724,20 @@ static int attention(struct cuda_backend *cb, const struct step_layout *l,
         CUDA_CHECK(folio_k_paged_attention_ref(cb->attn_out, cb->qkv, kc, vc, *kb, cb->heads,
                                                cb->kv_heads, cb->head_dim, s));
     } else if (num_tiles < 0) {
-        /* SiLU's output, which the down GEMM before read last (on the path
-         * with the norms in the consumers, where SiLU is a kernel of its own). */
-        struct folio_k_dead dead = {0};
-        if ((cb->l2_discard & 2) && norm.x)
-            dead =
-                (struct folio_k_dead){cb->act, (int64_t)sizeof(bf16) * kb->num_tokens * cb->inter};
+        /* On the path with the norms in the consumers (SiLU a kernel of its
+         * own): SiLU's output, which the down GEMM before read last, and q, k
+         * and v once read. */
+        struct folio_k_l2_drop drop = {0};
+        if (norm.x) {
+            if (cb->l2_drop & L2_DROP_ACT)
+                drop.dead = cb->act,
+                drop.dead_bytes = (int64_t)sizeof(bf16) * kb->num_tokens * cb->inter;
+            drop.input = (cb->l2_drop & L2_DROP_QKV) != 0;
+        }
         CUDA_CHECK(folio_k_attention_decode(cb->attn_out, cb->qkv, kc, vc, *kb,
                                             decode_plan(cb, kb->num_tokens), cb->attn_workspace,
                                             cb->attn_counters, cb->heads, cb->kv_heads,
-                                            cb->head_dim, rope_cos_sin, norm, dead, pdl, s));
+                                            cb->head_dim, rope_cos_sin, norm, drop, pdl, s));
     } else {
         CUDA_CHECK(folio_k_attention_prefill(cb->attn_out, cb->qkv, kc, vc, *kb,
                                              (const int32_t *)(cb->d_meta + l->attn_tiles),
@@ -894,8 +911,12 @@ static int forward(struct cuda_backend *cb, const struct step_layout *l, int t_r
                 if (gemm(cb, norm_in_consumers ? cur : cb->normed, L->w_gate_up, cb->gate_up,
                          t_rows, 2 * cb->inter, cb->hidden, false, err, errlen) != 0)
                     return -1;
-                CUDA_CHECK(folio_k_silu_mul(cb->act, cb->gate_up, t_rows, cb->inter, row_norm,
-                                            (cb->l2_discard & 1) != 0, s));
+                struct folio_k_l2_drop drop = {0};
+                if (cb->l2_drop & L2_DROP_ATTN_OUT) /* the O GEMM read it last */
+                    drop.dead = cb->attn_out, drop.dead_bytes = (int64_t)sizeof(bf16) * t_rows * qd;
+                drop.input = (cb->l2_drop & L2_DROP_GATE_UP) != 0;
+                CUDA_CHECK(
+                    folio_k_silu_mul(cb->act, cb->gate_up, t_rows, cb->inter, row_norm, drop, s));
             }
         }
         if (tma)
@@ -932,7 +953,7 @@ static int forward(struct cuda_backend *cb, const struct step_layout *l, int t_r
         cb->d_logits, n_sample, cb->vocab, params, (int32_t *)(cb->d_meta + l->out_tokens),
         (float *)(cb->d_meta + l->out_logprobs), (int32_t *)(cb->d_meta + l->out_top_ids),
         (float *)(cb->d_meta + l->out_top_logprobs), FOLIO_MAX_LOGPROBS, cb->d_last_sampled,
-        cb->d_pen_state, cb->d_sample_split, (cb->l2_discard & 4) != 0,
+        cb->d_pen_state, cb->d_sample_split, (cb->l2_drop & L2_DROP_LOGITS) != 0,
         cb->pdl_step || (lm_tma && pdl_tma), s));
     return 0;
 }
@@ -1260,6 +1281,11 @@ static int cuda_collect(struct folio_backend *b, struct folio_step_result *res, 
         }
         if (res->logits && row >= 0) {
             const float *src = fl->logits_kept ? fl->d_logits_keep : cb->d_logits;
+            if (cb->l2_drop & L2_DROP_LOGITS) {
+                snprintf(err, errlen,
+                         "cuda backend: created with logits_unread, the logits are not kept");
+                return -1;
+            }
             if (!fl->logits_on_device && !fl->logits_kept) {
                 snprintf(err, errlen,
                          "cuda backend: logits are kept only for the latest step; collect "
@@ -1531,7 +1557,9 @@ static int create(struct cuda_backend *cb, const struct folio_model *m,
     const char *aw = getenv("FOLIO_ATTN_CTA_WARPS");
     cb->attn_cta_warps = aw ? atoi(aw) : 0;
     const char *ld = getenv("FOLIO_L2_DISCARD");
-    cb->l2_discard = ld ? atoi(ld) : 0;
+    cb->l2_drop = ld ? atoi(ld) : L2_DROP_ALL;
+    if (!opt->logits_unread || cb->keep_logits)
+        cb->l2_drop &= ~L2_DROP_LOGITS;
     /* The GEMV and decode attention kernels ask for the whole carveout as shared
      * memory, so that their CTAs can share SMs and PDL overlaps them: batch 1
      * 0.971 -> 0.877 ms, batch 2 1.131 -> 1.072 on the H200 (round 9).
