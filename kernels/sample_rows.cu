@@ -4,16 +4,20 @@
  * one read of it.
  *
  * Why not sample.cu's kernel: it holds a 32000-entry row in the registers of
- * 1024 threads, so one CTA fills an SM and 256 rows run in two waves; each
- * entry costs it a scalar load, its index and bound, and two passes. On the
- * H200 it took 21.5 us for 256 greedy rows and 10-14 us for 16-128, issuing
- * about 32 instructions an entry (decode_bench's sample mode and Nsight
- * Compute, bench/results/2026-12-02-cuda-round31.md). Here 512 threads a CTA
- * (two CTAs an SM: 264 on the H200, one wave up to 256 rows) read the row as
- * float4, VEC of them a thread at a time while the next VEC are in flight, and
- * keep per thread the best entry and a running sum of exp(l - m) over its own
- * running max m (rescaled when m grows: the online softmax), merged over the
- * block at the end.
+ * 1024 threads, so one CTA fills an SM and 256 rows run in two waves, and each
+ * entry costs it a scalar load, its index and bound, and two passes. Here 512
+ * threads a CTA (two CTAs an SM: 264 on the H200, one wave up to 256 rows) read
+ * the row as float4, VEC of them a thread at a time while the next VEC are in
+ * flight, and keep per thread the best entry and a running sum of exp(l - m)
+ * over its own running max m (rescaled when m grows: the online softmax),
+ * merged over the block at the end. Rows it leaves to sample.cu's kernel
+ * (launched after it) make that kernel's CTAs return at once.
+ *
+ * On the H200 (bench/results/2026-12-02-cuda-round31.md): 256 greedy rows
+ * alone 15.6 us against 21.6 for sample.cu's kernel; in a b256 step 12.1 us
+ * plus 2.2 exposed for the other kernel's early returns, against 19.9. The
+ * b256 greedy step did not get faster with it (1.9788 ms against 1.9765), the
+ * tempered one did (2.0049 against 2.0166).
  *
  * Results: the token is sample.cu's (each thread visits its entries in
  * ascending index order through fold_ascending, and the block merges through

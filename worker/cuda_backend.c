@@ -90,17 +90,14 @@ struct step_layout {
     size_t total;
 };
 
-/* A step between launch and collect. Its slot's buffers and graphs are its
- * own while it is in flight, so the next step's metadata goes up (upload
- * stream) while this one computes, and this one's results come down
- * (download stream) while the next computes: the compute stream runs step
- * after step with nothing between them. Five copies a step on the compute
- * stream (metadata in, four outputs out) cost batch 1 0.789 ms against 0.770
- * on the H200 (bench/results/2026-12-01-cuda-round19.md). */
 /* The dead buffers of a decode step dropped from the L2 (cuda_backend.l2_drop).
- * Written back to memory when the next layers' weights and keys evict them,
- * they cost that traffic during attention: at 256 rows, dropping the first
- * three made the step 1.6% faster (bench/results/2026-12-02-cuda-round31.md). */
+ * Left there, they are written back to memory when the next layers' weights and
+ * keys evict them, traffic that lands on the kernels reading memory then. On
+ * the H200 (bench/results/2026-12-02-cuda-round31.md), same tokens: b256 1.9585
+ * ms against 1.9876 with none dropped, b160 1.7245 against 1.7423; the first
+ * three alone b256 1.9769 against 2.0086 (decode attention 36.6 us a layer
+ * against 37.4, QKV 7.9 against 8.3). The decode path of 129-256 rows drops
+ * them all; the others only the logits that one CTA a row samples. */
 enum {
     L2_DROP_GATE_UP = 1,   /* gate/up's output, by SiLU once read */
     L2_DROP_ACT = 2,       /* SiLU's output, by the next decode attention */
@@ -110,6 +107,13 @@ enum {
     L2_DROP_ALL = 31,
 };
 
+/* A step between launch and collect. Its slot's buffers and graphs are its
+ * own while it is in flight, so the next step's metadata goes up (upload
+ * stream) while this one computes, and this one's results come down
+ * (download stream) while the next computes: the compute stream runs step
+ * after step with nothing between them. Five copies a step on the compute
+ * stream (metadata in, four outputs out) cost batch 1 0.789 ms against 0.770
+ * on the H200 (bench/results/2026-12-01-cuda-round19.md). */
 struct inflight {
     cudaEvent_t uploaded;   /* upload stream: the metadata is on the device */
     cudaEvent_t computed;   /* compute stream: the step's kernels are done */
