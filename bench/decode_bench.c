@@ -21,13 +21,12 @@
  * split-KV tensor-core kernel as the worker runs it, then the reference kernel
  * as "attnref"), timed with CUDA events.
  *
- * sample: the sampler alone (folio_k_sample, greedy, as a decode step of ROWS
- * rows at or past 9 rows runs it) on synthetic f32 logits of the model's
- * vocabulary, timed with CUDA events: "hot" launches back to back (the logits
- * stay in L2 as far as they fit), "fresh" rewrites the logits before each
- * launch and then reads 256 MB through the L2, as the LM head writes its
- * logits while its weights stream through. The tokens and logprobs are checked
- * against the CPU backend's sampler.
+ * sample: the sampler alone (folio_k_sample as a decode step of ROWS rows
+ * runs it, "sample"; and sample.cu's one kernel alone, "sample1") on synthetic
+ * f32 logits of the model's vocabulary, timed with CUDA events: "hot" launches back to back (the
+ * logits stay in L2 as far as they fit), "fresh" rewrites the logits before each launch and then
+ * reads 256 MB through the L2, as the LM head writes its logits while its weights stream through.
+ * The tokens and logprobs are checked against the CPU backend's sampler.
  *
  * Each result is one line:
  *     RESULT name=... ms=... bytes=... flops=...
@@ -368,7 +367,8 @@ static int bench_attention(const struct folio_model_config *c, int batch_size, i
             CK(cudaEventRecord(e0, s));
             if (variant == 0)
                 CK(folio_k_attention_decode(out, qkv, k, v, kb, plan, ws, counters, H, Hkv, D, NULL,
-                                            (struct folio_k_row_norm){0}, 0, s));
+                                            (struct folio_k_row_norm){0},
+                                            (struct folio_k_l2_drop){0}, 0, s));
             else
                 CK(folio_k_paged_attention_ref(out, qkv, k, v, kb, H, Hkv, D, s));
             CK(cudaEventRecord(e1, s));
@@ -390,7 +390,8 @@ static int bench_attention(const struct folio_model_config *c, int batch_size, i
         if (!h_out)
             return -1;
         CK(folio_k_attention_decode(out, qkv, k, v, kb, plan, ws, counters, H, Hkv, D, NULL,
-                                    (struct folio_k_row_norm){0}, 0, s));
+                                    (struct folio_k_row_norm){0}, (struct folio_k_l2_drop){0}, 0,
+                                    s));
         CK(cudaMemcpyAsync(h_out, out, sizeof(uint16_t) * n_out, cudaMemcpyDeviceToHost, s));
         CK(folio_k_paged_attention_ref(out, qkv, k, v, kb, H, Hkv, D, s));
         CK(cudaMemcpyAsync(h_out + n_out, out, sizeof(uint16_t) * n_out, cudaMemcpyDeviceToHost,
@@ -421,18 +422,24 @@ static int bench_attention(const struct folio_model_config *c, int batch_size, i
     return 0;
 }
 
-/* The sampler alone, greedy, on synthetic logits (see the top of the file). */
+/* The sampler alone on synthetic logits (see the top of the file), by the
+ * backend's path ("sample": the common rows through folio_k_sample_rows, or the
+ * split kernels at up to 8 rows) and by sample.cu's kernel alone ("sample1",
+ * FOLIO_SAMPLE_SPLIT=0's path), each checked against the CPU backend's sampler. */
 static int bench_sample(const struct folio_model_config *c, int rows, int repeats)
 {
     const int V = c->vocab_size, L = FOLIO_MAX_LOGPROBS;
-    if (rows <= 0 || V <= 0)
+    if (rows <= 0 || V <= 0 || repeats <= 0)
         return -1;
+    const struct folio_sampling_params sp = bench_sampling();
     const size_t n = (size_t)rows * V;
     float *h_logits = malloc(sizeof(float) * n);
     struct folio_k_sample_params *h_params = malloc(sizeof(*h_params) * (size_t)rows);
     int32_t *h_tokens = malloc(sizeof(int32_t) * (size_t)rows);
     float *h_logprobs = malloc(sizeof(float) * (size_t)rows);
-    if (!h_logits || !h_params || !h_tokens || !h_logprobs)
+    double *t = malloc(sizeof(double) * (size_t)repeats);
+    struct folio_sampler *ref = folio_sampler_new(V);
+    if (!h_logits || !h_params || !h_tokens || !h_logprobs || !t || !ref)
         return -1;
     /* Values in [-8, 8) with a few ties at the top, so that the lowest index
      * must win them. */
@@ -447,9 +454,9 @@ static int bench_sample(const struct folio_model_config *c, int rows, int repeat
         float *row = h_logits + (size_t)i * V;
         row[(i * 7919) % V] = 9.0f;
         row[(i * 104729 + 1) % V] = 9.0f;
-        h_params[i] = (struct folio_k_sample_params){.temperature = 0.0f,
+        h_params[i] = (struct folio_k_sample_params){.temperature = sp.temperature,
                                                      .top_p = 1.0f,
-                                                     .seed = 1,
+                                                     .seed = sp.seed,
                                                      .output_index = 1,
                                                      .slot = i,
                                                      .repetition_penalty = 1.0f};
@@ -457,9 +464,11 @@ static int bench_sample(const struct folio_model_config *c, int rows, int repeat
     float *logits, *logits_src, *logprobs, *top_lp;
     int32_t *tokens, *top_ids, *last;
     struct folio_k_sample_params *params;
-    void *sweep;
+    void *sweep, *split_ws;
     unsigned *sink;
     const size_t sweep_bytes = (size_t)256 << 20;
+    const size_t split_bytes = folio_k_sample_split_bytes(
+        rows < FOLIO_K_SAMPLE_SPLIT_MAX_ROWS ? rows : FOLIO_K_SAMPLE_SPLIT_MAX_ROWS);
     cudaEvent_t e0, e1;
     cudaStream_t s;
     CK(cudaStreamCreate(&s));
@@ -472,65 +481,64 @@ static int bench_sample(const struct folio_model_config *c, int rows, int repeat
     CK(cudaMalloc((void **)&top_lp, sizeof(float) * (size_t)rows * L));
     CK(cudaMalloc((void **)&last, sizeof(int32_t) * (size_t)rows));
     CK(cudaMalloc(&sweep, sweep_bytes));
+    CK(cudaMalloc(&split_ws, split_bytes));
     CK(cudaMalloc((void **)&sink, sizeof(unsigned)));
     CK(cudaMemset(sweep, 0, sweep_bytes));
+    CK(cudaMemset(split_ws, 0, split_bytes));
     CK(cudaMemcpy(logits_src, h_logits, sizeof(float) * n, cudaMemcpyHostToDevice));
     CK(cudaMemcpy(logits, h_logits, sizeof(float) * n, cudaMemcpyHostToDevice));
     CK(cudaMemcpy(params, h_params, sizeof(*params) * (size_t)rows, cudaMemcpyHostToDevice));
     CK(cudaEventCreate(&e0));
     CK(cudaEventCreate(&e1));
-    double *t = malloc(sizeof(double) * (size_t)repeats);
-    if (!t)
-        return -1;
-    for (int fresh = 0; fresh < 2; fresh++) {
-        for (int i = 0; i < repeats + 3; i++) {
-            if (fresh) { /* written anew, then a stream of reads through the L2 */
-                CK(cudaMemcpyAsync(logits, logits_src, sizeof(float) * n, cudaMemcpyDeviceToDevice,
-                                   s));
-                CK(bench_l2_sweep(sweep, sweep_bytes, sink, s));
+    int pass = 1;
+    for (int path = 0; path < 2; path++) {
+        const char *name = path == 0 ? "sample" : "sample1";
+        void *ws = path == 0 ? split_ws : NULL;
+        for (int fresh = 0; fresh < 2; fresh++) {
+            for (int i = 0; i < repeats + 3; i++) {
+                if (fresh) { /* written anew, then a stream of reads through the L2 */
+                    CK(cudaMemcpyAsync(logits, logits_src, sizeof(float) * n,
+                                       cudaMemcpyDeviceToDevice, s));
+                    CK(bench_l2_sweep(sweep, sweep_bytes, sink, s));
+                }
+                CK(cudaEventRecord(e0, s));
+                CK(folio_k_sample(logits, rows, V, params, tokens, logprobs, top_ids, top_lp, L,
+                                  last, NULL, ws, 0, 0, s));
+                CK(cudaEventRecord(e1, s));
+                CK(cudaEventSynchronize(e1));
+                float ms;
+                CK(cudaEventElapsedTime(&ms, e0, e1));
+                if (i >= 3)
+                    t[i - 3] = ms;
             }
-            CK(cudaEventRecord(e0, s));
-            CK(folio_k_sample(logits, rows, V, params, tokens, logprobs, top_ids, top_lp, L, last,
-                              NULL, NULL, 0, s));
-            CK(cudaEventRecord(e1, s));
-            CK(cudaEventSynchronize(e1));
-            float ms;
-            CK(cudaEventElapsedTime(&ms, e0, e1));
-            if (i >= 3)
-                t[i - 3] = ms;
+            printf("RESULT name=%s_%s_b%d ms=%.4f median_ms=%.4f bytes=%.0f flops=0\n", name,
+                   fresh ? "fresh" : "hot", rows, median(t, repeats), median(t, repeats),
+                   (double)sizeof(float) * n);
         }
-        printf("RESULT name=sample_%s_b%d ms=%.4f median_ms=%.4f bytes=%.0f flops=0\n",
-               fresh ? "fresh" : "hot", rows, median(t, repeats), median(t, repeats),
-               (double)sizeof(float) * n);
-    }
-    CK(cudaMemcpy(h_tokens, tokens, sizeof(int32_t) * (size_t)rows, cudaMemcpyDeviceToHost));
-    CK(cudaMemcpy(h_logprobs, logprobs, sizeof(float) * (size_t)rows, cudaMemcpyDeviceToHost));
-    /* The CPU backend's sampler is the reference. */
-    struct folio_sampler *ref = folio_sampler_new(V);
-    if (!ref)
-        return -1;
-    const struct folio_sampling_params greedy = {
-        .temperature = 0.0f, .top_p = 1.0f, .repetition_penalty = 1.0f, .seed = 1};
-    int wrong_token = 0;
-    double max_lp_diff = 0.0;
-    for (int i = 0; i < rows; i++) {
-        struct folio_sample_result want;
-        char err[256];
-        if (folio_sample(ref, h_logits + (size_t)i * V, &greedy, 1, NULL, &want, err, sizeof err) !=
-            0) {
-            fprintf(stderr, "decode_bench: %s\n", err);
-            folio_sampler_free(ref);
-            return -1;
+        CK(cudaMemcpy(h_tokens, tokens, sizeof(int32_t) * (size_t)rows, cudaMemcpyDeviceToHost));
+        CK(cudaMemcpy(h_logprobs, logprobs, sizeof(float) * (size_t)rows, cudaMemcpyDeviceToHost));
+        /* The CPU backend's sampler is the reference. */
+        int wrong_token = 0;
+        double max_lp_diff = 0.0;
+        for (int i = 0; i < rows; i++) {
+            struct folio_sample_result want;
+            char err[256];
+            if (folio_sample(ref, h_logits + (size_t)i * V, &sp, 1, NULL, &want, err, sizeof err) !=
+                0) {
+                fprintf(stderr, "decode_bench: %s\n", err);
+                return -1;
+            }
+            if (h_tokens[i] != want.token)
+                wrong_token++;
+            double d = fabs((double)h_logprobs[i] - want.logprob);
+            max_lp_diff = d > max_lp_diff || d != d ? d : max_lp_diff;
         }
-        if (h_tokens[i] != want.token)
-            wrong_token++;
-        double d = fabs((double)h_logprobs[i] - want.logprob);
-        max_lp_diff = d > max_lp_diff || d != d ? d : max_lp_diff;
+        const int ok = wrong_token == 0 && max_lp_diff <= 1e-3;
+        printf("CHECK %s_b%d temperature=%g wrong_tokens=%d max_logprob_diff=%.3e %s\n", name, rows,
+               (double)sp.temperature, wrong_token, max_lp_diff, ok ? "PASS" : "FAIL");
+        pass = pass && ok;
     }
     folio_sampler_free(ref);
-    int pass = wrong_token == 0 && max_lp_diff <= 1e-3;
-    printf("CHECK sample_b%d wrong_tokens=%d max_logprob_diff=%.3e %s\n", rows, wrong_token,
-           max_lp_diff, pass ? "PASS" : "FAIL");
     cudaFree(logits);
     cudaFree(logits_src);
     cudaFree(params);
@@ -540,6 +548,7 @@ static int bench_sample(const struct folio_model_config *c, int rows, int repeat
     cudaFree(top_lp);
     cudaFree(last);
     cudaFree(sweep);
+    cudaFree(split_ws);
     cudaFree(sink);
     cudaStreamDestroy(s);
     free(t);
@@ -588,6 +597,7 @@ int main(int argc, char **argv)
         .max_seqs = max_seqs,
         .max_num_tokens = !strcmp(mode, "prefill") ? a : 4096,
         .gpu_memory_utilization = 0.5f,
+        .logits_unread = true,
     };
     const char *kvb = getenv("FOLIO_NUM_KV_BLOCKS"); /* a small pool, e.g. under the sanitizer */
     if (kvb)

@@ -481,7 +481,7 @@ int main(int argc, char **argv)
             }
             CK(folio_k_attention_decode(out, qkv, kc, vc, kb, plan, ws, counters, H, KVH, D,
                                         p == 13 ? rope : NULL, p == 13 ? norm : folio_k_row_norm{},
-                                        0, st));
+                                        folio_k_l2_drop{}, 0, st));
             break;
         case 14:
             warp1<2, ATTN_LOADER>(c, tab, ctx, batch, st);

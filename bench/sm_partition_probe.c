@@ -158,12 +158,13 @@ static void lane_layer(struct lane *l, int i, int qkv_too, int rest_too)
         gemm_run(l, &l->qkv, l->x, w->qkv, l->qkv_out);
     if (!rest_too)
         return;
-    CK(folio_k_attention_decode(l->attn, l->qkv_out, w->k, w->v, l->kb, l->plan, l->attn_ws,
-                                l->counters, HEADS, KV_HEADS, HEAD_DIM, NULL,
-                                (struct folio_k_row_norm){0}, 0, l->s));
+    CK(folio_k_attention_decode(
+        l->attn, l->qkv_out, w->k, w->v, l->kb, l->plan, l->attn_ws, l->counters, HEADS, KV_HEADS,
+        HEAD_DIM, NULL, (struct folio_k_row_norm){0}, (struct folio_k_l2_drop){0}, 0, l->s));
     gemm_run(l, &l->o, l->attn, w->o, l->h);
     gemm_run(l, &l->gate_up, l->h, w->gate_up, l->gu);
-    CK(folio_k_silu_mul(l->act, l->gu, l->rows, INTER, (struct folio_k_row_norm){0}, l->s));
+    CK(folio_k_silu_mul(l->act, l->gu, l->rows, INTER, (struct folio_k_row_norm){0},
+                        (struct folio_k_l2_drop){0}, l->s));
     gemm_run(l, &l->down, l->act, w->down, l->x);
 }
 

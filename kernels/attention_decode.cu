@@ -459,7 +459,7 @@ __device__ __forceinline__ void load_pos_row(folio_bf16_bits *stage0, int pos_j,
 template <int D, int NW, int NQ, int ROPE>
 __global__ void __launch_bounds__(NW * 32)
     attention_decode_kernel(decode_args a, const uint32_t *rope_cos_sin,
-                            struct folio_k_row_norm norm)
+                            struct folio_k_row_norm norm, struct folio_k_l2_drop drop)
 {
     constexpr int LD = decode_layout<D>::LD;
     constexpr int KS = D / 16; /* k-steps over head dims, m-tiles of output dims */
@@ -558,6 +558,11 @@ __global__ void __launch_bounds__(NW * 32)
                                    (pos_tile - t_begin) % NW == warp;
         const int32_t new_block = writes_new_kv ? table[pos / FOLIO_K_BLOCK] : 0;
         pdl_wait();
+        /* A buffer the kernels before this one were the last to read (every
+         * one of them has finished now, through the waits of the chain). */
+        l2_discard_dead(drop,
+                        blockIdx.x + (int64_t)gridDim.x * (blockIdx.y + gridDim.y * blockIdx.z),
+                        (int64_t)gridDim.x * gridDim.y * gridDim.z, threadIdx.x, NW * 32);
         constexpr bool NORM = ROPE == QKV_ROPE_NORM;
         rope_inputs<D, NQ, NORM> in;
         if (ROPE) {
@@ -597,6 +602,21 @@ __global__ void __launch_bounds__(NW * 32)
                 __syncwarp();
             }
             load_pos_row<D, NW>(stage0, pos_j, a, pos_block, kvh, pos, t_begin, warp, lane);
+            /* q of the group's heads, k and v of its KV head: read by this
+             * CTA's one warp alone (one split), and used by now. */
+            if (NW == 1 && splits == 1 && drop.input && pos >= 0) {
+                constexpr int LPH = D / 64; /* 128-byte lines a head */
+                const int nq_lines = group * LPH;
+                __syncwarp();
+                for (int i = lane; i < nq_lines + 2 * LPH; i += 32) {
+                    const int64_t col = i < nq_lines ? (int64_t)kvh * group * D + i * 64
+                                        : i < nq_lines + LPH
+                                            ? (int64_t)(a.num_heads + kvh) * D + (i - nq_lines) * 64
+                                            : (int64_t)(a.num_heads + a.num_kv_heads + kvh) * D +
+                                                  (i - nq_lines - LPH) * 64;
+                    l2_discard(a.qkv + (int64_t)t * (a.num_heads + 2 * a.num_kv_heads) * D + col);
+                }
+            }
         }
         float o[KS][NQ][4], m[NQ][2], l[NQ][2];
 #pragma unroll
@@ -901,37 +921,38 @@ extern "C" cudaError_t folio_k_attention_prepare(int head_dim)
 
 template <int D, int NW, int NQ>
 static cudaError_t launch(const decode_args &a, const uint32_t *rope_cos_sin,
-                          const struct folio_k_row_norm &norm, int splits, bool pdl, cudaStream_t s)
+                          const struct folio_k_row_norm &norm, const struct folio_k_l2_drop &drop,
+                          int splits, bool pdl, cudaStream_t s)
 {
     dim3 grid(a.b.num_tokens, a.num_kv_heads, splits);
     const size_t smem = decode_smem_bytes<D, NW>();
     if (!rope_cos_sin)
         return launch_pdl(attention_decode_kernel<D, NW, NQ, QKV_ROTATED>, grid, dim3(NW * 32),
-                          smem, s, pdl, a, rope_cos_sin, norm);
+                          smem, s, pdl, a, rope_cos_sin, norm, drop);
     if (!norm.x)
         return launch_pdl(attention_decode_kernel<D, NW, NQ, QKV_ROPE>, grid, dim3(NW * 32), smem,
-                          s, pdl, a, rope_cos_sin, norm);
+                          s, pdl, a, rope_cos_sin, norm, drop);
     return launch_pdl(attention_decode_kernel<D, NW, NQ, QKV_ROPE_NORM>, grid, dim3(NW * 32), smem,
-                      s, pdl, a, rope_cos_sin, norm);
+                      s, pdl, a, rope_cos_sin, norm, drop);
 }
 
 template <int D>
 static cudaError_t launch_d(const decode_args &a, const uint32_t *rope_cos_sin,
-                            const struct folio_k_row_norm &norm, struct folio_k_decode_plan p,
-                            bool pdl, cudaStream_t s)
+                            const struct folio_k_row_norm &norm, const struct folio_k_l2_drop &drop,
+                            struct folio_k_decode_plan p, bool pdl, cudaStream_t s)
 {
     if (a.num_heads / a.num_kv_heads <= 8)
-        return p.warps == 1 ? launch<D, 1, 1>(a, rope_cos_sin, norm, p.splits, pdl, s)
-                            : launch<D, 4, 1>(a, rope_cos_sin, norm, p.splits, pdl, s);
-    return p.warps == 1 ? launch<D, 1, 2>(a, rope_cos_sin, norm, p.splits, pdl, s)
-                        : launch<D, 4, 2>(a, rope_cos_sin, norm, p.splits, pdl, s);
+        return p.warps == 1 ? launch<D, 1, 1>(a, rope_cos_sin, norm, drop, p.splits, pdl, s)
+                            : launch<D, 4, 1>(a, rope_cos_sin, norm, drop, p.splits, pdl, s);
+    return p.warps == 1 ? launch<D, 1, 2>(a, rope_cos_sin, norm, drop, p.splits, pdl, s)
+                        : launch<D, 4, 2>(a, rope_cos_sin, norm, drop, p.splits, pdl, s);
 }
 
 extern "C" cudaError_t folio_k_attention_decode(
     folio_bf16_bits *out, const folio_bf16_bits *qkv, folio_bf16_bits *k_cache,
     folio_bf16_bits *v_cache, struct folio_k_batch b, struct folio_k_decode_plan p, void *workspace,
     int *counters, int num_heads, int num_kv_heads, int head_dim, const uint32_t *rope_cos_sin,
-    struct folio_k_row_norm norm, int pdl, cudaStream_t s)
+    struct folio_k_row_norm norm, struct folio_k_l2_drop drop, int pdl, cudaStream_t s)
 {
     if (b.num_tokens <= 0)
         return cudaSuccess;
@@ -954,8 +975,10 @@ extern "C" cudaError_t folio_k_attention_decode(
         a.part_ml = (float2 *)(a.part_o + rows * head_dim);
         a.counters = p.combine ? NULL : counters;
     }
-    cudaError_t e = head_dim == 64 ? launch_d<64>(a, rope_cos_sin, norm, p, pdl != 0, s)
-                                   : launch_d<128>(a, rope_cos_sin, norm, p, pdl != 0, s);
+    if (((uintptr_t)drop.dead & 127) != 0)
+        return cudaErrorInvalidValue;
+    cudaError_t e = head_dim == 64 ? launch_d<64>(a, rope_cos_sin, norm, drop, p, pdl != 0, s)
+                                   : launch_d<128>(a, rope_cos_sin, norm, drop, p, pdl != 0, s);
     if (e == cudaSuccess)
         e = cudaGetLastError();
     if (e != cudaSuccess || p.splits == 1 || !p.combine)

@@ -125,6 +125,32 @@ __device__ __forceinline__ float block_max(float v, float *scratch)
     return warp_max(v);
 }
 
+/* Drops the 128-byte line at p (128-byte aligned) from the L2 without writing
+ * it back (discard.global.L2): for a buffer whose contents are dead, read for
+ * the last time by a kernel that has finished, or by this thread and those it
+ * has synchronized with. Later reads see undefined values until the line is
+ * written again. Its use: the step's intermediate buffers would otherwise be
+ * written back to memory when other data evicts them, traffic that lands on
+ * the kernels reading memory then (decode attention). */
+__device__ __forceinline__ void l2_discard(const void *p)
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    asm volatile("discard.global.L2 [%0], 128;" ::"l"(p) : "memory");
+#endif
+}
+
+/* This thread's share of the whole lines of d.dead (thread tid of nthreads
+ * in CTA cta of ctas). */
+__device__ __forceinline__ void l2_discard_dead(const struct folio_k_l2_drop &d, int64_t cta,
+                                                int64_t ctas, int tid, int nthreads)
+{
+    if (!d.dead)
+        return;
+    const int64_t lines = d.dead_bytes / 128;
+    for (int64_t i = cta * nthreads + tid; i < lines; i += ctas * nthreads)
+        l2_discard((const char *)d.dead + i * 128);
+}
+
 /* Programmatic dependent launch (sm_90): a kernel launched with
  * cudaLaunchAttributeProgrammaticStreamSerialization may start while the one
  * before it still runs. pdl_wait() blocks until that kernel has finished and

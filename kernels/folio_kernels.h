@@ -20,6 +20,18 @@ typedef uint16_t folio_bf16_bits;
 #define FOLIO_K_BLOCK 16 /* tokens per KV cache block (FOLIO_KV_BLOCK_SIZE) */
 
 /* Per-step metadata of the flattened token batch, all device pointers. */
+/* What a kernel drops from the L2 without writing it back (l2_discard in
+ * common.cuh), so that dead data does not cost memory traffic when other data
+ * evicts it: dead, a buffer that the kernels before the launch read for the
+ * last time (128-byte aligned; the lines wholly inside dead_bytes; NULL:
+ * none); input, the kernel's own input once it has read it, where the kernel
+ * says which. */
+struct folio_k_l2_drop {
+    const void *dead;
+    int64_t dead_bytes;
+    int input;
+};
+
 struct folio_k_batch {
     int num_tokens;
     int num_seqs;
@@ -174,13 +186,17 @@ struct folio_k_row_norm {
  * work itself, with the same roundings: it rotates q, and writes each token's
  * new key and value into the cache. Without it, q is rotated and the new key
  * and value are in the cache already. With rope_cos_sin, norm.x may be set:
- * q, k and v are first scaled by their token's 1 / rms and rounded to bf16. */
+ * q, k and v are first scaled by their token's 1 / rms and rounded to bf16.
+ * drop: drop.dead after the wait for the kernels before; drop.input: q, k
+ * and v from qkv once read, where one warp reads them (one split of one-warp
+ * CTAs, rope_cos_sin given). */
 cudaError_t folio_k_attention_decode(folio_bf16_bits *out, const folio_bf16_bits *qkv,
                                      folio_bf16_bits *k_cache, folio_bf16_bits *v_cache,
                                      struct folio_k_batch b, struct folio_k_decode_plan p,
                                      void *workspace, int *counters, int num_heads,
                                      int num_kv_heads, int head_dim, const uint32_t *rope_cos_sin,
-                                     struct folio_k_row_norm norm, int pdl, cudaStream_t s);
+                                     struct folio_k_row_norm norm, struct folio_k_l2_drop drop,
+                                     int pdl, cudaStream_t s);
 
 /* The shared-memory carveout (percent, -1: the driver's) that the GEMV and
  * decode attention kernels ask for (carveout.cu); set before the first launch. */
@@ -269,9 +285,12 @@ cudaError_t folio_k_gemv_qkv_rope(folio_bf16_bits *qkv, const folio_bf16_bits *x
                                   cudaStream_t s);
 
 /* out[t, j] = bf16(bf16(silu(gu[t, j])) * gu[t, inter + j]); with norm.x,
- * gu[t, *] first scaled by token t's 1 / rms(norm.x[t]) and rounded to bf16. */
+ * gu[t, *] first scaled by token t's 1 / rms(norm.x[t]) and rounded to bf16.
+ * drop (with norm.x): drop.dead; drop.input: gate_up once read (inter a
+ * multiple of 64). */
 cudaError_t folio_k_silu_mul(folio_bf16_bits *out, const folio_bf16_bits *gate_up, int num_tokens,
-                             int inter, struct folio_k_row_norm norm, cudaStream_t s);
+                             int inter, struct folio_k_row_norm norm, struct folio_k_l2_drop drop,
+                             cudaStream_t s);
 
 /* One sampling row's parameters, laid out for the device. */
 struct folio_k_sample_params {
@@ -335,24 +354,35 @@ cudaError_t folio_k_penalty_update(uint32_t *state, int32_t *history, int32_t *r
  * logit l becomes l / rep (l > 0) or l * rep, then l - (count * freq + pres)
  * where count > 0. pdl: launched with programmatic dependent launch (after a
  * kernel that lets it start early, such as the LM head GEMV); the logits are
- * read after the wait. */
+ * read after the wait. drop_logits: the rows that one CTA samples (above 8
+ * rows, all of them) are dropped from the L2 once sampled (l2_discard), for
+ * logits that nothing reads afterwards. */
 cudaError_t folio_k_sample(const float *logits, int rows, int vocab,
                            const struct folio_k_sample_params *params, int32_t *out_tokens,
                            float *out_logprobs, int32_t *out_top_ids, float *out_top_logprobs,
                            int max_logprobs, int32_t *last_sampled, const uint32_t *pen_state,
-                           void *split_ws, int pdl, cudaStream_t s);
+                           void *split_ws, int drop_logits, int pdl, cudaStream_t s);
 
 /* folio_k_sample's rows that need no filter, penalty or top-N logprobs
  * (greedy, or tempered over the whole row) over several CTAs a row
  * (sample_split.cu); folio_k_sample does it first when given split_ws (a
  * workspace of folio_k_sample_split_bytes(n) for the n <= 8 rows of any step
  * that splits, zeroed once before its first use) and rows <=
- * FOLIO_K_SAMPLE_SPLIT_MAX_ROWS (steps of more rows ignore split_ws): 16 CTAs
- * a row fill the H200's 132 SMs at 8 rows; at more rows the one-CTA kernel
- * fills them alone and the second pass only costs (b256: 2.450 vs 2.416 ms,
- * round 15; b1 greedy 0.822 vs 0.826, tempered 0.828 vs 0.844). */
+ * FOLIO_K_SAMPLE_SPLIT_MAX_ROWS: 16 CTAs a row fill the H200's 132 SMs at 8
+ * rows; at more rows they cost (b256: 2.450 vs 2.416 ms, round 15; b1 greedy
+ * 0.822 vs 0.826, tempered 0.828 vs 0.844). Steps of more rows take those
+ * rows through folio_k_sample_rows instead, given split_ws too. */
 #define FOLIO_K_SAMPLE_SPLIT_MAX_ROWS 8
 size_t folio_k_sample_split_bytes(int rows);
+
+/* The same rows in one CTA a row and one read of it (sample_rows.cu), for
+ * steps of more than FOLIO_K_SAMPLE_SPLIT_MAX_ROWS rows; vocab a multiple of 4
+ * and logits 16-byte aligned (cudaErrorInvalidValue otherwise). */
+cudaError_t folio_k_sample_rows(const float *logits, int rows, int vocab,
+                                const struct folio_k_sample_params *params, int32_t *out_tokens,
+                                float *out_logprobs, int32_t *out_top_ids, float *out_top_logprobs,
+                                int max_logprobs, int32_t *last_sampled, const uint32_t *pen_state,
+                                int drop_logits, int pdl, cudaStream_t s);
 cudaError_t folio_k_sample_split(const float *logits, int rows, int vocab,
                                  const struct folio_k_sample_params *params, int32_t *out_tokens,
                                  float *out_logprobs, int32_t *out_top_ids, float *out_top_logprobs,

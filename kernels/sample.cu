@@ -204,7 +204,7 @@ __global__ void __launch_bounds__(SAMPLE_THREADS)
     sample_kernel(const float *logits, int vocab, const struct folio_k_sample_params *params,
                   int32_t *out_tokens, float *out_logprobs, int32_t *out_top_ids,
                   float *out_top_logprobs, int max_logprobs, int32_t *last_sampled,
-                  const uint32_t *pen_state, int skip_split)
+                  const uint32_t *pen_state, int skip_common, bool drop_row)
 {
     __shared__ float sv[32];
     __shared__ int si[32];
@@ -218,8 +218,8 @@ __global__ void __launch_bounds__(SAMPLE_THREADS)
     if (params[r].slot < 0)
         return;
     pdl_wait(); /* the logits (the LM head GEMV's) */
-    if (skip_split && sample_row_splits(params[r], pen_state, vocab))
-        return; /* sampled by folio_k_sample_split */
+    if (skip_common && sample_row_splits(params[r], pen_state, vocab))
+        return; /* sampled by folio_k_sample_split or folio_k_sample_rows */
     int num_logprobs = params[r].num_logprobs;
     const float *row = logits + (int64_t)r * vocab;
     const work_row raw = {row, NULL, 1.0f, 0.0f, 0.0f};
@@ -330,29 +330,45 @@ __global__ void __launch_bounds__(SAMPLE_THREADS)
         out_logprobs[r] = row[token] - lse;
         last_sampled[p.slot] = token;
     }
+    if (drop_row) { /* once every read of the row is done */
+        __syncthreads();
+        for (int i = threadIdx.x; i < vocab / 32; i += SAMPLE_THREADS)
+            l2_discard(row + 32 * i);
+    }
 }
 
 extern "C" cudaError_t
 folio_k_sample(const float *logits, int rows, int vocab, const struct folio_k_sample_params *params,
                int32_t *out_tokens, float *out_logprobs, int32_t *out_top_ids,
                float *out_top_logprobs, int max_logprobs, int32_t *last_sampled,
-               const uint32_t *pen_state, void *split_ws, int pdl, cudaStream_t s)
+               const uint32_t *pen_state, void *split_ws, int drop_logits, int pdl, cudaStream_t s)
 {
     if (rows <= 0)
         return cudaSuccess;
-    if (rows > FOLIO_K_SAMPLE_SPLIT_MAX_ROWS)
-        split_ws = NULL;
-    if (split_ws) {
+    /* The common rows (sample_row_splits) first, by the kernels made for
+     * them: over several CTAs a row in steps of a few rows, one CTA a row in
+     * one read above that (float4: a vocabulary that is a multiple of 4). */
+    bool common = split_ws != NULL;
+    if (common && rows <= FOLIO_K_SAMPLE_SPLIT_MAX_ROWS) {
         cudaError_t e = folio_k_sample_split(logits, rows, vocab, params, out_tokens, out_logprobs,
                                              out_top_ids, out_top_logprobs, max_logprobs,
                                              last_sampled, pen_state, split_ws, pdl, s);
         if (e != cudaSuccess)
             return e;
-        pdl = 1; /* after the split kernels, which let it start early */
+    } else if (common && vocab % 4 == 0 && ((uintptr_t)logits & 15) == 0) {
+        cudaError_t e = folio_k_sample_rows(logits, rows, vocab, params, out_tokens, out_logprobs,
+                                            out_top_ids, out_top_logprobs, max_logprobs,
+                                            last_sampled, pen_state, drop_logits, pdl, s);
+        if (e != cudaSuccess)
+            return e;
+    } else {
+        common = false;
     }
+    if (common)
+        pdl = 1; /* after kernels that let it start early */
     cudaError_t e =
         launch_pdl(sample_kernel, dim3(rows), dim3(SAMPLE_THREADS), 0, s, pdl != 0, logits, vocab,
                    params, out_tokens, out_logprobs, out_top_ids, out_top_logprobs, max_logprobs,
-                   last_sampled, pen_state, split_ws != NULL ? 1 : 0);
+                   last_sampled, pen_state, common ? 1 : 0, drop_logits && vocab % 32 == 0);
     return e != cudaSuccess ? e : cudaGetLastError();
 }

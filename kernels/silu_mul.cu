@@ -50,7 +50,8 @@ __global__ void silu_mul_kernel(folio_bf16_bits *out, const folio_bf16_bits *gat
  * t and reduces the row's sum of squares itself (4 KB from L2 for TinyLlama),
  * its gate and up loads already out. */
 __global__ void silu_mul_norm_kernel(folio_bf16_bits *out, const folio_bf16_bits *gate_up,
-                                     int inter, struct folio_k_row_norm norm)
+                                     int inter, struct folio_k_row_norm norm,
+                                     struct folio_k_l2_drop drop)
 {
     __shared__ float scratch[32];
     const int64_t t = blockIdx.y;
@@ -73,14 +74,23 @@ __global__ void silu_mul_norm_kernel(folio_bf16_bits *out, const folio_bf16_bits
         }
     }
     const float inv = rsqrtf(block_sum(ss, scratch) / (float)norm.hidden + norm.eps);
-    if (v >= nvec)
-        return;
-    ((uint4 *)(out + t * inter))[v] = swiglu8<true>(g, u, inv);
+    if (v < nvec)
+        ((uint4 *)(out + t * inter))[v] = swiglu8<true>(g, u, inv);
+    l2_discard_dead(drop, blockIdx.x + (int64_t)gridDim.x * blockIdx.y,
+                    (int64_t)gridDim.x * gridDim.y, threadIdx.x, blockDim.x);
+    if (drop.input) {
+        /* The 8 vectors of a line are 8 lanes' loads, all used by now. */
+        __syncwarp();
+        if (v % 8 == 0 && v + 8 <= nvec) {
+            l2_discard(row + v);
+            l2_discard(row + nvec + v);
+        }
+    }
 }
 
 extern "C" cudaError_t folio_k_silu_mul(folio_bf16_bits *out, const folio_bf16_bits *gate_up,
                                         int num_tokens, int inter, struct folio_k_row_norm norm,
-                                        cudaStream_t s)
+                                        struct folio_k_l2_drop drop, cudaStream_t s)
 {
     int64_t total = (int64_t)num_tokens * (inter / 8);
     if (total <= 0)
@@ -89,7 +99,10 @@ extern "C" cudaError_t folio_k_silu_mul(folio_bf16_bits *out, const folio_bf16_b
         if (norm.hidden % 8 != 0)
             return cudaErrorInvalidValue;
         dim3 grid((unsigned)((inter / 8 + 255) / 256), (unsigned)num_tokens);
-        silu_mul_norm_kernel<<<grid, 256, 0, s>>>(out, gate_up, inter, norm);
+        if (((uintptr_t)drop.dead & 127) != 0)
+            return cudaErrorInvalidValue;
+        drop.input = drop.input && inter % 64 == 0;
+        silu_mul_norm_kernel<<<grid, 256, 0, s>>>(out, gate_up, inter, norm, drop);
         return cudaGetLastError();
     }
     int64_t blocks = (total + 255) / 256;

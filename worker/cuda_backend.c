@@ -90,6 +90,23 @@ struct step_layout {
     size_t total;
 };
 
+/* The dead buffers of a decode step dropped from the L2 (cuda_backend.l2_drop).
+ * Left there, they are written back to memory when the next layers' weights and
+ * keys evict them, traffic that lands on the kernels reading memory then. On
+ * the H200 (bench/results/2026-12-02-cuda-round31.md), same tokens: b256 1.9585
+ * ms against 1.9876 with none dropped, b160 1.7245 against 1.7423; the first
+ * three alone b256 1.9769 against 2.0086 (decode attention 36.6 us a layer
+ * against 37.4, QKV 7.9 against 8.3). The decode path of 129-256 rows drops
+ * them all; the others only the logits that one CTA a row samples. */
+enum {
+    L2_DROP_GATE_UP = 1,   /* gate/up's output, by SiLU once read */
+    L2_DROP_ACT = 2,       /* SiLU's output, by the next decode attention */
+    L2_DROP_LOGITS = 4,    /* by the sampler (logits_unread) */
+    L2_DROP_QKV = 8,       /* q, k and v, by decode attention once read */
+    L2_DROP_ATTN_OUT = 16, /* attention's output, by SiLU */
+    L2_DROP_ALL = 31,
+};
+
 /* A step between launch and collect. Its slot's buffers and graphs are its
  * own while it is in flight, so the next step's metadata goes up (upload
  * stream) while this one computes, and this one's results come down
@@ -162,9 +179,10 @@ struct cuda_backend {
      * a rebuild flag [max_seqs]. */
     uint32_t *d_pen_state;
     /* folio_k_sample_split's workspace (the rows that need no filter, penalty
-     * or top-N logprobs, sampled over several CTAs a row at up to 8 rows);
-     * NULL: every row in one CTA (FOLIO_SAMPLE_SPLIT=0, the yardstick that
-     * check_cuda.py holds the split sampler's tokens to). */
+     * or top-N logprobs, sampled over several CTAs a row at up to 8 rows,
+     * by folio_k_sample_rows above that); NULL: every row in sample.cu's
+     * kernel (FOLIO_SAMPLE_SPLIT=0, the yardstick that check_cuda.py holds
+     * both samplers' tokens to). */
     void *d_sample_split;
     int32_t *d_pen_history;
     int32_t *d_pen_rebuild;
@@ -239,6 +257,10 @@ struct cuda_backend {
     /* FOLIO_ATTN_CTA_WARPS: 1 or 4 forces the decode kernel's warps per CTA
      * (see folio_k_attention_decode_plan; 0: by batch). A yardstick. */
     int attn_cta_warps;
+    /* Dead intermediate buffers dropped from the L2 without write-back
+     * (l2_discard), bits (L2_DROP_*); FOLIO_L2_DISCARD=0 keeps them all, the
+     * yardstick. */
+    int l2_drop;
 
     bool graphs_enabled;
     bool keep_logits; /* tests that pipeline steps and still read logits */
@@ -706,9 +728,20 @@ static int attention(struct cuda_backend *cb, const struct step_layout *l,
         CUDA_CHECK(folio_k_paged_attention_ref(cb->attn_out, cb->qkv, kc, vc, *kb, cb->heads,
                                                cb->kv_heads, cb->head_dim, s));
     } else if (num_tiles < 0) {
-        CUDA_CHECK(folio_k_attention_decode(
-            cb->attn_out, cb->qkv, kc, vc, *kb, decode_plan(cb, kb->num_tokens), cb->attn_workspace,
-            cb->attn_counters, cb->heads, cb->kv_heads, cb->head_dim, rope_cos_sin, norm, pdl, s));
+        /* On the path with the norms in the consumers (SiLU a kernel of its
+         * own): SiLU's output, which the down GEMM before read last, and q, k
+         * and v once read. */
+        struct folio_k_l2_drop drop = {0};
+        if (norm.x) {
+            if (cb->l2_drop & L2_DROP_ACT)
+                drop.dead = cb->act,
+                drop.dead_bytes = (int64_t)sizeof(bf16) * kb->num_tokens * cb->inter;
+            drop.input = (cb->l2_drop & L2_DROP_QKV) != 0;
+        }
+        CUDA_CHECK(folio_k_attention_decode(cb->attn_out, cb->qkv, kc, vc, *kb,
+                                            decode_plan(cb, kb->num_tokens), cb->attn_workspace,
+                                            cb->attn_counters, cb->heads, cb->kv_heads,
+                                            cb->head_dim, rope_cos_sin, norm, drop, pdl, s));
     } else {
         CUDA_CHECK(folio_k_attention_prefill(cb->attn_out, cb->qkv, kc, vc, *kb,
                                              (const int32_t *)(cb->d_meta + l->attn_tiles),
@@ -882,7 +915,12 @@ static int forward(struct cuda_backend *cb, const struct step_layout *l, int t_r
                 if (gemm(cb, norm_in_consumers ? cur : cb->normed, L->w_gate_up, cb->gate_up,
                          t_rows, 2 * cb->inter, cb->hidden, false, err, errlen) != 0)
                     return -1;
-                CUDA_CHECK(folio_k_silu_mul(cb->act, cb->gate_up, t_rows, cb->inter, row_norm, s));
+                struct folio_k_l2_drop drop = {0};
+                if (cb->l2_drop & L2_DROP_ATTN_OUT) /* the O GEMM read it last */
+                    drop.dead = cb->attn_out, drop.dead_bytes = (int64_t)sizeof(bf16) * t_rows * qd;
+                drop.input = (cb->l2_drop & L2_DROP_GATE_UP) != 0;
+                CUDA_CHECK(
+                    folio_k_silu_mul(cb->act, cb->gate_up, t_rows, cb->inter, row_norm, drop, s));
             }
         }
         if (tma)
@@ -919,7 +957,8 @@ static int forward(struct cuda_backend *cb, const struct step_layout *l, int t_r
         cb->d_logits, n_sample, cb->vocab, params, (int32_t *)(cb->d_meta + l->out_tokens),
         (float *)(cb->d_meta + l->out_logprobs), (int32_t *)(cb->d_meta + l->out_top_ids),
         (float *)(cb->d_meta + l->out_top_logprobs), FOLIO_MAX_LOGPROBS, cb->d_last_sampled,
-        cb->d_pen_state, cb->d_sample_split, cb->pdl_step || (lm_tma && pdl_tma), s));
+        cb->d_pen_state, cb->d_sample_split, (cb->l2_drop & L2_DROP_LOGITS) != 0,
+        cb->pdl_step || (lm_tma && pdl_tma), s));
     return 0;
 }
 
@@ -1246,6 +1285,11 @@ static int cuda_collect(struct folio_backend *b, struct folio_step_result *res, 
         }
         if (res->logits && row >= 0) {
             const float *src = fl->logits_kept ? fl->d_logits_keep : cb->d_logits;
+            if (cb->l2_drop & L2_DROP_LOGITS) {
+                snprintf(err, errlen,
+                         "cuda backend: created with logits_unread, the logits are not kept");
+                return -1;
+            }
             if (!fl->logits_on_device && !fl->logits_kept) {
                 snprintf(err, errlen,
                          "cuda backend: logits are kept only for the latest step; collect "
@@ -1516,6 +1560,10 @@ static int create(struct cuda_backend *cb, const struct folio_model *m,
     cb->attn_warps_per_sm = ac && atoi(ac) > 0 ? atoi(ac) : FOLIO_K_ATTN_WARPS_PER_SM;
     const char *aw = getenv("FOLIO_ATTN_CTA_WARPS");
     cb->attn_cta_warps = aw ? atoi(aw) : 0;
+    const char *ld = getenv("FOLIO_L2_DISCARD");
+    cb->l2_drop = ld ? atoi(ld) : L2_DROP_ALL;
+    if (!opt->logits_unread || cb->keep_logits)
+        cb->l2_drop &= ~L2_DROP_LOGITS;
     /* The GEMV and decode attention kernels ask for the whole carveout as shared
      * memory, so that their CTAs can share SMs and PDL overlaps them: batch 1
      * 0.971 -> 0.877 ms, batch 2 1.131 -> 1.072 on the H200 (round 9).

@@ -313,7 +313,8 @@ static int create_backend(const struct worker_args *a, struct folio_model **mode
                                         .num_kv_blocks = a->num_kv_blocks,
                                         .gpu_memory_utilization = a->gpu_memory_utilization,
                                         .cpu_kv_bytes = a->cpu_kv_bytes,
-                                        .num_threads = a->threads};
+                                        .num_threads = a->threads,
+                                        .logits_unread = true};
     if (!strcmp(a->backend, "sim")) {
         struct folio_sim_options so;
         folio_sim_options_default(&so);

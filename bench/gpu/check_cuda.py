@@ -437,14 +437,17 @@ DECODE_PATHS = (("", {}),
                                         "FOLIO_SPLITK_DOWN": "1"}))
 
 
-def cpu_vs_cuda(drv, fx_dir, runs, what="fixture", paths=DECODE_PATHS[:1]):
-    """CPU vs CUDA on a fixture model: 3 sequences, 24 steps fed on the device, per run of
-    sampling parameters and per CUDA decode path; where a run's label names the split sampler,
-    that sampler against the one-CTA kernel too."""
+def cpu_vs_cuda(drv, fx_dir, runs, what="fixture", paths=DECODE_PATHS[:1], nseq=3):
+    """CPU vs CUDA on a fixture model: nseq sequences (3, or 12: more rows than the split
+    sampler takes, so that its rows go to kernels/sample_rows.cu), 24 steps fed on the device,
+    per run of sampling parameters and per CUDA decode path; where a run's label names the split
+    or rows sampler, that sampler against the one-CTA kernel too."""
     fx_vocab = json.loads(Path(fx_dir, "config.json").read_text())["vocab_size"]
     for label, kw in runs:
-        ps = [prompt(n, 400 + n, fx_vocab) for n in (5, 30, 61)]
-        tabs = [[3 * i + 2, 3 * i + 1, 3 * i, 40 + i, 50 + i, 60 + i] for i in range(3)]
+        lens = (5, 30, 61) if nseq == 3 else [5 + (5 * i) % 30 for i in range(nseq)]
+        ps = [prompt(n, 400 + n, fx_vocab) for n in lens]
+        tabs = ([[3 * i + 2, 3 * i + 1, 3 * i, 40 + i, 50 + i, 60 + i] for i in range(3)]
+                if nseq == 3 else [[6 * i + 5 - k for k in range(6)] for i in range(nseq)])
         st = [[seq(i, q, len(q), tabs[i], seed=7 + i, **kw) for i, q in enumerate(ps)]]
         for d in range(24):
             st.append([seq(i, [FROM_PREV], len(q) + d + 1, tabs[i], output_index=d + 1,
@@ -455,13 +458,13 @@ def cpu_vs_cuda(drv, fx_dir, runs, what="fixture", paths=DECODE_PATHS[:1]):
         for path, env in paths:
             rg, lgg = drv.run(fx_dir, st, fx_vocab, max_num_tokens=256, num_kv_blocks=128,
                               env=env)
-            e0 = max(rel(lgg[0][i], lc[0][i]) for i in range(3))
+            e0 = max(rel(lgg[0][i], lc[0][i]) for i in range(nseq))
             compare_tokens(f"CPU vs CUDA {label} tokens ({what}{path})", st, rc, lc, rg, lgg,
                            extra=f"; first-step logits rel L2 {e0:.2e}")
             default = rg if not env else default
-        if "split" in label:
-            # The split sampler against the one-CTA kernel on the same logits: the same tokens,
-            # logprobs equal but for the order of the log-sum-exp's additions.
+        if "split" in label or "rows" in label:
+            # The split or rows sampler against the one-CTA kernel on the same logits: the same
+            # tokens, logprobs equal but for the order of the log-sum-exp's additions.
             rg = default
             r1, _ = drv.run(fx_dir, st, fx_vocab, max_num_tokens=256, num_kv_blocks=128,
                             env={"FOLIO_SAMPLE_SPLIT": "0"})
@@ -560,6 +563,35 @@ def check_gqa_groups(drv, fixtures):
                     what=f"fixture, {group} heads a KV head", paths=DECODE_PATHS)
 
 
+def check_sampling(drv, fx_dir):
+    """6. CPU vs CUDA on the fixture model: greedy, then seeded sampling (temperature, top-k,
+    top-p, min-p), 24 steps fed on the device, each sampler path's rows against the one-CTA
+    kernel."""
+    # 3 sequences. Rows without top-N logprobs, filters or penalties (greedy, or tempered over
+    # the whole row) are sampled over several CTAs a row (kernels/sample_split.cu): the last two
+    # runs.
+    cpu_vs_cuda(drv, fx_dir, (("greedy", dict(num_logprobs=5)),
+                              ("sampled", dict(temperature=0.8, top_k=50, top_p=0.9, min_p=0.02,
+                                               num_logprobs=5)),
+                              ("greedy, split sampler", dict(num_logprobs=0)),
+                              ("tempered 0.8, split sampler", dict(temperature=0.8,
+                                                                   num_logprobs=0))))
+    # The same rows in a step of 12 sequences: one CTA a row (kernels/sample_rows.cu).
+    cpu_vs_cuda(drv, fx_dir, (("greedy, rows sampler", dict(num_logprobs=0)),
+                              ("tempered 0.8, rows sampler", dict(temperature=0.8,
+                                                                  num_logprobs=0))), nseq=12)
+
+
+def sampling_only():
+    """check_cuda.py --sampling STEP_DRIVER FIXTURE_DIR OUT_DIR: check 6 alone."""
+    exe, fx_dir, out_dir = sys.argv[2:5]
+    Path(out_dir).mkdir(parents=True, exist_ok=True)
+    check_sampling(Driver(exe, out_dir), fx_dir)
+    failed = [n for n, ok, _ in results if not ok]
+    print(f"sampling: {len(results) - len(failed)}/{len(results)} passed")
+    return 1 if failed else 0
+
+
 def groups_only():
     """check_cuda.py --groups STEP_DRIVER OUT_DIR FIXTURE_DIR...: check 10 alone."""
     exe, out_dir = sys.argv[2:4]
@@ -574,6 +606,8 @@ def main():
         return penalties_only()
     if sys.argv[1:2] == ["--groups"]:
         return groups_only()
+    if sys.argv[1:2] == ["--sampling"]:
+        return sampling_only()
     exe, tl_dir, fx_dir, out_dir = sys.argv[1:5]
     hd128 = sys.argv[5:7]  # a head_dim-128 model and fixture: check 9
     groups = sys.argv[7:]  # fixtures of other query-head groups: check 10
@@ -687,16 +721,7 @@ def main():
     del hf, hf32
     torch.cuda.empty_cache()
 
-    # 6. CPU vs CUDA on the fixture model: greedy, then seeded sampling (temperature, top-k,
-    # top-p, min-p), 3 sequences, 24 steps fed on the device. Rows without top-N logprobs,
-    # filters or penalties (greedy, or tempered over the whole row) are sampled over several
-    # CTAs a row (kernels/sample_split.cu): the last two runs.
-    cpu_vs_cuda(drv, fx_dir, (("greedy", dict(num_logprobs=5)),
-                              ("sampled", dict(temperature=0.8, top_k=50, top_p=0.9, min_p=0.02,
-                                               num_logprobs=5)),
-                              ("greedy, split sampler", dict(num_logprobs=0)),
-                              ("tempered 0.8, split sampler", dict(temperature=0.8,
-                                                                   num_logprobs=0))))
+    check_sampling(drv, fx_dir)
     fx_vocab = json.loads(Path(fx_dir, "config.json").read_text())["vocab_size"]
     check_penalties(drv, fx_dir, fx_vocab)
     check_nan_logits(drv, fx_dir, fx_vocab)
