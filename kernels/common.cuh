@@ -25,6 +25,15 @@ __device__ __forceinline__ float round_bf16(float f)
     return bf16_to_f32(f32_to_bf16(f));
 }
 
+/* 2^x by the special-function unit (MUFU.EX2), flushing denormals: the .ftz
+ * form skips the range test and two scalings that a denormal result takes. */
+__device__ __forceinline__ float exp2_ftz(float x)
+{
+    float y;
+    asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+    return y;
+}
+
 /* x / (1 + e^-x) from the special-function unit's exp2 and reciprocal (MUFU.EX2,
  * MUFU.RCP): a few float ulps from expf and an IEEE division, which the bf16
  * rounding that always follows hides but where a value lies within them of a
@@ -34,10 +43,10 @@ __device__ __forceinline__ float round_bf16(float f)
  * where PyTorch's is about -1e-36. */
 __device__ __forceinline__ float silu_f32(float x)
 {
-    float e, r;
+    float r;
     /* The .ftz forms: without them each takes a range test and two scalings for
      * denormals that 1 + e^-x never holds. */
-    asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(e) : "f"(x * -1.44269504088896341f));
+    const float e = exp2_ftz(x * -1.44269504088896341f);
     asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(1.0f + e));
     return x * r;
 }

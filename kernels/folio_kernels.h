@@ -19,7 +19,6 @@ typedef uint16_t folio_bf16_bits;
 
 #define FOLIO_K_BLOCK 16 /* tokens per KV cache block (FOLIO_KV_BLOCK_SIZE) */
 
-/* Per-step metadata of the flattened token batch, all device pointers. */
 /* What a kernel drops from the L2 without writing it back (l2_discard in
  * common.cuh), so that dead data does not cost memory traffic when other data
  * evicts it: dead, a buffer that the kernels before the launch read for the
@@ -32,6 +31,7 @@ struct folio_k_l2_drop {
     int input;
 };
 
+/* Per-step metadata of the flattened token batch, all device pointers. */
 struct folio_k_batch {
     int num_tokens;
     int num_seqs;
@@ -377,7 +377,8 @@ size_t folio_k_sample_split_bytes(int rows);
 
 /* The same rows in one CTA a row and one read of it (sample_rows.cu), for
  * steps of more than FOLIO_K_SAMPLE_SPLIT_MAX_ROWS rows; vocab a multiple of 4
- * and logits 16-byte aligned (cudaErrorInvalidValue otherwise). */
+ * and logits 16-byte aligned (cudaErrorInvalidValue otherwise). drop_logits as
+ * folio_k_sample decides it (rows that start on 128-byte lines). */
 cudaError_t folio_k_sample_rows(const float *logits, int rows, int vocab,
                                 const struct folio_k_sample_params *params, int32_t *out_tokens,
                                 float *out_logprobs, int32_t *out_top_ids, float *out_top_logprobs,

@@ -345,6 +345,8 @@ folio_k_sample(const float *logits, int rows, int vocab, const struct folio_k_sa
 {
     if (rows <= 0)
         return cudaSuccess;
+    /* Rows are dropped as whole lines: each must start on one. */
+    drop_logits = drop_logits && vocab % 32 == 0 && ((uintptr_t)logits & 127) == 0;
     /* The common rows (sample_row_splits) first, by the kernels made for
      * them: over several CTAs a row in steps of a few rows, one CTA a row in
      * one read above that (float4: a vocabulary that is a multiple of 4). */
@@ -369,6 +371,6 @@ folio_k_sample(const float *logits, int rows, int vocab, const struct folio_k_sa
     cudaError_t e =
         launch_pdl(sample_kernel, dim3(rows), dim3(SAMPLE_THREADS), 0, s, pdl != 0, logits, vocab,
                    params, out_tokens, out_logprobs, out_top_ids, out_top_logprobs, max_logprobs,
-                   last_sampled, pen_state, common ? 1 : 0, drop_logits && vocab % 32 == 0);
+                   last_sampled, pen_state, common ? 1 : 0, drop_logits != 0);
     return e != cudaSuccess ? e : cudaGetLastError();
 }

@@ -10,8 +10,8 @@
  * the row as float4, VEC of them a thread at a time while the next VEC are in
  * flight, and keep per thread the best entry and a running sum of exp(l - m)
  * over its own running max m (rescaled when m grows: the online softmax),
- * merged over the block at the end. Rows it leaves to sample.cu's kernel
- * (launched after it) make that kernel's CTAs return at once.
+ * merged over the block at the end. sample.cu's kernel, launched after it for
+ * the other rows, returns at once in the rows taken here.
  *
  * On the H200 (bench/results/2026-12-02-cuda-round31.md): 256 greedy rows
  * alone 15.6 us against 21.6 for sample.cu's kernel; in a b256 step 12.1 us
@@ -31,14 +31,6 @@
 
 #define ROWS_THREADS 512
 #define ROWS_VEC 4 /* float4 loads a thread has in flight while it folds the last VEC */
-
-/* 2^x by the SFU (ex2.approx.ftz: what __expf runs after its multiply). */
-__device__ __forceinline__ float fast_exp2(float x)
-{
-    float y;
-    asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
-    return y;
-}
 
 /* The thread's float4s of a chunk: entries 4 q .. 4 q + 3, q = base + j *
  * ROWS_THREADS + threadIdx.x; past the row stays untouched (never visited). */
@@ -119,7 +111,7 @@ __global__ void __launch_bounds__(ROWS_THREADS, 2)
                 if (base + j * ROWS_THREADS + (int)threadIdx.x < n4)
                     cm = fmaxf(fmaxf(cm, fmaxf(cur[j].x, cur[j].y)), fmaxf(cur[j].z, cur[j].w));
             if (cm > m) {
-                se *= fast_exp2(m2 - cm * LOG2E); /* m = -inf: se is 0 */
+                se *= exp2_ftz(m2 - cm * LOG2E); /* m = -inf: se is 0 */
                 m = cm;
                 m2 = cm * LOG2E;
             }
@@ -127,7 +119,7 @@ __global__ void __launch_bounds__(ROWS_THREADS, 2)
         [&](float l, int i) {
             fold_ascending(l, i, bv, bi);
             if (m != -INFINITY)
-                se += fast_exp2(l * LOG2E - m2);
+                se += exp2_ftz(l * LOG2E - m2);
         });
     const arg_best top = block_argmax(bv, bi, sv, si);
     const float mx = top.v;
@@ -193,6 +185,6 @@ extern "C" cudaError_t folio_k_sample_rows(const float *logits, int rows, int vo
     cudaError_t e =
         launch_pdl(sample_rows_kernel, dim3((unsigned)rows), dim3(ROWS_THREADS), 0, s, pdl != 0,
                    logits, vocab, params, pen_state, out_tokens, out_logprobs, out_top_ids,
-                   out_top_logprobs, max_logprobs, last_sampled, drop_logits && vocab % 32 == 0);
+                   out_top_logprobs, max_logprobs, last_sampled, drop_logits != 0);
     return e != cudaSuccess ? e : cudaGetLastError();
 }
