@@ -96,8 +96,11 @@ struct step_layout {
  * the H200 (bench/results/2026-12-02-cuda-round31.md), same tokens: b256 1.9585
  * ms against 1.9876 with none dropped, b160 1.7245 against 1.7423; the first
  * three alone b256 1.9769 against 2.0086 (decode attention 36.6 us a layer
- * against 37.4, QKV 7.9 against 8.3). Decode steps off the GEMV path drop
- * them (step_drops); others only the logits that one CTA a row samples. */
+ * against 37.4, QKV 7.9 against 8.3). With bits 32 and 64 on the path of
+ * 65-128 rows too: b128 1.4636 against 1.4952 (the logits only, as before),
+ * bench/results/2026-12-02-cuda-round32.md. Decode steps on the cuBLASLt
+ * path drop them (`drops` in forward); others only the logits that one CTA a
+ * row samples. */
 enum {
     L2_DROP_GATE_UP = 1,   /* gate/up's output, by SiLU once read */
     L2_DROP_ACT = 2,       /* SiLU's output once the down GEMM read it: by decode
@@ -109,10 +112,10 @@ enum {
     L2_DROP_ATTN_OUT = 16, /* attention's output once O read it: by SiLU (norms
                               in the consumers), else by the next add_rmsnorm */
     L2_DROP_NORMED = 32,   /* the norm's output once a projection read it: by
-                              decode attention (after QKV; on the TMA path QKV's
-                              K slices instead, which RoPE summed) and SiLU */
-    L2_DROP_ADD = 64,      /* what add_rmsnorm adds (O's or down's output or K
-                              slices), once added */
+                              decode attention (after QKV) and SiLU (after
+                              gate/up) */
+    L2_DROP_ADD = 64,      /* what add_rmsnorm adds (O's or down's output or
+                              its K slices), once added */
     L2_DROP_ALL = 127,
 };
 
@@ -831,8 +834,12 @@ static int forward(struct cuda_backend *cb, const struct step_layout *l, int t_r
     const struct folio_k_row_norm row_norm = {norm_in_consumers ? cb->res : NULL, cb->hidden,
                                               cb->eps};
     /* The dead buffers this step drops from the L2 (L2_DROP_*): decode-only
-     * steps off the GEMV path. */
-    const int drops = num_tiles < 0 && !fuse_norm ? cb->l2_drop : 0;
+     * steps on the cuBLASLt path. On the TMA path (3-64 rows) the same drops
+     * made steps slower on the H200 (b64 1.1345 ms against 1.1286, b32 1.0854
+     * against 1.0615, b8 0.9657 against 0.9521): its buffers are small enough
+     * to stay in the L2 from one layer to the next, and the drops only add
+     * work to kernels that are all latency. */
+    const int drops = num_tiles < 0 && !fuse_norm && !tma ? cb->l2_drop : 0;
     const int64_t act_bytes = (int64_t)sizeof(bf16) * t_rows * cb->inter;
     const int64_t normed_bytes = (int64_t)sizeof(bf16) * t_rows * cb->hidden;
     struct folio_k_l2_drop attn_drop = {0};
@@ -840,12 +847,8 @@ static int forward(struct cuda_backend *cb, const struct step_layout *l, int t_r
         if (drops & L2_DROP_ACT)
             attn_drop.dead = cb->act, attn_drop.dead_bytes = act_bytes;
         attn_drop.input = (drops & L2_DROP_QKV) != 0;
-    } else if (drops & L2_DROP_NORMED) { /* what QKV's consumers left */
-        if (split_qkv > 1)
-            attn_drop.dead = cb->splitk_partials,
-            attn_drop.dead_bytes = (int64_t)sizeof(float) * split_qkv * t_rows * cb->qkv_dim;
-        else
-            attn_drop.dead = cb->normed, attn_drop.dead_bytes = normed_bytes;
+    } else if (drops & L2_DROP_NORMED) { /* the QKV GEMM read it last */
+        attn_drop.dead = cb->normed, attn_drop.dead_bytes = normed_bytes;
     }
     /* The embedding gather (with the GEMV) or the gather and the first norm in
      * one kernel, then the penalty update alongside it (PDL): every step,
