@@ -61,11 +61,13 @@ cudaError_t folio_k_embed(folio_bf16_bits *out, const folio_bf16_bits *embed,
  * If add != NULL: residual[row] = bf16(residual[row] + add[row]) first (written
  * back only when rows == NULL). out[r] = bf16(w * bf16(norm(residual[row]))), as
  * Hugging Face's LlamaRMSNorm rounds. pdl: launched with programmatic dependent
- * launch (the norm weight is read before the wait for the previous kernel). */
+ * launch (the norm weight is read before the wait for the previous kernel).
+ * drop: drop.dead, and with drop.input the rows of add it read (where hidden
+ * is a multiple of 64 and add 128-byte aligned). */
 cudaError_t folio_k_add_rmsnorm(folio_bf16_bits *out, folio_bf16_bits *residual,
                                 const folio_bf16_bits *add, const folio_bf16_bits *weight,
-                                const int32_t *rows, int num_rows, int hidden, float eps, int pdl,
-                                cudaStream_t s);
+                                const int32_t *rows, int num_rows, int hidden, float eps,
+                                struct folio_k_l2_drop drop, int pdl, cudaStream_t s);
 
 /* folio_k_embed into residual and folio_k_add_rmsnorm of it (no added
  * operand, every row) into out, in one kernel: the step's first on the paths
@@ -85,8 +87,8 @@ cudaError_t folio_k_embed_rmsnorm(folio_bf16_bits *out, folio_bf16_bits *residua
 cudaError_t folio_k_add_rmsnorm_partials(folio_bf16_bits *out, folio_bf16_bits *residual,
                                          const float *partials, int splits, int64_t split_stride,
                                          const folio_bf16_bits *weight, const int32_t *rows,
-                                         int num_rows, int hidden, float eps, int pdl,
-                                         cudaStream_t s);
+                                         int num_rows, int hidden, float eps,
+                                         struct folio_k_l2_drop drop, int pdl, cudaStream_t s);
 
 /* Rotates q and k of qkv ([T, (H + 2*Hkv) * D], rotate-half convention, the
  * cos/sin of pos * inv_freq[i] from cos_sin, folio_k_rope_table's table over
@@ -286,8 +288,7 @@ cudaError_t folio_k_gemv_qkv_rope(folio_bf16_bits *qkv, const folio_bf16_bits *x
 
 /* out[t, j] = bf16(bf16(silu(gu[t, j])) * gu[t, inter + j]); with norm.x,
  * gu[t, *] first scaled by token t's 1 / rms(norm.x[t]) and rounded to bf16.
- * drop (with norm.x): drop.dead; drop.input: gate_up once read (inter a
- * multiple of 64). */
+ * drop: drop.dead; drop.input: gate_up once read (inter a multiple of 64). */
 cudaError_t folio_k_silu_mul(folio_bf16_bits *out, const folio_bf16_bits *gate_up, int num_tokens,
                              int inter, struct folio_k_row_norm norm, struct folio_k_l2_drop drop,
                              cudaStream_t s);

@@ -87,12 +87,15 @@ __device__ __forceinline__ uint4 norm_vec(const uint4 &rv, const uint4 &wv, floa
 
 /* One CTA per output row; add (SPLITS == 0) or partials (SPLITS > 0) is read.
  * src: the row's residual comes from there (the embedding's row, copied into
- * the residual), NULL: from the residual itself. */
+ * the residual), NULL: from the residual itself. drop: drop.dead, and with
+ * drop.input the row's added operand once added (its lines whole: hidden a
+ * multiple of 64, the launcher checks). */
 template <int SPLITS>
 __device__ __forceinline__ void
 add_rmsnorm_row(folio_bf16_bits *out, folio_bf16_bits *residual, const folio_bf16_bits *src,
                 const folio_bf16_bits *add, const float *partials, int64_t split_stride,
-                const folio_bf16_bits *weight, const int32_t *rows, int hidden, float eps)
+                const folio_bf16_bits *weight, const int32_t *rows, int hidden, float eps,
+                const struct folio_k_l2_drop &drop)
 {
     __shared__ float scratch[32];
     int r = blockIdx.x;
@@ -143,13 +146,27 @@ add_rmsnorm_row(folio_bf16_bits *out, folio_bf16_bits *residual, const folio_bf1
             add_vec<SPLITS>((folio_bf16_bits *)&rv, a, p, split_stride, v);
         ((uint4 *)o)[v] = norm_vec(rv, ((const uint4 *)weight)[v], inv);
     }
+    /* After the wait above: the kernels that read drop.dead last are done. */
+    l2_discard_dead(drop, blockIdx.x, gridDim.x, threadIdx.x, blockDim.x);
+    if (drop.input && has_add) {
+        __syncthreads(); /* every thread's loads of the row's operand are used */
+        if constexpr (SPLITS > 0) {
+            const int lines = hidden / 32; /* f32 */
+            for (int i = threadIdx.x; i < SPLITS * lines; i += blockDim.x)
+                l2_discard(p + (i / lines) * split_stride + (i % lines) * 32);
+        } else {
+            for (int i = threadIdx.x; i < hidden / 64; i += blockDim.x)
+                l2_discard(a + i * 64);
+        }
+    }
 }
 
 __global__ void add_rmsnorm_kernel(folio_bf16_bits *out, folio_bf16_bits *residual,
                                    const folio_bf16_bits *add, const folio_bf16_bits *weight,
-                                   const int32_t *rows, int hidden, float eps)
+                                   const int32_t *rows, int hidden, float eps,
+                                   struct folio_k_l2_drop drop)
 {
-    add_rmsnorm_row<0>(out, residual, NULL, add, NULL, 0, weight, rows, hidden, eps);
+    add_rmsnorm_row<0>(out, residual, NULL, add, NULL, 0, weight, rows, hidden, eps, drop);
 }
 
 /* The step's first kernel on the paths with a norm kernel: row t of the
@@ -166,7 +183,7 @@ __global__ void embed_rmsnorm_kernel(folio_bf16_bits *out, folio_bf16_bits *resi
 {
     const int id = embed_row(token_ids, token_slot, last_sampled, blockIdx.x, vocab);
     add_rmsnorm_row<0>(out, residual, embed + (int64_t)id * hidden, NULL, NULL, 0, weight, NULL,
-                       hidden, eps);
+                       hidden, eps, folio_k_l2_drop{});
 }
 
 /* __launch_bounds__(256, 1): without it ptxas interleaves the 2 * SPLITS partial
@@ -177,22 +194,33 @@ __global__ void __launch_bounds__(256, 1)
     add_rmsnorm_partials_kernel(folio_bf16_bits *out, folio_bf16_bits *residual,
                                 const float *partials, int64_t split_stride,
                                 const folio_bf16_bits *weight, const int32_t *rows, int hidden,
-                                float eps)
+                                float eps, struct folio_k_l2_drop drop)
 {
     add_rmsnorm_row<SPLITS>(out, residual, NULL, NULL, partials, split_stride, weight, rows, hidden,
-                            eps);
+                            eps, drop);
+}
+
+/* The drop as the kernel may take it: dead aligned, the input's lines whole. */
+static bool drop_usable(struct folio_k_l2_drop &drop, const void *input, int hidden)
+{
+    if (((uintptr_t)drop.dead & 127) != 0)
+        return false;
+    drop.input = drop.input && input && hidden % 64 == 0 && ((uintptr_t)input & 127) == 0;
+    return true;
 }
 
 extern "C" cudaError_t folio_k_add_rmsnorm(folio_bf16_bits *out, folio_bf16_bits *residual,
                                            const folio_bf16_bits *add,
                                            const folio_bf16_bits *weight, const int32_t *rows,
-                                           int num_rows, int hidden, float eps, int pdl,
-                                           cudaStream_t s)
+                                           int num_rows, int hidden, float eps,
+                                           struct folio_k_l2_drop drop, int pdl, cudaStream_t s)
 {
     if (num_rows <= 0)
         return cudaSuccess;
+    if (!drop_usable(drop, add, hidden))
+        return cudaErrorInvalidValue;
     cudaError_t e = launch_pdl(add_rmsnorm_kernel, dim3(num_rows), dim3(256), 0, s, pdl != 0, out,
-                               residual, add, weight, rows, hidden, eps);
+                               residual, add, weight, rows, hidden, eps, drop);
     return e != cudaSuccess ? e : cudaGetLastError();
 }
 
@@ -211,17 +239,20 @@ extern "C" cudaError_t folio_k_embed_rmsnorm(folio_bf16_bits *out, folio_bf16_bi
     return e != cudaSuccess ? e : cudaGetLastError();
 }
 
-extern "C" cudaError_t folio_k_add_rmsnorm_partials(folio_bf16_bits *out, folio_bf16_bits *residual,
-                                                    const float *partials, int splits,
-                                                    int64_t split_stride,
-                                                    const folio_bf16_bits *weight,
-                                                    const int32_t *rows, int num_rows, int hidden,
-                                                    float eps, int pdl, cudaStream_t s)
+extern "C" cudaError_t
+folio_k_add_rmsnorm_partials(folio_bf16_bits *out, folio_bf16_bits *residual, const float *partials,
+                             int splits, int64_t split_stride, const folio_bf16_bits *weight,
+                             const int32_t *rows, int num_rows, int hidden, float eps,
+                             struct folio_k_l2_drop drop, int pdl, cudaStream_t s)
 {
     if (num_rows <= 0)
         return cudaSuccess;
+    if (split_stride % 32 != 0)
+        drop.input = 0;
+    if (!drop_usable(drop, partials, hidden))
+        return cudaErrorInvalidValue;
     void (*kernel)(folio_bf16_bits *, folio_bf16_bits *, const float *, int64_t,
-                   const folio_bf16_bits *, const int32_t *, int, float) =
+                   const folio_bf16_bits *, const int32_t *, int, float, struct folio_k_l2_drop) =
         splits == 2   ? add_rmsnorm_partials_kernel<2>
         : splits == 4 ? add_rmsnorm_partials_kernel<4>
         : splits == 8 ? add_rmsnorm_partials_kernel<8>
@@ -229,6 +260,6 @@ extern "C" cudaError_t folio_k_add_rmsnorm_partials(folio_bf16_bits *out, folio_
     if (!kernel)
         return cudaErrorInvalidValue;
     cudaError_t e = launch_pdl(kernel, dim3(num_rows), dim3(256), 0, s, pdl != 0, out, residual,
-                               partials, split_stride, weight, rows, hidden, eps);
+                               partials, split_stride, weight, rows, hidden, eps, drop);
     return e != cudaSuccess ? e : cudaGetLastError();
 }

@@ -30,16 +30,25 @@ template <bool SCALE> __device__ __forceinline__ uint4 swiglu8(uint4 g, uint4 u,
     return o;
 }
 
+/* One thread a vector. drop: drop.dead, and with drop.input gate/up's lines
+ * once read (the 8 vectors of a line are 8 lanes' loads). */
 __global__ void silu_mul_kernel(folio_bf16_bits *out, const folio_bf16_bits *gate_up, int inter,
-                                int64_t total_vecs)
+                                int64_t total_vecs, struct folio_k_l2_drop drop)
 {
-    int nvec = inter / 8;
-    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < total_vecs;
-         i += (int64_t)gridDim.x * blockDim.x) {
-        int64_t t = i / nvec;
-        int v = (int)(i - t * nvec);
-        const uint4 *row = (const uint4 *)(gate_up + t * 2 * inter);
+    const int nvec = inter / 8;
+    const int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
+    const int64_t t = i / nvec;
+    const int v = (int)(i - t * nvec);
+    const uint4 *row = (const uint4 *)(gate_up + t * 2 * inter);
+    if (i < total_vecs)
         ((uint4 *)(out + t * inter))[v] = swiglu8<false>(row[v], row[nvec + v], 1.0f);
+    l2_discard_dead(drop, blockIdx.x, gridDim.x, threadIdx.x, blockDim.x);
+    if (drop.input) {
+        __syncwarp();
+        if (i < total_vecs && v % 8 == 0) {
+            l2_discard(row + v);
+            l2_discard(row + nvec + v);
+        }
     }
 }
 
@@ -105,9 +114,10 @@ extern "C" cudaError_t folio_k_silu_mul(folio_bf16_bits *out, const folio_bf16_b
         silu_mul_norm_kernel<<<grid, 256, 0, s>>>(out, gate_up, inter, norm, drop);
         return cudaGetLastError();
     }
-    int64_t blocks = (total + 255) / 256;
-    if (blocks > 4096)
-        blocks = 4096;
-    silu_mul_kernel<<<(unsigned)blocks, 256, 0, s>>>(out, gate_up, inter, total);
+    if (((uintptr_t)drop.dead & 127) != 0)
+        return cudaErrorInvalidValue;
+    drop.input = drop.input && inter % 64 == 0 && ((uintptr_t)gate_up & 127) == 0;
+    silu_mul_kernel<<<(unsigned)((total + 255) / 256), 256, 0, s>>>(out, gate_up, inter, total,
+                                                                    drop);
     return cudaGetLastError();
 }

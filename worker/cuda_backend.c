@@ -96,15 +96,27 @@ struct step_layout {
  * the H200 (bench/results/2026-12-02-cuda-round31.md), same tokens: b256 1.9585
  * ms against 1.9876 with none dropped, b160 1.7245 against 1.7423; the first
  * three alone b256 1.9769 against 2.0086 (decode attention 36.6 us a layer
- * against 37.4, QKV 7.9 against 8.3). The decode path of 129-256 rows drops
- * them all; the others only the logits that one CTA a row samples. */
+ * against 37.4, QKV 7.9 against 8.3). With bits 32 and 64 on the path of
+ * 65-128 rows too: b128 1.4636 against 1.4952 (the logits only, as before),
+ * bench/results/2026-12-02-cuda-round32.md. Decode steps on the cuBLASLt
+ * path drop them (`drops` in forward); others only the logits that one CTA a
+ * row samples. */
 enum {
     L2_DROP_GATE_UP = 1,   /* gate/up's output, by SiLU once read */
-    L2_DROP_ACT = 2,       /* SiLU's output, by the next decode attention */
+    L2_DROP_ACT = 2,       /* SiLU's output once the down GEMM read it: by decode
+                              attention (norms in the consumers), else by the
+                              next add_rmsnorm */
     L2_DROP_LOGITS = 4,    /* by the sampler (logits_unread) */
-    L2_DROP_QKV = 8,       /* q, k and v, by decode attention once read */
-    L2_DROP_ATTN_OUT = 16, /* attention's output, by SiLU */
-    L2_DROP_ALL = 31,
+    L2_DROP_QKV = 8,       /* q, k and v, by decode attention once read (norms in
+                              the consumers) */
+    L2_DROP_ATTN_OUT = 16, /* attention's output once O read it: by SiLU (norms
+                              in the consumers), else by the next add_rmsnorm */
+    L2_DROP_NORMED = 32,   /* the norm's output once a projection read it: by
+                              decode attention (after QKV) and SiLU (after
+                              gate/up) */
+    L2_DROP_ADD = 64,      /* what add_rmsnorm adds (O's or down's output or
+                              its K slices), once added */
+    L2_DROP_ALL = 127,
 };
 
 /* A step between launch and collect. Its slot's buffers and graphs are its
@@ -702,17 +714,23 @@ static int project(struct cuda_backend *cb, const bf16 *x, const bf16 *w, int m,
 
 /* folio_k_add_rmsnorm on the cuBLASLt path, adding what the last projection
  * left: nothing (add_splits 0), proj_out (1), or its add_splits f32 partials
- * of m rows each. */
+ * of m rows each. drops (step_drops): with L2_DROP_ADD what it adds, once
+ * added, and dead (dead_bytes of it) with the bit `dead_bit`. */
 static cudaError_t add_rmsnorm(struct cuda_backend *cb, bf16 *out, bf16 *residual, int add_splits,
                                const bf16 *weight, const int32_t *rows, int num_rows, int m,
-                               bool pdl)
+                               bool pdl, int drops, int dead_bit, const void *dead,
+                               int64_t dead_bytes)
 {
+    struct folio_k_l2_drop drop = {0};
+    if (drops & dead_bit)
+        drop.dead = dead, drop.dead_bytes = dead_bytes;
+    drop.input = (drops & L2_DROP_ADD) != 0;
     if (add_splits > 1)
         return folio_k_add_rmsnorm_partials(out, residual, cb->splitk_partials, add_splits,
                                             (int64_t)m * cb->hidden, weight, rows, num_rows,
-                                            cb->hidden, cb->eps, pdl, cb->stream);
+                                            cb->hidden, cb->eps, drop, pdl, cb->stream);
     return folio_k_add_rmsnorm(out, residual, add_splits == 1 ? cb->proj_out : NULL, weight, rows,
-                               num_rows, cb->hidden, cb->eps, pdl, cb->stream);
+                               num_rows, cb->hidden, cb->eps, drop, pdl, cb->stream);
 }
 
 /* Attention of one layer: the split-KV decode kernel for decode-only steps
@@ -720,24 +738,14 @@ static cudaError_t add_rmsnorm(struct cuda_backend *cb, bf16 *out, bf16 *residua
  * shapes the tensor-core kernels do not take. */
 static int attention(struct cuda_backend *cb, const struct step_layout *l,
                      const struct folio_k_batch *kb, int num_tiles, bf16 *kc, bf16 *vc,
-                     const uint32_t *rope_cos_sin, struct folio_k_row_norm norm, bool pdl,
-                     char *err, size_t errlen)
+                     const uint32_t *rope_cos_sin, struct folio_k_row_norm norm,
+                     struct folio_k_l2_drop drop, bool pdl, char *err, size_t errlen)
 {
     cudaStream_t s = cb->stream;
     if (cb->attn_tile_tokens == 0) {
         CUDA_CHECK(folio_k_paged_attention_ref(cb->attn_out, cb->qkv, kc, vc, *kb, cb->heads,
                                                cb->kv_heads, cb->head_dim, s));
     } else if (num_tiles < 0) {
-        /* On the path with the norms in the consumers (SiLU a kernel of its
-         * own): SiLU's output, which the down GEMM before read last, and q, k
-         * and v once read. */
-        struct folio_k_l2_drop drop = {0};
-        if (norm.x) {
-            if (cb->l2_drop & L2_DROP_ACT)
-                drop.dead = cb->act,
-                drop.dead_bytes = (int64_t)sizeof(bf16) * kb->num_tokens * cb->inter;
-            drop.input = (cb->l2_drop & L2_DROP_QKV) != 0;
-        }
         CUDA_CHECK(folio_k_attention_decode(cb->attn_out, cb->qkv, kc, vc, *kb,
                                             decode_plan(cb, kb->num_tokens), cb->attn_workspace,
                                             cb->attn_counters, cb->heads, cb->kv_heads,
@@ -825,6 +833,23 @@ static int forward(struct cuda_backend *cb, const struct step_layout *l, int t_r
                                    split_down == 1 && cb->hidden % 8 == 0;
     const struct folio_k_row_norm row_norm = {norm_in_consumers ? cb->res : NULL, cb->hidden,
                                               cb->eps};
+    /* The dead buffers this step drops from the L2 (L2_DROP_*): decode-only
+     * steps on the cuBLASLt path. On the TMA path (3-64 rows) the same drops
+     * made steps slower on the H200 (b64 1.1345 ms against 1.1286, b32 1.0854
+     * against 1.0615, b8 0.9657 against 0.9521): its buffers are small enough
+     * to stay in the L2 from one layer to the next, and the drops only add
+     * work to kernels that are all latency. */
+    const int drops = num_tiles < 0 && !fuse_norm && !tma ? cb->l2_drop : 0;
+    const int64_t act_bytes = (int64_t)sizeof(bf16) * t_rows * cb->inter;
+    const int64_t normed_bytes = (int64_t)sizeof(bf16) * t_rows * cb->hidden;
+    struct folio_k_l2_drop attn_drop = {0};
+    if (norm_in_consumers) { /* SiLU's output, and q, k and v once read */
+        if (drops & L2_DROP_ACT)
+            attn_drop.dead = cb->act, attn_drop.dead_bytes = act_bytes;
+        attn_drop.input = (drops & L2_DROP_QKV) != 0;
+    } else if (drops & L2_DROP_NORMED) { /* the QKV GEMM read it last */
+        attn_drop.dead = cb->normed, attn_drop.dead_bytes = normed_bytes;
+    }
     /* The embedding gather (with the GEMV) or the gather and the first norm in
      * one kernel, then the penalty update alongside it (PDL): every step,
      * graphs included (rows without penalties return at once), before the
@@ -865,7 +890,8 @@ static int forward(struct cuda_backend *cb, const struct step_layout *l, int t_r
         } else {
             if (!norm_in_consumers && (li > 0 || !cb->embed_norm))
                 CUDA_CHECK(add_rmsnorm(cb, cb->normed, cur, pending_add, L->attn_norm, NULL, t_rows,
-                                       t_rows, pdl_tma && li > 0));
+                                       t_rows, pdl_tma && li > 0, li > 0 ? drops : 0, L2_DROP_ACT,
+                                       cb->act, act_bytes));
             if (tma) {
                 CUDA_CHECK(folio_k_gemm_tma(
                     tma_xmap(cb, TMA_X_NORMED), tma_wmap(cb, li, TMA_QKV),
@@ -886,7 +912,7 @@ static int forward(struct cuda_backend *cb, const struct step_layout *l, int t_r
                                                  cb->kv_heads, cb->head_dim, cb->pdl_step, s));
         }
         if (attention(cb, l, &kb, num_tiles, kc, vc, rope_in_attention ? cb->rope_cos_sin : NULL,
-                      row_norm, cb->pdl_step || pdl_tma, err, errlen) != 0)
+                      row_norm, attn_drop, cb->pdl_step || pdl_tma, err, errlen) != 0)
             return -1;
         if (tma)
             CUDA_CHECK(folio_k_gemm_tma(tma_xmap(cb, TMA_X_ATTN_OUT), tma_wmap(cb, li, TMA_O),
@@ -906,7 +932,8 @@ static int forward(struct cuda_backend *cb, const struct step_layout *l, int t_r
         } else {
             if (!norm_in_consumers)
                 CUDA_CHECK(add_rmsnorm(cb, cb->normed, cur, split_o, L->mlp_norm, NULL, t_rows,
-                                       t_rows, pdl_tma));
+                                       t_rows, pdl_tma, drops, L2_DROP_ATTN_OUT, cb->attn_out,
+                                       (int64_t)sizeof(bf16) * t_rows * qd));
             if (tma) { /* SiLU*mul in the GEMM's epilogue */
                 CUDA_CHECK(folio_k_gemm_tma(tma_xmap(cb, TMA_X_NORMED),
                                             tma_wmap(cb, li, TMA_GATE_UP), cb->act, t_rows,
@@ -915,10 +942,14 @@ static int forward(struct cuda_backend *cb, const struct step_layout *l, int t_r
                 if (gemm(cb, norm_in_consumers ? cur : cb->normed, L->w_gate_up, cb->gate_up,
                          t_rows, 2 * cb->inter, cb->hidden, false, err, errlen) != 0)
                     return -1;
+                /* What the O GEMM (norms in the consumers) or the gate/up
+                 * GEMM read last. */
                 struct folio_k_l2_drop drop = {0};
-                if (cb->l2_drop & L2_DROP_ATTN_OUT) /* the O GEMM read it last */
+                if (norm_in_consumers && (drops & L2_DROP_ATTN_OUT))
                     drop.dead = cb->attn_out, drop.dead_bytes = (int64_t)sizeof(bf16) * t_rows * qd;
-                drop.input = (cb->l2_drop & L2_DROP_GATE_UP) != 0;
+                else if (!norm_in_consumers && (drops & L2_DROP_NORMED))
+                    drop.dead = cb->normed, drop.dead_bytes = normed_bytes;
+                drop.input = (drops & L2_DROP_GATE_UP) != 0;
                 CUDA_CHECK(
                     folio_k_silu_mul(cb->act, cb->gate_up, t_rows, cb->inter, row_norm, drop, s));
             }
@@ -944,7 +975,7 @@ static int forward(struct cuda_backend *cb, const struct step_layout *l, int t_r
                         cb->lm_head, n_sample, cb->vocab, cb->hidden, true, false));
     } else {
         CUDA_CHECK(add_rmsnorm(cb, cb->final_h, cur, pending_add, cb->final_norm, sample_rows,
-                               n_sample, t_rows, pdl_tma));
+                               n_sample, t_rows, pdl_tma, drops, L2_DROP_ACT, cb->act, act_bytes));
         if (lm_tma)
             CUDA_CHECK(folio_k_gemm_tma(tma_xmap(cb, TMA_X_FINAL), tma_lm_head_map(cb),
                                         cb->d_logits, n_sample, cb->vocab, cb->hidden, 1,
