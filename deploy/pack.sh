@@ -13,3 +13,9 @@ dirs=(bundle)
 mkdir -p build-pack
 tar cf - "${dirs[@]}" | xz -6 -T2 >build-pack/carry.tar.xz
 echo "packed ${dirs[*]}: $(du -h build-pack/carry.tar.xz | cut -f1) (carry build-pack; tar xJf build-pack/carry.tar.xz there)"
+# What a call carries: the tracked and untracked-not-ignored files, plus the pack (64 MiB at most).
+tree=$(git ls-files -z --cached --others --exclude-standard | xargs -0 -r stat -c %s 2>/dev/null |
+  awk '{s += $1} END {print s + 0}')
+total=$((tree + $(stat -c %s build-pack/carry.tar.xz)))
+echo "a call carries $((total / 1048576)) MiB (the tree $((tree / 1048576)) MiB, the pack included) of 64"
+[ "$total" -le $((64 * 1048576)) ] || echo "pack: over the device tool's 64 MiB: trim bench/results (README there) or pack less" >&2
