@@ -160,6 +160,17 @@ __device__ __forceinline__ void l2_discard_dead(const struct folio_k_l2_drop &d,
         l2_discard((const char *)d.dead + i * 128);
 }
 
+/* A launcher's check of drop: false if drop.dead is not 128-byte aligned;
+ * drop.input is kept only where input is 128-byte aligned and the kernel
+ * drops whole lines of it (whole_lines). */
+static inline bool l2_drop_check(struct folio_k_l2_drop &drop, const void *input, bool whole_lines)
+{
+    if (((uintptr_t)drop.dead & 127) != 0)
+        return false;
+    drop.input = drop.input && input && whole_lines && ((uintptr_t)input & 127) == 0;
+    return true;
+}
+
 /* Programmatic dependent launch (sm_90): a kernel launched with
  * cudaLaunchAttributeProgrammaticStreamSerialization may start while the one
  * before it still runs. pdl_wait() blocks until that kernel has finished and

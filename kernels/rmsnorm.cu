@@ -88,8 +88,8 @@ __device__ __forceinline__ uint4 norm_vec(const uint4 &rv, const uint4 &wv, floa
 /* One CTA per output row; add (SPLITS == 0) or partials (SPLITS > 0) is read.
  * src: the row's residual comes from there (the embedding's row, copied into
  * the residual), NULL: from the residual itself. drop: drop.dead, and with
- * drop.input the row's added operand once added (its lines whole: hidden a
- * multiple of 64, the launcher checks). */
+ * drop.input the row's added operand once added (whole lines only: the
+ * launcher checks, l2_drop_check). */
 template <int SPLITS>
 __device__ __forceinline__ void
 add_rmsnorm_row(folio_bf16_bits *out, folio_bf16_bits *residual, const folio_bf16_bits *src,
@@ -200,15 +200,6 @@ __global__ void __launch_bounds__(256, 1)
                             eps, drop);
 }
 
-/* The drop as the kernel may take it: dead aligned, the input's lines whole. */
-static bool drop_usable(struct folio_k_l2_drop &drop, const void *input, int hidden)
-{
-    if (((uintptr_t)drop.dead & 127) != 0)
-        return false;
-    drop.input = drop.input && input && hidden % 64 == 0 && ((uintptr_t)input & 127) == 0;
-    return true;
-}
-
 extern "C" cudaError_t folio_k_add_rmsnorm(folio_bf16_bits *out, folio_bf16_bits *residual,
                                            const folio_bf16_bits *add,
                                            const folio_bf16_bits *weight, const int32_t *rows,
@@ -217,7 +208,7 @@ extern "C" cudaError_t folio_k_add_rmsnorm(folio_bf16_bits *out, folio_bf16_bits
 {
     if (num_rows <= 0)
         return cudaSuccess;
-    if (!drop_usable(drop, add, hidden))
+    if (!l2_drop_check(drop, add, hidden % 64 == 0))
         return cudaErrorInvalidValue;
     cudaError_t e = launch_pdl(add_rmsnorm_kernel, dim3(num_rows), dim3(256), 0, s, pdl != 0, out,
                                residual, add, weight, rows, hidden, eps, drop);
@@ -247,9 +238,7 @@ folio_k_add_rmsnorm_partials(folio_bf16_bits *out, folio_bf16_bits *residual, co
 {
     if (num_rows <= 0)
         return cudaSuccess;
-    if (split_stride % 32 != 0)
-        drop.input = 0;
-    if (!drop_usable(drop, partials, hidden))
+    if (!l2_drop_check(drop, partials, hidden % 32 == 0 && split_stride % 32 == 0))
         return cudaErrorInvalidValue;
     void (*kernel)(folio_bf16_bits *, folio_bf16_bits *, const float *, int64_t,
                    const folio_bf16_bits *, const int32_t *, int, float, struct folio_k_l2_drop) =

@@ -104,19 +104,15 @@ extern "C" cudaError_t folio_k_silu_mul(folio_bf16_bits *out, const folio_bf16_b
     int64_t total = (int64_t)num_tokens * (inter / 8);
     if (total <= 0)
         return cudaSuccess;
+    if (!l2_drop_check(drop, gate_up, inter % 64 == 0))
+        return cudaErrorInvalidValue;
     if (norm.x) {
         if (norm.hidden % 8 != 0)
             return cudaErrorInvalidValue;
         dim3 grid((unsigned)((inter / 8 + 255) / 256), (unsigned)num_tokens);
-        if (((uintptr_t)drop.dead & 127) != 0)
-            return cudaErrorInvalidValue;
-        drop.input = drop.input && inter % 64 == 0;
         silu_mul_norm_kernel<<<grid, 256, 0, s>>>(out, gate_up, inter, norm, drop);
         return cudaGetLastError();
     }
-    if (((uintptr_t)drop.dead & 127) != 0)
-        return cudaErrorInvalidValue;
-    drop.input = drop.input && inter % 64 == 0 && ((uintptr_t)gate_up & 127) == 0;
     silu_mul_kernel<<<(unsigned)((total + 255) / 256), 256, 0, s>>>(out, gate_up, inter, total,
                                                                     drop);
     return cudaGetLastError();

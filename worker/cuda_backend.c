@@ -714,7 +714,7 @@ static int project(struct cuda_backend *cb, const bf16 *x, const bf16 *w, int m,
 
 /* folio_k_add_rmsnorm on the cuBLASLt path, adding what the last projection
  * left: nothing (add_splits 0), proj_out (1), or its add_splits f32 partials
- * of m rows each. drops (step_drops): with L2_DROP_ADD what it adds, once
+ * of m rows each. drops (forward's): with L2_DROP_ADD what it adds, once
  * added, and dead (dead_bytes of it) with the bit `dead_bit`. */
 static cudaError_t add_rmsnorm(struct cuda_backend *cb, bf16 *out, bf16 *residual, int add_splits,
                                const bf16 *weight, const int32_t *rows, int num_rows, int m,
