@@ -8,8 +8,9 @@ shapes (the group-3 fixture's prefill GEMMs at hidden 768: bench/results/2026-12
 and leaving them uninstrumented makes their launches fail (round 26). So a racecheck run over a
 whole step is read report by report: a report is the line that says a race or hazard was found
 plus the indented lines after it (its accesses, each naming a kernel). Prints one line: the
-reports in Folio's kernels and in cuBLASLt's, with the tool's summary. Exit status 0 when no
-report names a kernel of Folio's (and every report could be attributed), else 1.
+reports in Folio's kernels and in cuBLASLt's, with the tool's summary. Exit status 0 when the
+run finished (the summary is there), no report names a kernel of Folio's and every report could be
+attributed; else 1.
 """
 import re
 import sys
@@ -50,13 +51,14 @@ def main():
             m = re.search(r"([A-Za-z_]\w*(?:<[^()]*>)?)\(", text.split(" at ", 1)[-1])
             name = m.group(1) if m else text[:120]
             kernels[name] = kernels.get(name, 0) + 1
-    summary = next((m.group(0) for l in lines for m in [SUMMARY.search(l)] if m), "no summary")
-    errors = re.search(r"(\d+) errors?\b", summary)
+    summary = next((m.group(0) for l in lines for m in [SUMMARY.search(l)] if m), None)
+    errors = re.search(r"(\d+) errors?\b", summary or "")
     unattributed = errors and int(errors.group(1)) > 0 and ours + foreign == 0
-    print(f"{ours} hazard reports in Folio's kernels, {foreign} in cuBLASLt's; {summary}"
+    print(f"{ours} hazard reports in Folio's kernels, {foreign} in cuBLASLt's; "
+          + (summary or "no summary: the run did not finish")
           + ("; reports not attributed" if unattributed else "")
           + "".join(f"; {k}: {n}" for k, n in sorted(kernels.items())))
-    return 1 if ours or unattributed else 0
+    return 1 if ours or unattributed or not summary else 0
 
 
 if __name__ == "__main__":
