@@ -20,6 +20,9 @@ ROUNDS=${FOLIO_COMPARE_ROUNDS:-3}
 STEPS=${FOLIO_COMPARE_STEPS:-200}
 LOG=$OUT/compare.log
 : >"$LOG"
+# Which card: interleaved rounds compare variants on one card, but their figures differ between cards.
+nvidia-smi --query-gpu=name,uuid,clocks.max.sm,clocks.max.mem,power.limit --format=csv,noheader 2>/dev/null |
+  sed 's/^/GPU /' | tee -a "$LOG"
 for r in $(seq 1 "$ROUNDS"); do
   while read -r label bin batch envs; do
     [ -n "$label" ] || continue
