@@ -22,7 +22,7 @@ if ldd "$B/step_driver" | grep -q "not found"; then
 fi
 {
   ldd "$B/step_driver" | grep -E "not found|cublas|cudart"
-  # The card's identity and limits: b256 differs by up to 3.5% between cards whose floors agree
+  # The card's identity and limits: b256 means differ by up to 3% between cards whose floors agree
   # (bench/results/2026-12-03-cuda-round33.md), so each figure names its card.
   nvidia-smi --query-gpu=name,uuid,driver_version,memory.total,clocks.sm,clocks.max.sm,clocks.max.mem,power.limit,temperature.gpu --format=csv
   env | grep -E "^FOLIO_" || true

@@ -15,7 +15,7 @@ attributed; else 1.
 import re
 import sys
 
-FOREIGN = re.compile(r"nvjet|cutlass|cublas|sm\d+_xmma|gemmk?SN?_", re.I)
+FOREIGN = re.compile(r"nvjet|cutlass|cublas", re.I)
 START = re.compile(r"Race reported|hazard detected", re.I)
 CONTINUED = re.compile(r"^=========\s{3,}\S")
 SUMMARY = re.compile(r"RACECHECK SUMMARY:.*")
