@@ -1,7 +1,9 @@
 /* Decode-batch GEMM on Hopper's own path: TMA tensor copies feeding wgmma
- * (folio_k_gemm_tma). y[m, n] = x[m, k] . w[n, k]^T for m <= 64 rows, bf16 in,
- * f32 accumulate; bf16 out, f32 out (the LM head's logits), f32 partials
- * [S][m][n] of K slices (splits > 1), or SwiGLU's activation (glu).
+ * (folio_k_gemm_tma). y[m, n] = x[m, k] . w[n, k]^T for m <= 256 rows, bf16
+ * in, f32 accumulate; bf16 out, bf16 added into y (the residual), f32 out (the
+ * LM head's logits), f32 partials [S][m][n] of K slices (splits > 1), or
+ * SwiGLU's activation (glu). Each CTA takes 64 rows (blockIdx.z the block):
+ * past 64 rows the CTAs of one weight tile read it from the L2 in turn.
  *
  * At decode sizes the weights are the bytes: each CTA streams one NT-row
  * weight tile over its K slice. The activations are wgmma's A operand (64
@@ -47,6 +49,7 @@ struct tma_args {
     int m, n, k, kslice;
     bool glu; /* w is [gate; up] (2n rows); y = bf16(silu(x.gate) * x.up) [m][n] */
     bool f32; /* y in f32 (also with splits > 1: slice s at y + s * m * n) */
+    bool add; /* y (bf16) = bf16(y + x . w^T), rounded once */
 };
 
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
@@ -106,7 +109,7 @@ __global__ void __launch_bounds__(THREADS)
      * B rows 0-31 and up rows n + f0 .. into B rows 32-63, so that a thread's
      * accumulator columns 8 j + c (j < 4) and 8 (j + 4) + c are the gate and
      * up sums of one feature. */
-    const int n0 = blockIdx.x * (a.glu ? NT / 2 : NT), split = blockIdx.y;
+    const int n0 = blockIdx.x * (a.glu ? NT / 2 : NT), split = blockIdx.y, m0 = MT * blockIdx.z;
     const int k_tiles = a.kslice / TK, k0 = split * a.kslice;
 
     if (tid == 0) {
@@ -143,14 +146,14 @@ __global__ void __launch_bounds__(THREADS)
     if (warp == 4) {
         if (producer) {
             for (int kt = 0; kt < early; kt++)
-                tma_load_2d(smem + (size_t)kt * STAGE_BYTES, &xmap, k0 + kt * TK, 0, &full[kt]);
+                tma_load_2d(smem + (size_t)kt * STAGE_BYTES, &xmap, k0 + kt * TK, m0, &full[kt]);
             for (int kt = early; kt < k_tiles; kt++) {
                 const int s = kt % STAGES;
                 mbar_wait(&empty[s], (uint32_t)((kt / STAGES) - 1) & 1);
                 unsigned char *st = smem + (size_t)s * STAGE_BYTES;
                 mbar_arrive_expect_tx(&full[s], STAGE_BYTES);
                 load_w(st + A_BYTES, k0 + kt * TK, &full[s]);
-                tma_load_2d(st, &xmap, k0 + kt * TK, 0, &full[s]);
+                tma_load_2d(st, &xmap, k0 + kt * TK, m0, &full[s]);
             }
         }
         return;
@@ -175,7 +178,7 @@ __global__ void __launch_bounds__(THREADS)
             mbar_arrive(&empty[s]);
     }
 
-    const int r0 = 16 * warp + (lane >> 2), c0 = 2 * (lane & 3);
+    const int r0 = m0 + 16 * warp + (lane >> 2), c0 = 2 * (lane & 3);
     if (a.glu) {
 #pragma unroll
         for (int j = 0; j < NT / 16; j++)
@@ -204,7 +207,13 @@ __global__ void __launch_bounds__(THREADS)
                 *(float2 *)y = make_float2(v0, v1);
             } else {
                 folio_bf16_bits *y = (folio_bf16_bits *)a.y + (int64_t)row * a.n + col;
-                *(uint32_t *)y = (uint32_t)f32_to_bf16(v0) | (uint32_t)f32_to_bf16(v1) << 16;
+                float s0 = v0, s1 = v1;
+                if (a.add) {
+                    const uint32_t old = *(const uint32_t *)y;
+                    s0 += bf16_to_f32((folio_bf16_bits)(old & 0xffffu));
+                    s1 += bf16_to_f32((folio_bf16_bits)(old >> 16));
+                }
+                *(uint32_t *)y = (uint32_t)f32_to_bf16(s0) | (uint32_t)f32_to_bf16(s1) << 16;
             }
         }
     }
@@ -256,23 +265,32 @@ extern "C" cudaError_t folio_k_gemm_tma(const struct folio_k_tmap *xmap,
     if (m <= 0)
         return cudaSuccess;
     const bool glu = out == FOLIO_K_TMA_GLU;
-    if (m > MT || n % (glu ? NT / 2 : NT) != 0 || splits < 1 || k % (splits * TK) != 0 ||
-        (glu && splits != 1) ||
-        (out != FOLIO_K_TMA_BF16 && out != FOLIO_K_TMA_GLU && out != FOLIO_K_TMA_F32))
+    const bool add = out == FOLIO_K_TMA_BF16_ADD;
+    if (m > FOLIO_K_TMA_ROWS_LIMIT || n % (glu ? NT / 2 : NT) != 0 || splits < 1 ||
+        k % (splits * TK) != 0 || ((glu || add) && splits != 1) ||
+        (out != FOLIO_K_TMA_BF16 && out != FOLIO_K_TMA_GLU && out != FOLIO_K_TMA_F32 && !add))
         return cudaErrorInvalidValue;
     const size_t smem = (size_t)STAGES * STAGE_BYTES + 1024;
     static std::atomic<bool> prepared(false); /* before any capture: the eager first step */
     if (!prepared.load()) {
         cudaError_t e = cudaFuncSetAttribute(
             gemm_tma_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
+        /* The carveout of the attention kernels: an SM takes CTAs of another
+         * carveout only once drained, so a CTA launched early (PDL) could not
+         * start beside attention's last ones. */
+        if (e == cudaSuccess && folio_k_smem_carveout() >= 0)
+            e = cudaFuncSetAttribute(gemm_tma_kernel,
+                                     cudaFuncAttributePreferredSharedMemoryCarveout,
+                                     folio_k_smem_carveout());
         if (e != cudaSuccess)
             return e;
         prepared.store(true);
     }
-    tma_args a = {y, m, n, k, k / splits, glu, out == FOLIO_K_TMA_F32 || splits > 1};
+    tma_args a = {y, m, n, k, k / splits, glu, out == FOLIO_K_TMA_F32 || splits > 1, add};
     const int cols = glu ? NT / 2 : NT;
-    cudaError_t e =
-        launch_pdl(gemm_tma_kernel, dim3((unsigned)(n / cols), (unsigned)splits), dim3(THREADS),
-                   smem, s, pdl != 0, *(const CUtensorMap *)xmap, *(const CUtensorMap *)wmap, a);
+    cudaError_t e = launch_pdl(
+        gemm_tma_kernel,
+        dim3((unsigned)(n / cols), (unsigned)splits, (unsigned)((m + MT - 1) / MT)), dim3(THREADS),
+        smem, s, pdl != 0, *(const CUtensorMap *)xmap, *(const CUtensorMap *)wmap, a);
     return e != cudaSuccess ? e : cudaGetLastError();
 }
