@@ -38,7 +38,12 @@ namespace
 constexpr int TK = 64; /* k per stage: one 128-byte swizzle span */
 constexpr int NT = 64; /* weight rows per CTA */
 constexpr int MT = 64; /* activation rows (wgmma M) */
-constexpr int STAGES = 6;
+/* Ring stages: 6 for up to 64 rows (fewer measured slower, round 13); past
+ * 64 rows, 13 (208 KB, as cuBLASLt's 64 x 64 kernel at 256 rows) where the
+ * CTAs fit the SMs one each: a CTA then walks the whole K of its tile, its
+ * copies come from the L2 and its rate is the bytes it keeps in flight over
+ * their latency. More CTAs than SMs take 6, two an SM. */
+constexpr int RING_SMALL = 6, RING_WIDE = 13;
 constexpr int A_BYTES = MT * TK * 2; /* 8 KB */
 constexpr int B_BYTES = NT * TK * 2; /* 8 KB */
 constexpr int STAGE_BYTES = A_BYTES + B_BYTES;
@@ -95,6 +100,7 @@ __device__ __forceinline__ void wgmma_64x64x16(float (&d)[32], uint64_t da, uint
 }
 #endif
 
+template <int STAGES>
 __global__ void __launch_bounds__(THREADS)
     gemm_tma_kernel(const __grid_constant__ CUtensorMap xmap,
                     const __grid_constant__ CUtensorMap wmap, tma_args a)
@@ -163,6 +169,20 @@ __global__ void __launch_bounds__(THREADS)
 #pragma unroll
     for (int i = 0; i < 32; i++)
         d[i] = 0.0f;
+    const int r0 = m0 + 16 * warp + (lane >> 2), c0 = 2 * (lane & 3);
+    /* What the sums add to (add): loaded now, after the wait, so that the
+     * epilogue does not wait on them. */
+    uint32_t old[NT / 8][2] = {};
+    if (a.add)
+#pragma unroll
+        for (int j = 0; j < NT / 8; j++)
+#pragma unroll
+            for (int h = 0; h < 2; h++) {
+                const int row = r0 + 8 * h, col = n0 + 8 * j + c0;
+                if (row < a.m && col < a.n)
+                    old[j][h] = *(const uint32_t *)((const folio_bf16_bits *)a.y +
+                                                    (int64_t)row * a.n + col);
+            }
     for (int kt = 0; kt < k_tiles; kt++) {
         const int s = kt % STAGES;
         mbar_wait(&full[s], (uint32_t)(kt / STAGES) & 1);
@@ -178,7 +198,6 @@ __global__ void __launch_bounds__(THREADS)
             mbar_arrive(&empty[s]);
     }
 
-    const int r0 = m0 + 16 * warp + (lane >> 2), c0 = 2 * (lane & 3);
     if (a.glu) {
 #pragma unroll
         for (int j = 0; j < NT / 16; j++)
@@ -209,9 +228,8 @@ __global__ void __launch_bounds__(THREADS)
                 folio_bf16_bits *y = (folio_bf16_bits *)a.y + (int64_t)row * a.n + col;
                 float s0 = v0, s1 = v1;
                 if (a.add) {
-                    const uint32_t old = *(const uint32_t *)y;
-                    s0 += bf16_to_f32((folio_bf16_bits)(old & 0xffffu));
-                    s1 += bf16_to_f32((folio_bf16_bits)(old >> 16));
+                    s0 += bf16_to_f32((folio_bf16_bits)(old[j][h] & 0xffffu));
+                    s1 += bf16_to_f32((folio_bf16_bits)(old[j][h] >> 16));
                 }
                 *(uint32_t *)y = (uint32_t)f32_to_bf16(s0) | (uint32_t)f32_to_bf16(s1) << 16;
             }
@@ -270,27 +288,33 @@ extern "C" cudaError_t folio_k_gemm_tma(const struct folio_k_tmap *xmap,
         k % (splits * TK) != 0 || ((glu || add) && splits != 1) ||
         (out != FOLIO_K_TMA_BF16 && out != FOLIO_K_TMA_GLU && out != FOLIO_K_TMA_F32 && !add))
         return cudaErrorInvalidValue;
-    const size_t smem = (size_t)STAGES * STAGE_BYTES + 1024;
-    static std::atomic<bool> prepared(false); /* before any capture: the eager first step */
-    if (!prepared.load()) {
-        cudaError_t e = cudaFuncSetAttribute(
-            gemm_tma_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
-        /* The carveout of the attention kernels: an SM takes CTAs of another
-         * carveout only once drained, so a CTA launched early (PDL) could not
-         * start beside attention's last ones. */
-        if (e == cudaSuccess && folio_k_smem_carveout() >= 0)
-            e = cudaFuncSetAttribute(gemm_tma_kernel,
-                                     cudaFuncAttributePreferredSharedMemoryCarveout,
-                                     folio_k_smem_carveout());
+    static std::atomic<int> sms(0); /* before any capture: the eager first step */
+    if (sms.load() == 0) {
+        int dev = 0, count = 0;
+        cudaError_t e = cudaGetDevice(&dev);
+        if (e == cudaSuccess)
+            e = cudaDeviceGetAttribute(&count, cudaDevAttrMultiProcessorCount, dev);
+        if (e == cudaSuccess)
+            e = cudaFuncSetAttribute(gemm_tma_kernel<RING_SMALL>,
+                                     cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                     RING_SMALL * STAGE_BYTES + 1024);
+        if (e == cudaSuccess)
+            e = cudaFuncSetAttribute(gemm_tma_kernel<RING_WIDE>,
+                                     cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                     RING_WIDE * STAGE_BYTES + 1024);
         if (e != cudaSuccess)
             return e;
-        prepared.store(true);
+        sms.store(count);
     }
     tma_args a = {y, m, n, k, k / splits, glu, out == FOLIO_K_TMA_F32 || splits > 1, add};
     const int cols = glu ? NT / 2 : NT;
-    cudaError_t e = launch_pdl(
-        gemm_tma_kernel,
-        dim3((unsigned)(n / cols), (unsigned)splits, (unsigned)((m + MT - 1) / MT)), dim3(THREADS),
-        smem, s, pdl != 0, *(const CUtensorMap *)xmap, *(const CUtensorMap *)wmap, a);
+    const dim3 grid((unsigned)(n / cols), (unsigned)splits, (unsigned)((m + MT - 1) / MT));
+    const CUtensorMap &xm = *(const CUtensorMap *)xmap, &wm = *(const CUtensorMap *)wmap;
+    cudaError_t e =
+        m > MT && grid.x * grid.y * grid.z <= (unsigned)sms.load()
+            ? launch_pdl(gemm_tma_kernel<RING_WIDE>, grid, dim3(THREADS),
+                         (size_t)RING_WIDE * STAGE_BYTES + 1024, s, pdl != 0, xm, wm, a)
+            : launch_pdl(gemm_tma_kernel<RING_SMALL>, grid, dim3(THREADS),
+                         (size_t)RING_SMALL * STAGE_BYTES + 1024, s, pdl != 0, xm, wm, a);
     return e != cudaSuccess ? e : cudaGetLastError();
 }
