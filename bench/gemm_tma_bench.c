@@ -5,7 +5,7 @@
  *
  * For each shape (by default TinyLlama's QKV, O, gate/up as one GEMM of
  * 2 * 5632 rows, down; or those given, e.g. even264:16896:2048:1, a GEMM of
- * exactly two CTAs a SM), m in 8, 16, 32, 64 (or only M, up to 256) and the K slices
+ * exactly two CTAs a SM), m in 8, 16, 32, 64 (or only M) and the K slices
  * listed per shape: x and w hold deterministic
  * pseudo-random bf16 values (x in [-1, 1], w in [-0.02, 0.02]); the reference
  * is cuBLASLt with f32 output (the layout of cuda_backend.c's gemm()). Check:
@@ -21,12 +21,10 @@
  * submission time, which favoured the kernel), the median over 15 replays
  * divided by 20; the weights rotate over copies of at least 256 MB, so that
  * they come from device memory as in a decode step (the H200's L2 is 50 MB).
- * ref_ms is cuBLASLt writing bf16, unsplit, over the same copies. Unsplit
- * cases also run adding into y (FOLIO_K_TMA_BF16_ADD, with PDL: "pdladd"),
- * checked against bf16(y + ref) and timed against cuBLASLt with beta 1 (the
- * O and down projections adding into the residual). One line per case:
- *     RESULT name=tma[pdl|pdlx64|pdladd]_<shape>_m<m>_s<splits> ms=... ref_ms=... GBps=... err=...
- * ok=1 GBps: weight bytes over the kernel's time. Exit status 1 if a case fails. */
+ * ref_ms is cuBLASLt writing bf16, unsplit, over the same copies. One line per
+ * case:
+ *     RESULT name=tma[pdl|pdlx64]_<shape>_m<m>_s<splits> ms=... ref_ms=... GBps=... err=... ok=1
+ * GBps: weight bytes over the kernel's time. Exit status 1 if a case fails. */
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -71,20 +69,10 @@ static void lt_run(cublasLtHandle_t lt, const struct lt_gemm *g, const void *x, 
     LK(bench_lt_run(lt, &g->d, &g->algo, x, w, y, workspace, LT_WORKSPACE, s));
 }
 
-/* y += w^T x, bf16 y, as the backend's gemm_lt() with beta 1. */
-static void lt_run_add(cublasLtHandle_t lt, const struct lt_gemm *g, const void *x, const void *w,
-                       void *y, void *workspace, cudaStream_t s)
-{
-    const float alpha = 1.0f, beta = 1.0f;
-    LK(cublasLtMatmul(lt, g->d.desc, &alpha, w, g->d.a, x, g->d.b, &beta, y, g->d.c, y, g->d.c,
-                      &g->algo, workspace, LT_WORKSPACE, s));
-}
-
 /* What one timed launch runs: cuBLASLt bf16 (tma 0) or folio_k_gemm_tma (1,
- * with programmatic dependent launch if pdl); copy c of the weights; add:
- * into y (cuBLASLt's beta 1, FOLIO_K_TMA_BF16_ADD). */
+ * with programmatic dependent launch if pdl); copy c of the weights. */
 struct runner {
-    int tma, pdl, m, n, k, splits, copies, add;
+    int tma, pdl, m, n, k, splits, copies;
     const struct folio_k_tmap *xmap, *wmaps;
     void *y, *workspace;
     cublasLtHandle_t lt;
@@ -97,13 +85,11 @@ static int run_one(void *ctx, int i, cudaStream_t s)
 {
     const struct runner *r = ctx;
     const int c = i % r->copies;
-    if (r->tma == 0 && r->add)
-        lt_run_add(r->lt, r->g, r->x, r->w[c], r->y, r->workspace, s);
-    else if (r->tma == 0)
+    if (r->tma == 0)
         lt_run(r->lt, r->g, r->x, r->w[c], r->y, r->workspace, s);
     else
-        CK(folio_k_gemm_tma(r->xmap, &r->wmaps[c], r->y, r->m, r->n, r->k, r->splits,
-                            r->add ? FOLIO_K_TMA_BF16_ADD : FOLIO_K_TMA_BF16, r->pdl, s));
+        CK(folio_k_gemm_tma(r->xmap, &r->wmaps[c], r->y, r->m, r->n, r->k, r->splits, 0, r->pdl,
+                            s));
     return 0;
 }
 
@@ -130,7 +116,7 @@ int main(int argc, char **argv)
     for (int i = 1, given = 0; i < argc; i++) {
         int n, k, s1, s2 = 0, m;
         if (strcmp(argv[i], "--m") == 0 && i + 1 < argc && sscanf(argv[i + 1], "%d", &m) == 1 &&
-            m >= 1 && m <= FOLIO_K_TMA_ROWS_LIMIT) {
+            m >= 1 && m <= 64) {
             ms_list[0] = m;
             num_ms = 1;
             i++;
@@ -155,24 +141,19 @@ int main(int argc, char **argv)
         const struct shape *sh = &shapes[si];
         const size_t wn = (size_t)sh->n * sh->k;
         struct bench_gemm_inputs in;
-        const int R = FOLIO_K_TMA_ROWS_LIMIT; /* rows x and y hold */
-        bench_gemm_inputs_make(&in, sh->n, sh->k, R);
+        bench_gemm_inputs_make(&in, sh->n, sh->k, 64);
         void *const *w = in.w, *x = in.x;
         const int copies = in.copies;
         void *y, *y_ref;
-        CK(cudaMalloc(&y, (size_t)8 * R * sh->n * 4));
-        CK(cudaMalloc(&y_ref, (size_t)R * sh->n * 4));
-        float *ref = malloc((size_t)R * sh->n * 4), *out = malloc((size_t)8 * R * sh->n * 4);
-        uint16_t *y0 = malloc((size_t)R * sh->n * 2); /* what the add cases add to */
-        for (size_t i = 0; i < (size_t)R * sh->n; i++)
-            y0[i] = folio_f32_to_bf16(0.5f * bench_uniform());
+        CK(cudaMalloc(&y, (size_t)8 * 64 * sh->n * 4));
+        CK(cudaMalloc(&y_ref, (size_t)64 * sh->n * 4));
+        float *ref = malloc((size_t)64 * sh->n * 4), *out = malloc((size_t)8 * 64 * sh->n * 4);
         for (int mi = 0; mi < num_ms; mi++) {
-            const int m = ms_list[mi], m64 = (m + 63) / 64 * 64;
-            /* maps: [0, copies) weights, [copies] x of m rows, [copies + 1] x
-             * of m rounded up to 64 */
+            const int m = ms_list[mi];
+            /* maps: [0, copies) weights, [copies] x of m rows, [copies + 1] x of 64 rows */
             struct folio_k_tmap *maps = aligned_alloc(64, sizeof(*maps) * (copies + 2));
             int bad = folio_k_tmap_encode(&maps[copies], x, m, sh->k, FOLIO_K_TMA_MAX_ROWS);
-            bad |= folio_k_tmap_encode(&maps[copies + 1], x, m64, sh->k, FOLIO_K_TMA_MAX_ROWS);
+            bad |= folio_k_tmap_encode(&maps[copies + 1], x, 64, sh->k, FOLIO_K_TMA_MAX_ROWS);
             for (int c = 0; c < copies; c++)
                 bad |= folio_k_tmap_encode(&maps[c], w[c], sh->n, sh->k, FOLIO_K_TMA_NT);
             if (bad) {
@@ -201,24 +182,15 @@ int main(int argc, char **argv)
                                  .x = x,
                                  .w = w};
             double ref_ms = time_median(&run, s);
-            run.add = 1;
-            CK(cudaMemcpy(y_ref, y0, (size_t)m * sh->n * 2, cudaMemcpyHostToDevice));
-            double ref_add_ms = time_median(&run, s);
-            run.add = 0;
             run.y = y;
-            /* each listed split: plain; with PDL; with PDL and x read as whole
-             * 64-row blocks; unsplit, adding into y with PDL */
-            for (int v = 0; v < 12; v++) {
-                const int splits = sh->splits[v % 3], variant = v / 3, add = variant == 3;
-                if (!splits || (add && splits != 1))
+            /* each listed split: plain; with PDL; with PDL and x read as 64 rows */
+            for (int v = 0; v < 9; v++) {
+                const int splits = sh->splits[v % 3], variant = v / 3;
+                if (!splits)
                     continue;
                 const struct folio_k_tmap *xm = &maps[copies + (variant == 2)];
-                if (add)
-                    CK(cudaMemcpy(y, y0, (size_t)m * sh->n * 2, cudaMemcpyHostToDevice));
-                else /* NaN where unwritten */
-                    CK(cudaMemset(y, 0xff, (size_t)splits * m * sh->n * 4));
-                CK(folio_k_gemm_tma(xm, &maps[0], y, m, sh->n, sh->k, splits,
-                                    add ? FOLIO_K_TMA_BF16_ADD : FOLIO_K_TMA_BF16, 0, s));
+                CK(cudaMemset(y, 0xff, (size_t)splits * m * sh->n * 4)); /* NaN where unwritten */
+                CK(folio_k_gemm_tma(xm, &maps[0], y, m, sh->n, sh->k, splits, 0, 0, s));
                 CK(cudaStreamSynchronize(s));
                 double err = 0.0;
                 long ulp_bad = 0;
@@ -226,9 +198,7 @@ int main(int argc, char **argv)
                     uint16_t *o16 = (uint16_t *)out;
                     CK(cudaMemcpy(o16, y, (size_t)m * sh->n * 2, cudaMemcpyDeviceToHost));
                     for (size_t i = 0; i < (size_t)m * sh->n; i++)
-                        ulp_bad += bench_off_ulp(folio_bf16_to_f32(o16[i]),
-                                                 ref[i] + (add ? folio_bf16_to_f32(y0[i]) : 0.0),
-                                                 rms, &err);
+                        ulp_bad += bench_off_ulp(folio_bf16_to_f32(o16[i]), ref[i], rms, &err);
                 } else {
                     CK(cudaMemcpy(out, y, (size_t)splits * m * sh->n * 4, cudaMemcpyDeviceToHost));
                     for (size_t i = 0; i < (size_t)m * sh->n; i++) {
@@ -243,17 +213,15 @@ int main(int argc, char **argv)
                 const int ok = splits == 1 ? ulp_bad == 0 : err < 1e-4;
                 run.tma = 1;
                 run.pdl = variant > 0;
-                run.add = add;
                 run.xmap = xm;
                 run.splits = splits;
-                double t = time_median(&run, s), r_ms = add ? ref_add_ms : ref_ms;
+                double t = time_median(&run, s);
                 printf("RESULT name=tma%s_%s_m%d_s%d ms=%.5f ref_ms=%.5f ratio=%.2f GBps=%.1f "
                        "err=%.2e ok=%d\n",
                        variant == 0   ? ""
                        : variant == 1 ? "pdl"
-                       : variant == 2 ? "pdlx64"
-                                      : "pdladd",
-                       sh->name, m, splits, t, r_ms, t / r_ms, wn * 2.0 / (t * 1e6), err, ok);
+                                      : "pdlx64",
+                       sh->name, m, splits, t, ref_ms, t / ref_ms, wn * 2.0 / (t * 1e6), err, ok);
                 fflush(stdout);
                 failed += !ok;
                 ok_count += ok;
@@ -267,7 +235,6 @@ int main(int argc, char **argv)
         CK(cudaFree(y_ref));
         free(ref);
         free(out);
-        free(y0);
     }
     printf("gemm_tma_bench: %d ok, %d failed\n", ok_count, failed);
     return failed ? 1 : 0;

@@ -206,16 +206,14 @@ void folio_k_set_smem_carveout(int percent);
 int folio_k_smem_carveout(void);
 
 /* The decode GEMM on Hopper's TMA + wgmma path (gemm_tma.cu), for
- * 1 <= m <= FOLIO_K_TMA_ROWS_LIMIT rows, FOLIO_K_TMA_MAX_ROWS a CTA. A tensor
- * map (CUtensorMap: 128 bytes, 64-byte aligned) describes a bf16 matrix
- * [rows, k] for it: activations with box_rows FOLIO_K_TMA_MAX_ROWS (rows: the
- * step's bucket; rows past m are read but their outputs never written),
- * weights with box_rows FOLIO_K_TMA_NT.
+ * 1 <= m <= FOLIO_K_TMA_MAX_ROWS rows. A tensor map (CUtensorMap: 128 bytes,
+ * 64-byte aligned) describes a bf16 matrix [rows, k] for it: activations with
+ * box_rows FOLIO_K_TMA_MAX_ROWS (rows: the step's bucket; rows past m are
+ * read but their outputs never written), weights with box_rows FOLIO_K_TMA_NT.
  * folio_k_tmap_encode returns 0, or -1 for a shape it does not take (k a
  * multiple of 64) or a driver without cuTensorMapEncodeTiled.
  * folio_k_gemm_tma: y = x . w^T for w [n, k] (n a multiple of FOLIO_K_TMA_NT),
- * by `out`: FOLIO_K_TMA_BF16 bf16 [m, n], FOLIO_K_TMA_F32 f32 [m, n],
- * FOLIO_K_TMA_BF16_ADD y = bf16(y + x . w^T) (bf16 y, the sum rounded once); with
+ * by `out`: FOLIO_K_TMA_BF16 bf16 [m, n], FOLIO_K_TMA_F32 f32 [m, n]; with
  * splits > 1 (either) the f32 sums of K slices [splits][m][n] (what
  * folio_k_add_rmsnorm_partials reads); k a multiple of 64 * splits.
  * FOLIO_K_TMA_GLU: w is the fused [gate; up] weight [2n, k] (its map with
@@ -235,9 +233,7 @@ struct folio_k_tmap {
 #define FOLIO_K_TMA_BF16 0
 #define FOLIO_K_TMA_GLU 1
 #define FOLIO_K_TMA_F32 2
-#define FOLIO_K_TMA_BF16_ADD 3
 #define FOLIO_K_TMA_NT 64
-#define FOLIO_K_TMA_ROWS_LIMIT 256
 int folio_k_tmap_encode(struct folio_k_tmap *map, const folio_bf16_bits *base, int rows, int k,
                         int box_rows);
 cudaError_t folio_k_gemm_tma(const struct folio_k_tmap *xmap, const struct folio_k_tmap *wmap,

@@ -1,9 +1,7 @@
 /* Decode-batch GEMM on Hopper's own path: TMA tensor copies feeding wgmma
- * (folio_k_gemm_tma). y[m, n] = x[m, k] . w[n, k]^T for m <= 256 rows, bf16
- * in, f32 accumulate; bf16 out, bf16 added into y (the residual), f32 out (the
- * LM head's logits), f32 partials [S][m][n] of K slices (splits > 1), or
- * SwiGLU's activation (glu). Each CTA takes 64 rows (blockIdx.z the block):
- * past 64 rows the CTAs of one weight tile read it from the L2 in turn.
+ * (folio_k_gemm_tma). y[m, n] = x[m, k] . w[n, k]^T for m <= 64 rows, bf16 in,
+ * f32 accumulate; bf16 out, f32 out (the LM head's logits), f32 partials
+ * [S][m][n] of K slices (splits > 1), or SwiGLU's activation (glu).
  *
  * At decode sizes the weights are the bytes: each CTA streams one NT-row
  * weight tile over its K slice. The activations are wgmma's A operand (64
@@ -38,12 +36,7 @@ namespace
 constexpr int TK = 64; /* k per stage: one 128-byte swizzle span */
 constexpr int NT = 64; /* weight rows per CTA */
 constexpr int MT = 64; /* activation rows (wgmma M) */
-/* Ring stages: 6 for up to 64 rows (fewer measured slower, round 13); past
- * 64 rows, 13 (208 KB, as cuBLASLt's 64 x 64 kernel at 256 rows) where the
- * CTAs fit the SMs one each: a CTA then walks the whole K of its tile, its
- * copies come from the L2 and its rate is the bytes it keeps in flight over
- * their latency. More CTAs than SMs take 6, two an SM. */
-constexpr int RING_SMALL = 6, RING_WIDE = 13;
+constexpr int STAGES = 6;
 constexpr int A_BYTES = MT * TK * 2; /* 8 KB */
 constexpr int B_BYTES = NT * TK * 2; /* 8 KB */
 constexpr int STAGE_BYTES = A_BYTES + B_BYTES;
@@ -54,7 +47,6 @@ struct tma_args {
     int m, n, k, kslice;
     bool glu; /* w is [gate; up] (2n rows); y = bf16(silu(x.gate) * x.up) [m][n] */
     bool f32; /* y in f32 (also with splits > 1: slice s at y + s * m * n) */
-    bool add; /* y (bf16) = bf16(y + x . w^T), rounded once */
 };
 
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
@@ -100,7 +92,6 @@ __device__ __forceinline__ void wgmma_64x64x16(float (&d)[32], uint64_t da, uint
 }
 #endif
 
-template <int STAGES>
 __global__ void __launch_bounds__(THREADS)
     gemm_tma_kernel(const __grid_constant__ CUtensorMap xmap,
                     const __grid_constant__ CUtensorMap wmap, tma_args a)
@@ -115,7 +106,7 @@ __global__ void __launch_bounds__(THREADS)
      * B rows 0-31 and up rows n + f0 .. into B rows 32-63, so that a thread's
      * accumulator columns 8 j + c (j < 4) and 8 (j + 4) + c are the gate and
      * up sums of one feature. */
-    const int n0 = blockIdx.x * (a.glu ? NT / 2 : NT), split = blockIdx.y, m0 = MT * blockIdx.z;
+    const int n0 = blockIdx.x * (a.glu ? NT / 2 : NT), split = blockIdx.y;
     const int k_tiles = a.kslice / TK, k0 = split * a.kslice;
 
     if (tid == 0) {
@@ -152,14 +143,14 @@ __global__ void __launch_bounds__(THREADS)
     if (warp == 4) {
         if (producer) {
             for (int kt = 0; kt < early; kt++)
-                tma_load_2d(smem + (size_t)kt * STAGE_BYTES, &xmap, k0 + kt * TK, m0, &full[kt]);
+                tma_load_2d(smem + (size_t)kt * STAGE_BYTES, &xmap, k0 + kt * TK, 0, &full[kt]);
             for (int kt = early; kt < k_tiles; kt++) {
                 const int s = kt % STAGES;
                 mbar_wait(&empty[s], (uint32_t)((kt / STAGES) - 1) & 1);
                 unsigned char *st = smem + (size_t)s * STAGE_BYTES;
                 mbar_arrive_expect_tx(&full[s], STAGE_BYTES);
                 load_w(st + A_BYTES, k0 + kt * TK, &full[s]);
-                tma_load_2d(st, &xmap, k0 + kt * TK, m0, &full[s]);
+                tma_load_2d(st, &xmap, k0 + kt * TK, 0, &full[s]);
             }
         }
         return;
@@ -169,20 +160,6 @@ __global__ void __launch_bounds__(THREADS)
 #pragma unroll
     for (int i = 0; i < 32; i++)
         d[i] = 0.0f;
-    const int r0 = m0 + 16 * warp + (lane >> 2), c0 = 2 * (lane & 3);
-    /* What the sums add to (add): loaded now, after the wait, so that the
-     * epilogue does not wait on them. */
-    uint32_t old[NT / 8][2] = {};
-    if (a.add)
-#pragma unroll
-        for (int j = 0; j < NT / 8; j++)
-#pragma unroll
-            for (int h = 0; h < 2; h++) {
-                const int row = r0 + 8 * h, col = n0 + 8 * j + c0;
-                if (row < a.m && col < a.n)
-                    old[j][h] = *(const uint32_t *)((const folio_bf16_bits *)a.y +
-                                                    (int64_t)row * a.n + col);
-            }
     for (int kt = 0; kt < k_tiles; kt++) {
         const int s = kt % STAGES;
         mbar_wait(&full[s], (uint32_t)(kt / STAGES) & 1);
@@ -198,6 +175,7 @@ __global__ void __launch_bounds__(THREADS)
             mbar_arrive(&empty[s]);
     }
 
+    const int r0 = 16 * warp + (lane >> 2), c0 = 2 * (lane & 3);
     if (a.glu) {
 #pragma unroll
         for (int j = 0; j < NT / 16; j++)
@@ -226,12 +204,7 @@ __global__ void __launch_bounds__(THREADS)
                 *(float2 *)y = make_float2(v0, v1);
             } else {
                 folio_bf16_bits *y = (folio_bf16_bits *)a.y + (int64_t)row * a.n + col;
-                float s0 = v0, s1 = v1;
-                if (a.add) {
-                    s0 += bf16_to_f32((folio_bf16_bits)(old[j][h] & 0xffffu));
-                    s1 += bf16_to_f32((folio_bf16_bits)(old[j][h] >> 16));
-                }
-                *(uint32_t *)y = (uint32_t)f32_to_bf16(s0) | (uint32_t)f32_to_bf16(s1) << 16;
+                *(uint32_t *)y = (uint32_t)f32_to_bf16(v0) | (uint32_t)f32_to_bf16(v1) << 16;
             }
         }
     }
@@ -283,38 +256,23 @@ extern "C" cudaError_t folio_k_gemm_tma(const struct folio_k_tmap *xmap,
     if (m <= 0)
         return cudaSuccess;
     const bool glu = out == FOLIO_K_TMA_GLU;
-    const bool add = out == FOLIO_K_TMA_BF16_ADD;
-    if (m > FOLIO_K_TMA_ROWS_LIMIT || n % (glu ? NT / 2 : NT) != 0 || splits < 1 ||
-        k % (splits * TK) != 0 || ((glu || add) && splits != 1) ||
-        (out != FOLIO_K_TMA_BF16 && out != FOLIO_K_TMA_GLU && out != FOLIO_K_TMA_F32 && !add))
+    if (m > MT || n % (glu ? NT / 2 : NT) != 0 || splits < 1 || k % (splits * TK) != 0 ||
+        (glu && splits != 1) ||
+        (out != FOLIO_K_TMA_BF16 && out != FOLIO_K_TMA_GLU && out != FOLIO_K_TMA_F32))
         return cudaErrorInvalidValue;
-    static std::atomic<int> sms(0); /* before any capture: the eager first step */
-    if (sms.load() == 0) {
-        int dev = 0, count = 0;
-        cudaError_t e = cudaGetDevice(&dev);
-        if (e == cudaSuccess)
-            e = cudaDeviceGetAttribute(&count, cudaDevAttrMultiProcessorCount, dev);
-        if (e == cudaSuccess)
-            e = cudaFuncSetAttribute(gemm_tma_kernel<RING_SMALL>,
-                                     cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                     RING_SMALL * STAGE_BYTES + 1024);
-        if (e == cudaSuccess)
-            e = cudaFuncSetAttribute(gemm_tma_kernel<RING_WIDE>,
-                                     cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                     RING_WIDE * STAGE_BYTES + 1024);
+    const size_t smem = (size_t)STAGES * STAGE_BYTES + 1024;
+    static std::atomic<bool> prepared(false); /* before any capture: the eager first step */
+    if (!prepared.load()) {
+        cudaError_t e = cudaFuncSetAttribute(
+            gemm_tma_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
         if (e != cudaSuccess)
             return e;
-        sms.store(count);
+        prepared.store(true);
     }
-    tma_args a = {y, m, n, k, k / splits, glu, out == FOLIO_K_TMA_F32 || splits > 1, add};
+    tma_args a = {y, m, n, k, k / splits, glu, out == FOLIO_K_TMA_F32 || splits > 1};
     const int cols = glu ? NT / 2 : NT;
-    const dim3 grid((unsigned)(n / cols), (unsigned)splits, (unsigned)((m + MT - 1) / MT));
-    const CUtensorMap &xm = *(const CUtensorMap *)xmap, &wm = *(const CUtensorMap *)wmap;
     cudaError_t e =
-        m > MT && grid.x * grid.y * grid.z <= (unsigned)sms.load()
-            ? launch_pdl(gemm_tma_kernel<RING_WIDE>, grid, dim3(THREADS),
-                         (size_t)RING_WIDE * STAGE_BYTES + 1024, s, pdl != 0, xm, wm, a)
-            : launch_pdl(gemm_tma_kernel<RING_SMALL>, grid, dim3(THREADS),
-                         (size_t)RING_SMALL * STAGE_BYTES + 1024, s, pdl != 0, xm, wm, a);
+        launch_pdl(gemm_tma_kernel, dim3((unsigned)(n / cols), (unsigned)splits), dim3(THREADS),
+                   smem, s, pdl != 0, *(const CUtensorMap *)xmap, *(const CUtensorMap *)wmap, a);
     return e != cudaSuccess ? e : cudaGetLastError();
 }

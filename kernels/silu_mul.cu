@@ -63,9 +63,6 @@ __global__ void silu_mul_norm_kernel(folio_bf16_bits *out, const folio_bf16_bits
                                      struct folio_k_l2_drop drop)
 {
     __shared__ float scratch[32];
-    /* A down GEMM of Folio's own after this one (launched with PDL) may start
-     * its weight copies now; it reads out after waiting for this kernel. */
-    pdl_trigger();
     const int64_t t = blockIdx.y;
     const int nvec = inter / 8, v = blockIdx.x * blockDim.x + threadIdx.x;
     const uint4 *row = (const uint4 *)(gate_up + t * 2 * inter);

@@ -254,15 +254,6 @@ struct cuda_backend {
      * early (PDL): batch 8 1.073 ms against 1.130 on cuBLASLt, batch 4 1.064
      * against 1.104 (bench/results/2026-11-30-cuda-round12.md). */
     bool tma;
-    /* Which projections of the norm_in_consumers steps (129-256 rows) run on
-     * the TMA GEMM instead of cuBLASLt (TMA_WIDE_*; FOLIO_TMA_WIDE, bits), 64
-     * rows a CTA, launched with PDL: QKV writing bf16 q, k, v for attention,
-     * O and down adding into the residual. */
-    int tma_wide;
-    /* The most rows of the 3-64-row TMA path (FOLIO_TMA_MAX_ROWS, default
-     * FOLIO_K_TMA_MAX_ROWS): lower, the checks put small steps on the
-     * 129-256-row path with its maps still there. */
-    int tma_max_rows;
     struct folio_k_tmap *tmaps; /* [layers][TMA_WEIGHTS], then [TMA_XS] */
     int tma_split_o, tma_split_down;
     int tma_split_down_small; /* down's K slices at up to TMA_SMALL_ROWS rows */
@@ -628,8 +619,7 @@ enum { TMA_QKV, TMA_O, TMA_GATE_UP, TMA_DOWN, TMA_WEIGHTS };
  * every batch made batch 32 1.181 against 1.169, batch 64 1.270 against 1.239. */
 #define TMA_SLICES_SMALL 8
 #define TMA_SMALL_ROWS 8
-enum { TMA_X_NORMED, TMA_X_ATTN_OUT, TMA_X_ACT, TMA_X_FINAL, TMA_X_RES, TMA_XS };
-enum { TMA_WIDE_O = 1, TMA_WIDE_DOWN = 2, TMA_WIDE_QKV = 4 };
+enum { TMA_X_NORMED, TMA_X_ATTN_OUT, TMA_X_ACT, TMA_X_FINAL, TMA_XS };
 
 static const struct folio_k_tmap *tma_wmap(const struct cuda_backend *cb, int li, int which)
 {
@@ -650,7 +640,7 @@ static const struct folio_k_tmap *tma_lm_head_map(const struct cuda_backend *cb)
 /* Whether a step of m rows runs its projections as folio_k_gemm_tma. */
 static bool use_tma(const struct cuda_backend *cb, int m)
 {
-    return cb->tma && m > cb->gemv_max_rows && m <= cb->tma_max_rows;
+    return cb->tma && m > cb->gemv_max_rows && m <= FOLIO_K_TMA_MAX_ROWS;
 }
 
 /* The most K slices, up to want, that k takes (whole 64-wide stages each). */
@@ -688,11 +678,11 @@ static void tma_setup(struct cuda_backend *cb, size_t max_rows, size_t max_seqs)
         bad |= folio_k_tmap_encode(&w[TMA_GATE_UP], L->w_gate_up, 2 * I, H, FOLIO_K_TMA_NT / 2);
         bad |= folio_k_tmap_encode(&w[TMA_DOWN], L->w_down, H, I, FOLIO_K_TMA_NT);
     }
-    const bf16 *xs[TMA_XS] = {cb->normed, cb->attn_out, cb->act, cb->final_h, cb->res};
-    const int ks[TMA_XS] = {H, QD, I, H, H};
-    const size_t xrows[TMA_XS] = {max_rows, max_rows, max_rows, max_seqs, max_rows};
+    const bf16 *xs[TMA_XS] = {cb->normed, cb->attn_out, cb->act, cb->final_h};
+    const int ks[TMA_XS] = {H, QD, I, H};
+    const size_t xrows[TMA_XS] = {max_rows, max_rows, max_rows, max_seqs};
     for (int x = 0; x < TMA_XS; x++) {
-        int rows = xrows[x] < FOLIO_K_TMA_ROWS_LIMIT ? (int)xrows[x] : FOLIO_K_TMA_ROWS_LIMIT;
+        int rows = xrows[x] < FOLIO_K_TMA_MAX_ROWS ? (int)xrows[x] : FOLIO_K_TMA_MAX_ROWS;
         bad |= folio_k_tmap_encode(&cb->tmaps[cb->layers * TMA_WEIGHTS + x], xs[x], rows, ks[x],
                                    FOLIO_K_TMA_MAX_ROWS);
     }
@@ -843,10 +833,6 @@ static int forward(struct cuda_backend *cb, const struct step_layout *l, int t_r
                                    split_down == 1 && cb->hidden % 8 == 0;
     const struct folio_k_row_norm row_norm = {norm_in_consumers ? cb->res : NULL, cb->hidden,
                                               cb->eps};
-    /* The projections of those steps on the TMA GEMM (tma_wide): its maps
-     * exist (cb->tmaps) and the rows fit one launch. */
-    const int wide =
-        norm_in_consumers && cb->tmaps && t_rows <= FOLIO_K_TMA_ROWS_LIMIT ? cb->tma_wide : 0;
     /* The dead buffers this step drops from the L2 (L2_DROP_*): decode-only
      * steps on the cuBLASLt path. On the TMA path (3-64 rows) the same drops
      * made steps slower on the H200 (b64 1.1345 ms against 1.1286, b32 1.0854
@@ -911,10 +897,6 @@ static int forward(struct cuda_backend *cb, const struct step_layout *l, int t_r
                     tma_xmap(cb, TMA_X_NORMED), tma_wmap(cb, li, TMA_QKV),
                     split_qkv > 1 ? (void *)cb->splitk_partials : (void *)cb->qkv, t_rows,
                     cb->qkv_dim, cb->hidden, split_qkv, FOLIO_K_TMA_BF16, cb->pdl, s));
-            } else if (wide & TMA_WIDE_QKV) {
-                CUDA_CHECK(folio_k_gemm_tma(tma_xmap(cb, TMA_X_RES), tma_wmap(cb, li, TMA_QKV),
-                                            cb->qkv, t_rows, cb->qkv_dim, cb->hidden, 1,
-                                            FOLIO_K_TMA_BF16, cb->pdl, s));
             } else if (gemm(cb, norm_in_consumers ? cur : cb->normed, L->wqkv, cb->qkv, t_rows,
                             cb->qkv_dim, cb->hidden, false, err, errlen) != 0) {
                 return -1;
@@ -930,15 +912,9 @@ static int forward(struct cuda_backend *cb, const struct step_layout *l, int t_r
                                                  cb->kv_heads, cb->head_dim, cb->pdl_step, s));
         }
         if (attention(cb, l, &kb, num_tiles, kc, vc, rope_in_attention ? cb->rope_cos_sin : NULL,
-                      row_norm, attn_drop,
-                      cb->pdl_step || pdl_tma || (cb->pdl && (wide & TMA_WIDE_QKV)), err,
-                      errlen) != 0)
+                      row_norm, attn_drop, cb->pdl_step || pdl_tma, err, errlen) != 0)
             return -1;
-        if (wide & TMA_WIDE_O)
-            CUDA_CHECK(folio_k_gemm_tma(tma_xmap(cb, TMA_X_ATTN_OUT), tma_wmap(cb, li, TMA_O), cur,
-                                        t_rows, cb->hidden, qd, 1, FOLIO_K_TMA_BF16_ADD, cb->pdl,
-                                        s));
-        else if (tma)
+        if (tma)
             CUDA_CHECK(folio_k_gemm_tma(tma_xmap(cb, TMA_X_ATTN_OUT), tma_wmap(cb, li, TMA_O),
                                         tma_o_out, t_rows, cb->hidden, qd, split_o,
                                         FOLIO_K_TMA_BF16, cb->pdl, s));
@@ -978,11 +954,7 @@ static int forward(struct cuda_backend *cb, const struct step_layout *l, int t_r
                     folio_k_silu_mul(cb->act, cb->gate_up, t_rows, cb->inter, row_norm, drop, s));
             }
         }
-        if (wide & TMA_WIDE_DOWN)
-            CUDA_CHECK(folio_k_gemm_tma(tma_xmap(cb, TMA_X_ACT), tma_wmap(cb, li, TMA_DOWN), cur,
-                                        t_rows, cb->hidden, cb->inter, 1, FOLIO_K_TMA_BF16_ADD,
-                                        cb->pdl, s));
-        else if (tma)
+        if (tma)
             CUDA_CHECK(folio_k_gemm_tma(tma_xmap(cb, TMA_X_ACT), tma_wmap(cb, li, TMA_DOWN),
                                         tma_down_out, t_rows, cb->hidden, cb->inter, split_down,
                                         FOLIO_K_TMA_BF16, cb->pdl, s));
@@ -1610,11 +1582,6 @@ static int create(struct cuda_backend *cb, const struct folio_model *m,
     cb->pdl_norm = !(pn && strcmp(pn, "0") == 0);
     const char *tg = getenv("FOLIO_TMA_GEMM");
     cb->tma = !(tg && strcmp(tg, "0") == 0);
-    const char *tm = getenv("FOLIO_TMA_MAX_ROWS");
-    cb->tma_max_rows =
-        tm && atoi(tm) >= 0 && atoi(tm) < FOLIO_K_TMA_MAX_ROWS ? atoi(tm) : FOLIO_K_TMA_MAX_ROWS;
-    const char *tw = getenv("FOLIO_TMA_WIDE");
-    cb->tma_wide = tw ? atoi(tw) & (TMA_WIDE_O | TMA_WIDE_DOWN | TMA_WIDE_QKV) : 0;
     const char *tl = getenv("FOLIO_TMA_LM_HEAD");
     cb->tma_lm_head = !(tl && strcmp(tl, "0") == 0);
 
