@@ -19,7 +19,10 @@
  *
  * attention: the decode attention of one layer alone on a decode batch (the
  * split-KV tensor-core kernel as the worker runs it, then the reference kernel
- * as "attnref"), timed with CUDA events.
+ * as "attnref"), timed with CUDA events. FOLIO_BENCH_LOOP_S=S: then the
+ * tensor-core kernel runs back to back for S seconds (a graph of 20 launches
+ * replayed), for a power reading of it alone (bench/gpu/power_by_kernel.sh):
+ *     LOOP name=attention_bB_ctxC launches=L seconds=T ms=T/L
  *
  * sample: the sampler alone (folio_k_sample as a decode step of ROWS rows
  * runs it, "sample"; and sample.cu's one kernel alone, "sample1") on synthetic
@@ -407,6 +410,33 @@ static int bench_attention(const struct folio_model_config *c, int batch_size, i
         printf("CHECK attention_b%d_ctx%d max_abs_diff=%.3e max_abs_ref=%.3e %s\n", batch_size, ctx,
                max_diff, max_ref, max_diff <= 2e-2 * max_ref ? "PASS" : "FAIL");
         free(h_out);
+    }
+    const char *loop_env = getenv("FOLIO_BENCH_LOOP_S");
+    const double loop_s = loop_env ? atof(loop_env) : 0.0;
+    if (mma && loop_s > 0.0 && loop_s <= 60.0) {
+        cudaGraph_t graph;
+        cudaGraphExec_t exec;
+        CK(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal));
+        for (int i = 0; i < 20; i++)
+            CK(folio_k_attention_decode(out, qkv, k, v, kb, plan, ws, counters, H, Hkv, D, NULL,
+                                        (struct folio_k_row_norm){0}, (struct folio_k_l2_drop){0},
+                                        0, s));
+        CK(cudaStreamEndCapture(s, &graph));
+        CK(cudaGraphInstantiate(&exec, graph, 0));
+        long replays = 0;
+        const double t0 = now_ms();
+        double t1 = t0;
+        while (t1 - t0 < 1e3 * loop_s) { /* 50 replays between synchronizations */
+            for (int i = 0; i < 50; i++)
+                CK(cudaGraphLaunch(exec, s));
+            replays += 50;
+            CK(cudaStreamSynchronize(s));
+            t1 = now_ms();
+        }
+        printf("LOOP name=attention_b%d_ctx%d launches=%ld seconds=%.3f ms=%.5f\n", batch_size, ctx,
+               20 * replays, (t1 - t0) / 1e3, (t1 - t0) / (double)(20 * replays));
+        CK(cudaGraphExecDestroy(exec));
+        CK(cudaGraphDestroy(graph));
     }
     cudaFree(ws);
     cudaFree(counters);

@@ -2,7 +2,7 @@
  * projections at steps of 65-256 rows, checked and timed, to see whether its
  * first choice (the one cuda_backend.c's gemm() takes) is the fastest.
  *
- *     lt_algos_bench [--m M[,M...]] [--max N] [NAME:N:K ...]
+ *     lt_algos_bench [--m M[,M...]] [--max N] [--loop SECONDS] [NAME:N:K ...]
  *
  * Shapes: by default QKV (2560 x 2048), O (2048 x 2048), gate/up (11264 x
  * 2048), down (2048 x 5632) and the LM head (32000 x 2048); m 128 and 256;
@@ -20,9 +20,16 @@
  *
  * ratio: its time over candidate 0's; kernel: the first kernel of its launch
  * (from the captured graph). Then per shape and m a BEST line. Exit status 1
- * if a candidate that cuBLASLt accepted computes a wrong result. */
+ * if a candidate that cuBLASLt accepted computes a wrong result.
+ *
+ * --loop SECONDS: then the heuristic's first choice runs back to back for that
+ * long (its 20-launch graph replayed), so that a power reading taken meanwhile
+ * (nvidia-smi; bench/gpu/power_by_kernel.sh) is that GEMM's alone:
+ *
+ *     LOOP shape=S m=M launches=L seconds=T ms=T/L */
 #include <math.h>
 #include <stdint.h>
+#include <time.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -60,6 +67,45 @@ static int launch(void *ctx, int i, cudaStream_t s)
                         LT_WORKSPACE, s) != CUBLAS_STATUS_SUCCESS;
 }
 
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* --loop: t's BATCH-launch graph replayed for `seconds`, 50 replays between
+ * synchronizations (about 5-60 ms of work, so that the GPU never waits on the
+ * host); prints the LOOP line. */
+static void loop_for(struct timing *t, const char *shape, int m, double seconds, cudaStream_t s)
+{
+    cudaGraph_t graph;
+    cudaGraphExec_t exec;
+    CK(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal));
+    for (int i = 0; i < BATCH; i++)
+        if (launch(t, i, s)) {
+            fprintf(stderr, "lt_algos_bench: --loop: launch refused\n");
+            exit(2);
+        }
+    CK(cudaStreamEndCapture(s, &graph));
+    CK(cudaGraphInstantiate(&exec, graph, 0));
+    long replays = 0;
+    const double t0 = now_s();
+    double t1 = t0;
+    while (t1 - t0 < seconds) {
+        for (int i = 0; i < 50; i++)
+            CK(cudaGraphLaunch(exec, s));
+        replays += 50;
+        CK(cudaStreamSynchronize(s));
+        t1 = now_s();
+    }
+    printf("LOOP shape=%s m=%d launches=%ld seconds=%.3f ms=%.5f\n", shape, m, replays * BATCH,
+           t1 - t0, (t1 - t0) * 1e3 / (double)(replays * BATCH));
+    fflush(stdout);
+    CK(cudaGraphExecDestroy(exec));
+    CK(cudaGraphDestroy(graph));
+}
+
 int main(int argc, char **argv)
 {
     struct shape shapes[16] = {
@@ -68,6 +114,7 @@ int main(int argc, char **argv)
     };
     size_t num_shapes = 5;
     int ms_list[8] = {128, 256}, num_ms = 2, max_cand = 32;
+    double loop_seconds = 0.0;
     static char names[16][32];
     for (int i = 1, given = 0; i < argc; i++) {
         int n, k;
@@ -87,12 +134,17 @@ int main(int argc, char **argv)
                    sscanf(argv[i + 1], "%d", &max_cand) == 1 && max_cand >= 1 &&
                    max_cand <= MAX_CANDIDATES) {
             i++;
+        } else if (strcmp(argv[i], "--loop") == 0 && i + 1 < argc &&
+                   sscanf(argv[i + 1], "%lf", &loop_seconds) == 1 && loop_seconds > 0.0 &&
+                   loop_seconds <= 60.0) {
+            i++;
         } else if (given < 16 && sscanf(argv[i], "%31[^:]:%d:%d", names[given], &n, &k) == 3 &&
                    n > 0 && k > 0) {
             shapes[given] = (struct shape){names[given], n, k};
             num_shapes = (size_t)++given;
         } else {
-            fprintf(stderr, "usage: lt_algos_bench [--m M[,M...]] [--max N] [NAME:N:K ...]\n");
+            fprintf(stderr, "usage: lt_algos_bench [--m M[,M...]] [--max N] [--loop SECONDS] "
+                            "[NAME:N:K ...]\n");
             return 2;
         }
     }
@@ -168,6 +220,10 @@ int main(int argc, char **argv)
                        sh->name, m, ci, ms, ms > 0 ? flop / (ms * 1e9) : 0.0,
                        t0 > 0 ? ms / t0 : 0.0, config, res[ci].workspaceSize, err, ok, kernel);
                 fflush(stdout);
+            }
+            if (loop_seconds > 0.0 && found > 0) {
+                struct timing t = {lt, &d, &res[0].algo, x, w, y, workspace, copies};
+                loop_for(&t, sh->name, m, loop_seconds, s);
             }
             if (best_i >= 0)
                 printf("BEST shape=%s m=%d cand=%d ms=%.5f first_ms=%.5f ratio=%.3f "
