@@ -8,8 +8,9 @@
 #     OUT=/tmp/out bash bench/gpu/power_by_kernel.sh
 # FOLIO_POWER_SECONDS (default 3): how long each GEMM loops.
 # nvidia-smi samples every 100 ms; power.draw.instant where the driver has it (power.draw is a
-# one-second average). A row's figures are the medians of its samples after the first second of
-# the work (the ramp), and J a launch = median power x seconds / launches.
+# one-second average). A row's figures are the medians of the samples taken while the measured
+# work ran (the LOOP seconds, or the decode steps' time, before the program ended; their first
+# 0.3 s left out), and mJ a launch = median power (W) x ms a launch.
 set -uo pipefail
 OUT=${OUT:-/tmp/folio-out}
 mkdir -p "$OUT"
@@ -45,6 +46,8 @@ done
 FOLIO_BENCH_LOOP_S=$SECS run attention "$B/decode_bench" /tmp/tl attention 256 512 50
 run decode_b256 "$B/decode_bench" /tmp/tl decode 256 512 1500
 run decode_b64 "$B/decode_bench" /tmp/tl decode 64 512 3000
+echo 1500 >"$OUT/decode_b256.steps"
+echo 3000 >"$OUT/decode_b64.steps"
 
 python3 - "$OUT" <<'PY'
 import glob, os, re, statistics, sys
@@ -58,14 +61,18 @@ for tag in ["gemm_qkv", "gemm_o", "gemm_gateup", "gemm_down", "gemm_lmhead", "at
     if not os.path.exists(path):
         continue
     text = open(path).read()
-    launches = ms = None
+    launches = ms = seconds = None
     m = re.search(r"LOOP .*launches=(\d+) seconds=([\d.]+) ms=([\d.]+)", text)
     if m:
-        launches, ms = int(m.group(1)), float(m.group(3))
+        launches, seconds, ms = int(m.group(1)), float(m.group(2)), float(m.group(3))
     else:
         m = re.search(r"RESULT name=\S+ ms=([\d.]+)", text)
-        if m:
+        steps = os.path.join(out, tag + ".steps")
+        if m and os.path.exists(steps):
             ms = float(m.group(1))
+            launches = int(open(steps).read())
+            seconds = ms * launches / 1e3
+    end = float(open(os.path.join(out, tag + ".end")).read())
     samples = []
     for line in open(os.path.join(out, tag + ".csv")):
         f = [x.strip() for x in line.split(",")]
@@ -76,16 +83,14 @@ for tag in ["gemm_qkv", "gemm_o", "gemm_gateup", "gemm_down", "gemm_lmhead", "at
             samples.append((t, float(f[1]), float(f[2]), f[3]))
         except ValueError:
             pass
-    # The work's steady state: samples drawing well above idle, after its first second.
-    busy = [s for s in samples if s[2] > 250]
-    if busy:
-        busy = [s for s in busy if s[0] >= busy[0][0] + 1.0] or busy
+    # The measured work: its last `seconds` before the program ended, less the first 0.3 s.
+    busy = [s for s in samples if seconds and end - seconds + 0.3 <= s[0] <= end - 0.1]
     if not busy or ms is None:
-        print(f"| {tag} | - | {ms} | no busy samples ({len(samples)}) | | | |")
+        print(f"| {tag} | - | {ms} | no samples in the work's window ({len(samples)} in all) | | | |")
         continue
     pw = statistics.median(s[2] for s in busy)
     mhz = statistics.median(s[1] for s in busy)
     capped = sum(1 for s in busy if int(s[3], 16) & 0x4)
-    print(f"| {tag} | {launches if launches else '-'} | {ms:.4f} | {pw:.0f} | {mhz:.0f} | "
+    print(f"| {tag} | {launches} | {ms:.4f} | {pw:.0f} | {mhz:.0f} | "
           f"{capped} of {len(busy)} | {pw * ms:.1f} |")
 PY
