@@ -9,8 +9,8 @@
 # FOLIO_POWER_SECONDS (default 3): how long each GEMM loops.
 # nvidia-smi samples every 100 ms; power.draw.instant where the driver has it (power.draw is a
 # one-second average). A row's figures are the medians of the samples taken while the measured
-# work ran (the LOOP seconds, or the decode steps' time, before the program ended; their first
-# 0.3 s left out), and mJ a launch = median power (W) x ms a launch.
+# work ran (the LOOP seconds, or the decode steps' time, before the program ended, less its last
+# 0.5 s), and mJ a launch = median power (W) x ms a launch.
 set -uo pipefail
 OUT=${OUT:-/tmp/folio-out}
 mkdir -p "$OUT"
@@ -83,8 +83,9 @@ for tag in ["gemm_qkv", "gemm_o", "gemm_gateup", "gemm_down", "gemm_lmhead", "at
             samples.append((t, float(f[1]), float(f[2]), f[3]))
         except ValueError:
             pass
-    # The measured work: its last `seconds` before the program ended, less the first 0.3 s.
-    busy = [s for s in samples if seconds and end - seconds + 0.3 <= s[0] <= end - 0.1]
+    # The measured work: the `seconds` before the program ended, less the last 0.5 s (the
+    # program's teardown may fall in them; a little of its setup may fall in the first ones).
+    busy = [s for s in samples if seconds and end - seconds <= s[0] <= end - 0.5]
     if not busy or ms is None:
         print(f"| {tag} | - | {ms} | no samples in the work's window ({len(samples)} in all) | | | |")
         continue
