@@ -61,7 +61,10 @@ rm -rf "$OUT/work"
 
 echo "== timings"
 [ "${FOLIO_SKIP_TIMINGS:-0}" = 1 ] || {
-  for b in 1 8 64 256; do timeout 60 "$B/decode_bench" /tmp/tl decode $b 512 64; done
+  # The issue's decode figures: 1000 steps each (2 s at b256), so that they read what a card keeps
+  # up (b256 steps run at the 700 W power cap); session 28's card read b256 1.9976 over 64 steps
+  # and 2.018-2.025 over 1000-1500 (2026-12-03-cuda-round34.md).
+  for b in 1 8 64 256; do timeout 60 "$B/decode_bench" /tmp/tl decode $b 512 1000; done
   # FOLIO_COMPARE_PDL=1: the same decode steps without programmatic dependent launch ("nopdl_").
   if [ "${FOLIO_COMPARE_PDL:-0}" = 1 ]; then
     for b in 1 8 64 256; do
