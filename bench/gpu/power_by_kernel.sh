@@ -43,6 +43,8 @@ run() {
 for shape in qkv:2560:2048 o:2048:2048 gateup:11264:2048 down:2048:5632 lmhead:32000:2048; do
   run "gemm_${shape%%:*}" "$B/lt_algos_bench" --m 256 --max 1 --loop "$SECS" "$shape"
 done
+# Attention reads the same 134 MB each launch (a step's layers each read their own), so up to the
+# L2's 50 MB of it may come from there: its row reads somewhat low against a step's attention.
 FOLIO_BENCH_LOOP_S=$SECS run attention "$B/decode_bench" /tmp/tl attention 256 512 50
 run decode_b256 "$B/decode_bench" /tmp/tl decode 256 512 1500
 run decode_b64 "$B/decode_bench" /tmp/tl decode 64 512 3000
