@@ -37,19 +37,34 @@
  *              padded stages' shared-memory size. _pitch_read / _swizzle_read:
  *              warp1_pitch / _swizzle with every tile read as decode attention
  *              reads it (16 ldmatrix a tile), no arithmetic.
+ *   warp1_bulk_stN  warp1's tiles by TMA bulk copies (cp.async.bulk, one
+ *              2 KB block-head each, lane 0 issuing) through N stages, each
+ *              with an mbarrier: the copies without the LSU.
+ *   ring_bulk_all / _half / _quarter  one one-warp CTA an SM (half, a
+ *              quarter of the SMs), each streaming whole blocks (8 KB of K
+ *              and 8 KB of V, all four heads) through a 12-stage ring of bulk
+ *              copies: can fewer SMs keep the DRAM busy?
  * Each launch reads one of 8 copies of the cache in turn (1.1 GB), so that
  * nothing comes from L2. Prints one RESULT line a pattern: us, the median of
  * 30 launches timed alone (events around each, as decode_bench's attention
  * mode times), and chain_us, a CUDA graph of 8 launches (one a copy, as a
- * step's kernels follow each other) over 8; TB/s over ctx keys' bytes. */
+ * step's kernels follow each other) over 8; TB/s over ctx keys' bytes.
+ *
+ * KV_PROBE_PATTERNS (a comma-separated list of names) runs only those.
+ * KV_PROBE_LOOP_S=S then replays each pattern's chain for S seconds after
+ * timing it and prints a LOOP line, so that bench/gpu/power_by_pattern.sh can
+ * read the card's power and clock while one pattern runs. */
 #include <cuda_runtime.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include <time.h>
+
 #include "attention_tile.cuh"
 #include "folio_kernels.h"
+#include "mbarrier.cuh"
 
 #define CK(x)                                                                                      \
     do {                                                                                           \
@@ -317,6 +332,116 @@ __global__ void warp1_ldg_kernel(cache c)
         g_sink = acc;
 }
 
+/* One bulk copy of `bytes` (a multiple of 16) from global memory into shared
+ * memory, completing on bar. */
+__device__ __forceinline__ void bulk_copy(void *dst, const void *src, uint32_t bytes, uint64_t *bar)
+{
+    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], "
+                 "%2, [%3];\n" ::"r"(smem_addr(dst)),
+                 "l"(src), "r"(bytes), "r"(smem_addr(bar))
+                 : "memory");
+}
+
+/* The ring the bulk patterns run, by one warp: lane 0 issues item i's copies
+ * (copy(i, stage, bar), after announcing `bytes` on the stage's barrier) ST
+ * items ahead; every lane waits for an item, reads one 16-byte chunk of it
+ * (nothing is dead), and the stage is refilled. */
+template <int ST, class Copy>
+__device__ __forceinline__ uint32_t bulk_ring(int items, uint32_t bytes, uint4 *sm, int stage16,
+                                              const Copy &copy)
+{
+    __shared__ uint64_t bar[ST];
+    const int lane = threadIdx.x;
+    if (lane == 0) {
+        for (int s = 0; s < ST; s++)
+            mbar_init(&bar[s], 1);
+        mbar_init_fence();
+    }
+    __syncwarp();
+    auto issue = [&](int i) {
+        if (lane == 0 && i < items) {
+            mbar_arrive_expect_tx(&bar[i % ST], bytes);
+            copy(i, sm + (i % ST) * stage16, &bar[i % ST]);
+        }
+    };
+    for (int i = 0; i < ST; i++)
+        issue(i);
+    uint32_t acc = 0;
+    for (int i = 0; i < items; i++) {
+        mbar_wait(&bar[i % ST], (uint32_t)(i / ST) & 1);
+        const uint4 x = sm[(i % ST) * stage16 + lane];
+        acc ^= x.x ^ x.w;
+        __syncwarp();
+        /* the warp's reads of the stage before the copies that refill it */
+        asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+        issue(i + ST);
+    }
+    return acc;
+}
+
+/* warp1's tiles (blocks 2j and 2j + 1 of head h: K then V) by bulk copies. */
+template <int ST> __global__ void warp1_bulk_kernel(cache c)
+{
+    extern __shared__ __align__(128) uint4 sm[];
+    const int s = blockIdx.x, h = blockIdx.y;
+    const uint32_t acc = bulk_ring<ST>(
+        c.tiles, 4 * HEAD_BYTES, sm, 4 * HEAD_BYTES / 16, [&](int j, uint4 *st, uint64_t *bar) {
+            for (int b = 0; b < 2; b++) {
+                const int64_t off = ((int64_t)(s * c.nb + 2 * j + b) * KVH + h) * HEAD_BYTES;
+                bulk_copy(st + b * 128, c.k + off, HEAD_BYTES, bar);
+                bulk_copy(st + 256 + b * 128, c.v + off, HEAD_BYTES, bar);
+            }
+        });
+    if (acc == 0x12345678u)
+        g_sink = acc;
+}
+
+/* Every sequence's ctx / 16 blocks (8 KB of K, 8 KB of V: all four heads),
+ * item i to CTA i % gridDim.x, through a ring of RING_ST 16 KB stages. */
+enum { RING_ST = 12 };
+__global__ void ring_bulk_kernel(cache c, int batch, int blocks_per_seq)
+{
+    extern __shared__ __align__(128) uint4 sm[];
+    constexpr int BLOCK_BYTES = KVH * HEAD_BYTES;
+    const int total = batch * blocks_per_seq;
+    const int mine = total > (int)blockIdx.x ? (total - blockIdx.x + gridDim.x - 1) / gridDim.x : 0;
+    const uint32_t acc = bulk_ring<RING_ST>(
+        mine, 2 * BLOCK_BYTES, sm, 2 * BLOCK_BYTES / 16, [&](int i, uint4 *st, uint64_t *bar) {
+            const int item = blockIdx.x + i * gridDim.x;
+            const int s = item / blocks_per_seq, b = item % blocks_per_seq;
+            const int64_t off = (int64_t)(s * c.nb + b) * BLOCK_BYTES;
+            bulk_copy(st, c.k + off, BLOCK_BYTES, bar);
+            bulk_copy(st + BLOCK_BYTES / 16, c.v + off, BLOCK_BYTES, bar);
+        });
+    if (acc == 0x12345678u)
+        g_sink = acc;
+}
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+/* Whether pattern `name` is in the comma-separated list (NULL: every one). */
+static bool selected(const char *list, const char *name)
+{
+    if (!list || !*list)
+        return true;
+    const size_t n = strlen(name);
+    for (const char *p = list; *p;) {
+        const char *e = strchr(p, ',');
+        const size_t len = e ? (size_t)(e - p) : strlen(p);
+        if (len == n && !strncmp(p, name, n))
+            return true;
+        if (!e)
+            break;
+        p = e + 1;
+    }
+    return false;
+}
+
 static void sort_floats(float *t, int n) /* insertion sort, for medians */
 {
     for (int i = 1; i < n; i++)
@@ -423,7 +548,12 @@ int main(int argc, char **argv)
                            "warp1_swizzle",
                            "warp1_zfill_wide",
                            "warp1_pitch_read",
-                           "warp1_swizzle_read"};
+                           "warp1_swizzle_read",
+                           "warp1_bulk_st2",
+                           "warp1_bulk_st4",
+                           "ring_bulk_all",
+                           "ring_bulk_half",
+                           "ring_bulk_quarter"};
     const int n_patterns = (int)(sizeof names / sizeof names[0]);
     CK(cudaFuncSetAttribute(seq4_kernel<4>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                             4 * 4 * KVH * HEAD_BYTES));
@@ -431,6 +561,12 @@ int main(int argc, char **argv)
                             3 * 4 * KVH * HEAD_BYTES));
     CK(cudaFuncSetAttribute(seq4_kernel<2>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                             2 * 4 * KVH * HEAD_BYTES));
+    CK(cudaFuncSetAttribute(warp1_bulk_kernel<2>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                            2 * 4 * HEAD_BYTES));
+    CK(cudaFuncSetAttribute(warp1_bulk_kernel<4>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                            4 * 4 * HEAD_BYTES));
+    CK(cudaFuncSetAttribute(ring_bulk_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                            RING_ST * 2 * KVH * HEAD_BYTES));
     /* Pattern p on copy cpy of the cache, on stream st. */
     auto launch = [&](int p, int cpy, cudaStream_t st) -> cudaError_t {
         cache c = {pool + 2 * arr * cpy, pool + 2 * arr * cpy + arr, nb, ctx / KT};
@@ -504,12 +640,30 @@ int main(int argc, char **argv)
         case 20:
             warp1<2, SWIZZLE, true>(c, tab, ctx, batch, st);
             break;
+        case 21:
+            warp1_bulk_kernel<2><<<dim3(batch, KVH), 32, 2 * 4 * HEAD_BYTES, st>>>(c);
+            break;
+        case 22:
+            warp1_bulk_kernel<4><<<dim3(batch, KVH), 32, 4 * 4 * HEAD_BYTES, st>>>(c);
+            break;
+        case 23:
+        case 24:
+        case 25:
+            ring_bulk_kernel<<<p == 23   ? sms
+                               : p == 24 ? sms / 2
+                                         : sms / 4,
+                               32, RING_ST * 2 * KVH * HEAD_BYTES, st>>>(c, batch, ctx / BLK);
+            break;
         }
         return cudaGetLastError();
     };
     cudaStream_t gs;
     CK(cudaStreamCreateWithFlags(&gs, cudaStreamNonBlocking));
+    const char *only = getenv("KV_PROBE_PATTERNS");
+    const double loop_s = getenv("KV_PROBE_LOOP_S") ? atof(getenv("KV_PROBE_LOOP_S")) : 0.0;
     for (int p = 0; p < n_patterns; p++) {
+        if (!selected(only, names[p]))
+            continue;
         float t[REPS];
         for (int r = -3; r < REPS; r++) {
             CK(cudaEventRecord(e0));
@@ -538,6 +692,20 @@ int main(int argc, char **argv)
             CK(cudaEventSynchronize(e1));
             if (r >= 0)
                 CK(cudaEventElapsedTime(&tc[r], e0, e1));
+        }
+        if (loop_s > 0) { /* chains of 8 launches, queued 16 at a time */
+            const double start = now_s();
+            long chains = 0;
+            while (now_s() - start < loop_s) {
+                for (int r = 0; r < 16; r++)
+                    CK(cudaGraphLaunch(ge, gs));
+                chains += 16;
+                CK(cudaStreamSynchronize(gs));
+            }
+            const double end = now_s();
+            printf("LOOP pattern=%s launches=%ld seconds=%.3f us=%.3f start=%.3f end=%.3f\n",
+                   names[p], chains * COPIES, end - start, (end - start) * 1e6 / (chains * COPIES),
+                   start, end);
         }
         CK(cudaGraphExecDestroy(ge));
         CK(cudaGraphDestroy(g));
