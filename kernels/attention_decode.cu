@@ -385,14 +385,16 @@ template <int D, int NQ, bool NORM> struct rope_inputs {
         }
     }
 
-    /* Token t's new key (rotated) and value into the cache, at row pos of
-     * cache block `block`, as rope_kv_write_kernel would write them: two
-     * adjacent values a lane. */
-    __device__ __forceinline__ void write_new_kv(const decode_args &a, int kvh, int pos,
-                                                 int32_t block, int lane, float inv) const
+    /* Token t's new key, scaled (NORM) and rotated, and its value scaled, as
+     * the cache holds them: bf16 pairs, two adjacent values a lane (k1: dims
+     * 2 lane, + 1 of the first half, k2: those of the second; v[it]: dims
+     * 2 lane + 64 it, + 1). Lanes past the first half hold no key pair. */
+    struct new_kv {
+        uint32_t k1, k2, v[D / 64];
+    };
+    __device__ __forceinline__ new_kv final_kv(int lane, float inv) const
     {
-        const int64_t off = ((int64_t)block * a.num_kv_heads + kvh) * (FOLIO_K_BLOCK * D) +
-                            (int64_t)(pos % FOLIO_K_BLOCK) * D;
+        new_kv r = {};
         const int i = 2 * lane;
         if (i < HALF) {
             folio_bf16_bits x1[2] = {k1[0], k1[1]}, x2[2] = {k2[0], k2[1]};
@@ -404,9 +406,8 @@ template <int D, int NQ, bool NORM> struct rope_inputs {
                 }
                 rope_rotate_cs(x1[e], x2[e], k_cs[e]);
             }
-            uint32_t *k = (uint32_t *)(a.k_cache + off); /* the cache is the kernel's to write */
-            k[i / 2] = (uint32_t)x1[0] | (uint32_t)x1[1] << 16;
-            k[(i + HALF) / 2] = (uint32_t)x2[0] | (uint32_t)x2[1] << 16;
+            r.k1 = (uint32_t)x1[0] | (uint32_t)x1[1] << 16;
+            r.k2 = (uint32_t)x2[0] | (uint32_t)x2[1] << 16;
         }
 #pragma unroll
         for (int it = 0; it < D / 64; it++) {
@@ -415,7 +416,87 @@ template <int D, int NQ, bool NORM> struct rope_inputs {
                 scale_bf16(v0, inv);
                 scale_bf16(v1, inv);
             }
-            ((uint32_t *)(a.v_cache + off))[(i + 64 * it) / 2] = (uint32_t)v0 | (uint32_t)v1 << 16;
+            r.v[it] = (uint32_t)v0 | (uint32_t)v1 << 16;
+        }
+        return r;
+    }
+
+    /* That key and value into the cache, at row pos of cache block `block`,
+     * as rope_kv_write_kernel would write them. */
+    static __device__ __forceinline__ void write_new_kv(const decode_args &a, int kvh, int pos,
+                                                        int32_t block, int lane, const new_kv &n)
+    {
+        const int64_t off = ((int64_t)block * a.num_kv_heads + kvh) * (FOLIO_K_BLOCK * D) +
+                            (int64_t)(pos % FOLIO_K_BLOCK) * D;
+        const int i = 2 * lane;
+        if (i < HALF) {
+            uint32_t *k = (uint32_t *)(a.k_cache + off); /* the cache is the kernel's to write */
+            k[i / 2] = n.k1;
+            k[(i + HALF) / 2] = n.k2;
+        }
+#pragma unroll
+        for (int it = 0; it < D / 64; it++)
+            ((uint32_t *)(a.v_cache + off))[(i + 64 * it) / 2] = n.v[it];
+    }
+
+    /* The online softmax's state after the new key alone (new_key_first):
+     * each head's score against it is the running max (log2 domain), its
+     * weight 1 the running sum (in the lanes of g 0: the caller adds the
+     * eight lanes of a tq), the value the output. The layouts are
+     * decode_tile's: qb[nq][s] holds dims 16 s + 2 tq, + 1 (word 0) and
+     * + 8, + 9 (word 1) of head 8 nq + g; o[dt][nq] dims 16 dt + g (0, 1) and
+     * + 8 (2, 3) of heads 8 nq + 2 tq (0, 2) and + 1 (1, 3). */
+    static __device__ __forceinline__ void
+    new_key_start(const new_kv &n, const uint32_t (&qb)[NQ][KS][2], float scale_log2,
+                  float (&o)[KS][NQ][4], float (&m)[NQ][2], float (&l)[NQ][2], int lane)
+    {
+        const int g = lane >> 2, tq = lane & 3;
+        constexpr int SH = HALF / 16; /* k-steps in a half: dims 16 s lie in k1 for s < SH */
+        float dot[NQ];
+#pragma unroll
+        for (int nq = 0; nq < NQ; nq++)
+            dot[nq] = 0.0f;
+#pragma unroll
+        for (int s = 0; s < KS; s++) {
+            const uint32_t kw = s < SH ? n.k1 : n.k2;
+            const int src = 8 * (s % SH) + tq; /* holds dims 16 s + 2 tq, + 1 of its half */
+            const uint32_t k_lo = __shfl_sync(0xffffffffu, kw, src);
+            const uint32_t k_hi = __shfl_sync(0xffffffffu, kw, src + 4); /* + 8, + 9 */
+#pragma unroll
+            for (int nq = 0; nq < NQ; nq++) {
+                const uint32_t q2[2] = {qb[nq][s][0], qb[nq][s][1]}, k2w[2] = {k_lo, k_hi};
+#pragma unroll
+                for (int w = 0; w < 2; w++) {
+                    dot[nq] += bf16_to_f32((folio_bf16_bits)(q2[w] & 0xffffu)) *
+                               bf16_to_f32((folio_bf16_bits)(k2w[w] & 0xffffu));
+                    dot[nq] += bf16_to_f32((folio_bf16_bits)(q2[w] >> 16)) *
+                               bf16_to_f32((folio_bf16_bits)(k2w[w] >> 16));
+                }
+            }
+        }
+#pragma unroll
+        for (int nq = 0; nq < NQ; nq++) {
+            dot[nq] += __shfl_xor_sync(0xffffffffu, dot[nq], 1);
+            dot[nq] += __shfl_xor_sync(0xffffffffu, dot[nq], 2); /* head 8 nq + g's score */
+#pragma unroll
+            for (int c = 0; c < 2; c++) {
+                m[nq][c] = __shfl_sync(0xffffffffu, dot[nq], 4 * (2 * tq + c)) * scale_log2;
+                l[nq][c] = g == 0 ? 1.0f : 0.0f;
+            }
+        }
+#pragma unroll
+        for (int dt = 0; dt < KS; dt++) {
+            /* dims 16 dt + g and + 8: lanes 8 (dt % 4) + g / 2 and + 4, value g & 1 of v[dt / 4] */
+            const int src = 8 * (dt % 4) + g / 2;
+            const uint32_t lo = __shfl_sync(0xffffffffu, n.v[dt / 4], src);
+            const uint32_t hi = __shfl_sync(0xffffffffu, n.v[dt / 4], src + 4);
+            const float v_lo = bf16_to_f32((folio_bf16_bits)(g & 1 ? lo >> 16 : lo & 0xffffu));
+            const float v_hi = bf16_to_f32((folio_bf16_bits)(g & 1 ? hi >> 16 : hi & 0xffffu));
+#pragma unroll
+            for (int nq = 0; nq < NQ; nq++) {
+                o[dt][nq][0] = o[dt][nq][1] = v_lo;
+                o[dt][nq][2] = o[dt][nq][3] = v_hi;
+            }
         }
     }
 };
@@ -478,8 +559,14 @@ __global__ void __launch_bounds__(NW * 32)
     const int g = lane >> 2, tq = lane & 3;
     const int group = a.num_heads / a.num_kv_heads;
     const int pos = a.b.token_pos[t]; /* -1: padding row, no keys, zeros out */
-    const int n_keys = pos + 1;
-    const split_layout sl(pos, splits, NW);
+    /* With RoPE in one one-warp CTA (the cuBLASLt path's plan), the warp that
+     * makes the new key and value scores that key from its registers
+     * (new_key_start) and its tiles stop before it: no copy of row pos after
+     * the cache write, and no tile for that key alone when pos is a multiple
+     * of the tile (every step of a decode at 512 tokens of context). */
+    const bool new_key_in_regs = ROPE && NW == 1 && splits == 1;
+    const int n_keys = new_key_in_regs ? pos : pos + 1; /* keys the tiles take from the cache */
+    const split_layout sl(n_keys - 1, splits, NW);
     const int tiles = sl.tiles, per = sl.per, active = sl.active;
     /* One split with keys (or none: a padding row) writes the output itself. */
     const bool direct = active <= 1;
@@ -542,20 +629,22 @@ __global__ void __launch_bounds__(NW * 32)
          * would otherwise queue behind every warp's first tiles. */
         if (!ROPE)
             load_first(pos);
-        int pos_j = -1; /* which of the first ST tiles holds key pos */
+        int pos_j = -1; /* which of the first ST tiles holds key pos (copied) */
 #pragma unroll
         for (int j = 0; j < ST; j++) {
             const int kb = (t_begin + warp + j * NW) * KT;
-            if (j < mine && kb <= pos && pos < kb + KT)
+            if (!new_key_in_regs && j < mine && kb <= pos && pos < kb + KT)
                 pos_j = j;
         }
         const int32_t pos_block =
             __shfl_sync(0xffffffffu, blk, max(pos_j, 0) * BPT + (pos % KT) / FOLIO_K_BLOCK);
         /* RoPE here: the warp whose tiles hold key pos writes it into the cache
-         * (its block id read before the wait), then reads it back as any key. */
+         * (its block id read before the wait), then reads it back as any key,
+         * or (new_key_in_regs) the CTA's one warp writes it and scores it. */
         const int pos_tile = pos / KT;
-        const bool writes_new_kv = ROPE && pos >= 0 && pos_tile >= t_begin && pos_tile < t_end &&
-                                   (pos_tile - t_begin) % NW == warp;
+        const bool writes_new_kv = ROPE && pos >= 0 &&
+                                   (new_key_in_regs || (pos_tile >= t_begin && pos_tile < t_end &&
+                                                        (pos_tile - t_begin) % NW == warp));
         const int32_t new_block = writes_new_kv ? table[pos / FOLIO_K_BLOCK] : 0;
         pdl_wait();
         /* A buffer the kernels before this one were the last to read (every
@@ -567,7 +656,7 @@ __global__ void __launch_bounds__(NW * 32)
         rope_inputs<D, NQ, NORM> in;
         if (ROPE) {
             in.load(a, rope_cos_sin, norm, t, kvh, group, pos, writes_new_kv, lane);
-            load_first(pos);
+            load_first(new_key_in_regs ? -1 : pos);
         } else { /* with ROPE, after q: this warp may write that row first */
             load_pos_row<D, NW>(stage0, pos_j, a, pos_block, kvh, pos, t_begin, warp, lane);
         }
@@ -595,11 +684,15 @@ __global__ void __launch_bounds__(NW * 32)
                 qb[nq][s][1] = live ? q[(16 * s + 8 + 2 * tq) / 2] : 0u;
             }
         }
+        typename rope_inputs<D, NQ, NORM>::new_kv nkv = {};
         if (ROPE) { /* then the new key and value, and that row */
             if (writes_new_kv) {
-                in.write_new_kv(a, kvh, pos, new_block, lane, inv);
-                __threadfence_block(); /* the lanes' cache writes before any lane's copies */
-                __syncwarp();
+                nkv = in.final_kv(lane, inv);
+                in.write_new_kv(a, kvh, pos, new_block, lane, nkv);
+                if (!new_key_in_regs) {
+                    __threadfence_block(); /* the lanes' cache writes before any lane's copies */
+                    __syncwarp();
+                }
             }
             load_pos_row<D, NW>(stage0, pos_j, a, pos_block, kvh, pos, t_begin, warp, lane);
             /* q of the group's heads, k and v of its KV head: read by this
@@ -619,15 +712,19 @@ __global__ void __launch_bounds__(NW * 32)
             }
         }
         float o[KS][NQ][4], m[NQ][2], l[NQ][2];
-#pragma unroll
-        for (int nq = 0; nq < NQ; nq++) {
-            m[nq][0] = m[nq][1] = -INFINITY;
-            l[nq][0] = l[nq][1] = 0.0f;
-#pragma unroll
-            for (int dt = 0; dt < KS; dt++)
-                o[dt][nq][0] = o[dt][nq][1] = o[dt][nq][2] = o[dt][nq][3] = 0.0f;
-        }
         const float scale_log2 = attention_scale_log2<D>();
+        if (new_key_in_regs && pos >= 0) {
+            rope_inputs<D, NQ, NORM>::new_key_start(nkv, qb, scale_log2, o, m, l, lane);
+        } else {
+#pragma unroll
+            for (int nq = 0; nq < NQ; nq++) {
+                m[nq][0] = m[nq][1] = -INFINITY;
+                l[nq][0] = l[nq][1] = 0.0f;
+#pragma unroll
+                for (int dt = 0; dt < KS; dt++)
+                    o[dt][nq][0] = o[dt][nq][1] = o[dt][nq][2] = o[dt][nq][3] = 0.0f;
+            }
+        }
         for (int j = 0; j < mine; j++) {
             /* Tile j's group is complete: ST groups came after it for j < ST
              * (the later first tiles and the pos row), ST - 1 after that (the
