@@ -39,7 +39,12 @@
  * RoPE here (the kernels with ROPE, given the cos/sin table): q, k and v come
  * unrotated in qkv; each lane rotates its own q values (the two halves of a
  * rotation pair lie in the same lane), and the warp whose tiles hold key pos
- * writes the new key and value into the cache before it copies that row.
+ * writes the new key and value into the cache before it copies that row. In
+ * one-warp CTAs of one split (the plan past 64 rows) that warp instead scores
+ * the new key from its registers, before its tiles, which stop short of it:
+ * at 512 keys of context the step's 17th tile held that key alone. On the
+ * H200 b256 steps took 1.9613 ms against 1.9720 (means), b128 1.4590 against
+ * 1.4673 (bench/results/2026-12-03-cuda-round35.md).
  * The backend asks for it on the cuBLASLt path only (65-256 rows), where it
  * saves the RoPE kernel; there q comes as bf16 rows. Those kernels issue the
  * loads of q, its cos/sin, the residual row and the new key and value
