@@ -3,9 +3,8 @@
 # while? Starts `folio serve` (CPU backend, two frontends) on MODEL_DIR, stops the scheduler with
 # SIGSTOP for STALL seconds, lets it run again, and after 12 s prints /health (200: every frontend
 # registered again) and how many registrations the scheduler logged. Session 29 measured, by this
-# procedure,
-# a frontend that closes and reopens its REQ socket after three unanswered Registers (7 of 8 runs
-# never recovered, nng 1.5.2) against the code without that (6 of 6 recovered):
+# procedure, a frontend that closes and reopens its REQ socket after three unanswered Registers
+# (7 of 8 runs never recovered, nng 1.5.2) against the code without that (6 of 6 recovered):
 #     tests/tools/scheduler_stall.sh build-asan/bin /tmp/tinym [STALL]
 # (a model from tests/fixtures/make_tiny_model.py). The log is left in /tmp/scheduler_stall.log.
 set -u
