@@ -206,6 +206,8 @@ static int do_register(struct folio_link *l)
                         (int)reply->body_case);
     } else if (!reply->register_reply->ok) {
         folio_log_error(0, "scheduler refused Register: %s", reply->register_reply->error);
+        snprintf(l->ctl_error, sizeof l->ctl_error, "the scheduler refused Register: %.900s",
+                 reply->register_reply->error);
     } else {
         Folio__RegisterReply *rr = reply->register_reply;
         pthread_mutex_lock(&l->mu);
