@@ -52,8 +52,9 @@ echo 1500 >"$OUT/decode_b256.steps"
 echo 3000 >"$OUT/decode_b64.steps"
 
 python3 - "$OUT" <<'PY'
-import glob, os, re, statistics, sys
-from datetime import datetime
+import os, re, sys
+sys.path.insert(0, "bench/gpu")
+import smi_samples
 out = sys.argv[1]
 print("| work | launches | ms a launch | power W | SM MHz | power-capped samples | mJ a launch |")
 print("|---|---|---|---|---|---|---|")
@@ -75,25 +76,14 @@ for tag in ["gemm_qkv", "gemm_o", "gemm_gateup", "gemm_down", "gemm_lmhead", "at
             launches = int(open(steps).read())
             seconds = ms * launches / 1e3
     end = float(open(os.path.join(out, tag + ".end")).read())
-    samples = []
-    for line in open(os.path.join(out, tag + ".csv")):
-        f = [x.strip() for x in line.split(",")]
-        if len(f) < 4:
-            continue
-        try:
-            t = datetime.strptime(f[0], "%Y/%m/%d %H:%M:%S.%f").timestamp()
-            samples.append((t, float(f[1]), float(f[2]), f[3]))
-        except ValueError:
-            pass
+    samples = smi_samples.read(os.path.join(out, tag + ".csv"))
     # The measured work: the `seconds` before the program ended, less the last 0.5 s (the
     # program's teardown may fall in them; a little of its setup may fall in the first ones).
-    busy = [s for s in samples if seconds and end - seconds <= s[0] <= end - 0.5]
-    if not busy or ms is None:
+    w = smi_samples.window(samples, end - seconds, end - 0.5) if seconds else None
+    if not w or ms is None:
         print(f"| {tag} | - | {ms} | no samples in the work's window ({len(samples)} in all) | | | |")
         continue
-    pw = statistics.median(s[2] for s in busy)
-    mhz = statistics.median(s[1] for s in busy)
-    capped = sum(1 for s in busy if int(s[3], 16) & 0x4)
+    pw, mhz, capped, n = w
     print(f"| {tag} | {launches} | {ms:.4f} | {pw:.0f} | {mhz:.0f} | "
-          f"{capped} of {len(busy)} | {pw * ms:.1f} |")
+          f"{capped} of {n} | {pw * ms:.1f} |")
 PY

@@ -30,16 +30,10 @@ grep -E '^(PLAN|RESULT)' "$OUT/patterns.out" | cut -c1-160
 
 python3 - "$OUT" <<'PY'
 import os, re, statistics, sys
-from datetime import datetime
+sys.path.insert(0, "bench/gpu")
+import smi_samples
 out = sys.argv[1]
-samples = []
-for line in open(os.path.join(out, "patterns.csv")):
-    f = [x.strip() for x in line.split(",")]
-    try:
-        t = datetime.strptime(f[0], "%Y/%m/%d %H:%M:%S.%f").timestamp()
-        samples.append((t, float(f[1]), float(f[2]), int(f[3], 16)))
-    except (ValueError, IndexError):
-        pass
+samples = smi_samples.read(os.path.join(out, "patterns.csv"))
 idle = [s[2] for s in samples if s[2] < 200]
 print(f"idle (samples under 200 W): {statistics.median(idle):.0f} W" if idle else "no idle samples")
 print("| pattern | us a launch (looped) | TB/s | power W | SM MHz | capped samples | mJ a launch |")
@@ -49,13 +43,11 @@ for line in open(os.path.join(out, "patterns.out")):
     if not m:
         continue
     name, us, start, end = m.group(1), float(m.group(3)), float(m.group(4)), float(m.group(5))
-    busy = [s for s in samples if start + 0.5 <= s[0] <= end - 0.2]
-    if not busy:
+    w = smi_samples.window(samples, start + 0.5, end - 0.2)
+    if not w:
         print(f"| {name} | {us:.2f} | | no samples | | | |")
         continue
-    pw = statistics.median(s[2] for s in busy)
-    mhz = statistics.median(s[1] for s in busy)
-    capped = sum(1 for s in busy if s[3] & 0x4)
+    pw, mhz, capped, n = w
     tbps = 2.0 * 256 * 4 * 512 * 64 * 2 / us * 1e-6
-    print(f"| {name} | {us:.2f} | {tbps:.3f} | {pw:.0f} | {mhz:.0f} | {capped} of {len(busy)} | {pw * us / 1e3:.1f} |")
+    print(f"| {name} | {us:.2f} | {tbps:.3f} | {pw:.0f} | {mhz:.0f} | {capped} of {n} | {pw * us / 1e3:.1f} |")
 PY
