@@ -126,52 +126,21 @@ struct split_layout {
     }
 };
 
-/* One K/V tile against a warp's query heads, transposed: S^T = K Q^T with
- * the tile's keys as the rows (two m16 tiles of 16) and the heads as the
- * columns (NQ n-tiles of 8), the online softmax per head column in the log2
- * domain, then O^T += V^T P^T with the head dims as the rows. P^T goes from
- * the accumulator layout to the B operand by movmatrix.
- *
- * Fragments (lane = 4 g + tq): qb[nq][s] is the B operand of head dims
- * 16 s .. 16 s + 15 of head 8 nq + g; o[dt][nq] holds dims 16 dt + g (0, 1)
- * and 16 dt + g + 8 (2, 3) of heads 8 nq + 2 tq (0, 2) and 8 nq + 2 tq + 1
- * (1, 3); m and l are those two heads' running max and sum (l summed over
- * the lane's keys only: the caller adds up the eight lanes of a tq). Keys
- * at or past k_end are masked (a decode token sees every key before it). */
+/* decode_tile's middle, shared with the register-direct kernel: the scores
+ * S^T (keys x heads, scaled into the log2 domain here) masked (only a tile
+ * reaching past the context needs one), the online softmax per head column
+ * (rescaling o, m and l), and P^T in bf16 as the B operand of O^T += V^T P^T:
+ * each 8x8 half of an accumulator fragment (keys x heads), transposed by
+ * movmatrix, is (heads x keys). Element e of an S^T fragment is head column
+ * e & 1, key row g + 8 (e >> 1). */
 template <int D, int NQ>
-__device__ __forceinline__ void
-decode_tile(const folio_bf16_bits *ks, const folio_bf16_bits *vs,
-            const uint32_t (&qb)[NQ][D / 16][2], float (&o)[D / 16][NQ][4], float (&m)[NQ][2],
-            float (&l)[NQ][2], int kbase, int k_end, float scale_log2)
+__device__ __forceinline__ void decode_softmax(float (&sc)[KT / 16][NQ][4],
+                                               float (&o)[D / 16][NQ][4], float (&m)[NQ][2],
+                                               float (&l)[NQ][2], uint32_t (&pb)[KT / 16][NQ][2],
+                                               int kbase, int k_end, float scale_log2)
 {
-    using layout = decode_layout<D>;
-    constexpr int MT = KT / 16; /* m-tiles of keys */
-    constexpr int KS = D / 16;  /* k-steps over head dims, and m-tiles of output dims */
+    constexpr int MT = KT / 16, KS = D / 16;
     const int lane = threadIdx.x & 31, g = lane >> 2;
-
-    /* S^T = K Q^T: K rows are the A operand as they lie (ldmatrix). */
-    float sc[MT][NQ][4];
-#pragma unroll
-    for (int mt = 0; mt < MT; mt++)
-#pragma unroll
-        for (int nq = 0; nq < NQ; nq++)
-            sc[mt][nq][0] = sc[mt][nq][1] = sc[mt][nq][2] = sc[mt][nq][3] = 0.0f;
-#pragma unroll
-    for (int mt = 0; mt < MT; mt++) {
-#pragma unroll
-        for (int s = 0; s < KS; s++) {
-            uint32_t ka[4];
-            ldmatrix_x4(ka, ks + layout::at(16 * mt + (lane & 7) + ((lane >> 3) & 1) * 8,
-                                            2 * s + (lane >> 4)));
-#pragma unroll
-            for (int nq = 0; nq < NQ; nq++)
-                mma_16816(sc[mt][nq], ka, qb[nq][s][0], qb[nq][s][1]);
-        }
-    }
-
-    /* Mask (only a tile reaching past the context needs one), online softmax
-     * per head column: element e of a fragment is head column e & 1, key row
-     * g + 8 (e >> 1). */
     float tile_max[NQ][2];
 #pragma unroll
     for (int nq = 0; nq < NQ; nq++)
@@ -211,9 +180,6 @@ decode_tile(const folio_bf16_bits *ks, const folio_bf16_bits *vs,
             }
         }
 
-    /* P^T in bf16 as the B operand of O^T += V^T P^T: each 8x8 half of an
-     * accumulator fragment (keys x heads), transposed, is (heads x keys). */
-    uint32_t pb[MT][NQ][2];
 #pragma unroll
     for (int mt = 0; mt < MT; mt++) {
 #pragma unroll
@@ -228,6 +194,53 @@ decode_tile(const folio_bf16_bits *ks, const folio_bf16_bits *vs,
             pb[mt][nq][1] = movmatrix_trans(pack_bf16x2(p[2], p[3]));
         }
     }
+}
+
+/* One K/V tile against a warp's query heads, transposed: S^T = K Q^T with
+ * the tile's keys as the rows (two m16 tiles of 16) and the heads as the
+ * columns (NQ n-tiles of 8), the online softmax per head column in the log2
+ * domain, then O^T += V^T P^T with the head dims as the rows. P^T goes from
+ * the accumulator layout to the B operand by movmatrix.
+ *
+ * Fragments (lane = 4 g + tq): qb[nq][s] is the B operand of head dims
+ * 16 s .. 16 s + 15 of head 8 nq + g; o[dt][nq] holds dims 16 dt + g (0, 1)
+ * and 16 dt + g + 8 (2, 3) of heads 8 nq + 2 tq (0, 2) and 8 nq + 2 tq + 1
+ * (1, 3); m and l are those two heads' running max and sum (l summed over
+ * the lane's keys only: the caller adds up the eight lanes of a tq). Keys
+ * at or past k_end are masked (a decode token sees every key before it). */
+template <int D, int NQ>
+__device__ __forceinline__ void
+decode_tile(const folio_bf16_bits *ks, const folio_bf16_bits *vs,
+            const uint32_t (&qb)[NQ][D / 16][2], float (&o)[D / 16][NQ][4], float (&m)[NQ][2],
+            float (&l)[NQ][2], int kbase, int k_end, float scale_log2)
+{
+    using layout = decode_layout<D>;
+    constexpr int MT = KT / 16; /* m-tiles of keys */
+    constexpr int KS = D / 16;  /* k-steps over head dims, and m-tiles of output dims */
+    const int lane = threadIdx.x & 31;
+
+    /* S^T = K Q^T: K rows are the A operand as they lie (ldmatrix). */
+    float sc[MT][NQ][4];
+#pragma unroll
+    for (int mt = 0; mt < MT; mt++)
+#pragma unroll
+        for (int nq = 0; nq < NQ; nq++)
+            sc[mt][nq][0] = sc[mt][nq][1] = sc[mt][nq][2] = sc[mt][nq][3] = 0.0f;
+#pragma unroll
+    for (int mt = 0; mt < MT; mt++) {
+#pragma unroll
+        for (int s = 0; s < KS; s++) {
+            uint32_t ka[4];
+            ldmatrix_x4(ka, ks + layout::at(16 * mt + (lane & 7) + ((lane >> 3) & 1) * 8,
+                                            2 * s + (lane >> 4)));
+#pragma unroll
+            for (int nq = 0; nq < NQ; nq++)
+                mma_16816(sc[mt][nq], ka, qb[nq][s][0], qb[nq][s][1]);
+        }
+    }
+
+    uint32_t pb[MT][NQ][2];
+    decode_softmax<D, NQ>(sc, o, m, l, pb, kbase, k_end, scale_log2);
 
     /* O^T += V^T P^T, V^T as the A operand: ldmatrix.trans of the V rows. */
 #pragma unroll
@@ -283,6 +296,13 @@ template <int D, int NQ, bool NORM> struct rope_inputs {
                                          const struct folio_k_row_norm &norm, int t, int kvh,
                                          int group, int pos, bool new_kv, int lane)
     {
+        load_q(a, t, kvh, group, pos, lane);
+        load_rest<true>(a, cos_sin, norm, t, kvh, pos, new_kv, lane);
+    }
+
+    __device__ __forceinline__ void load_q(const decode_args &a, int t, int kvh, int group, int pos,
+                                           int lane)
+    {
         const int g = lane >> 2, tq = lane & 3;
 #pragma unroll
         for (int nq = 0; nq < NQ; nq++) {
@@ -297,14 +317,25 @@ template <int D, int NQ, bool NORM> struct rope_inputs {
                 }
             }
         }
+    }
+
+    /* Q_CS: q's cos/sin; the residual row (NORM) and, for the warp that
+     * writes them (new_kv), the new key and value with the key's cos/sin. */
+    template <bool Q_CS>
+    __device__ __forceinline__ void load_rest(const decode_args &a, const uint32_t *cos_sin,
+                                              const struct folio_k_row_norm &norm, int t, int kvh,
+                                              int pos, bool new_kv, int lane)
+    {
         if (pos < 0)
             return;
-        const uint32_t *cs = cos_sin + (int64_t)pos * HALF + 2 * tq;
+        if (Q_CS) {
+            const uint32_t *cs = cos_sin + (int64_t)pos * HALF + 2 * (lane & 3);
 #pragma unroll
-        for (int s = 0; s < KS / 2; s++)
+            for (int s = 0; s < KS / 2; s++)
 #pragma unroll
-            for (int e = 0; e < 4; e++)
-                q_cs[s][e] = cs[16 * s + (e & 1) + 8 * (e >> 1)];
+                for (int e = 0; e < 4; e++)
+                    q_cs[s][e] = cs[16 * s + (e & 1) + 8 * (e >> 1)];
+        }
         if (NORM) {
             const uint4 *x = (const uint4 *)(norm.x + (int64_t)t * norm.hidden);
 #pragma unroll
@@ -542,6 +573,26 @@ __device__ __forceinline__ void load_pos_row(folio_bf16_bits *stage0, int pos_j,
     cp_async_commit();
 }
 
+/* Drops token t's q of the group's heads and k and v of KV head kvh from the
+ * L2 (l2_discard): read by one warp alone (a one-warp CTA of one split), and
+ * used by now. */
+template <int D>
+__device__ __forceinline__ void drop_qkv_lines(const decode_args &a, int t, int kvh, int group,
+                                               int lane)
+{
+    constexpr int LPH = D / 64; /* 128-byte lines a head */
+    const int nq_lines = group * LPH;
+    __syncwarp();
+    for (int i = lane; i < nq_lines + 2 * LPH; i += 32) {
+        const int64_t col =
+            i < nq_lines ? (int64_t)kvh * group * D + i * 64
+            : i < nq_lines + LPH
+                ? (int64_t)(a.num_heads + kvh) * D + (i - nq_lines) * 64
+                : (int64_t)(a.num_heads + a.num_kv_heads + kvh) * D + (i - nq_lines - LPH) * 64;
+        l2_discard(a.qkv + (int64_t)t * (a.num_heads + 2 * a.num_kv_heads) * D + col);
+    }
+}
+
 template <int D, int NW, int NQ, int ROPE>
 __global__ void __launch_bounds__(NW * 32)
     attention_decode_kernel(decode_args a, const uint32_t *rope_cos_sin,
@@ -700,21 +751,8 @@ __global__ void __launch_bounds__(NW * 32)
                 }
             }
             load_pos_row<D, NW>(stage0, pos_j, a, pos_block, kvh, pos, t_begin, warp, lane);
-            /* q of the group's heads, k and v of its KV head: read by this
-             * CTA's one warp alone (one split), and used by now. */
-            if (NW == 1 && splits == 1 && drop.input && pos >= 0) {
-                constexpr int LPH = D / 64; /* 128-byte lines a head */
-                const int nq_lines = group * LPH;
-                __syncwarp();
-                for (int i = lane; i < nq_lines + 2 * LPH; i += 32) {
-                    const int64_t col = i < nq_lines ? (int64_t)kvh * group * D + i * 64
-                                        : i < nq_lines + LPH
-                                            ? (int64_t)(a.num_heads + kvh) * D + (i - nq_lines) * 64
-                                            : (int64_t)(a.num_heads + a.num_kv_heads + kvh) * D +
-                                                  (i - nq_lines - LPH) * 64;
-                    l2_discard(a.qkv + (int64_t)t * (a.num_heads + 2 * a.num_kv_heads) * D + col);
-                }
-            }
+            if (NW == 1 && splits == 1 && drop.input && pos >= 0)
+                drop_qkv_lines<D>(a, t, kvh, group, lane);
         }
         float o[KS][NQ][4], m[NQ][2], l[NQ][2];
         const float scale_log2 = attention_scale_log2<D>();
@@ -890,6 +928,362 @@ __global__ void __launch_bounds__(NW * 32)
     }
 }
 
+/* ---- The register-direct kernel: one warp, one split, RoPE (65-256 rows) ----
+ *
+ * attention_decode_kernel copies every K/V tile into shared memory (cp.async)
+ * and reads it back into MMA fragments (ldmatrix). This kernel loads each
+ * lane's share of a tile straight into registers, in an order chosen so that
+ * 16-byte loads already are MMA fragments: the head dims of S^T = K Q^T are a
+ * sum (any order of them gives the same scores, q taken in the same order),
+ * and the dims of O^T = V^T P^T are rows of the output (any order, undone by
+ * the store). With lane = 4 g + tq and D = 64:
+ *   - key rows g and g + 8 of each 16: the lane loads dims 8 tq .. 8 tq + 7 and
+ *     32 + 8 tq .. (16-byte chunks tq and tq + 4; a warp's load is 64
+ *     contiguous bytes of 8 rows); its k-slots 2 tq, + 1 / 2 tq + 8, + 9 of
+ *     k-step s are words 2 (s % 2) / 2 (s % 2) + 1 of chunk tq + 4 (s / 2).
+ *     q comes in the same order, and its rotation pairs (d, d + 32) lie in one
+ *     lane;
+ *   - V: the lane loads dims 8 g .. 8 g + 7 (a warp's load is four whole
+ *     128-byte rows) of keys 2 tq, + 1, + 8, + 9 of each 16, and pairs two
+ *     keys' values of one dim in a register by a byte permute: output row g of
+ *     m-tile dt is dim 8 g + 2 dt, row g + 8 dim 8 g + 2 dt + 1;
+ *   - the output of head 8 nq + 2 tq + c, dims 8 g .. 8 g + 7, is then one
+ *     16-byte store.
+ * Two tiles (128 registers) are in flight as one is used, as two cp.async
+ * stages were. */
+
+/* 16 bytes from global memory past L1 (nothing is read twice), the whole
+ * 128-byte line fetched into L2 at once (cp_async_16's L2::128B); zeros
+ * without a read when !live. No kernel writes the cache rows read here while
+ * this one runs (row pos, written by this warp, is not among them). */
+template <bool MASKED> __device__ __forceinline__ uint4 ldg_kv(const folio_bf16_bits *p, bool live)
+{
+    uint4 r;
+    if (MASKED)
+        asm volatile("{\n .reg .pred p;\n setp.ne.b32 p, %5, 0;\n"
+                     " mov.b32 %0, 0;\n mov.b32 %1, 0;\n mov.b32 %2, 0;\n mov.b32 %3, 0;\n"
+                     " @p ld.global.nc.L1::no_allocate.L2::128B.v4.u32 {%0, %1, %2, %3}, [%4];\n}\n"
+                     : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w)
+                     : "l"(p), "r"((int)live));
+    else
+        asm volatile("ld.global.nc.L1::no_allocate.L2::128B.v4.u32 {%0, %1, %2, %3}, [%4];\n"
+                     : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w)
+                     : "l"(p));
+    return r;
+}
+
+__device__ __forceinline__ uint32_t word_of(const uint4 &v, int i)
+{
+    return i == 0 ? v.x : i == 1 ? v.y : i == 2 ? v.z : v.w;
+}
+
+/* A 32-key tile as a lane holds it (D = 64): k[mt][r][h] is chunk tq + 4 h of
+ * key 16 mt + g + 8 r; v[kk][j] chunk g of key 16 kk + 2 tq + (j & 1) + 8 (j >> 1). */
+struct regs_tile {
+    uint4 k[2][2][2];
+    uint4 v[2][4];
+};
+
+/* Keys kbase .. kbase + 31 of KV head kvh from cache blocks b0 and b1 (keys
+ * kbase .., kbase + 16 ..); keys at or past k_end read as zeros (MASKED: the
+ * tile reaches past k_end). */
+template <bool MASKED>
+__device__ __forceinline__ void regs_tile_load(regs_tile &r, const decode_args &a, int kvh,
+                                               int32_t b0, int32_t b1, int kbase, int k_end,
+                                               int lane)
+{
+    constexpr int D = 64, BK = FOLIO_K_BLOCK;
+    const int g = lane >> 2, tq = lane & 3;
+#pragma unroll
+    for (int half = 0; half < 2; half++) {
+        const int64_t off = ((int64_t)(half ? b1 : b0) * a.num_kv_heads + kvh) * (BK * D);
+        const folio_bf16_bits *kb = a.k_cache + off, *vb = a.v_cache + off;
+        const int first = kbase + 16 * half;
+#pragma unroll
+        for (int rr = 0; rr < 2; rr++)
+#pragma unroll
+            for (int h = 0; h < 2; h++)
+                r.k[half][rr][h] = ldg_kv<MASKED>(kb + (g + 8 * rr) * D + 8 * (tq + 4 * h),
+                                                  first + g + 8 * rr < k_end);
+#pragma unroll
+        for (int j = 0; j < 4; j++) {
+            const int key = 2 * tq + (j & 1) + 8 * (j >> 1);
+            r.v[half][j] = ldg_kv<MASKED>(vb + key * D + 8 * g, first + key < k_end);
+        }
+    }
+}
+
+/* decode_tile on a tile held in registers (regs_tile). qb[nq][s] holds q of
+ * head 8 nq + g in regs_tile's dim order; o[dt][nq] dims 8 g + 2 dt (0, 1)
+ * and 8 g + 2 dt + 1 (2, 3) of heads 8 nq + 2 tq (0, 2) and + 1 (1, 3). */
+template <int NQ>
+__device__ __forceinline__ void
+regs_tile_product(const regs_tile &r, const uint32_t (&qb)[NQ][4][2], float (&o)[4][NQ][4],
+                  float (&m)[NQ][2], float (&l)[NQ][2], int kbase, int k_end, float scale_log2)
+{
+    constexpr int D = 64, MT = KT / 16, KS = D / 16;
+    float sc[MT][NQ][4];
+#pragma unroll
+    for (int mt = 0; mt < MT; mt++)
+#pragma unroll
+        for (int nq = 0; nq < NQ; nq++)
+            sc[mt][nq][0] = sc[mt][nq][1] = sc[mt][nq][2] = sc[mt][nq][3] = 0.0f;
+#pragma unroll
+    for (int mt = 0; mt < MT; mt++)
+#pragma unroll
+        for (int s = 0; s < KS; s++) {
+            const uint4 &r0 = r.k[mt][0][s / 2], &r1 = r.k[mt][1][s / 2];
+            const int w = 2 * (s % 2);
+            const uint32_t ka[4] = {word_of(r0, w), word_of(r1, w), word_of(r0, w + 1),
+                                    word_of(r1, w + 1)};
+#pragma unroll
+            for (int nq = 0; nq < NQ; nq++)
+                mma_16816(sc[mt][nq], ka, qb[nq][s][0], qb[nq][s][1]);
+        }
+
+    uint32_t pb[MT][NQ][2];
+    decode_softmax<D, NQ>(sc, o, m, l, pb, kbase, k_end, scale_log2);
+
+    /* O^T += V^T P^T: register 0 of V^T's fragment is (dim row g, keys 2 tq,
+     * + 1): the low halves of word dt of those keys' chunks; register 1 (row
+     * g + 8) their high halves; 2 and 3 the same of keys 2 tq + 8, + 9. */
+#pragma unroll
+    for (int dt = 0; dt < KS; dt++)
+#pragma unroll
+        for (int kk = 0; kk < MT; kk++) {
+            const uint32_t w0 = word_of(r.v[kk][0], dt), w1 = word_of(r.v[kk][1], dt),
+                           w2 = word_of(r.v[kk][2], dt), w3 = word_of(r.v[kk][3], dt);
+            const uint32_t va[4] = {__byte_perm(w0, w1, 0x5410), __byte_perm(w0, w1, 0x7632),
+                                    __byte_perm(w2, w3, 0x5410), __byte_perm(w2, w3, 0x7632)};
+#pragma unroll
+            for (int nq = 0; nq < NQ; nq++)
+                mma_16816(o[dt][nq], va, pb[kk][nq][0], pb[kk][nq][1]);
+        }
+}
+
+/* q of the lane's heads (8 nq + g) in regs_tile's dim order: chunks tq and
+ * tq + 4, unrotated, and the cos/sin of rotation pairs 8 tq .. 8 tq + 7. */
+template <int NQ, bool NORM> struct regs_q {
+    uint4 x[NQ][2];
+    uint4 cs[2];
+
+    __device__ __forceinline__ void load(const decode_args &a, const uint32_t *cos_sin, int t,
+                                         int kvh, int group, int pos, int lane)
+    {
+        constexpr int D = 64;
+        const int g = lane >> 2, tq = lane & 3;
+        const folio_bf16_bits *row = a.qkv + (int64_t)t * (a.num_heads + 2 * a.num_kv_heads) * D;
+#pragma unroll
+        for (int nq = 0; nq < NQ; nq++) {
+            const bool live = 8 * nq + g < group && pos >= 0;
+            const folio_bf16_bits *q = row + (int64_t)(kvh * group + 8 * nq + g) * D;
+#pragma unroll
+            for (int h = 0; h < 2; h++)
+                x[nq][h] = live ? *(const uint4 *)(q + 8 * (tq + 4 * h)) : make_uint4(0, 0, 0, 0);
+        }
+        if (pos >= 0) {
+            const uint4 *c = (const uint4 *)(cos_sin + (int64_t)pos * (D / 2) + 8 * tq);
+            cs[0] = c[0];
+            cs[1] = c[1];
+        }
+    }
+
+    /* Head 8 nq + g's q scaled (NORM) and rotated: its B-operand words. */
+    __device__ __forceinline__ void operand(int nq, bool live, float inv,
+                                            uint32_t (&qb)[4][2]) const
+    {
+        folio_bf16_bits v[2][8];
+#pragma unroll
+        for (int h = 0; h < 2; h++)
+#pragma unroll
+            for (int i = 0; i < 4; i++) {
+                const uint32_t w = word_of(x[nq][h], i);
+                v[h][2 * i] = (folio_bf16_bits)(w & 0xffffu);
+                v[h][2 * i + 1] = (folio_bf16_bits)(w >> 16);
+            }
+        if (live) {
+            if (NORM)
+#pragma unroll
+                for (int h = 0; h < 2; h++)
+#pragma unroll
+                    for (int e = 0; e < 8; e++)
+                        scale_bf16(v[h][e], inv);
+#pragma unroll
+            for (int e = 0; e < 8; e++)
+                rope_rotate_cs(v[0][e], v[1][e], word_of(cs[e / 4], e % 4));
+        }
+#pragma unroll
+        for (int s = 0; s < 4; s++)
+#pragma unroll
+            for (int w = 0; w < 2; w++) {
+                const int e = 4 * (s % 2) + 2 * w;
+                qb[s][w] = (uint32_t)v[s / 2][e] | (uint32_t)v[s / 2][e + 1] << 16;
+            }
+    }
+};
+
+/* rope_inputs::new_key_start in regs_tile's dim order: the online softmax's
+ * state after the new key alone. */
+template <int NQ, typename NKV>
+__device__ __forceinline__ void regs_new_key_start(const NKV &n, const uint32_t (&qb)[NQ][4][2],
+                                                   float scale_log2, float (&o)[4][NQ][4],
+                                                   float (&m)[NQ][2], float (&l)[NQ][2], int lane)
+{
+    const int g = lane >> 2, tq = lane & 3;
+    float dot[NQ];
+#pragma unroll
+    for (int nq = 0; nq < NQ; nq++)
+        dot[nq] = 0.0f;
+#pragma unroll
+    for (int s = 0; s < 4; s++)
+#pragma unroll
+        for (int w = 0; w < 2; w++) {
+            /* qb[nq][s][w] holds dims d, d + 1 with d = 8 (tq + 4 (s / 2)) +
+             * 4 (s % 2) + 2 w: the key's pair in k1 (first half) or k2 of
+             * lane (d % 32) / 2. */
+            const uint32_t kw =
+                __shfl_sync(0xffffffffu, s < 2 ? n.k1 : n.k2, 4 * tq + 2 * (s % 2) + w);
+#pragma unroll
+            for (int nq = 0; nq < NQ; nq++) {
+                const uint32_t q = qb[nq][s][w];
+                dot[nq] += bf16_to_f32((folio_bf16_bits)(q & 0xffffu)) *
+                           bf16_to_f32((folio_bf16_bits)(kw & 0xffffu));
+                dot[nq] += bf16_to_f32((folio_bf16_bits)(q >> 16)) *
+                           bf16_to_f32((folio_bf16_bits)(kw >> 16));
+            }
+        }
+#pragma unroll
+    for (int nq = 0; nq < NQ; nq++) {
+        dot[nq] += __shfl_xor_sync(0xffffffffu, dot[nq], 1);
+        dot[nq] += __shfl_xor_sync(0xffffffffu, dot[nq], 2); /* head 8 nq + g's score */
+#pragma unroll
+        for (int c = 0; c < 2; c++) {
+            m[nq][c] = __shfl_sync(0xffffffffu, dot[nq], 4 * (2 * tq + c)) * scale_log2;
+            l[nq][c] = g == 0 ? 1.0f : 0.0f;
+        }
+    }
+#pragma unroll
+    for (int dt = 0; dt < 4; dt++) {
+        /* dims 8 g + 2 dt, + 1: lane 4 g + dt's pair of v */
+        const uint32_t w = __shfl_sync(0xffffffffu, n.v[0], 4 * g + dt);
+        const float lo = bf16_to_f32((folio_bf16_bits)(w & 0xffffu));
+        const float hi = bf16_to_f32((folio_bf16_bits)(w >> 16));
+#pragma unroll
+        for (int nq = 0; nq < NQ; nq++) {
+            o[dt][nq][0] = o[dt][nq][1] = lo;
+            o[dt][nq][2] = o[dt][nq][3] = hi;
+        }
+    }
+}
+
+template <int NQ, int ROPE>
+__global__ void __launch_bounds__(32)
+    attention_decode_regs_kernel(decode_args a, const uint32_t *rope_cos_sin,
+                                 struct folio_k_row_norm norm, struct folio_k_l2_drop drop)
+{
+    constexpr int D = 64, KS = D / 16, BK = FOLIO_K_BLOCK;
+    constexpr bool NORM = ROPE == QKV_ROPE_NORM;
+    static_assert(ROPE != QKV_ROTATED, "the kernel makes the new key itself");
+    pdl_trigger();
+    const int t = blockIdx.x, kvh = blockIdx.y, lane = threadIdx.x;
+    const int g = lane >> 2, tq = lane & 3;
+    const int group = a.num_heads / a.num_kv_heads;
+    const int pos = a.b.token_pos[t]; /* -1: padding row, no keys, zeros out */
+    const int n_keys = max(pos, 0);   /* keys from the cache: the new one comes in registers */
+    const int tiles = (n_keys + KT - 1) / KT;
+    const int n_blocks = (n_keys + BK - 1) / BK;
+    /* Lane i holds the id of block i of the current run of 32 (16 tiles), and
+     * of the next run, read a run ahead. */
+    const int32_t *table = a.b.block_tables + (int64_t)a.b.token_seq[t] * a.b.block_stride;
+    int32_t blk = lane < n_blocks ? table[lane] : 0;
+    int32_t blk_next = 32 + lane < n_blocks ? table[32 + lane] : 0;
+    const int32_t new_block = pos >= 0 ? table[pos / BK] : 0;
+    pdl_wait();
+    l2_discard_dead(drop, blockIdx.x + (int64_t)gridDim.x * blockIdx.y,
+                    (int64_t)gridDim.x * gridDim.y, lane, 32);
+
+    regs_q<NQ, NORM> rq;
+    rq.load(a, rope_cos_sin, t, kvh, group, pos, lane);
+    rope_inputs<D, NQ, NORM> in;
+    in.template load_rest<false>(a, rope_cos_sin, norm, t, kvh, pos, true, lane);
+
+    auto load = [&](int j, regs_tile &r) {
+        if (j % 16 == 0 && j > 0) {
+            blk = blk_next;
+            const int next = 32 * (j / 16 + 1) + lane;
+            blk_next = next < n_blocks ? table[next] : 0;
+        }
+        const int32_t b0 = __shfl_sync(0xffffffffu, blk, (2 * j) % 32);
+        const int32_t b1 = __shfl_sync(0xffffffffu, blk, (2 * j) % 32 + 1);
+        if ((j + 1) * KT <= n_keys)
+            regs_tile_load<false>(r, a, kvh, b0, b1, j * KT, n_keys, lane);
+        else
+            regs_tile_load<true>(r, a, kvh, b0, b1, j * KT, n_keys, lane);
+    };
+    regs_tile ta, tb;
+    if (tiles > 0)
+        load(0, ta);
+    if (tiles > 1)
+        load(1, tb);
+
+    float inv = 1.0f;
+    if (NORM && pos >= 0)
+        inv = in.inv_rms(norm, t, lane);
+    uint32_t qb[NQ][KS][2];
+#pragma unroll
+    for (int nq = 0; nq < NQ; nq++)
+        rq.operand(nq, 8 * nq + g < group && pos >= 0, inv, qb[nq]);
+    float o[KS][NQ][4], m[NQ][2], l[NQ][2];
+    const float scale_log2 = attention_scale_log2<D>();
+    if (pos >= 0) {
+        const auto nkv = in.final_kv(lane, inv);
+        in.write_new_kv(a, kvh, pos, new_block, lane, nkv);
+        if (drop.input)
+            drop_qkv_lines<D>(a, t, kvh, group, lane);
+        regs_new_key_start<NQ>(nkv, qb, scale_log2, o, m, l, lane);
+    } else {
+#pragma unroll
+        for (int nq = 0; nq < NQ; nq++) {
+            m[nq][0] = m[nq][1] = -INFINITY;
+            l[nq][0] = l[nq][1] = 0.0f;
+#pragma unroll
+            for (int dt = 0; dt < KS; dt++)
+                o[dt][nq][0] = o[dt][nq][1] = o[dt][nq][2] = o[dt][nq][3] = 0.0f;
+        }
+    }
+    for (int j = 0; j < tiles; j += 2) {
+        regs_tile_product<NQ>(ta, qb, o, m, l, j * KT, n_keys, scale_log2);
+        if (j + 2 < tiles)
+            load(j + 2, ta);
+        if (j + 1 < tiles) {
+            regs_tile_product<NQ>(tb, qb, o, m, l, (j + 1) * KT, n_keys, scale_log2);
+            if (j + 3 < tiles)
+                load(j + 3, tb);
+        }
+    }
+
+    /* Normalized, in bf16: head 8 nq + 2 tq + c's dims 8 g .. 8 g + 7 are
+     * word dt = (o[dt][nq][c], o[dt][nq][c + 2]). */
+    const int64_t row0 = (int64_t)t * a.num_heads + kvh * group;
+#pragma unroll
+    for (int nq = 0; nq < NQ; nq++)
+#pragma unroll
+        for (int c = 0; c < 2; c++) {
+            float sum = l[nq][c]; /* a head's sum lives spread over 8 lanes */
+            sum += __shfl_xor_sync(0xffffffffu, sum, 4);
+            sum += __shfl_xor_sync(0xffffffffu, sum, 8);
+            sum += __shfl_xor_sync(0xffffffffu, sum, 16);
+            const float s = sum > 0.0f ? 1.0f / sum : 0.0f;
+            const int h = 8 * nq + 2 * tq + c;
+            const uint4 out = make_uint4(pack_bf16x2(o[0][nq][c] * s, o[0][nq][c + 2] * s),
+                                         pack_bf16x2(o[1][nq][c] * s, o[1][nq][c + 2] * s),
+                                         pack_bf16x2(o[2][nq][c] * s, o[2][nq][c + 2] * s),
+                                         pack_bf16x2(o[3][nq][c] * s, o[3][nq][c + 2] * s));
+            if (h < group)
+                *(uint4 *)(a.out + (row0 + h) * D + 8 * g) = out;
+        }
+}
+
 /* Merges the split partials of one (token, head) row when the decode kernel
  * leaves it to a second launch: one CTA of D threads; warp 0 turns the active
  * splits' (max, sum) into weights (<= 32, one per lane), then each thread sums
@@ -997,11 +1391,27 @@ template <int D, int NW, int NQ, int ROPE> static cudaError_t prepare_kernel()
     return e;
 }
 
+/* The register-direct kernel takes no shared memory; the same carveout as
+ * the others keeps the SM from changing its split of L1 between them. */
+template <typename K> static cudaError_t prepare_carveout(K kernel)
+{
+    return folio_k_smem_carveout() < 0
+               ? cudaSuccess
+               : cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout,
+                                      folio_k_smem_carveout());
+}
+
 template <int D, int NW, int NQ> static cudaError_t prepare_one()
 {
     cudaError_t e = prepare_kernel<D, NW, NQ, QKV_ROTATED>();
     e = e == cudaSuccess ? prepare_kernel<D, NW, NQ, QKV_ROPE>() : e;
-    return e == cudaSuccess ? prepare_kernel<D, NW, NQ, QKV_ROPE_NORM>() : e;
+    e = e == cudaSuccess ? prepare_kernel<D, NW, NQ, QKV_ROPE_NORM>() : e;
+    if constexpr (D == 64 && NW == 1) {
+        e = e == cudaSuccess ? prepare_carveout(attention_decode_regs_kernel<NQ, QKV_ROPE>) : e;
+        e = e == cudaSuccess ? prepare_carveout(attention_decode_regs_kernel<NQ, QKV_ROPE_NORM>)
+                             : e;
+    }
+    return e;
 }
 
 /* NQ: n-tiles of 8 query heads (groups of up to 8, or of 16). */
@@ -1027,6 +1437,13 @@ static cudaError_t launch(const decode_args &a, const uint32_t *rope_cos_sin,
                           int splits, bool pdl, cudaStream_t s)
 {
     dim3 grid(a.b.num_tokens, a.num_kv_heads, splits);
+    if constexpr (D == 64 && NW == 1) {
+        if (splits == 1 && rope_cos_sin)
+            return norm.x ? launch_pdl(attention_decode_regs_kernel<NQ, QKV_ROPE_NORM>, grid,
+                                       dim3(32), 0, s, pdl, a, rope_cos_sin, norm, drop)
+                          : launch_pdl(attention_decode_regs_kernel<NQ, QKV_ROPE>, grid, dim3(32),
+                                       0, s, pdl, a, rope_cos_sin, norm, drop);
+    }
     const size_t smem = decode_smem_bytes<D, NW>();
     if (!rope_cos_sin)
         return launch_pdl(attention_decode_kernel<D, NW, NQ, QKV_ROTATED>, grid, dim3(NW * 32),
