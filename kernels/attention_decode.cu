@@ -62,7 +62,11 @@
  *
  * Measured slower on the H200 and removed (bench/results/2026-11-29-cuda-round9.md):
  * 2-warp and 16-warp CTAs, three stages per warp. */
+#include <cuda.h>
+#include <cudaTypedefs.h>
+
 #include "attention_tile.cuh"
+#include "mbarrier.cuh"
 
 #define KT 32         /* keys per tile */
 #define MAX_SPLITS 32 /* splits a CTA of the last-CTA merge can take */
@@ -928,268 +932,54 @@ __global__ void __launch_bounds__(NW * 32)
     }
 }
 
-/* ---- The register-direct kernel: one warp, one split, RoPE (65-256 rows) ----
+/* ---- Decode attention by TMA tensor copies: one warp, one split, RoPE ----
  *
- * attention_decode_kernel copies every K/V tile into shared memory (cp.async)
- * and reads it back into MMA fragments (ldmatrix). This kernel loads each
- * lane's share of a tile straight into registers, in an order chosen so that
- * 16-byte loads already are MMA fragments: the head dims of S^T = K Q^T are a
- * sum (any order of them gives the same scores, q taken in the same order),
- * and the dims of O^T = V^T P^T are rows of the output (any order, undone by
- * the store). With lane = 4 g + tq and D = 64:
- *   - key rows g and g + 8 of each 16: the lane loads dims 8 tq .. 8 tq + 7 and
- *     32 + 8 tq .. (16-byte chunks tq and tq + 4; a warp's load is 64
- *     contiguous bytes of 8 rows); its k-slots 2 tq, + 1 / 2 tq + 8, + 9 of
- *     k-step s are words 2 (s % 2) / 2 (s % 2) + 1 of chunk tq + 4 (s / 2).
- *     q comes in the same order, and its rotation pairs (d, d + 32) lie in one
- *     lane;
- *   - V: the lane loads dims 8 g .. 8 g + 7 (a warp's load is four whole
- *     128-byte rows) of keys 2 tq, + 1, + 8, + 9 of each 16, and pairs two
- *     keys' values of one dim in a register by a byte permute: output row g of
- *     m-tile dt is dim 8 g + 2 dt, row g + 8 dim 8 g + 2 dt + 1;
- *   - the output of head 8 nq + 2 tq + c, dims 8 g .. 8 g + 7, is then one
- *     16-byte store.
- * Two tiles (128 registers) are in flight as one is used, as two cp.async
- * stages were. */
+ * attention_decode_kernel's one-warp, one-split form with RoPE (the plan past
+ * 64 rows), for head_dim 64, its tiles copied by the TMA unit instead of the
+ * lanes' cp.async: lane 0 issues one tensor copy a 2 KB cache block of K or
+ * of V (box: 16 rows of 64 dims of the cache seen as [blocks * KV heads * 16
+ * rows][64]), counted off the stage's mbarrier. The 128-byte swizzle of the
+ * tensor map puts 16-byte chunk c of row r at chunk c ^ (r & 7): the stages'
+ * layout (decode_layout) in 1024-byte aligned stages, so decode_tile reads
+ * them as before. Keys past the context: K rows give scores that the mask
+ * drops; V rows are zeroed after the copy lands (0 * NaN would leak). On the
+ * H200, kv_read_probe's bare reads of a b256 layer by bulk copies drew 386 W
+ * against 408 for cp.async at the same 4.3 TB/s
+ * (bench/results/2026-12-03-cuda-round35.md). */
+constexpr int TMA_ST = 2;                    /* stages, as the one-warp cp.async kernel */
+constexpr int TMA_BLOCK_BYTES = 16 * 64 * 2; /* one cache block of one head, K or V */
 
-/* 16 bytes from global memory past L1 (nothing is read twice), the whole
- * 128-byte line fetched into L2 at once (cp_async_16's L2::128B); zeros
- * without a read when !live. No kernel writes the cache rows read here while
- * this one runs (row pos, written by this warp, is not among them). */
-template <bool MASKED> __device__ __forceinline__ uint4 ldg_kv(const folio_bf16_bits *p, bool live)
+__device__ __forceinline__ void tma_copy_rows(void *dst, const CUtensorMap *map, int row,
+                                              uint64_t *bar)
 {
-    uint4 r;
-    if (MASKED)
-        asm volatile("{\n .reg .pred p;\n setp.ne.b32 p, %5, 0;\n"
-                     " mov.b32 %0, 0;\n mov.b32 %1, 0;\n mov.b32 %2, 0;\n mov.b32 %3, 0;\n"
-                     " @p ld.global.nc.L1::no_allocate.L2::128B.v4.u32 {%0, %1, %2, %3}, [%4];\n}\n"
-                     : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w)
-                     : "l"(p), "r"((int)live));
-    else
-        asm volatile("ld.global.nc.L1::no_allocate.L2::128B.v4.u32 {%0, %1, %2, %3}, [%4];\n"
-                     : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w)
-                     : "l"(p));
-    return r;
-}
-
-__device__ __forceinline__ uint32_t word_of(const uint4 &v, int i)
-{
-    return i == 0 ? v.x : i == 1 ? v.y : i == 2 ? v.z : v.w;
-}
-
-/* A 32-key tile as a lane holds it (D = 64): k[mt][r][h] is chunk tq + 4 h of
- * key 16 mt + g + 8 r; v[kk][j] chunk g of key 16 kk + 2 tq + (j & 1) + 8 (j >> 1). */
-struct regs_tile {
-    uint4 k[2][2][2];
-    uint4 v[2][4];
-};
-
-/* Keys kbase .. kbase + 31 of KV head kvh from cache blocks b0 and b1 (keys
- * kbase .., kbase + 16 ..); keys at or past k_end read as zeros (MASKED: the
- * tile reaches past k_end). */
-template <bool MASKED>
-__device__ __forceinline__ void regs_tile_load(regs_tile &r, const decode_args &a, int kvh,
-                                               int32_t b0, int32_t b1, int kbase, int k_end,
-                                               int lane)
-{
-    constexpr int D = 64, BK = FOLIO_K_BLOCK;
-    const int g = lane >> 2, tq = lane & 3;
-#pragma unroll
-    for (int half = 0; half < 2; half++) {
-        const int64_t off = ((int64_t)(half ? b1 : b0) * a.num_kv_heads + kvh) * (BK * D);
-        const folio_bf16_bits *kb = a.k_cache + off, *vb = a.v_cache + off;
-        const int first = kbase + 16 * half;
-#pragma unroll
-        for (int rr = 0; rr < 2; rr++)
-#pragma unroll
-            for (int h = 0; h < 2; h++)
-                r.k[half][rr][h] = ldg_kv<MASKED>(kb + (g + 8 * rr) * D + 8 * (tq + 4 * h),
-                                                  first + g + 8 * rr < k_end);
-#pragma unroll
-        for (int j = 0; j < 4; j++) {
-            const int key = 2 * tq + (j & 1) + 8 * (j >> 1);
-            r.v[half][j] = ldg_kv<MASKED>(vb + key * D + 8 * g, first + key < k_end);
-        }
-    }
-}
-
-/* decode_tile on a tile held in registers (regs_tile). qb[nq][s] holds q of
- * head 8 nq + g in regs_tile's dim order; o[dt][nq] dims 8 g + 2 dt (0, 1)
- * and 8 g + 2 dt + 1 (2, 3) of heads 8 nq + 2 tq (0, 2) and + 1 (1, 3). */
-template <int NQ>
-__device__ __forceinline__ void
-regs_tile_product(const regs_tile &r, const uint32_t (&qb)[NQ][4][2], float (&o)[4][NQ][4],
-                  float (&m)[NQ][2], float (&l)[NQ][2], int kbase, int k_end, float scale_log2)
-{
-    constexpr int D = 64, MT = KT / 16, KS = D / 16;
-    float sc[MT][NQ][4];
-#pragma unroll
-    for (int mt = 0; mt < MT; mt++)
-#pragma unroll
-        for (int nq = 0; nq < NQ; nq++)
-            sc[mt][nq][0] = sc[mt][nq][1] = sc[mt][nq][2] = sc[mt][nq][3] = 0.0f;
-#pragma unroll
-    for (int mt = 0; mt < MT; mt++)
-#pragma unroll
-        for (int s = 0; s < KS; s++) {
-            const uint4 &r0 = r.k[mt][0][s / 2], &r1 = r.k[mt][1][s / 2];
-            const int w = 2 * (s % 2);
-            const uint32_t ka[4] = {word_of(r0, w), word_of(r1, w), word_of(r0, w + 1),
-                                    word_of(r1, w + 1)};
-#pragma unroll
-            for (int nq = 0; nq < NQ; nq++)
-                mma_16816(sc[mt][nq], ka, qb[nq][s][0], qb[nq][s][1]);
-        }
-
-    uint32_t pb[MT][NQ][2];
-    decode_softmax<D, NQ>(sc, o, m, l, pb, kbase, k_end, scale_log2);
-
-    /* O^T += V^T P^T: register 0 of V^T's fragment is (dim row g, keys 2 tq,
-     * + 1): the low halves of word dt of those keys' chunks; register 1 (row
-     * g + 8) their high halves; 2 and 3 the same of keys 2 tq + 8, + 9. */
-#pragma unroll
-    for (int dt = 0; dt < KS; dt++)
-#pragma unroll
-        for (int kk = 0; kk < MT; kk++) {
-            const uint32_t w0 = word_of(r.v[kk][0], dt), w1 = word_of(r.v[kk][1], dt),
-                           w2 = word_of(r.v[kk][2], dt), w3 = word_of(r.v[kk][3], dt);
-            const uint32_t va[4] = {__byte_perm(w0, w1, 0x5410), __byte_perm(w0, w1, 0x7632),
-                                    __byte_perm(w2, w3, 0x5410), __byte_perm(w2, w3, 0x7632)};
-#pragma unroll
-            for (int nq = 0; nq < NQ; nq++)
-                mma_16816(o[dt][nq], va, pb[kk][nq][0], pb[kk][nq][1]);
-        }
-}
-
-/* q of the lane's heads (8 nq + g) in regs_tile's dim order: chunks tq and
- * tq + 4, unrotated, and the cos/sin of rotation pairs 8 tq .. 8 tq + 7. */
-template <int NQ, bool NORM> struct regs_q {
-    uint4 x[NQ][2];
-    uint4 cs[2];
-
-    __device__ __forceinline__ void load(const decode_args &a, const uint32_t *cos_sin, int t,
-                                         int kvh, int group, int pos, int lane)
-    {
-        constexpr int D = 64;
-        const int g = lane >> 2, tq = lane & 3;
-        const folio_bf16_bits *row = a.qkv + (int64_t)t * (a.num_heads + 2 * a.num_kv_heads) * D;
-#pragma unroll
-        for (int nq = 0; nq < NQ; nq++) {
-            const bool live = 8 * nq + g < group && pos >= 0;
-            const folio_bf16_bits *q = row + (int64_t)(kvh * group + 8 * nq + g) * D;
-#pragma unroll
-            for (int h = 0; h < 2; h++)
-                x[nq][h] = live ? *(const uint4 *)(q + 8 * (tq + 4 * h)) : make_uint4(0, 0, 0, 0);
-        }
-        if (pos >= 0) {
-            const uint4 *c = (const uint4 *)(cos_sin + (int64_t)pos * (D / 2) + 8 * tq);
-            cs[0] = c[0];
-            cs[1] = c[1];
-        }
-    }
-
-    /* Head 8 nq + g's q scaled (NORM) and rotated: its B-operand words. */
-    __device__ __forceinline__ void operand(int nq, bool live, float inv,
-                                            uint32_t (&qb)[4][2]) const
-    {
-        folio_bf16_bits v[2][8];
-#pragma unroll
-        for (int h = 0; h < 2; h++)
-#pragma unroll
-            for (int i = 0; i < 4; i++) {
-                const uint32_t w = word_of(x[nq][h], i);
-                v[h][2 * i] = (folio_bf16_bits)(w & 0xffffu);
-                v[h][2 * i + 1] = (folio_bf16_bits)(w >> 16);
-            }
-        if (live) {
-            if (NORM)
-#pragma unroll
-                for (int h = 0; h < 2; h++)
-#pragma unroll
-                    for (int e = 0; e < 8; e++)
-                        scale_bf16(v[h][e], inv);
-#pragma unroll
-            for (int e = 0; e < 8; e++)
-                rope_rotate_cs(v[0][e], v[1][e], word_of(cs[e / 4], e % 4));
-        }
-#pragma unroll
-        for (int s = 0; s < 4; s++)
-#pragma unroll
-            for (int w = 0; w < 2; w++) {
-                const int e = 4 * (s % 2) + 2 * w;
-                qb[s][w] = (uint32_t)v[s / 2][e] | (uint32_t)v[s / 2][e + 1] << 16;
-            }
-    }
-};
-
-/* rope_inputs::new_key_start in regs_tile's dim order: the online softmax's
- * state after the new key alone. */
-template <int NQ, typename NKV>
-__device__ __forceinline__ void regs_new_key_start(const NKV &n, const uint32_t (&qb)[NQ][4][2],
-                                                   float scale_log2, float (&o)[4][NQ][4],
-                                                   float (&m)[NQ][2], float (&l)[NQ][2], int lane)
-{
-    const int g = lane >> 2, tq = lane & 3;
-    float dot[NQ];
-#pragma unroll
-    for (int nq = 0; nq < NQ; nq++)
-        dot[nq] = 0.0f;
-#pragma unroll
-    for (int s = 0; s < 4; s++)
-#pragma unroll
-        for (int w = 0; w < 2; w++) {
-            /* qb[nq][s][w] holds dims d, d + 1 with d = 8 (tq + 4 (s / 2)) +
-             * 4 (s % 2) + 2 w: the key's pair in k1 (first half) or k2 of
-             * lane (d % 32) / 2. */
-            const uint32_t kw =
-                __shfl_sync(0xffffffffu, s < 2 ? n.k1 : n.k2, 4 * tq + 2 * (s % 2) + w);
-#pragma unroll
-            for (int nq = 0; nq < NQ; nq++) {
-                const uint32_t q = qb[nq][s][w];
-                dot[nq] += bf16_to_f32((folio_bf16_bits)(q & 0xffffu)) *
-                           bf16_to_f32((folio_bf16_bits)(kw & 0xffffu));
-                dot[nq] += bf16_to_f32((folio_bf16_bits)(q >> 16)) *
-                           bf16_to_f32((folio_bf16_bits)(kw >> 16));
-            }
-        }
-#pragma unroll
-    for (int nq = 0; nq < NQ; nq++) {
-        dot[nq] += __shfl_xor_sync(0xffffffffu, dot[nq], 1);
-        dot[nq] += __shfl_xor_sync(0xffffffffu, dot[nq], 2); /* head 8 nq + g's score */
-#pragma unroll
-        for (int c = 0; c < 2; c++) {
-            m[nq][c] = __shfl_sync(0xffffffffu, dot[nq], 4 * (2 * tq + c)) * scale_log2;
-            l[nq][c] = g == 0 ? 1.0f : 0.0f;
-        }
-    }
-#pragma unroll
-    for (int dt = 0; dt < 4; dt++) {
-        /* dims 8 g + 2 dt, + 1: lane 4 g + dt's pair of v */
-        const uint32_t w = __shfl_sync(0xffffffffu, n.v[0], 4 * g + dt);
-        const float lo = bf16_to_f32((folio_bf16_bits)(w & 0xffffu));
-        const float hi = bf16_to_f32((folio_bf16_bits)(w >> 16));
-#pragma unroll
-        for (int nq = 0; nq < NQ; nq++) {
-            o[dt][nq][0] = o[dt][nq][1] = lo;
-            o[dt][nq][2] = o[dt][nq][3] = hi;
-        }
-    }
+    asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes "
+                 "[%0], [%1, {%2, %3}], [%4];\n" ::"r"(smem_addr(dst)),
+                 "l"((uint64_t)map), "r"(0), "r"(row), "r"(smem_addr(bar))
+                 : "memory");
 }
 
 template <int NQ, int ROPE>
 __global__ void __launch_bounds__(32)
-    attention_decode_regs_kernel(decode_args a, const uint32_t *rope_cos_sin,
-                                 struct folio_k_row_norm norm, struct folio_k_l2_drop drop)
+    attention_decode_tma_kernel(decode_args a, const uint32_t *rope_cos_sin,
+                                struct folio_k_row_norm norm, struct folio_k_l2_drop drop,
+                                const __grid_constant__ CUtensorMap kmap,
+                                const __grid_constant__ CUtensorMap vmap)
 {
-    constexpr int D = 64, KS = D / 16, BK = FOLIO_K_BLOCK;
+    constexpr int D = 64, KS = D / 16, BK = FOLIO_K_BLOCK, LD = decode_layout<D>::LD;
     constexpr bool NORM = ROPE == QKV_ROPE_NORM;
     static_assert(ROPE != QKV_ROTATED, "the kernel makes the new key itself");
+    extern __shared__ __align__(1024) unsigned char smem_tma[];
+    /* 1024-byte aligned stages (the swizzle's period), the barriers after them */
+    folio_bf16_bits *stage0 =
+        (folio_bf16_bits *)(smem_tma + ((1024 - (smem_addr(smem_tma) & 1023)) & 1023));
+    uint64_t *bar = (uint64_t *)(stage0 + TMA_ST * 2 * KT * LD);
+
     pdl_trigger();
     const int t = blockIdx.x, kvh = blockIdx.y, lane = threadIdx.x;
     const int g = lane >> 2, tq = lane & 3;
     const int group = a.num_heads / a.num_kv_heads;
     const int pos = a.b.token_pos[t]; /* -1: padding row, no keys, zeros out */
-    const int n_keys = max(pos, 0);   /* keys from the cache: the new one comes in registers */
+    const int n_keys = max(pos, 0); /* keys from the cache: the new one is scored from registers */
     const int tiles = (n_keys + KT - 1) / KT;
     const int n_blocks = (n_keys + BK - 1) / BK;
     /* Lane i holds the id of block i of the current run of 32 (16 tiles), and
@@ -1198,16 +988,22 @@ __global__ void __launch_bounds__(32)
     int32_t blk = lane < n_blocks ? table[lane] : 0;
     int32_t blk_next = 32 + lane < n_blocks ? table[32 + lane] : 0;
     const int32_t new_block = pos >= 0 ? table[pos / BK] : 0;
+    if (lane == 0) {
+#pragma unroll
+        for (int s = 0; s < TMA_ST; s++)
+            mbar_init(&bar[s], 1);
+        mbar_init_fence();
+    }
+    __syncwarp();
     pdl_wait();
     l2_discard_dead(drop, blockIdx.x + (int64_t)gridDim.x * blockIdx.y,
                     (int64_t)gridDim.x * gridDim.y, lane, 32);
 
-    regs_q<NQ, NORM> rq;
-    rq.load(a, rope_cos_sin, t, kvh, group, pos, lane);
     rope_inputs<D, NQ, NORM> in;
-    in.template load_rest<false>(a, rope_cos_sin, norm, t, kvh, pos, true, lane);
+    in.load(a, rope_cos_sin, norm, t, kvh, group, pos, pos >= 0, lane);
 
-    auto load = [&](int j, regs_tile &r) {
+    /* Tile j into stage j % TMA_ST: its live blocks, K then V. */
+    auto load = [&](int j) {
         if (j % 16 == 0 && j > 0) {
             blk = blk_next;
             const int next = 32 * (j / 16 + 1) + lane;
@@ -1215,24 +1011,35 @@ __global__ void __launch_bounds__(32)
         }
         const int32_t b0 = __shfl_sync(0xffffffffu, blk, (2 * j) % 32);
         const int32_t b1 = __shfl_sync(0xffffffffu, blk, (2 * j) % 32 + 1);
-        if ((j + 1) * KT <= n_keys)
-            regs_tile_load<false>(r, a, kvh, b0, b1, j * KT, n_keys, lane);
-        else
-            regs_tile_load<true>(r, a, kvh, b0, b1, j * KT, n_keys, lane);
+        if (lane == 0) {
+            folio_bf16_bits *ks = stage0 + (size_t)(j % TMA_ST) * 2 * KT * LD;
+            const bool second = j * KT + BK < n_keys;
+            uint64_t *b = &bar[j % TMA_ST];
+            /* the warp's reads of the stage (ordered before by the caller's
+             * __syncwarp) before the async proxy writes it again */
+            asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+            mbar_arrive_expect_tx(b, (second ? 4 : 2) * TMA_BLOCK_BYTES);
+            const int r0 = (b0 * a.num_kv_heads + kvh) * BK, r1 = (b1 * a.num_kv_heads + kvh) * BK;
+            tma_copy_rows(ks, &kmap, r0, b);
+            tma_copy_rows(ks + KT * LD, &vmap, r0, b);
+            if (second) {
+                tma_copy_rows(ks + BK * LD, &kmap, r1, b);
+                tma_copy_rows(ks + (KT + BK) * LD, &vmap, r1, b);
+            }
+        }
     };
-    regs_tile ta, tb;
-    if (tiles > 0)
-        load(0, ta);
-    if (tiles > 1)
-        load(1, tb);
+#pragma unroll
+    for (int j = 0; j < TMA_ST; j++)
+        if (j < tiles)
+            load(j);
 
+    uint32_t qb[NQ][KS][2];
     float inv = 1.0f;
     if (NORM && pos >= 0)
         inv = in.inv_rms(norm, t, lane);
-    uint32_t qb[NQ][KS][2];
 #pragma unroll
     for (int nq = 0; nq < NQ; nq++)
-        rq.operand(nq, 8 * nq + g < group && pos >= 0, inv, qb[nq]);
+        in.q_operand(nq, 8 * nq + g < group && pos >= 0, inv, qb[nq]);
     float o[KS][NQ][4], m[NQ][2], l[NQ][2];
     const float scale_log2 = attention_scale_log2<D>();
     if (pos >= 0) {
@@ -1240,7 +1047,7 @@ __global__ void __launch_bounds__(32)
         in.write_new_kv(a, kvh, pos, new_block, lane, nkv);
         if (drop.input)
             drop_qkv_lines<D>(a, t, kvh, group, lane);
-        regs_new_key_start<NQ>(nkv, qb, scale_log2, o, m, l, lane);
+        rope_inputs<D, NQ, NORM>::new_key_start(nkv, qb, scale_log2, o, m, l, lane);
     } else {
 #pragma unroll
         for (int nq = 0; nq < NQ; nq++) {
@@ -1251,37 +1058,99 @@ __global__ void __launch_bounds__(32)
                 o[dt][nq][0] = o[dt][nq][1] = o[dt][nq][2] = o[dt][nq][3] = 0.0f;
         }
     }
-    for (int j = 0; j < tiles; j += 2) {
-        regs_tile_product<NQ>(ta, qb, o, m, l, j * KT, n_keys, scale_log2);
-        if (j + 2 < tiles)
-            load(j + 2, ta);
-        if (j + 1 < tiles) {
-            regs_tile_product<NQ>(tb, qb, o, m, l, (j + 1) * KT, n_keys, scale_log2);
-            if (j + 3 < tiles)
-                load(j + 3, tb);
+    for (int j = 0; j < tiles; j++) {
+        folio_bf16_bits *ks = stage0 + (size_t)(j % TMA_ST) * 2 * KT * LD;
+        mbar_wait(&bar[j % TMA_ST], (j / TMA_ST) & 1);
+        const int kbase = j * KT;
+        if (kbase + KT > n_keys) { /* V rows past the context (unwritten, or a block not copied) */
+            uint4 *vs = (uint4 *)(ks + KT * LD);
+            for (int c = (n_keys - kbase) * (D / 8) + lane; c < KT * (D / 8); c += 32)
+                vs[c] = make_uint4(0, 0, 0, 0);
+            /* before a later copy into this stage (the async proxy) */
+            asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+            __syncwarp();
         }
+        decode_tile<D, NQ>(ks, ks + KT * LD, qb, o, m, l, kbase, n_keys, scale_log2);
+        __syncwarp(); /* every lane is done with this stage */
+        if (j + TMA_ST < tiles)
+            load(j + TMA_ST);
     }
-
-    /* Normalized, in bf16: head 8 nq + 2 tq + c's dims 8 g .. 8 g + 7 are
-     * word dt = (o[dt][nq][c], o[dt][nq][c + 2]). */
-    const int64_t row0 = (int64_t)t * a.num_heads + kvh * group;
 #pragma unroll
     for (int nq = 0; nq < NQ; nq++)
 #pragma unroll
-        for (int c = 0; c < 2; c++) {
-            float sum = l[nq][c]; /* a head's sum lives spread over 8 lanes */
-            sum += __shfl_xor_sync(0xffffffffu, sum, 4);
-            sum += __shfl_xor_sync(0xffffffffu, sum, 8);
-            sum += __shfl_xor_sync(0xffffffffu, sum, 16);
-            const float s = sum > 0.0f ? 1.0f / sum : 0.0f;
-            const int h = 8 * nq + 2 * tq + c;
-            const uint4 out = make_uint4(pack_bf16x2(o[0][nq][c] * s, o[0][nq][c + 2] * s),
-                                         pack_bf16x2(o[1][nq][c] * s, o[1][nq][c + 2] * s),
-                                         pack_bf16x2(o[2][nq][c] * s, o[2][nq][c + 2] * s),
-                                         pack_bf16x2(o[3][nq][c] * s, o[3][nq][c + 2] * s));
-            if (h < group)
-                *(uint4 *)(a.out + (row0 + h) * D + 8 * g) = out;
+        for (int c = 0; c < 2; c++) { /* a head's sum lives spread over 8 lanes */
+            l[nq][c] += __shfl_xor_sync(0xffffffffu, l[nq][c], 4);
+            l[nq][c] += __shfl_xor_sync(0xffffffffu, l[nq][c], 8);
+            l[nq][c] += __shfl_xor_sync(0xffffffffu, l[nq][c], 16);
         }
+    /* Normalized, in bf16, transposed back by movmatrix (as
+     * attention_decode_kernel's one-warp direct output). */
+    const int64_t row0 = (int64_t)t * a.num_heads + kvh * group;
+#pragma unroll
+    for (int nq = 0; nq < NQ; nq++) {
+        const float inv0 = l[nq][0] > 0.0f ? 1.0f / l[nq][0] : 0.0f;
+        const float inv1 = l[nq][1] > 0.0f ? 1.0f / l[nq][1] : 0.0f;
+        const bool mine_head = 8 * nq + g < group;
+        uint32_t *dst = (uint32_t *)(a.out + (row0 + 8 * nq + g) * D);
+#pragma unroll
+        for (int dt = 0; dt < KS; dt++) {
+            const uint32_t lo =
+                movmatrix_trans(pack_bf16x2(o[dt][nq][0] * inv0, o[dt][nq][1] * inv1));
+            const uint32_t hi =
+                movmatrix_trans(pack_bf16x2(o[dt][nq][2] * inv0, o[dt][nq][3] * inv1));
+            if (mine_head) {
+                dst[(16 * dt + 2 * tq) / 2] = lo;
+                dst[(16 * dt + 8 + 2 * tq) / 2] = hi;
+            }
+        }
+    }
+}
+
+constexpr size_t tma_smem_bytes()
+{
+    return 1024 + (size_t)TMA_ST * 2 * KT * 64 * sizeof(folio_bf16_bits) +
+           TMA_ST * sizeof(uint64_t);
+}
+
+/* Tensor maps of the caches: [rows][64] bf16, 16-row boxes, 128-byte swizzle.
+ * The kernel's API passes a cache's base, not its size: the map's extent is a
+ * bound no cache reaches (copies only ever name blocks of the block tables).
+ * Encoded once a base (the layers' caches), kept for the process. */
+static const CUtensorMap *cache_map(const folio_bf16_bits *base)
+{
+    struct entry {
+        const void *base;
+        CUtensorMap map;
+    };
+    static entry maps[256];
+    static int n_maps = 0;
+    static PFN_cuTensorMapEncodeTiled_v12000 encode = NULL;
+    for (int i = 0; i < n_maps; i++)
+        if (maps[i].base == base)
+            return &maps[i].map;
+    if (!encode) {
+        cudaDriverEntryPointQueryResult q;
+        void *p = NULL;
+        if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &p, 12000, cudaEnableDefault,
+                                             &q) != cudaSuccess ||
+            q != cudaDriverEntryPointSuccess)
+            return NULL;
+        encode = (PFN_cuTensorMapEncodeTiled_v12000)p;
+    }
+    if (n_maps == 256 || (uintptr_t)base % 16 != 0)
+        return NULL;
+    cuuint64_t dims[2] = {64, (cuuint64_t)1 << 30};
+    cuuint64_t strides[1] = {64 * 2};
+    cuuint32_t box[2] = {64, 16};
+    cuuint32_t elem[2] = {1, 1};
+    entry &e = maps[n_maps];
+    if (encode(&e.map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, (void *)base, dims, strides, box, elem,
+               CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+               CU_TENSOR_MAP_L2_PROMOTION_L2_128B,
+               CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) != CUDA_SUCCESS)
+        return NULL;
+    e.base = base;
+    return &maps[n_maps++].map;
 }
 
 /* Merges the split partials of one (token, head) row when the decode kernel
@@ -1391,14 +1260,14 @@ template <int D, int NW, int NQ, int ROPE> static cudaError_t prepare_kernel()
     return e;
 }
 
-/* The register-direct kernel takes no shared memory; the same carveout as
- * the others keeps the SM from changing its split of L1 between them. */
-template <typename K> static cudaError_t prepare_carveout(K kernel)
+template <typename K> static cudaError_t prepare_tma(K kernel)
 {
-    return folio_k_smem_carveout() < 0
-               ? cudaSuccess
-               : cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout,
-                                      folio_k_smem_carveout());
+    cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                         (int)tma_smem_bytes());
+    if (e == cudaSuccess && folio_k_smem_carveout() >= 0)
+        e = cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout,
+                                 folio_k_smem_carveout());
+    return e;
 }
 
 template <int D, int NW, int NQ> static cudaError_t prepare_one()
@@ -1407,9 +1276,8 @@ template <int D, int NW, int NQ> static cudaError_t prepare_one()
     e = e == cudaSuccess ? prepare_kernel<D, NW, NQ, QKV_ROPE>() : e;
     e = e == cudaSuccess ? prepare_kernel<D, NW, NQ, QKV_ROPE_NORM>() : e;
     if constexpr (D == 64 && NW == 1) {
-        e = e == cudaSuccess ? prepare_carveout(attention_decode_regs_kernel<NQ, QKV_ROPE>) : e;
-        e = e == cudaSuccess ? prepare_carveout(attention_decode_regs_kernel<NQ, QKV_ROPE_NORM>)
-                             : e;
+        e = e == cudaSuccess ? prepare_tma(attention_decode_tma_kernel<NQ, QKV_ROPE>) : e;
+        e = e == cudaSuccess ? prepare_tma(attention_decode_tma_kernel<NQ, QKV_ROPE_NORM>) : e;
     }
     return e;
 }
@@ -1438,11 +1306,15 @@ static cudaError_t launch(const decode_args &a, const uint32_t *rope_cos_sin,
 {
     dim3 grid(a.b.num_tokens, a.num_kv_heads, splits);
     if constexpr (D == 64 && NW == 1) {
-        if (splits == 1 && rope_cos_sin)
-            return norm.x ? launch_pdl(attention_decode_regs_kernel<NQ, QKV_ROPE_NORM>, grid,
-                                       dim3(32), 0, s, pdl, a, rope_cos_sin, norm, drop)
-                          : launch_pdl(attention_decode_regs_kernel<NQ, QKV_ROPE>, grid, dim3(32),
-                                       0, s, pdl, a, rope_cos_sin, norm, drop);
+        const CUtensorMap *km = splits == 1 && rope_cos_sin ? cache_map(a.k_cache) : NULL;
+        const CUtensorMap *vm = km ? cache_map(a.v_cache) : NULL;
+        if (vm)
+            return norm.x
+                       ? launch_pdl(attention_decode_tma_kernel<NQ, QKV_ROPE_NORM>, grid, dim3(32),
+                                    tma_smem_bytes(), s, pdl, a, rope_cos_sin, norm, drop, *km, *vm)
+                       : launch_pdl(attention_decode_tma_kernel<NQ, QKV_ROPE>, grid, dim3(32),
+                                    tma_smem_bytes(), s, pdl, a, rope_cos_sin, norm, drop, *km,
+                                    *vm);
     }
     const size_t smem = decode_smem_bytes<D, NW>();
     if (!rope_cos_sin)
