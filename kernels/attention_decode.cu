@@ -60,10 +60,16 @@
  * made of every kernel (which then read their parameters through an address;
  * batch 64 took 1.330 ms against 1.236).
  *
+ * Where one-warp CTAs of one split crowd the SMs (plan.tma: 129-256 rows for
+ * TinyLlama) and the kernel does RoPE, attention_decode_tma_kernel does the
+ * same work with its tiles copied by TMA tensor copies (see there).
+ *
  * Measured slower on the H200 and removed (bench/results/2026-11-29-cuda-round9.md):
  * 2-warp and 16-warp CTAs, three stages per warp. */
 #include <cuda.h>
 #include <cudaTypedefs.h>
+
+#include <mutex>
 
 #include "attention_tile.cuh"
 #include "mbarrier.cuh"
@@ -942,10 +948,20 @@ __global__ void __launch_bounds__(NW * 32)
  * tensor map puts 16-byte chunk c of row r at chunk c ^ (r & 7): the stages'
  * layout (decode_layout) in 1024-byte aligned stages, so decode_tile reads
  * them as before. Keys past the context: K rows give scores that the mask
- * drops; V rows are zeroed after the copy lands (0 * NaN would leak). On the
- * H200, kv_read_probe's bare reads of a b256 layer by bulk copies drew 386 W
- * against 408 for cp.async at the same 4.3 TB/s
- * (bench/results/2026-12-03-cuda-round35.md). */
+ * drops; V rows are zeroed after the copy lands (0 * NaN would leak).
+ *
+ * Why: the lanes no longer issue 16 copies a tile each, and bare reads of a
+ * b256 layer by bulk copies drew 386 W against 408 for cp.async at the same
+ * 4.3 TB/s (bench/results/2026-12-03-cuda-round35.md), where every GEMM of a
+ * b256 step runs at the card's 700 W cap. On the H200 this kernel alone took
+ * 41.41 us against 42.11 (b256 step form), steps of 256 rows 1.9215 ms
+ * against 1.9345, of 192 rows 1.7905 against 1.7983; with 3 stages b256
+ * 1.9284. At 128 rows, fewer CTAs an SM, it was slower (1.4572 against
+ * 1.4474): folio_k_attention_decode_plan's tma says where it runs
+ * (bench/results/2026-12-03-cuda-round36.md). Loading each lane's share of a
+ * tile straight into registers as MMA fragments, without shared memory, had
+ * been slower still: 48.90 us against 42.37, b256 2.0745 against 1.9827
+ * (round 36). */
 constexpr int TMA_ST = 2;                    /* stages, as the one-warp cp.async kernel */
 constexpr int TMA_BLOCK_BYTES = 16 * 64 * 2; /* one cache block of one head, K or V */
 
@@ -1125,6 +1141,8 @@ static const CUtensorMap *cache_map(const folio_bf16_bits *base)
     static entry maps[256];
     static int n_maps = 0;
     static PFN_cuTensorMapEncodeTiled_v12000 encode = NULL;
+    static std::mutex lock;
+    std::lock_guard<std::mutex> held(lock);
     for (int i = 0; i < n_maps; i++)
         if (maps[i].base == base)
             return &maps[i].map;
@@ -1208,7 +1226,7 @@ extern "C" struct folio_k_decode_plan folio_k_attention_decode_plan(int num_toke
                                                                     int num_sms, int warps_per_sm,
                                                                     int cta_warps, int pdl)
 {
-    struct folio_k_decode_plan p = {1, 1, 0};
+    struct folio_k_decode_plan p = {1, 1, 0, 0};
     const int base = num_tokens * num_kv_heads;
     if (base <= 0 || (head_dim != 64 && head_dim != 128))
         return p;
@@ -1235,6 +1253,11 @@ extern "C" struct folio_k_decode_plan folio_k_attention_decode_plan(int num_toke
     if (s >= 2)
         s = ((warps_per_sm + 1) * num_sms + per_split - 1) / per_split;
     p.splits = s < 1 ? 1 : s > MAX_SPLITS ? MAX_SPLITS : s;
+    /* TMA copies once one-warp CTAs crowd the SMs. On the H200 (512 keys)
+     * steps of 256 rows (7.8 CTAs an SM) took 1.9215 ms against 1.9345, 192
+     * rows (5.8) 1.7905 against 1.7983, but 128 rows (3.9) 1.4572 against
+     * 1.4474 (bench/results/2026-12-03-cuda-round36.md). */
+    p.tma = head_dim == 64 && p.warps == 1 && p.splits == 1 && base > 4 * num_sms;
     return p;
 }
 
@@ -1302,11 +1325,11 @@ extern "C" cudaError_t folio_k_attention_prepare(int head_dim)
 template <int D, int NW, int NQ>
 static cudaError_t launch(const decode_args &a, const uint32_t *rope_cos_sin,
                           const struct folio_k_row_norm &norm, const struct folio_k_l2_drop &drop,
-                          int splits, bool pdl, cudaStream_t s)
+                          int splits, bool tma, bool pdl, cudaStream_t s)
 {
     dim3 grid(a.b.num_tokens, a.num_kv_heads, splits);
     if constexpr (D == 64 && NW == 1) {
-        const CUtensorMap *km = splits == 1 && rope_cos_sin ? cache_map(a.k_cache) : NULL;
+        const CUtensorMap *km = tma && splits == 1 && rope_cos_sin ? cache_map(a.k_cache) : NULL;
         const CUtensorMap *vm = km ? cache_map(a.v_cache) : NULL;
         if (vm)
             return norm.x
@@ -1333,10 +1356,10 @@ static cudaError_t launch_d(const decode_args &a, const uint32_t *rope_cos_sin,
                             struct folio_k_decode_plan p, bool pdl, cudaStream_t s)
 {
     if (a.num_heads / a.num_kv_heads <= 8)
-        return p.warps == 1 ? launch<D, 1, 1>(a, rope_cos_sin, norm, drop, p.splits, pdl, s)
-                            : launch<D, 4, 1>(a, rope_cos_sin, norm, drop, p.splits, pdl, s);
-    return p.warps == 1 ? launch<D, 1, 2>(a, rope_cos_sin, norm, drop, p.splits, pdl, s)
-                        : launch<D, 4, 2>(a, rope_cos_sin, norm, drop, p.splits, pdl, s);
+        return p.warps == 1 ? launch<D, 1, 1>(a, rope_cos_sin, norm, drop, p.splits, p.tma, pdl, s)
+                            : launch<D, 4, 1>(a, rope_cos_sin, norm, drop, p.splits, p.tma, pdl, s);
+    return p.warps == 1 ? launch<D, 1, 2>(a, rope_cos_sin, norm, drop, p.splits, p.tma, pdl, s)
+                        : launch<D, 4, 2>(a, rope_cos_sin, norm, drop, p.splits, p.tma, pdl, s);
 }
 
 extern "C" cudaError_t folio_k_attention_decode(

@@ -128,11 +128,13 @@ int folio_k_attention_tile_tokens(int num_heads, int num_kv_heads, int head_dim)
 /* How the decode kernel (attention_decode.cu) cuts a decode batch of
  * num_tokens (the caller passes the graph bucket, so eager and graph runs
  * split alike): warps per CTA (1 or 4; cta_warps 1 or 4 forces it, 0 picks),
- * key-range splits (<= 32) for about warps_per_sm warps per SM in all, and
+ * key-range splits (<= 32) for about warps_per_sm warps per SM in all,
  * whether a second kernel merges the splits (combine; pdl: the step uses
- * programmatic dependent launch). */
+ * programmatic dependent launch), and whether the tiles come by TMA tensor
+ * copies (tma: one-warp CTAs of one split, more than 4 an SM, head_dim 64;
+ * taken where the kernel does RoPE). */
 struct folio_k_decode_plan {
-    int splits, warps, combine;
+    int splits, warps, combine, tma;
 };
 /* The warps_per_sm the backend passes (FOLIO_ATTN_WARPS_PER_SM overrides it).
  * 3 rather than 4: a split costs its partials and their merge, and at 65-128
@@ -191,7 +193,8 @@ struct folio_k_row_norm {
  * q, k and v are first scaled by their token's 1 / rms and rounded to bf16.
  * drop: drop.dead after the wait for the kernels before; drop.input: q, k
  * and v from qkv once read, where one warp reads them (one split of one-warp
- * CTAs, rope_cos_sin given). */
+ * CTAs, rope_cos_sin given). With plan.tma and rope_cos_sin the tiles come by
+ * TMA tensor copies of the caches (each base's map encoded once a process). */
 cudaError_t folio_k_attention_decode(folio_bf16_bits *out, const folio_bf16_bits *qkv,
                                      folio_bf16_bits *k_cache, folio_bf16_bits *v_cache,
                                      struct folio_k_batch b, struct folio_k_decode_plan p,
