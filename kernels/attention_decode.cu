@@ -583,6 +583,64 @@ __device__ __forceinline__ void load_pos_row(folio_bf16_bits *stage0, int pos_j,
     cp_async_commit();
 }
 
+/* The online softmax's state before any key: no output, running max -inf,
+ * running sum 0 (decode_tile's layouts). */
+template <int D, int NQ>
+__device__ __forceinline__ void decode_start(float (&o)[D / 16][NQ][4], float (&m)[NQ][2],
+                                             float (&l)[NQ][2])
+{
+#pragma unroll
+    for (int nq = 0; nq < NQ; nq++) {
+        m[nq][0] = m[nq][1] = -INFINITY;
+        l[nq][0] = l[nq][1] = 0.0f;
+#pragma unroll
+        for (int dt = 0; dt < D / 16; dt++)
+            o[dt][nq][0] = o[dt][nq][1] = o[dt][nq][2] = o[dt][nq][3] = 0.0f;
+    }
+}
+
+/* Each head's running sum, spread over the 8 lanes of a tq, added up. */
+template <int NQ> __device__ __forceinline__ void sum_head_lanes(float (&l)[NQ][2])
+{
+#pragma unroll
+    for (int nq = 0; nq < NQ; nq++)
+#pragma unroll
+        for (int c = 0; c < 2; c++) {
+            l[nq][c] += __shfl_xor_sync(0xffffffffu, l[nq][c], 4);
+            l[nq][c] += __shfl_xor_sync(0xffffffffu, l[nq][c], 8);
+            l[nq][c] += __shfl_xor_sync(0xffffffffu, l[nq][c], 16);
+        }
+}
+
+/* A one-split warp's output rows row0 + h (h < group): normalized, in bf16,
+ * transposed back by movmatrix, so that the lane holds dims 2 tq, 2 tq + 1
+ * (+ 8) of head 8 nq + g. */
+template <int D, int NQ>
+__device__ __forceinline__ void store_direct(folio_bf16_bits *out, int64_t row0, int group,
+                                             const float (&o)[D / 16][NQ][4],
+                                             const float (&l)[NQ][2], int lane)
+{
+    const int g = lane >> 2, tq = lane & 3;
+#pragma unroll
+    for (int nq = 0; nq < NQ; nq++) {
+        const float inv0 = l[nq][0] > 0.0f ? 1.0f / l[nq][0] : 0.0f;
+        const float inv1 = l[nq][1] > 0.0f ? 1.0f / l[nq][1] : 0.0f;
+        const bool mine_head = 8 * nq + g < group;
+        uint32_t *dst = (uint32_t *)(out + (row0 + 8 * nq + g) * D);
+#pragma unroll
+        for (int dt = 0; dt < D / 16; dt++) {
+            const uint32_t lo =
+                movmatrix_trans(pack_bf16x2(o[dt][nq][0] * inv0, o[dt][nq][1] * inv1));
+            const uint32_t hi =
+                movmatrix_trans(pack_bf16x2(o[dt][nq][2] * inv0, o[dt][nq][3] * inv1));
+            if (mine_head) {
+                dst[(16 * dt + 2 * tq) / 2] = lo;
+                dst[(16 * dt + 8 + 2 * tq) / 2] = hi;
+            }
+        }
+    }
+}
+
 /* Drops token t's q of the group's heads and k and v of KV head kvh from the
  * L2 (l2_discard): read by one warp alone (a one-warp CTA of one split), and
  * used by now. */
@@ -769,14 +827,7 @@ __global__ void __launch_bounds__(NW * 32)
         if (new_key_in_regs && pos >= 0) {
             rope_inputs<D, NQ, NORM>::new_key_start(nkv, qb, scale_log2, o, m, l, lane);
         } else {
-#pragma unroll
-            for (int nq = 0; nq < NQ; nq++) {
-                m[nq][0] = m[nq][1] = -INFINITY;
-                l[nq][0] = l[nq][1] = 0.0f;
-#pragma unroll
-                for (int dt = 0; dt < KS; dt++)
-                    o[dt][nq][0] = o[dt][nq][1] = o[dt][nq][2] = o[dt][nq][3] = 0.0f;
-            }
+            decode_start<D, NQ>(o, m, l);
         }
         for (int j = 0; j < mine; j++) {
             /* Tile j's group is complete: ST groups came after it for j < ST
@@ -798,36 +849,10 @@ __global__ void __launch_bounds__(NW * 32)
                 load(j + ST, -1);
             cp_async_commit();
         }
-#pragma unroll
-        for (int nq = 0; nq < NQ; nq++)
-#pragma unroll
-            for (int c = 0; c < 2; c++) { /* a head's sum lives spread over 8 lanes */
-                l[nq][c] += __shfl_xor_sync(0xffffffffu, l[nq][c], 4);
-                l[nq][c] += __shfl_xor_sync(0xffffffffu, l[nq][c], 8);
-                l[nq][c] += __shfl_xor_sync(0xffffffffu, l[nq][c], 16);
-            }
+        sum_head_lanes<NQ>(l);
 
         if (NW == 1 && direct) {
-            /* Normalized, in bf16, transposed back by movmatrix: this lane
-             * then holds dims 2 tq, 2 tq + 1 (+ 8) of head 8 nq + g. */
-#pragma unroll
-            for (int nq = 0; nq < NQ; nq++) {
-                const float inv0 = l[nq][0] > 0.0f ? 1.0f / l[nq][0] : 0.0f;
-                const float inv1 = l[nq][1] > 0.0f ? 1.0f / l[nq][1] : 0.0f;
-                const bool mine_head = 8 * nq + g < group;
-                uint32_t *dst = (uint32_t *)(a.out + (row0 + 8 * nq + g) * D);
-#pragma unroll
-                for (int dt = 0; dt < KS; dt++) {
-                    const uint32_t lo =
-                        movmatrix_trans(pack_bf16x2(o[dt][nq][0] * inv0, o[dt][nq][1] * inv1));
-                    const uint32_t hi =
-                        movmatrix_trans(pack_bf16x2(o[dt][nq][2] * inv0, o[dt][nq][3] * inv1));
-                    if (mine_head) {
-                        dst[(16 * dt + 2 * tq) / 2] = lo;
-                        dst[(16 * dt + 8 + 2 * tq) / 2] = hi;
-                    }
-                }
-            }
+            store_direct<D, NQ>(a.out, row0, group, o, l, lane);
         } else {
             /* Unnormalized f32 rows (head, dims): this warp's into shared
              * memory for the CTA's merge, or with NW == 1 straight out as
@@ -991,8 +1016,7 @@ __global__ void __launch_bounds__(32)
     uint64_t *bar = (uint64_t *)(stage0 + TMA_ST * 2 * KT * LD);
 
     pdl_trigger();
-    const int t = blockIdx.x, kvh = blockIdx.y, lane = threadIdx.x;
-    const int g = lane >> 2, tq = lane & 3;
+    const int t = blockIdx.x, kvh = blockIdx.y, lane = threadIdx.x, g = lane >> 2;
     const int group = a.num_heads / a.num_kv_heads;
     const int pos = a.b.token_pos[t]; /* -1: padding row, no keys, zeros out */
     const int n_keys = max(pos, 0); /* keys from the cache: the new one is scored from registers */
@@ -1065,14 +1089,7 @@ __global__ void __launch_bounds__(32)
             drop_qkv_lines<D>(a, t, kvh, group, lane);
         rope_inputs<D, NQ, NORM>::new_key_start(nkv, qb, scale_log2, o, m, l, lane);
     } else {
-#pragma unroll
-        for (int nq = 0; nq < NQ; nq++) {
-            m[nq][0] = m[nq][1] = -INFINITY;
-            l[nq][0] = l[nq][1] = 0.0f;
-#pragma unroll
-            for (int dt = 0; dt < KS; dt++)
-                o[dt][nq][0] = o[dt][nq][1] = o[dt][nq][2] = o[dt][nq][3] = 0.0f;
-        }
+        decode_start<D, NQ>(o, m, l);
     }
     for (int j = 0; j < tiles; j++) {
         folio_bf16_bits *ks = stage0 + (size_t)(j % TMA_ST) * 2 * KT * LD;
@@ -1091,35 +1108,8 @@ __global__ void __launch_bounds__(32)
         if (j + TMA_ST < tiles)
             load(j + TMA_ST);
     }
-#pragma unroll
-    for (int nq = 0; nq < NQ; nq++)
-#pragma unroll
-        for (int c = 0; c < 2; c++) { /* a head's sum lives spread over 8 lanes */
-            l[nq][c] += __shfl_xor_sync(0xffffffffu, l[nq][c], 4);
-            l[nq][c] += __shfl_xor_sync(0xffffffffu, l[nq][c], 8);
-            l[nq][c] += __shfl_xor_sync(0xffffffffu, l[nq][c], 16);
-        }
-    /* Normalized, in bf16, transposed back by movmatrix (as
-     * attention_decode_kernel's one-warp direct output). */
-    const int64_t row0 = (int64_t)t * a.num_heads + kvh * group;
-#pragma unroll
-    for (int nq = 0; nq < NQ; nq++) {
-        const float inv0 = l[nq][0] > 0.0f ? 1.0f / l[nq][0] : 0.0f;
-        const float inv1 = l[nq][1] > 0.0f ? 1.0f / l[nq][1] : 0.0f;
-        const bool mine_head = 8 * nq + g < group;
-        uint32_t *dst = (uint32_t *)(a.out + (row0 + 8 * nq + g) * D);
-#pragma unroll
-        for (int dt = 0; dt < KS; dt++) {
-            const uint32_t lo =
-                movmatrix_trans(pack_bf16x2(o[dt][nq][0] * inv0, o[dt][nq][1] * inv1));
-            const uint32_t hi =
-                movmatrix_trans(pack_bf16x2(o[dt][nq][2] * inv0, o[dt][nq][3] * inv1));
-            if (mine_head) {
-                dst[(16 * dt + 2 * tq) / 2] = lo;
-                dst[(16 * dt + 8 + 2 * tq) / 2] = hi;
-            }
-        }
-    }
+    sum_head_lanes<NQ>(l);
+    store_direct<D, NQ>(a.out, (int64_t)t * a.num_heads + kvh * group, group, o, l, lane);
 }
 
 constexpr size_t tma_smem_bytes()
