@@ -979,7 +979,8 @@ __global__ void __launch_bounds__(NW * 32)
  * b256 layer by bulk copies drew 386 W against 408 for cp.async at the same
  * 4.3 TB/s (bench/results/2026-12-03-cuda-round35.md), where every GEMM of a
  * b256 step runs at the card's 700 W cap. On the H200 this kernel alone took
- * 41.41 us against 42.11 (b256 step form), steps of 256 rows 1.9215 ms
+ * 41.41 us against 42.11 (b256 step form) and, looped, drew 422 W against
+ * 457 (15.2 mJ a launch against 16.5); steps of 256 rows 1.9215 ms
  * against 1.9345, of 192 rows 1.7905 against 1.7983; with 3 stages b256
  * 1.9284. At 128 rows, fewer CTAs an SM, it was slower (1.4572 against
  * 1.4474): folio_k_attention_decode_plan's tma says where it runs
