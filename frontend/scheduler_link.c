@@ -27,10 +27,13 @@ struct folio_link {
     bool ctl_started, ring_started;
     atomic_bool stopping;
     atomic_bool pipe_lost; /* a connection to the scheduler broke */
-    /* Connected PUSH pipes, by id: Submits can go out while one is there.
-     * A set, not a counter: nng may report a pipe's removal without having
-     * reported its addition (a connection that died while being set up). */
-    uint32_t submit_pipes[8];
+    /* Connected pipes by id, of the PUSH socket (Submits can go out while one
+     * is there) and of the REQ socket. Sets, not counters: nng may report a
+     * pipe's removal without having reported its addition (a connection that
+     * died while being set up). */
+    struct pipe_set {
+        uint32_t ids[8];
+    } submit_pipes, ctl_pipes;
     pthread_mutex_t pipes_mu;
     atomic_size_t pending_bytes;
     uint32_t epoch;       /* ours: Register says it, so the scheduler tells restarts apart */
@@ -153,6 +156,8 @@ static void *ring_main(void *arg)
 
 /* ---- the control thread ------------------------------------------------- */
 
+static int connected(struct folio_link *l, const struct pipe_set *set);
+
 /* One request/reply on the REQ socket; *reply must be freed with
  * folio__envelope__free_unpacked. */
 static int ctl_call(struct folio_link *l, Folio__Envelope *env, Folio__Envelope **reply)
@@ -165,8 +170,8 @@ static int ctl_call(struct folio_link *l, Folio__Envelope *env, Folio__Envelope 
     int rv = nng_send(l->req, buf, n, 0);
     free(buf);
     if (rv != 0) {
-        snprintf(l->ctl_error, sizeof l->ctl_error, "sending on %s: %s", l->ctl_url,
-                 nng_strerror(rv));
+        snprintf(l->ctl_error, sizeof l->ctl_error, "sending on %s: %s (%d connections)",
+                 l->ctl_url, nng_strerror(rv), connected(l, &l->ctl_pipes));
         return -1;
     }
     void *in = NULL;
@@ -270,44 +275,39 @@ static int do_status(struct folio_link *l)
     return 0;
 }
 
-/* nng calls this on its own thread when a connection to the scheduler
- * closes: the scheduler died or restarted, and with it every request it held
- * (a restarted one answers StatusRequests at once, so a broken pipe is the
- * only sign). */
-static void on_pipe_removed(nng_pipe p, nng_pipe_ev ev, void *arg)
-{
-    (void)p;
-    (void)ev;
-    struct folio_link *l = arg;
-    atomic_store(&l->pipe_lost, true);
-}
-
-static void on_submit_pipe(nng_pipe p, nng_pipe_ev ev, void *arg)
+/* nng calls this on its own thread when a connection to the scheduler opens
+ * or closes (either socket). A closed one means the scheduler died or
+ * restarted, and with it every request it held (a restarted one answers
+ * StatusRequests at once, so a broken pipe is the only sign). */
+static void on_pipe(nng_pipe p, nng_pipe_ev ev, void *arg)
 {
     struct folio_link *l = arg;
     uint32_t id = (uint32_t)nng_pipe_id(p);
+    struct pipe_set *set = nng_socket_id(nng_pipe_socket(p)) == nng_socket_id(l->push)
+                               ? &l->submit_pipes
+                               : &l->ctl_pipes;
     pthread_mutex_lock(&l->pipes_mu);
-    for (size_t i = 0; i < sizeof l->submit_pipes / sizeof l->submit_pipes[0]; i++) {
-        if (ev == NNG_PIPE_EV_ADD_POST && l->submit_pipes[i] == 0) {
-            l->submit_pipes[i] = id;
+    for (size_t i = 0; i < sizeof set->ids / sizeof set->ids[0]; i++) {
+        if (ev == NNG_PIPE_EV_ADD_POST && set->ids[i] == 0) {
+            set->ids[i] = id;
             break;
         }
-        if (ev == NNG_PIPE_EV_REM_POST && l->submit_pipes[i] == id)
-            l->submit_pipes[i] = 0;
+        if (ev == NNG_PIPE_EV_REM_POST && set->ids[i] == id)
+            set->ids[i] = 0;
     }
     pthread_mutex_unlock(&l->pipes_mu);
     if (ev == NNG_PIPE_EV_REM_POST)
         atomic_store(&l->pipe_lost, true);
 }
 
-static bool submit_connected(struct folio_link *l)
+static int connected(struct folio_link *l, const struct pipe_set *set)
 {
-    bool any = false;
+    int n = 0;
     pthread_mutex_lock(&l->pipes_mu);
-    for (size_t i = 0; i < sizeof l->submit_pipes / sizeof l->submit_pipes[0]; i++)
-        any |= l->submit_pipes[i] != 0;
+    for (size_t i = 0; i < sizeof set->ids / sizeof set->ids[0]; i++)
+        n += set->ids[i] != 0;
     pthread_mutex_unlock(&l->pipes_mu);
-    return any;
+    return n;
 }
 
 static void *ctl_main(void *arg)
@@ -331,7 +331,7 @@ static void *ctl_main(void *arg)
         int rc = -1;
         if (registered) {
             rc = do_status(l);
-        } else if (submit_connected(l)) {
+        } else if (connected(l, &l->submit_pipes) > 0) {
             rc = do_register(l);
         } else {
             snprintf(l->ctl_error, sizeof l->ctl_error, "the Submit socket is not connected to %s",
@@ -389,9 +389,10 @@ static int open_sockets(struct folio_link *l, char *err, size_t errlen)
     nng_socket_set_ms(l->req, NNG_OPT_RECVTIMEO, 1000);
     nng_socket_set_size(l->push, NNG_OPT_RECVMAXSZ, 0);
     nng_socket_set_size(l->req, NNG_OPT_RECVMAXSZ, 1 << 20);
-    nng_pipe_notify(l->push, NNG_PIPE_EV_ADD_POST, on_submit_pipe, l);
-    nng_pipe_notify(l->push, NNG_PIPE_EV_REM_POST, on_submit_pipe, l);
-    nng_pipe_notify(l->req, NNG_PIPE_EV_REM_POST, on_pipe_removed, l);
+    nng_pipe_notify(l->push, NNG_PIPE_EV_ADD_POST, on_pipe, l);
+    nng_pipe_notify(l->push, NNG_PIPE_EV_REM_POST, on_pipe, l);
+    nng_pipe_notify(l->req, NNG_PIPE_EV_ADD_POST, on_pipe, l);
+    nng_pipe_notify(l->req, NNG_PIPE_EV_REM_POST, on_pipe, l);
     /* Non-blocking dials: the scheduler may start after us; nng keeps
      * redialling, also after it restarts. A REQ socket is not closed and
      * opened again when its requests go unanswered (ZeroMQ's "lazy pirate"):
