@@ -981,7 +981,8 @@ __global__ void __launch_bounds__(NW * 32)
  * b256 step runs at the card's 700 W cap. On the H200 this kernel alone took
  * 41.41 us against 42.11 (b256 step form) and, looped, drew 422 W against
  * 457 (15.2 mJ a launch against 16.5); steps of 256 rows 1.9215 ms
- * against 1.9345, of 192 rows 1.7905 against 1.7983; with 3 stages b256
+ * against 1.9345, of 192 rows 1.7905 against 1.7983, of 160 rows 1.7264
+ * against 1.7490, of 144 rows 1.6714 against 1.7031; with 3 stages b256
  * 1.9284. At 128 rows, fewer CTAs an SM, it was slower (1.4572 against
  * 1.4474): folio_k_attention_decode_plan's tma says where it runs
  * (bench/results/2026-12-03-cuda-round36.md). Loading each lane's share of a
@@ -991,12 +992,19 @@ __global__ void __launch_bounds__(NW * 32)
 constexpr int TMA_ST = 2;                    /* stages, as the one-warp cp.async kernel */
 constexpr int TMA_BLOCK_BYTES = 16 * 64 * 2; /* one cache block of one head, K or V */
 
+/* 16 rows from the cache (map) at row into dst, completing on bar; the lines
+ * marked first to leave the L2: a layer's K/V (134 MB at b256) is read once a
+ * step and would otherwise push out what the next kernels read. On the H200
+ * b256 steps took 1.9528 ms against 1.9745 without the hint, 1.9937 for the
+ * cp.async kernel (bench/results/2026-12-03-cuda-round36.md, call 6). */
 __device__ __forceinline__ void tma_copy_rows(void *dst, const CUtensorMap *map, int row,
                                               uint64_t *bar)
 {
-    asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes "
-                 "[%0], [%1, {%2, %3}], [%4];\n" ::"r"(smem_addr(dst)),
-                 "l"((uint64_t)map), "r"(0), "r"(row), "r"(smem_addr(bar))
+    uint64_t policy;
+    asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;\n" : "=l"(policy));
+    asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes"
+                 ".L2::cache_hint [%0], [%1, {%2, %3}], [%4], %5;\n" ::"r"(smem_addr(dst)),
+                 "l"((uint64_t)map), "r"(0), "r"(row), "r"(smem_addr(bar)), "l"(policy)
                  : "memory");
 }
 
@@ -1246,8 +1254,9 @@ extern "C" struct folio_k_decode_plan folio_k_attention_decode_plan(int num_toke
     p.splits = s < 1 ? 1 : s > MAX_SPLITS ? MAX_SPLITS : s;
     /* TMA copies once one-warp CTAs crowd the SMs. On the H200 (512 keys)
      * steps of 256 rows (7.8 CTAs an SM) took 1.9215 ms against 1.9345, 192
-     * rows (5.8) 1.7905 against 1.7983, but 128 rows (3.9) 1.4572 against
-     * 1.4474 (bench/results/2026-12-03-cuda-round36.md). */
+     * rows (5.8) 1.7905 against 1.7983, 144 rows (4.4) 1.6714 against 1.7031,
+     * but 128 rows (3.9) 1.4572 against 1.4474
+     * (bench/results/2026-12-03-cuda-round36.md). */
     p.tma = head_dim == 64 && p.warps == 1 && p.splits == 1 && base > 4 * num_sms;
     return p;
 }
