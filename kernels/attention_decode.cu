@@ -66,13 +66,11 @@
  *
  * Measured slower on the H200 and removed (bench/results/2026-11-29-cuda-round9.md):
  * 2-warp and 16-warp CTAs, three stages per warp. */
-#include <cuda.h>
-#include <cudaTypedefs.h>
-
 #include <mutex>
 
 #include "attention_tile.cuh"
 #include "mbarrier.cuh"
+#include "tensor_map.cuh"
 
 #define KT 32         /* keys per tile */
 #define MAX_SPLITS 32 /* splits a CTA of the last-CTA merge can take */
@@ -136,21 +134,52 @@ struct split_layout {
     }
 };
 
-/* decode_tile's middle, shared with the register-direct kernel: the scores
- * S^T (keys x heads, scaled into the log2 domain here) masked (only a tile
- * reaching past the context needs one), the online softmax per head column
- * (rescaling o, m and l), and P^T in bf16 as the B operand of O^T += V^T P^T:
- * each 8x8 half of an accumulator fragment (keys x heads), transposed by
- * movmatrix, is (heads x keys). Element e of an S^T fragment is head column
- * e & 1, key row g + 8 (e >> 1). */
+/* One K/V tile against a warp's query heads, transposed: S^T = K Q^T with
+ * the tile's keys as the rows (two m16 tiles of 16) and the heads as the
+ * columns (NQ n-tiles of 8), the online softmax per head column in the log2
+ * domain, then O^T += V^T P^T with the head dims as the rows. P^T goes from
+ * the accumulator layout to the B operand by movmatrix.
+ *
+ * Fragments (lane = 4 g + tq): qb[nq][s] is the B operand of head dims
+ * 16 s .. 16 s + 15 of head 8 nq + g; o[dt][nq] holds dims 16 dt + g (0, 1)
+ * and 16 dt + g + 8 (2, 3) of heads 8 nq + 2 tq (0, 2) and 8 nq + 2 tq + 1
+ * (1, 3); m and l are those two heads' running max and sum (l summed over
+ * the lane's keys only: the caller adds up the eight lanes of a tq). Keys
+ * at or past k_end are masked (a decode token sees every key before it). */
 template <int D, int NQ>
-__device__ __forceinline__ void decode_softmax(float (&sc)[KT / 16][NQ][4],
-                                               float (&o)[D / 16][NQ][4], float (&m)[NQ][2],
-                                               float (&l)[NQ][2], uint32_t (&pb)[KT / 16][NQ][2],
-                                               int kbase, int k_end, float scale_log2)
+__device__ __forceinline__ void
+decode_tile(const folio_bf16_bits *ks, const folio_bf16_bits *vs,
+            const uint32_t (&qb)[NQ][D / 16][2], float (&o)[D / 16][NQ][4], float (&m)[NQ][2],
+            float (&l)[NQ][2], int kbase, int k_end, float scale_log2)
 {
-    constexpr int MT = KT / 16, KS = D / 16;
+    using layout = decode_layout<D>;
+    constexpr int MT = KT / 16; /* m-tiles of keys */
+    constexpr int KS = D / 16;  /* k-steps over head dims, and m-tiles of output dims */
     const int lane = threadIdx.x & 31, g = lane >> 2;
+
+    /* S^T = K Q^T: K rows are the A operand as they lie (ldmatrix). */
+    float sc[MT][NQ][4];
+#pragma unroll
+    for (int mt = 0; mt < MT; mt++)
+#pragma unroll
+        for (int nq = 0; nq < NQ; nq++)
+            sc[mt][nq][0] = sc[mt][nq][1] = sc[mt][nq][2] = sc[mt][nq][3] = 0.0f;
+#pragma unroll
+    for (int mt = 0; mt < MT; mt++) {
+#pragma unroll
+        for (int s = 0; s < KS; s++) {
+            uint32_t ka[4];
+            ldmatrix_x4(ka, ks + layout::at(16 * mt + (lane & 7) + ((lane >> 3) & 1) * 8,
+                                            2 * s + (lane >> 4)));
+#pragma unroll
+            for (int nq = 0; nq < NQ; nq++)
+                mma_16816(sc[mt][nq], ka, qb[nq][s][0], qb[nq][s][1]);
+        }
+    }
+
+    /* Mask (only a tile reaching past the context needs one), online softmax
+     * per head column: element e of a fragment is head column e & 1, key row
+     * g + 8 (e >> 1). */
     float tile_max[NQ][2];
 #pragma unroll
     for (int nq = 0; nq < NQ; nq++)
@@ -190,6 +219,9 @@ __device__ __forceinline__ void decode_softmax(float (&sc)[KT / 16][NQ][4],
             }
         }
 
+    /* P^T in bf16 as the B operand of O^T += V^T P^T: each 8x8 half of an
+     * accumulator fragment (keys x heads), transposed, is (heads x keys). */
+    uint32_t pb[MT][NQ][2];
 #pragma unroll
     for (int mt = 0; mt < MT; mt++) {
 #pragma unroll
@@ -204,53 +236,6 @@ __device__ __forceinline__ void decode_softmax(float (&sc)[KT / 16][NQ][4],
             pb[mt][nq][1] = movmatrix_trans(pack_bf16x2(p[2], p[3]));
         }
     }
-}
-
-/* One K/V tile against a warp's query heads, transposed: S^T = K Q^T with
- * the tile's keys as the rows (two m16 tiles of 16) and the heads as the
- * columns (NQ n-tiles of 8), the online softmax per head column in the log2
- * domain, then O^T += V^T P^T with the head dims as the rows. P^T goes from
- * the accumulator layout to the B operand by movmatrix.
- *
- * Fragments (lane = 4 g + tq): qb[nq][s] is the B operand of head dims
- * 16 s .. 16 s + 15 of head 8 nq + g; o[dt][nq] holds dims 16 dt + g (0, 1)
- * and 16 dt + g + 8 (2, 3) of heads 8 nq + 2 tq (0, 2) and 8 nq + 2 tq + 1
- * (1, 3); m and l are those two heads' running max and sum (l summed over
- * the lane's keys only: the caller adds up the eight lanes of a tq). Keys
- * at or past k_end are masked (a decode token sees every key before it). */
-template <int D, int NQ>
-__device__ __forceinline__ void
-decode_tile(const folio_bf16_bits *ks, const folio_bf16_bits *vs,
-            const uint32_t (&qb)[NQ][D / 16][2], float (&o)[D / 16][NQ][4], float (&m)[NQ][2],
-            float (&l)[NQ][2], int kbase, int k_end, float scale_log2)
-{
-    using layout = decode_layout<D>;
-    constexpr int MT = KT / 16; /* m-tiles of keys */
-    constexpr int KS = D / 16;  /* k-steps over head dims, and m-tiles of output dims */
-    const int lane = threadIdx.x & 31;
-
-    /* S^T = K Q^T: K rows are the A operand as they lie (ldmatrix). */
-    float sc[MT][NQ][4];
-#pragma unroll
-    for (int mt = 0; mt < MT; mt++)
-#pragma unroll
-        for (int nq = 0; nq < NQ; nq++)
-            sc[mt][nq][0] = sc[mt][nq][1] = sc[mt][nq][2] = sc[mt][nq][3] = 0.0f;
-#pragma unroll
-    for (int mt = 0; mt < MT; mt++) {
-#pragma unroll
-        for (int s = 0; s < KS; s++) {
-            uint32_t ka[4];
-            ldmatrix_x4(ka, ks + layout::at(16 * mt + (lane & 7) + ((lane >> 3) & 1) * 8,
-                                            2 * s + (lane >> 4)));
-#pragma unroll
-            for (int nq = 0; nq < NQ; nq++)
-                mma_16816(sc[mt][nq], ka, qb[nq][s][0], qb[nq][s][1]);
-        }
-    }
-
-    uint32_t pb[MT][NQ][2];
-    decode_softmax<D, NQ>(sc, o, m, l, pb, kbase, k_end, scale_log2);
 
     /* O^T += V^T P^T, V^T as the A operand: ldmatrix.trans of the V rows. */
 #pragma unroll
@@ -306,13 +291,6 @@ template <int D, int NQ, bool NORM> struct rope_inputs {
                                          const struct folio_k_row_norm &norm, int t, int kvh,
                                          int group, int pos, bool new_kv, int lane)
     {
-        load_q(a, t, kvh, group, pos, lane);
-        load_rest<true>(a, cos_sin, norm, t, kvh, pos, new_kv, lane);
-    }
-
-    __device__ __forceinline__ void load_q(const decode_args &a, int t, int kvh, int group, int pos,
-                                           int lane)
-    {
         const int g = lane >> 2, tq = lane & 3;
 #pragma unroll
         for (int nq = 0; nq < NQ; nq++) {
@@ -327,25 +305,14 @@ template <int D, int NQ, bool NORM> struct rope_inputs {
                 }
             }
         }
-    }
-
-    /* Q_CS: q's cos/sin; the residual row (NORM) and, for the warp that
-     * writes them (new_kv), the new key and value with the key's cos/sin. */
-    template <bool Q_CS>
-    __device__ __forceinline__ void load_rest(const decode_args &a, const uint32_t *cos_sin,
-                                              const struct folio_k_row_norm &norm, int t, int kvh,
-                                              int pos, bool new_kv, int lane)
-    {
         if (pos < 0)
             return;
-        if (Q_CS) {
-            const uint32_t *cs = cos_sin + (int64_t)pos * HALF + 2 * (lane & 3);
+        const uint32_t *cs = cos_sin + (int64_t)pos * HALF + 2 * tq;
 #pragma unroll
-            for (int s = 0; s < KS / 2; s++)
+        for (int s = 0; s < KS / 2; s++)
 #pragma unroll
-                for (int e = 0; e < 4; e++)
-                    q_cs[s][e] = cs[16 * s + (e & 1) + 8 * (e >> 1)];
-        }
+            for (int e = 0; e < 4; e++)
+                q_cs[s][e] = cs[16 * s + (e & 1) + 8 * (e >> 1)];
         if (NORM) {
             const uint4 *x = (const uint4 *)(norm.x + (int64_t)t * norm.hidden);
 #pragma unroll
@@ -1139,22 +1106,13 @@ static const CUtensorMap *cache_map(const folio_bf16_bits *base)
     };
     static entry maps[256];
     static int n_maps = 0;
-    static PFN_cuTensorMapEncodeTiled_v12000 encode = NULL;
     static std::mutex lock;
     std::lock_guard<std::mutex> held(lock);
     for (int i = 0; i < n_maps; i++)
         if (maps[i].base == base)
             return &maps[i].map;
-    if (!encode) {
-        cudaDriverEntryPointQueryResult q;
-        void *p = NULL;
-        if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &p, 12000, cudaEnableDefault,
-                                             &q) != cudaSuccess ||
-            q != cudaDriverEntryPointSuccess)
-            return NULL;
-        encode = (PFN_cuTensorMapEncodeTiled_v12000)p;
-    }
-    if (n_maps == 256 || (uintptr_t)base % 16 != 0)
+    PFN_cuTensorMapEncodeTiled_v12000 encode = tensor_map_encoder();
+    if (!encode || n_maps == 256 || (uintptr_t)base % 16 != 0)
         return NULL;
     cuuint64_t dims[2] = {64, (cuuint64_t)1 << 30};
     cuuint64_t strides[1] = {64 * 2};

@@ -22,12 +22,10 @@
  *
  * Measured against cuBLASLt by bench/gemm_tma_bench.c; the backend runs QKV,
  * O, gate/up and down on it for steps of 3-64 rows (cuda_backend.c says why). */
-#include <cuda.h>
-#include <cudaTypedefs.h>
-
 #include <atomic>
 
 #include "mbarrier.cuh"
+#include "tensor_map.cuh"
 #include "common.cuh"
 
 namespace
@@ -213,20 +211,6 @@ __global__ void __launch_bounds__(THREADS)
 #endif
 }
 
-PFN_cuTensorMapEncodeTiled_v12000 encode_fn()
-{
-    static PFN_cuTensorMapEncodeTiled_v12000 fn = NULL;
-    if (!fn) {
-        cudaDriverEntryPointQueryResult q;
-        void *p = NULL;
-        if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &p, 12000, cudaEnableDefault,
-                                             &q) == cudaSuccess &&
-            q == cudaDriverEntryPointSuccess)
-            fn = (PFN_cuTensorMapEncodeTiled_v12000)p;
-    }
-    return fn;
-}
-
 } // namespace
 
 static_assert(sizeof(struct folio_k_tmap) == sizeof(CUtensorMap), "a tensor map is 128 bytes");
@@ -234,7 +218,7 @@ static_assert(sizeof(struct folio_k_tmap) == sizeof(CUtensorMap), "a tensor map 
 extern "C" int folio_k_tmap_encode(struct folio_k_tmap *map, const folio_bf16_bits *base, int rows,
                                    int k, int box_rows)
 {
-    PFN_cuTensorMapEncodeTiled_v12000 fn = encode_fn();
+    PFN_cuTensorMapEncodeTiled_v12000 fn = tensor_map_encoder();
     if (!fn || rows < 1 || k < TK || k % TK != 0 ||
         (box_rows != MT && box_rows != NT && box_rows != NT / 2) || (uintptr_t)base % 16 != 0 ||
         (uintptr_t)map % 64 != 0)
