@@ -16,6 +16,9 @@ struct folio_layer_weights {
     const struct folio_tensor *w_gate;    /* [intermediate, hidden] */
     const struct folio_tensor *w_up;      /* [intermediate, hidden] */
     const struct folio_tensor *w_down;    /* [hidden, intermediate] */
+    /* Qwen2's projection biases ([q_dim], [kv_dim], [kv_dim]); NULL when the
+     * architecture has none (Llama). */
+    const struct folio_tensor *bq, *bk, *bv;
 };
 
 struct folio_model {
