@@ -245,17 +245,6 @@ cudaError_t folio_k_gemm_tma(const struct folio_k_tmap *xmap, const struct folio
 
 #define FOLIO_K_GEMV_MAX_ROWS 8
 
-/* How folio_k_gemv runs. split_k: warps per output column, each over 1/split_k
- * of k (1, 2, 4, 8; 0: chosen from k). pdl: programmatic dependent launch.
- * persist: launch at most the CTAs that fit resident at once, each looping over
- * its column groups (0: one CTA per group). The results are the same bits.
- * (A variant that streamed weight rows through shared memory with cp.async
- * from resident CTAs measured slower on the H200: 1.01 vs 0.89 ms per batch-1
- * decode step.) */
-struct folio_k_gemv_opts {
-    int split_k, pdl, persist;
-};
-
 /* y[m, n] = x[m, k] . w[n, k]^T for m <= FOLIO_K_GEMV_MAX_ROWS (bf16 in, f32
  * sums, bf16 or f32 out). gate_up_silu: w is [gate; up] of 2n rows and y is
  * bf16(bf16(silu(bf16(x.gate))) * bf16(x.up)), as the GEMM + folio_k_silu_mul
@@ -265,7 +254,7 @@ struct folio_k_gemv_opts {
  * rounds them: input row r is row rows[r] of x/add (rows NULL: r). If res_out
  * != NULL (and rows NULL), bf16(x + add) is written there (a buffer other than
  * x: the other CTAs still read x). Without norm_w, x is read as is (add, rows,
- * res_out ignored). o: see struct folio_k_gemv_opts.
+ * res_out ignored). The grid is at most the CTAs that fit resident at once.
  * pdl (here and in the other kernels that take it): launch with programmatic
  * dependent launch; the kernel issues what no earlier kernel of the step
  * writes (the weight loads) before it waits for the previous kernel, so that
@@ -273,7 +262,7 @@ struct folio_k_gemv_opts {
 cudaError_t folio_k_gemv(void *y, const folio_bf16_bits *x, const folio_bf16_bits *add,
                          const folio_bf16_bits *norm_w, float eps, const int32_t *rows,
                          folio_bf16_bits *res_out, const folio_bf16_bits *w, int m, int n, int k,
-                         int out_f32, int gate_up_silu, struct folio_k_gemv_opts o, cudaStream_t s);
+                         int out_f32, int gate_up_silu, int pdl, cudaStream_t s);
 
 /* The QKV projection of b.num_tokens <= FOLIO_K_GEMV_MAX_ROWS tokens as
  * folio_k_gemv with norm_w computes it (rows NULL), with
@@ -286,8 +275,7 @@ cudaError_t folio_k_gemv_qkv_rope(folio_bf16_bits *qkv, const folio_bf16_bits *x
                                   float eps, folio_bf16_bits *res_out, const folio_bf16_bits *w,
                                   int k, folio_bf16_bits *k_cache, folio_bf16_bits *v_cache,
                                   const float *inv_freq, struct folio_k_batch b, int num_heads,
-                                  int num_kv_heads, int head_dim, struct folio_k_gemv_opts o,
-                                  cudaStream_t s);
+                                  int num_kv_heads, int head_dim, int pdl, cudaStream_t s);
 
 /* out[t, j] = bf16(bf16(silu(gu[t, j])) * gu[t, inter + j]); with norm.x,
  * gu[t, *] first scaled by token t's 1 / rms(norm.x[t]) and rounded to bf16.

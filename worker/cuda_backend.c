@@ -70,81 +70,19 @@ static const struct folio_backend_ops cuda_ops = {
     .destroy = cuda_destroy,
 };
 
-/* A split count from the environment: 1, 2, 4 or 8, else 0 (the default rule). */
-static int env_splitk(const char *name)
-{
-    const char *v = getenv(name);
-    int s = v ? atoi(v) : 0;
-    return s == 1 || s == 2 || s == 4 || s == 8 ? s : 0;
-}
-
-/* The FOLIO_* switches, read once at creation. */
+/* The switches, and what follows from them before any allocation. The GEMV
+ * and decode attention kernels ask for the whole carveout as shared memory,
+ * so that their CTAs can share SMs and PDL overlaps them. */
 static void read_tuning(struct cuda_backend *cb, const struct folio_backend_options *opt)
 {
-    const char *g = getenv("FOLIO_CUDA_GRAPHS");
-    cb->graphs_enabled = !(g && strcmp(g, "0") == 0);
-    const char *k = getenv("FOLIO_CUDA_KEEP_LOGITS");
-    cb->keep_logits = k && strcmp(k, "1") == 0;
-    /* FOLIO_ATTENTION=ref: the reference attention kernel everywhere (a yardstick). */
-    const char *a = getenv("FOLIO_ATTENTION");
-    cb->attn_tile_tokens =
-        a && strcmp(a, "ref") == 0
-            ? 0
-            : folio_k_attention_tile_tokens(cb->heads, cb->kv_heads, cb->head_dim);
-    /* FOLIO_GEMV_MAX_ROWS: GEMMs of up to this many rows (0..8) run as GEMVs. Default 2:
-     * on the H200 a decode step with the GEMV took 1.18 / 1.28 / 1.42 / 2.11 ms at batch
-     * 1 / 2 / 4 / 8 against cuBLASLt's 1.28 / 1.30 / 1.30 / 1.30 (every warp re-reads the m
-     * input rows through L1), see bench/results/2026-11-29-cuda-attention-gemv.md. */
-    const char *gv = getenv("FOLIO_GEMV_MAX_ROWS");
-    cb->gemv_max_rows = gv ? atoi(gv) : 2;
-    if (cb->gemv_max_rows < 0 || cb->gemv_max_rows > FOLIO_K_GEMV_MAX_ROWS)
-        cb->gemv_max_rows = FOLIO_K_GEMV_MAX_ROWS;
-    const char *qr = getenv("FOLIO_QKV_ROPE");
-    cb->qkv_rope = !(qr && strcmp(qr, "0") == 0);
-    const char *en = getenv("FOLIO_EMBED_NORM");
-    cb->embed_norm = !(en && strcmp(en, "0") == 0);
-    const char *ra = getenv("FOLIO_ROPE_IN_ATTENTION");
-    cb->rope_in_attention = !(ra && strcmp(ra, "0") == 0);
-    const char *nc = getenv("FOLIO_NORM_IN_CONSUMERS");
-    cb->norm_in_consumers = !(nc && strcmp(nc, "0") == 0);
-    const char *gs = getenv("FOLIO_GEMV_SPLITK");
-    cb->gemv_split_k = gs ? atoi(gs) : 0;
-    if (cb->gemv_split_k != 1 && cb->gemv_split_k != 2 && cb->gemv_split_k != 4 &&
-        cb->gemv_split_k != 8)
-        cb->gemv_split_k = 0;
-    /* FOLIO_SPLITK_O / FOLIO_SPLITK_DOWN: K slices of the O / down projection of
-     * batches of up to SPLITK_MAX_ROWS rows on the cuBLASLt path: 1 (no split), 2, 4
-     * or 8; unset or anything else: the default rule of splitk_slices. */
-    cb->splitk_o = env_splitk("FOLIO_SPLITK_O");
-    cb->splitk_down = env_splitk("FOLIO_SPLITK_DOWN");
-    /* FOLIO_GEMV_PERSIST=0: the GEMV's grid is one CTA per column group instead of the
-     * CTAs that fit resident at once (each looping over its groups). */
-    const char *gp = getenv("FOLIO_GEMV_PERSIST");
-    cb->gemv_persist = !(gp && strcmp(gp, "0") == 0);
-    /* FOLIO_PDL=0: no programmatic dependent launch (a yardstick). */
-    const char *pd = getenv("FOLIO_PDL");
-    cb->pdl = !(pd && strcmp(pd, "0") == 0);
-    const char *pn = getenv("FOLIO_PDL_NORM");
-    cb->pdl_norm = !(pn && strcmp(pn, "0") == 0);
-    const char *tg = getenv("FOLIO_TMA_GEMM");
-    cb->tma = !(tg && strcmp(tg, "0") == 0);
-    const char *tl = getenv("FOLIO_TMA_LM_HEAD");
-    cb->tma_lm_head = !(tl && strcmp(tl, "0") == 0);
-
-    const char *ac = getenv("FOLIO_ATTN_WARPS_PER_SM");
-    cb->attn_warps_per_sm = ac && atoi(ac) > 0 ? atoi(ac) : FOLIO_K_ATTN_WARPS_PER_SM;
-    const char *aw = getenv("FOLIO_ATTN_CTA_WARPS");
-    cb->attn_cta_warps = aw ? atoi(aw) : 0;
-    const char *ld = getenv("FOLIO_L2_DISCARD");
-    cb->l2_drop = ld ? atoi(ld) : L2_DROP_ALL;
-    if (!opt->logits_unread || cb->keep_logits)
+    cuda_tuning_read(&cb->tune);
+    cb->attn_tile_tokens = folio_k_attention_tile_tokens(cb->heads, cb->kv_heads, cb->head_dim);
+    cb->tma = cb->tune.tma_gemm;
+    cb->tma_lm_head = true;
+    cb->l2_drop = L2_DROP_ALL;
+    if (!opt->logits_unread || cb->tune.keep_logits)
         cb->l2_drop &= ~L2_DROP_LOGITS;
-    /* The GEMV and decode attention kernels ask for the whole carveout as shared
-     * memory, so that their CTAs can share SMs and PDL overlaps them: batch 1
-     * 0.971 -> 0.877 ms, batch 2 1.131 -> 1.072 on the H200 (round 9).
-     * FOLIO_SMEM_CARVEOUT: another percent, -1 the driver's choice (a yardstick). */
-    const char *sc = getenv("FOLIO_SMEM_CARVEOUT");
-    folio_k_set_smem_carveout(sc ? atoi(sc) : 100);
+    folio_k_set_smem_carveout(100);
 }
 
 /* Activations for max_num_tokens rows, logits and outputs for max_seqs rows,
@@ -175,8 +113,7 @@ static int alloc_activations(struct cuda_backend *cb, const struct folio_model_c
     CUDA_CHECK(cudaMalloc((void **)&cb->d_logits, sizeof(float) * S * cb->vocab));
     CUDA_CHECK(cudaMalloc((void **)&cb->d_last_sampled, sizeof(int32_t) * S));
     CUDA_CHECK(cudaMemsetAsync(cb->d_last_sampled, 0, sizeof(int32_t) * S, cb->stream));
-    const char *ss = getenv("FOLIO_SAMPLE_SPLIT");
-    if (!(ss && strcmp(ss, "0") == 0)) { /* for the steps that split: up to 8 rows */
+    if (cb->tune.sample_split) { /* for the steps that split: up to 8 rows */
         const size_t bytes = folio_k_sample_split_bytes(
             S < FOLIO_K_SAMPLE_SPLIT_MAX_ROWS ? (int)S : FOLIO_K_SAMPLE_SPLIT_MAX_ROWS);
         CUDA_CHECK(cudaMalloc(&cb->d_sample_split, bytes));
@@ -228,9 +165,9 @@ static int alloc_step_buffers(struct cuda_backend *cb, size_t T, size_t S, char 
      * most T rows, graph buckets included). Allocated before the KV pool takes
      * what the budget leaves, like the other activations. */
     size_t splitk_bytes = 0;
-    for (int rows = cb->gemv_max_rows + 1; rows <= (int)T && rows <= SPLITK_MAX_ROWS; rows++) {
-        int so = cuda_splitk_slices(cb->splitk_o, rows, (int)QD);
-        int sd = cuda_splitk_slices(cb->splitk_down, rows, cb->inter);
+    for (int rows = cb->tune.gemv_max_rows + 1; rows <= (int)T && rows <= SPLITK_MAX_ROWS; rows++) {
+        int so = cuda_splitk_slices(cb->tune.splitk_o, rows, (int)QD);
+        int sd = cuda_splitk_slices(cb->tune.splitk_down, rows, cb->inter);
         int sp = so > sd ? so : sd;
         size_t bytes = sp > 1 ? sizeof(float) * sp * rows * H : 0;
         if (bytes > splitk_bytes)
@@ -256,7 +193,7 @@ static int alloc_step_buffers(struct cuda_backend *cb, size_t T, size_t S, char 
         CUDA_CHECK(cudaEventCreateWithFlags(&fl->done, cudaEventDisableTiming));
         CUDA_CHECK(cudaMallocHost((void **)&fl->staging, meta));
         CUDA_CHECK(cudaMalloc((void **)&fl->d_step, meta));
-        if (cb->keep_logits)
+        if (cb->tune.keep_logits)
             CUDA_CHECK(cudaMalloc((void **)&fl->d_logits_keep, sizeof(float) * S * cb->vocab));
         fl->seq_row = calloc(S, sizeof(int));
         if (!fl->seq_row) {

@@ -85,15 +85,9 @@ static cublasStatus_t gemm_heuristic(struct cuda_backend *cb, struct gemm_plan *
 
 /* At 65-128 rows (the decode graphs' 128-row bucket on the cuBLASLt path)
  * the heuristic's kernel runs faster in clusters of one CTA with custom option
- * 0 (O and down there are split-K partials, splits 2). On the H200, with all
- * five projections so, b128 steps took 1.5010 ms against 1.5236 (O and down
- * alone: 1.5088; in another call 1.4999 against 1.5183; as landed 1.5007
- * against 1.5287, and b96 1.4365 against 1.4633), the same tokens. At
- * 256 rows neither this nor any other cluster shape or custom option tried
- * was faster. Eager steps of 65-128 rows (prefill chunks among decodes) take
- * it too: GuideLLM's poisson 128, whose steps are mostly such, ran as before
- * (bench/results/2026-12-02-cuda-round30.md). Kept only where cuBLASLt accepts
- * it (the LM head's kernel does not). */
+ * 0, with the same results; at 256 rows no cluster shape or custom option
+ * beat the heuristic's. Kept only where cuBLASLt accepts it (the LM head's
+ * kernel does not). */
 static void plan_single_cta_clusters(struct cuda_backend *cb, struct gemm_plan *p)
 {
     cublasLtMatmulAlgo_t a = p->algo;
@@ -111,8 +105,8 @@ static void plan_single_cta_clusters(struct cuda_backend *cb, struct gemm_plan *
 }
 
 /* The heuristic's first choice for the shape, asked once and cached. (Timing its
- * candidates at first use gained at most 1.3% per decode step on the H200 and
- * stalled the stream for tens of milliseconds whenever a new batch size came.) */
+ * candidates at first use gained little and stalled the stream for tens of
+ * milliseconds whenever a new batch size came.) */
 static int gemm_plan_get(struct cuda_backend *cb, int m, int n, int k, bool out_f32, int splits,
                          unsigned align, struct gemm_plan **out, char *err, size_t errlen)
 {
@@ -183,9 +177,8 @@ cudaError_t cuda_gemv(struct cuda_backend *cb, void *y, const bf16 *x, const bf1
                       const bf16 *norm_w, const int32_t *rows, bf16 *res_out, const bf16 *w, int m,
                       int n, int k, bool out_f32, bool gate_up_silu)
 {
-    struct folio_k_gemv_opts o = {cb->gemv_split_k, cb->pdl_step, cb->gemv_persist};
     return folio_k_gemv(y, x, add, norm_w, cb->eps, rows, res_out, w, m, n, k, out_f32,
-                        gate_up_silu, o, cb->stream);
+                        gate_up_silu, cb->pdl_step, cb->stream);
 }
 
 /* y[m, n] = x[m, k] * w[n, k]^T + beta * y[m, n] on cuBLASLt, bf16 in, f32
@@ -206,13 +199,13 @@ int cuda_gemm_lt(struct cuda_backend *cb, const bf16 *x, const bf16 *w, void *y,
 
 /* y[m, n] = x[m, k] * w[n, k]^T, bf16 in, f32 accumulate, bf16 or f32 out.
  * A few rows (small-batch decode) go through Folio's GEMV, which streams the
- * weights near the bandwidth where cuBLASLt pays ~5 us per call. */
+ * weights near the bandwidth where cuBLASLt pays a fixed cost per call. */
 int cuda_gemm(struct cuda_backend *cb, const bf16 *x, const bf16 *w, void *y, int m, int n, int k,
               bool out_f32, char *err, size_t errlen)
 {
     if (m <= 0)
         return 0;
-    if (m <= cb->gemv_max_rows) {
+    if (m <= cb->tune.gemv_max_rows) {
         CUDA_CHECK(cuda_gemv(cb, y, x, NULL, NULL, NULL, NULL, w, m, n, k, out_f32, false));
         return 0;
     }
@@ -257,10 +250,8 @@ int cuda_gemm_splitk(struct cuda_backend *cb, const bf16 *x, const bf16 *w, floa
  * m (above SPLITK_MAX_ROWS) never splits.
  * Default, from the graph bucket of m (an eager step splits as its graph
  * would, so the two give the same bits): 2 slices up to 128 rows, none above.
- * Measured on the H200 (TinyLlama shape, bench/results/2026-11-29-cuda-round9.md):
- * 2 beat 1 and 4 at batch 64 and 128 (1.443 / 1.461 / 1.513 ms at 64) and tied
- * 4 at batch 8; at batch 256 any split lost (cuBLASLt's tiles already fill the
- * chip: 2.456 unsplit vs 2.499 with 2). */
+ * 2 slices beat 1 and 4 where cuBLASLt's tiles leave SMs idle; at 256 rows its
+ * tiles already fill the chip and any split loses. */
 int cuda_splitk_slices(int forced, int m, int k)
 {
     if (m > SPLITK_MAX_ROWS)
@@ -333,7 +324,7 @@ void cuda_tma_setup(struct cuda_backend *cb, size_t max_rows, size_t max_seqs)
                                    FOLIO_K_TMA_MAX_ROWS);
     }
     /* The LM head too, where its rows fill whole CTAs. */
-    cb->tma_lm_head = cb->tma_lm_head && cb->vocab % FOLIO_K_TMA_NT == 0 &&
+    cb->tma_lm_head = cb->vocab % FOLIO_K_TMA_NT == 0 &&
                       folio_k_tmap_encode(&cb->tmaps[cb->layers * TMA_WEIGHTS + TMA_XS],
                                           cb->lm_head, cb->vocab, H, FOLIO_K_TMA_NT) == 0;
     if (bad) {

@@ -57,7 +57,7 @@ int cuda_run_decode_graph(struct cuda_backend *cb, int bucket, int slot,
  * writes, no sampling), then captures and replays it. */
 int cuda_capture_decode_graphs(struct cuda_backend *cb, char *err, size_t errlen)
 {
-    if (!cb->graphs_enabled)
+    if (!cb->tune.graphs)
         return 0;
     const struct folio_step_batch none = {0};
     for (int bucket = 1; bucket <= cb->base.max_seqs && bucket <= cb->base.max_num_tokens;
@@ -87,11 +87,8 @@ int cuda_capture_decode_graphs(struct cuda_backend *cb, char *err, size_t errlen
  * slot 0 plus one-token sequences in the next slots, all sampling
  * (temperature 1, the server's default), on KV blocks the scheduler has not
  * handed out yet; the results are thrown away. The decode-only sizes are warm
- * already (capture_decode_graphs). On the H200 (GuideLLM poisson, round 17)
- * r128's TTFT p99 was 22.2 ms against 26.6-41.3 in the five runs before: its
- * bursts bring the largest steps, which earlier ran cold there. The burst
- * 1.2 s into a fresh server's r8 run was not changed (up to 44.3 ms against
- * 32.9-50.5 before). */
+ * already (capture_decode_graphs). Bursts of arrivals bring the largest
+ * steps, which otherwise run cold and show in the TTFT tail. */
 int cuda_warm_up_mixed_steps(struct cuda_backend *cb, char *err, size_t errlen)
 {
     static const int sizes[] = {80, 200, 500, 1200, 3000, 8192};

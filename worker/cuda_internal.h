@@ -19,6 +19,7 @@
 #include <cuda_runtime_api.h>
 
 #include "backend.h"
+#include "cuda_tuning.h"
 #include "folio_kernels.h"
 
 #define MAX_INFLIGHT 2
@@ -65,12 +66,12 @@ struct gemm_plan {
     cublasLtMatmulAlgo_t algo;
 };
 
+/* One layer's weights. The norms' weights are folded into the columns of the
+ * projections that read them (wqkv, w_gate_up) at load, and attn_norm and
+ * mlp_norm hold ones: the norm kernels then compute x / rms(x), and the
+ * fused cuBLASLt path can leave the norm to the kernels after those
+ * projections. */
 struct cuda_layer {
-    /* The norms' weights are folded into the columns of the projections that
-     * read them (wqkv, w_gate_up) at load, and attn_norm and mlp_norm hold ones:
-     * the norm kernels then compute x / rms(x), and decode steps of 65-256 rows
-     * can leave the norm to the kernels after those projections
-     * (norm_in_consumers). */
     bf16 *attn_norm, *wqkv, *wo, *mlp_norm, *w_gate_up, *w_down;
 };
 
@@ -87,32 +88,23 @@ struct step_layout {
     size_t total;
 };
 
-/* The dead buffers of a decode step dropped from the L2 (cuda_backend.l2_drop).
- * Left there, they are written back to memory when the next layers' weights and
- * keys evict them, traffic that lands on the kernels reading memory then. On
- * the H200 (bench/results/2026-12-02-cuda-round31.md), same tokens: b256 1.9585
- * ms against 1.9876 with none dropped, b160 1.7245 against 1.7423; the first
- * three alone b256 1.9769 against 2.0086 (decode attention 36.6 us a layer
- * against 37.4, QKV 7.9 against 8.3). With bits 32 and 64 on the path of
- * 65-128 rows too: b128 1.4636 against 1.4952 (the logits only, as before),
- * bench/results/2026-12-02-cuda-round32.md. Decode steps on the cuBLASLt
- * path drop them (`drops` in forward); others only the logits that one CTA a
- * row samples. */
+/* The dead buffers that decode steps on the cuBLASLt paths drop from the L2
+ * without write-back (l2_discard in kernels/common.cuh): left there, they are
+ * written back when the next layers' weights and keys evict them, traffic
+ * that lands on the kernels reading memory then. Other steps drop only the
+ * logits that one CTA a row samples. */
 enum {
     L2_DROP_GATE_UP = 1,   /* gate/up's output, by SiLU once read */
     L2_DROP_ACT = 2,       /* SiLU's output once the down GEMM read it: by decode
-                              attention (norms in the consumers), else by the
-                              next add_rmsnorm */
+                              attention (fused path), else by the next add_rmsnorm */
     L2_DROP_LOGITS = 4,    /* by the sampler (logits_unread) */
-    L2_DROP_QKV = 8,       /* q, k and v, by decode attention once read (norms in
-                              the consumers) */
-    L2_DROP_ATTN_OUT = 16, /* attention's output once O read it: by SiLU (norms
-                              in the consumers), else by the next add_rmsnorm */
+    L2_DROP_QKV = 8,       /* q, k and v, by decode attention once read (fused path) */
+    L2_DROP_ATTN_OUT = 16, /* attention's output once O read it: by SiLU (fused
+                              path), else by the next add_rmsnorm */
     L2_DROP_NORMED = 32,   /* the norm's output once a projection read it: by
-                              decode attention (after QKV) and SiLU (after
-                              gate/up) */
-    L2_DROP_ADD = 64,      /* what add_rmsnorm adds (O's or down's output or
-                              its K slices), once added */
+                              decode attention (after QKV) and SiLU (after gate/up) */
+    L2_DROP_ADD = 64,      /* what add_rmsnorm adds (O's or down's output or its
+                              K slices), once added */
     L2_DROP_ALL = 127,
 };
 
@@ -120,9 +112,7 @@ enum {
  * own while it is in flight, so the next step's metadata goes up (upload
  * stream) while this one computes, and this one's results come down
  * (download stream) while the next computes: the compute stream runs step
- * after step with nothing between them. Five copies a step on the compute
- * stream (metadata in, four outputs out) cost batch 1 0.789 ms against 0.770
- * on the H200 (bench/results/2026-12-01-cuda-round19.md). */
+ * after step with nothing between them. */
 struct inflight {
     cudaEvent_t uploaded;   /* upload stream: the metadata is on the device */
     cudaEvent_t computed;   /* compute stream: the step's kernels are done */
@@ -153,6 +143,7 @@ struct graph_entry {
 struct cuda_backend {
     struct folio_backend base;
     bool failed;
+    struct cuda_tuning tune;
 
     /* model shape */
     int hidden, inter, layers, heads, kv_heads, head_dim, vocab, qkv_dim;
@@ -187,15 +178,12 @@ struct cuda_backend {
      * [max_seqs, vocab], the tokens by position [max_seqs, pen_max_ctx], and
      * a rebuild flag [max_seqs]. */
     uint32_t *d_pen_state;
-    /* folio_k_sample_split's workspace (the rows that need no filter, penalty
-     * or top-N logprobs, sampled over several CTAs a row at up to 8 rows,
-     * by folio_k_sample_rows above that); NULL: every row in sample.cu's
-     * kernel (FOLIO_SAMPLE_SPLIT=0, the yardstick that check_cuda.py holds
-     * both samplers' tokens to). */
-    void *d_sample_split;
     int32_t *d_pen_history;
     int32_t *d_pen_rebuild;
     int pen_max_ctx;
+    /* folio_k_sample_split's workspace; NULL (FOLIO_SAMPLE_SPLIT=0): every row
+     * in sample.cu's one-CTA-a-row kernel. */
+    void *d_sample_split;
 
     struct inflight fl[MAX_INFLIGHT];
     int fl_head, fl_count;
@@ -206,73 +194,24 @@ struct cuda_backend {
     void *attn_workspace; /* split-KV partials of the decode kernel */
     size_t attn_workspace_bytes;
     int *attn_counters; /* its per-(token, KV head) counters, zero between launches */
-    int gemv_max_rows;  /* GEMMs of at most this many rows run as folio_k_gemv */
-    /* Programmatic dependent launch for the kernels that support it (FOLIO_PDL=0: off). */
-    int pdl;
-    bool pdl_step; /* this step's kernels use it (set by forward) */
-    /* On the TMA path, the kernels after each TMA GEMM (which lets its
-     * dependents launch early) are launched with PDL: add_rmsnorm, RoPE and
-     * attention (FOLIO_PDL_NORM=0: not). */
-    bool pdl_norm;
-    int gemv_split_k; /* FOLIO_GEMV_SPLITK (1, 2, 4, 8; default 0: from k) */
-    int gemv_persist; /* FOLIO_GEMV_PERSIST=0: one GEMV CTA per column group (a yardstick) */
-    /* The GEMV path's QKV projection rotates q and k and writes the caches in its
-     * epilogue; FOLIO_QKV_ROPE=0: apart (rope_kv_write). */
-    bool qkv_rope;
-    /* Steps off the GEMV path gather the embeddings inside the first norm
-     * (folio_k_embed_rmsnorm; batch 64 1.204 ms against 1.209 on the H200);
-     * FOLIO_EMBED_NORM=0: apart. */
-    bool embed_norm;
-    /* Decode-only steps on the cuBLASLt path rotate q and write the new K/V in
-     * the attention kernel (rope_cos_sin); FOLIO_ROPE_IN_ATTENTION=0: in
-     * rope_kv_write before it. */
-    bool rope_in_attention;
-    /* Decode-only steps that rotate in attention (65-256 rows) run no norm
-     * kernels: the QKV and gate/up GEMMs read the residual itself (their
-     * weights hold the norms' weights), attention and silu_mul scale what they
-     * read by each token's 1 / rms, and the O and down GEMMs add into the
-     * residual (beta 1). FOLIO_NORM_IN_CONSUMERS=0: the norm kernels. */
-    bool norm_in_consumers;
-    /* K slices of the O and down projections on the cuBLASLt path (splitk_slices):
-     * FOLIO_SPLITK_O / FOLIO_SPLITK_DOWN (1: off, 2, 4, 8; 0: the default rule). The
-     * partial sums [S][m][hidden] in f32, summed by the add_rmsnorm that reads them. */
-    int splitk_o, splitk_down;
+    bool pdl_step;      /* this step's GEMVs use PDL (set by the forward) */
+    /* The f32 K-slice partial sums of a split projection ([S][m][n]), summed by
+     * the kernel that reads them (add_rmsnorm, or RoPE for QKV). */
     float *splitk_partials;
     /* The TMA + wgmma GEMM (folio_k_gemm_tma) for the projections of steps of
-     * gemv_max_rows < m <= FOLIO_K_TMA_MAX_ROWS rows (FOLIO_TMA_GEMM=0:
-     * cuBLASLt, a yardstick): QKV, O, gate/up with SiLU*mul in its epilogue
-     * and down. The tensor maps of each layer's four weights and of the
-     * activations they read (64 rows: rows past m are read, never written
-     * back; zero-filling them made TMA slower). O and down write TMA_SLICES
-     * f32 K slices for the next add_rmsnorm (2 slices made batch 64 1.430 ms
-     * against 1.357, 8 slices 1.334 against 1.286; down takes 8 at up to
-     * TMA_SMALL_ROWS rows), QKV for the RoPE kernel.
-     * The path pays from 3 rows since the kernels after each TMA GEMM launch
-     * early (PDL): batch 8 1.073 ms against 1.130 on cuBLASLt, batch 4 1.064
-     * against 1.104 (bench/results/2026-11-30-cuda-round12.md). */
+     * gemv_max_rows < m <= FOLIO_K_TMA_MAX_ROWS rows, where the shapes and the
+     * driver allow it: the tensor maps of each layer's four weights and of the
+     * activations they read. O, down and QKV write K slices (more for down's
+     * long k at up to TMA_SMALL_ROWS rows) so that more CTAs stream weights. */
     bool tma;
-    struct folio_k_tmap *tmaps; /* [layers][TMA_WEIGHTS], then [TMA_XS] */
-    int tma_split_o, tma_split_down;
+    struct folio_k_tmap *tmaps; /* [layers][TMA_WEIGHTS], then [TMA_XS], then the LM head */
+    int tma_split_qkv, tma_split_o, tma_split_down;
     int tma_split_down_small; /* down's K slices at up to TMA_SMALL_ROWS rows */
-    /* The LM head on the TMA GEMM too (f32 logits), launched with PDL after the
-     * final norm and launching the sampler early (batch 64 1.202 ms against
-     * 1.206 on the H200; 3.83 TB/s of its weights); FOLIO_TMA_LM_HEAD=0: cuBLASLt. */
-    bool tma_lm_head;
-    int tma_split_qkv; /* QKV's K slices on the TMA path */
-    /* Decode attention splits the keys until about this many warps per SM run,
-     * one more once it splits them at all (folio_k_attention_decode_plan):
-     * FOLIO_ATTN_WARPS_PER_SM (default FOLIO_K_ATTN_WARPS_PER_SM). */
-    int attn_warps_per_sm;
-    /* FOLIO_ATTN_CTA_WARPS: 1 or 4 forces the decode kernel's warps per CTA
-     * (see folio_k_attention_decode_plan; 0: by batch). A yardstick. */
-    int attn_cta_warps;
-    /* Dead intermediate buffers dropped from the L2 without write-back
-     * (l2_discard), bits (L2_DROP_*); FOLIO_L2_DISCARD=0 keeps them all, the
-     * yardstick. */
+    bool tma_lm_head;         /* the LM head on the TMA GEMM too (vocab fills whole CTAs) */
+    /* Dead intermediate buffers dropped from the L2 without write-back, bits
+     * L2_DROP_* (all but the logits when a caller reads them). */
     int l2_drop;
 
-    bool graphs_enabled;
-    bool keep_logits; /* tests that pipeline steps and still read logits */
     struct graph_entry graphs[NUM_GRAPH_BUCKETS];
     int num_graphs;
 };
@@ -280,13 +219,11 @@ struct cuda_backend {
 /* The TMA GEMM's tensor maps: the weights of each layer, and the activations. */
 enum { TMA_QKV, TMA_O, TMA_GATE_UP, TMA_DOWN, TMA_WEIGHTS };
 #define TMA_SLICES 4
-/* Steps of up to TMA_SMALL_ROWS rows run the down projection (whose k, 5632
- * in TinyLlama, is 2.75 times the others') in TMA_SLICES_SMALL K slices: twice
- * the CTAs, all resident, twice the weight bytes in flight, while the
- * partials the next add_rmsnorm reads are still few. On the H200 (round 16)
- * 8 slices made batch 4 0.993 ms against 1.037 and batch 8 0.982 against
- * 1.002; batch 16 1.070 against 1.072 (even, so it keeps 4). 8 slices at
- * every batch made batch 32 1.181 against 1.169, batch 64 1.270 against 1.239. */
+/* Steps of up to TMA_SMALL_ROWS rows run the down projection (whose k is
+ * several times the others') in TMA_SLICES_SMALL K slices: twice the CTAs,
+ * all resident, twice the weight bytes in flight, while the partials the next
+ * add_rmsnorm reads are still few. Above that the extra partials cost more
+ * than the extra CTAs bring. */
 #define TMA_SLICES_SMALL 8
 #define TMA_SMALL_ROWS 8
 enum { TMA_X_NORMED, TMA_X_ATTN_OUT, TMA_X_ACT, TMA_X_FINAL, TMA_XS };

@@ -221,7 +221,7 @@ int cuda_launch(struct folio_backend *b, const struct folio_step_batch *batch, c
      * unless FOLIO_CUDA_KEEP_LOGITS asks for a copy (off the hot path). */
     for (int i = 0; i < cb->fl_count; i++) {
         struct inflight *prev = &cb->fl[(cb->fl_head + i) % MAX_INFLIGHT];
-        if (prev->logits_on_device && cb->keep_logits && prev->num_sample_rows > 0) {
+        if (prev->logits_on_device && cb->tune.keep_logits && prev->num_sample_rows > 0) {
             cb->failed = true;
             CUDA_CHECK(cudaMemcpyAsync(prev->d_logits_keep, cb->d_logits,
                                        sizeof(float) * prev->num_sample_rows * cb->vocab,
@@ -236,7 +236,7 @@ int cuda_launch(struct folio_backend *b, const struct folio_step_batch *batch, c
     struct inflight *fl = &cb->fl[slot];
     bool decode_only = batch->num_tokens == batch->num_seqs;
     int bucket = cuda_graph_bucket(batch->num_seqs);
-    bool use_graph = cb->graphs_enabled && decode_only && bucket <= cb->base.max_seqs &&
+    bool use_graph = cb->tune.graphs && decode_only && bucket <= cb->base.max_seqs &&
                      bucket <= cb->base.max_num_tokens;
     int t_rows = use_graph ? bucket : batch->num_tokens;
     int s_rows = use_graph ? bucket : batch->num_seqs;
