@@ -138,11 +138,8 @@ struct folio_k_decode_plan {
 };
 /* The warps_per_sm the backend passes (FOLIO_ATTN_WARPS_PER_SM overrides it).
  * 3 rather than 4: a split costs its partials and their merge, and at 65-128
- * rows 4 had cut the keys in two. On the H200 (TinyLlama shape, 512 keys)
- * 3 made decode steps of 128 rows 1.547 ms against 1.656, 96 rows 1.485
- * against 1.615, 32 rows 1.088 against 1.113; 8 and 256 rows as before
- * (bench/results/2026-12-02-cuda-round26.md). Once the keys are split at all,
- * the plan takes one warp an SM more (round 28). */
+ * rows 4 would cut the keys in two. Once the keys are split at all, the plan
+ * takes one warp an SM more. */
 #define FOLIO_K_ATTN_WARPS_PER_SM 3
 struct folio_k_decode_plan folio_k_attention_decode_plan(int num_tokens, int num_kv_heads,
                                                          int head_dim, int num_sms,
@@ -360,9 +357,8 @@ cudaError_t folio_k_sample(const float *logits, int rows, int vocab,
  * (sample_split.cu); folio_k_sample does it first when given split_ws (a
  * workspace of folio_k_sample_split_bytes(n) for the n <= 8 rows of any step
  * that splits, zeroed once before its first use) and rows <=
- * FOLIO_K_SAMPLE_SPLIT_MAX_ROWS: 16 CTAs a row fill the H200's 132 SMs at 8
- * rows; at more rows they cost (b256: 2.450 vs 2.416 ms, round 15; b1 greedy
- * 0.822 vs 0.826, tempered 0.828 vs 0.844). Steps of more rows take those
+ * FOLIO_K_SAMPLE_SPLIT_MAX_ROWS: 16 CTAs a row fill an H200's SMs at 8
+ * rows; at more rows they cost more than they save. Steps of more rows take those
  * rows through folio_k_sample_rows instead, given split_ws too. */
 #define FOLIO_K_SAMPLE_SPLIT_MAX_ROWS 8
 size_t folio_k_sample_split_bytes(int rows);
