@@ -50,6 +50,7 @@ struct gen_req {
     bool got_event;
     bool done;     /* the last byte is handed to h2o: later events are ignored */
     bool rejected; /* refused by the scheduler's admission control */
+    bool counted;  /* its one finish reason is counted (it may still be sending) */
     struct folio_jw pending, inflight;
     struct folio_jw text;                /* non-streaming: the whole completion */
     struct folio_oai_token_logprob *lps; /* non-streaming logprobs, texts owned */
@@ -229,6 +230,7 @@ static void fail_request(struct gen_req *g, int status, const char *message, uin
     if (g->done || !g->req)
         return;
     struct server *s = g->srv;
+    g->counted = true;
     if (g->rejected)
         s->metrics.finished_rejected++;
     else
@@ -393,6 +395,7 @@ static void handle_event(struct gen_req *g, const struct folio_event_view *v)
     }
 
     if (finish) {
+        g->counted = true;
         s->metrics.finished_stop += finish[0] == 's';
         s->metrics.finished_length += finish[0] == 'l';
         folio_histogram_observe(&s->metrics.e2e, now - g->t_arrival);
@@ -530,6 +533,7 @@ static void reap_hung_up_clients(struct server *s)
             folio_link_abort(s->link, g->id);
             s->metrics.client_disconnects++;
             s->metrics.finished_abort++;
+            g->counted = true;
             g->done = true;
             send_error(s, g->req, 499, "the client closed the connection", NULL, 0);
         }
@@ -539,8 +543,10 @@ static void on_req_dispose(void *p)
 {
     struct gen_req *g = *(struct gen_req **)p;
     struct server *s = g->srv;
-    if (!g->done) {
-        /* The client went away (connection closed, stream reset). */
+    if (!g->done && !g->counted) {
+        /* The client went away (connection closed, stream reset) before
+         * the request ended; one whose end is still being written has
+         * its outcome counted already. */
         folio_log_info(g->id, "client disconnected: abort");
         folio_link_abort(s->link, g->id);
         s->metrics.client_disconnects++;
