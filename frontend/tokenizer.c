@@ -56,6 +56,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "gguf.h"
 #include "tokenizer_internal.h"
 
 /* A JSON string, or an object's "content" string (the forms of
@@ -518,7 +519,51 @@ static void check_metaspace_split(struct folio_tokenizer *t, json_t *merges)
     bpe->split_at_metaspace = true;
 }
 
-int folio_tokenizer_load(const char *model_dir, struct folio_tokenizer **out, char *err,
+int tok_from_json(const void *json_root, struct folio_tokenizer **out, char *err, size_t errlen)
+{
+    json_t *root = (json_t *)json_root;
+    struct folio_tokenizer *t = calloc(1, sizeof *t);
+    *out = NULL;
+    if (!t) {
+        snprintf(err, errlen, "out of memory");
+        return -1;
+    }
+    t->bos_id = t->eos_id = -1;
+    tok_byte_level_init(t);
+    if (!json_is_object(root)) {
+        snprintf(err, errlen, "tokenizer.json: not a JSON object");
+        goto fail;
+    }
+    if (load_model(t, root, err, errlen) ||
+        tok_normalizer_parse(t, json_object_get(root, "normalizer"), err, errlen) ||
+        tok_pre_tokenizer_parse(t, json_object_get(root, "pre_tokenizer"), err, errlen) ||
+        tok_added_tokens_parse(t, root, err, errlen) ||
+        load_post_processor(t, json_object_get(root, "post_processor"), err, errlen) ||
+        tok_decoder_parse(t, json_object_get(root, "decoder"), err, errlen))
+        goto fail;
+    check_metaspace_split(t, json_object_get(json_object_get(root, "model"), "merges"));
+    /* Room was kept for added tokens past the vocab; the real size is less. */
+    t->n_ids = folio_tokenizer_vocab_size(t);
+    *out = t;
+    return 0;
+fail:
+    if (!err[0])
+        snprintf(err, errlen, "tokenizer.json: out of memory");
+    folio_tokenizer_free(t);
+    return -1;
+}
+
+void tok_set_special_ids(struct folio_tokenizer *t)
+{
+    if (t->bos_token)
+        t->bos_id = folio_tokenizer_token_id(t, t->bos_token);
+    else if (t->n_prefix)
+        t->bos_id = t->prefix_ids[0];
+    if (t->eos_token)
+        t->eos_id = folio_tokenizer_token_id(t, t->eos_token);
+}
+
+int folio_tokenizer_load(const char *model_path, struct folio_tokenizer **out, char *err,
                          size_t errlen)
 {
     char path[4096];
@@ -526,7 +571,12 @@ int folio_tokenizer_load(const char *model_dir, struct folio_tokenizer **out, ch
     *out = NULL;
     if (errlen)
         err[0] = 0;
-    snprintf(path, sizeof path, "%s/tokenizer.json", model_dir);
+    int is_gguf = folio_gguf_resolve(model_path, path, sizeof path, err, errlen);
+    if (is_gguf < 0)
+        return -1;
+    if (is_gguf)
+        return tok_load_gguf(path, out, err, errlen);
+    snprintf(path, sizeof path, "%s/tokenizer.json", model_path);
     FILE *f = fopen(path, "rb");
     if (!f) {
         snprintf(err, errlen, "%s: cannot open", path);
@@ -538,47 +588,21 @@ int folio_tokenizer_load(const char *model_dir, struct folio_tokenizer **out, ch
         snprintf(err, errlen, "%s:%d:%d: invalid JSON: %s", path, je.line, je.column, je.text);
         return -1;
     }
-    struct folio_tokenizer *t = calloc(1, sizeof *t);
-    if (!t) {
-        snprintf(err, errlen, "out of memory");
-        goto fail;
-    }
-    t->bos_id = t->eos_id = -1;
-    tok_byte_level_init(t);
     char sub[512] = "";
-    if (!json_is_object(root)) {
-        snprintf(sub, sizeof sub, "tokenizer.json: not a JSON object");
-        goto fail_sub;
-    }
-    if (load_model(t, root, sub, sizeof sub) ||
-        tok_normalizer_parse(t, json_object_get(root, "normalizer"), sub, sizeof sub) ||
-        tok_pre_tokenizer_parse(t, json_object_get(root, "pre_tokenizer"), sub, sizeof sub) ||
-        tok_added_tokens_parse(t, root, sub, sizeof sub) ||
-        load_post_processor(t, json_object_get(root, "post_processor"), sub, sizeof sub) ||
-        tok_decoder_parse(t, json_object_get(root, "decoder"), sub, sizeof sub))
-        goto fail_sub;
-    check_metaspace_split(t, json_object_get(json_object_get(root, "model"), "merges"));
-    /* Room was kept for added tokens past the vocab; the real size is less. */
-    t->n_ids = folio_tokenizer_vocab_size(t);
-    if (load_config(t, model_dir, err, errlen))
-        goto fail;
-    if (t->bos_token)
-        t->bos_id = folio_tokenizer_token_id(t, t->bos_token);
-    else if (t->n_prefix)
-        t->bos_id = t->prefix_ids[0];
-    if (t->eos_token)
-        t->eos_id = folio_tokenizer_token_id(t, t->eos_token);
+    struct folio_tokenizer *t;
+    int rc = tok_from_json(root, &t, sub, sizeof sub);
     json_decref(root);
+    if (rc) {
+        snprintf(err, errlen, "%s/%s", model_path, sub);
+        return -1;
+    }
+    if (load_config(t, model_path, err, errlen)) {
+        folio_tokenizer_free(t);
+        return -1;
+    }
+    tok_set_special_ids(t);
     *out = t;
     return 0;
-fail_sub:
-    if (!sub[0])
-        snprintf(sub, sizeof sub, "tokenizer.json: out of memory");
-    snprintf(err, errlen, "%s/%s", model_dir, sub);
-fail:
-    folio_tokenizer_free(t);
-    json_decref(root);
-    return -1;
 }
 
 void folio_tokenizer_free(struct folio_tokenizer *t)

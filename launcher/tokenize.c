@@ -19,7 +19,7 @@
 
 static void usage(FILE *f)
 {
-    fprintf(f, "usage: folio tokenize --model DIR [--no-special] [--decode [--skip-special] "
+    fprintf(f, "usage: folio tokenize --model PATH [--no-special] [--decode [--skip-special] "
                "[--stream]]\n"
                "\n"
                "Reads one JSON value per line on stdin and answers one line each on stdout:\n"
@@ -27,10 +27,13 @@ static void usage(FILE *f)
                "  --decode:         a JSON array of ids in, the text out as a JSON string\n"
                "\n"
                "options:\n"
-               "  --model DIR      directory with tokenizer.json (and tokenizer_config.json)\n"
+               "  --model PATH     directory with tokenizer.json (and tokenizer_config.json),\n"
+               "                   or a .gguf file (or a directory holding one)\n"
                "  --no-special     encode without the special tokens (BOS) of the template\n"
                "  --decode         decode instead of encode\n"
                "  --skip-special   when decoding, leave out special tokens such as <s>\n"
+               "  --info           print the tokenizer's vocab size, BOS/EOS and chat template\n"
+               "                   as one JSON object, and read nothing\n"
                "  --stream         when decoding, feed the ids one at a time to the streaming\n"
                "                   detokenizer and print the JSON array of the pieces it gives\n"
                "  --help           this text\n"
@@ -129,10 +132,27 @@ static int decode_line(const struct folio_tokenizer *t, json_t *v, bool skip_spe
     return 0;
 }
 
+static int print_info(const struct folio_tokenizer *t)
+{
+    const char *tmpl = folio_tokenizer_chat_template(t);
+    const char *bos = folio_tokenizer_bos_token(t), *eos = folio_tokenizer_eos_token(t);
+    json_t *o =
+        json_pack("{s:i, s:i, s:i, s:s?, s:s?, s:s?}", "vocab_size", folio_tokenizer_vocab_size(t),
+                  "bos_id", folio_tokenizer_bos_id(t), "eos_id", folio_tokenizer_eos_id(t),
+                  "bos_token", bos, "eos_token", eos, "chat_template", tmpl);
+    char *s = o ? json_dumps(o, JSON_COMPACT) : NULL;
+    json_decref(o);
+    if (!s)
+        return 1;
+    puts(s);
+    free(s);
+    return 0;
+}
+
 int folio_tokenize_main(int argc, char **argv)
 {
     const char *model = NULL;
-    bool add_special = true, decode = false, skip_special = false, stream = false;
+    bool add_special = true, decode = false, skip_special = false, stream = false, info = false;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
             usage(stdout);
@@ -145,6 +165,8 @@ int folio_tokenize_main(int argc, char **argv)
             decode = true;
         } else if (!strcmp(argv[i], "--skip-special")) {
             skip_special = true;
+        } else if (!strcmp(argv[i], "--info")) {
+            info = true;
         } else if (!strcmp(argv[i], "--stream")) {
             stream = true;
         } else {
@@ -154,7 +176,7 @@ int folio_tokenize_main(int argc, char **argv)
         }
     }
     if (!model) {
-        fprintf(stderr, "folio tokenize: --model DIR is required\n");
+        fprintf(stderr, "folio tokenize: --model PATH is required\n");
         usage(stderr);
         return 2;
     }
@@ -167,6 +189,11 @@ int folio_tokenize_main(int argc, char **argv)
     if (folio_tokenizer_load(model, &t, err, sizeof err)) {
         fprintf(stderr, "folio tokenize: %s\n", err);
         return 1;
+    }
+    if (info) {
+        int rc = print_info(t);
+        folio_tokenizer_free(t);
+        return rc;
     }
     char *line = NULL;
     size_t cap = 0;

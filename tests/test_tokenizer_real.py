@@ -25,7 +25,10 @@ SHARED = pathlib.Path(os.environ.get("FOLIO_SHARED", ROOT.parent / "shared"))
 BUILD = pathlib.Path(os.environ.get("FOLIO_BUILD", ROOT / "build"))
 FOLIO = BUILD / "bin" / "folio"
 SHAREGPT = ["sharegpt_v3_first_turns_1000.json", "sharegpt_v3_first_turns_500.json"]
-NAMES = ["llama2", "llama3", "llama3-bos", "qwen2", "smollm2"]
+# name: (what Folio loads, the Hugging Face reference); the GGUF ones read the .gguf file.
+NAMES = ["llama2", "llama3", "llama3-bos", "qwen2", "smollm2", "smollm2-gguf", "llama2-gguf"]
+GGUF = {"smollm2-gguf": ("smollm2", tokenizer_refs.smollm2_gguf),
+        "llama2-gguf": ("llama2-gguf", tokenizer_refs.llama2_gguf)}
 
 SCRIPTS = [
     "Hello, world!", "Привет, мир", "Γειά σου Κόσμε", "שלום עולם", "مرحبا بالعالم",
@@ -90,11 +93,14 @@ def texts():
 
 @pytest.fixture(scope="module", params=NAMES)
 def tok(request):
+    name = request.param
     try:
-        folder = tokenizer_refs.folder(request.param)
+        ref, gguf_file = GGUF.get(name, (name, None))
+        ref_folder = tokenizer_refs.folder(ref)
+        model = gguf_file() if gguf_file else ref_folder
     except tokenizer_refs.Missing as e:
         pytest.fail(str(e))
-    return request.param, folder, Tokenizer.from_file(str(folder / "tokenizer.json"))
+    return name, model, Tokenizer.from_file(str(ref_folder / "tokenizer.json"))
 
 
 def first_mismatch(texts, got, want):
@@ -120,7 +126,7 @@ def test_special_tokens_as_hf(tok):
     name, folder, hf = tok
     got = folio(folder, [], ["Hi"])[0]
     plain = folio(folder, ["--no-special"], ["Hi"])[0]
-    want_bos = {"llama2": [1], "llama3-bos": [128000]}.get(name, [])
+    want_bos = {"llama2": [1], "llama2-gguf": [1], "llama3-bos": [128000]}.get(name, [])
     assert got == want_bos + plain == hf.encode("Hi").ids
 
 
@@ -172,7 +178,7 @@ def test_round_trip(tok, texts):
     assert len(want) > 0.95 * len(texts)
     got = {t for t, b in zip(texts, back) if b == t}
     assert [t for t in want if t not in got] == []
-    if name != "llama2":
+    if not name.startswith("llama2"):
         # Byte-level BPE gives back every text without special tokens (in NFC for Qwen2).
         nfc = name == "qwen2"
         lost = [t[:80] for t, b in zip(texts, back)
@@ -196,3 +202,74 @@ def test_json_escapes(tok):
     assert out[4] == hf.encode("ok", add_special_tokens=False).ids
     err = proc.stderr.decode()
     assert "line 3" in err and "line 4" in err and "2 of 5 lines were bad" in err
+
+
+def info(model):
+    proc = subprocess.run([str(FOLIO), "tokenize", "--model", str(model), "--info"],
+                          capture_output=True, timeout=60)
+    return proc.returncode, proc.stdout.decode(), proc.stderr.decode()
+
+
+def test_gguf_metadata():
+    """BOS/EOS and the chat template come from the GGUF; a folder holding one .gguf works too."""
+    import gguf
+
+    path = tokenizer_refs.smollm2_gguf()
+    meta = gguf.GGUFReader(str(path)).fields
+    rc, out, err = info(path.parent)
+    assert rc == 0, err
+    got = json.loads(out)
+    assert got["vocab_size"] == 49152
+    assert (got["bos_id"], got["eos_id"]) == (1, 2)
+    assert (got["bos_token"], got["eos_token"]) == ("<|im_start|>", "<|im_end|>")
+    assert got["chat_template"] == meta["tokenizer.chat_template"].contents()
+    rc, out, err = info(tokenizer_refs.llama2_gguf())
+    assert rc == 0 and json.loads(out)["bos_token"] == "<s>", err
+
+
+def small_gguf(path, **changes):
+    """A GGUF with a byte-level tokenizer of the 256 byte tokens and one merge, as changes say
+    (a key set to None is left out)."""
+    import gguf
+
+    itself = [*range(0x21, 0x7F), *range(0xA1, 0xAD), *range(0xAE, 0x100)]
+    others = [b for b in range(256) if b not in itself]
+    spell = {b: chr(b) for b in itself} | {b: chr(0x100 + i) for i, b in enumerate(others)}
+    kv = {"model": "gpt2", "pre": "smollm", "tokens": [spell[b] for b in range(256)] + ["ab"],
+          "merges": ["a b"], "types": [1] * 257}
+    kv.update(changes)
+    w = gguf.GGUFWriter(str(path), "llama")
+    if kv["model"] is not None:
+        w.add_tokenizer_model(kv["model"])
+    if kv["pre"] is not None:
+        w.add_tokenizer_pre(kv["pre"])
+    if kv["tokens"] is not None:
+        w.add_token_list(kv["tokens"])
+        w.add_token_types(kv["types"])
+    if kv["merges"] is not None:
+        w.add_token_merges(kv["merges"])
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    return path
+
+
+def test_gguf_small_and_bad(tmp_path):
+    ok = small_gguf(tmp_path / "ok.gguf")
+    proc = subprocess.run([str(FOLIO), "tokenize", "--model", str(ok), "--no-special"],
+                          input=b'"ab12 a"\n', capture_output=True, timeout=60)
+    # "ab" merges; each digit alone (smollm); " a" is the space byte then "a".
+    assert proc.returncode == 0 and json.loads(proc.stdout) == [256, 0x31, 0x32, 0x20, 0x61]
+    cases = [
+        (dict(pre="mystery-bpe"), 'tokenizer.ggml.pre "mystery-bpe"'),
+        (dict(model="bert"), 'tokenizer.ggml.model "bert"'),
+        (dict(model=None), "tokenizer.ggml.model"),
+        (dict(tokens=None), "tokenizer.ggml.tokens"),
+        (dict(merges=None), "tokenizer.ggml.merges is missing"),
+        (dict(merges=["a zz"]), "not in the vocab"),
+    ]
+    for i, (change, message) in enumerate(cases):
+        bad = small_gguf(tmp_path / f"bad{i}.gguf", **change)
+        rc, out, err = info(bad)
+        assert rc == 1 and message in err and str(bad) in err, (change, err)
