@@ -273,3 +273,60 @@ def test_gguf_small_and_bad(tmp_path):
         bad = small_gguf(tmp_path / f"bad{i}.gguf", **change)
         rc, out, err = info(bad)
         assert rc == 1 and message in err and str(bad) in err, (change, err)
+
+
+def split(pattern, behavior, invert=False, kind="Regex"):
+    return {"type": "Split", "pattern": {kind: pattern}, "behavior": behavior, "invert": invert}
+
+
+BYTE_LEVEL = {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True,
+              "use_regex": True}
+VARIANTS = {
+    "split_behaviours": [split(r"\p{N}+", "MergedWithPrevious"), split(r"\s", "Removed"),
+                         split(r"[.,!?]", "MergedWithNext"), split(r"\p{Lu}", "Contiguous"),
+                         split(r"[aeiou]", "Isolated", invert=True), BYTE_LEVEL],
+    "split_string_and_digits": [split("the", "Isolated", kind="String"),
+                                {"type": "Digits", "individual_digits": False},
+                                dict(BYTE_LEVEL, use_regex=False)],
+    "byte_level_prefix_space": [dict(BYTE_LEVEL, add_prefix_space=True)],
+    "nfc_and_added_tokens": [split(QWEN2_LIKE := r"\p{L}+|\p{N}|\s+|[^\s\p{L}\p{N}]+", "Isolated"),
+                             dict(BYTE_LEVEL, use_regex=False)],
+}
+
+
+def variant_tokenizer(tmp_path, name):
+    j = json.loads((tokenizer_refs.folder("smollm2") / "tokenizer.json").read_text())
+    j["pre_tokenizer"] = {"type": "Sequence", "pretokenizers": VARIANTS[name]}
+    if name == "nfc_and_added_tokens":
+        j["normalizer"] = {"type": "NFC"}
+        base = {"single_word": False, "lstrip": False, "rstrip": False, "normalized": False,
+                "special": False}
+        for content, opts in [("<tool>", dict(special=True)), ("hello", dict(single_word=True)),
+                              ("[R]", dict(rstrip=True, special=True)), ("[L]", dict(lstrip=True)),
+                              ("caf\u00e9", dict(normalized=True)), ("Day", dict(normalized=True))]:
+            j["added_tokens"].append(dict(base, id=len(j["model"]["vocab"]) + len(j["added_tokens"]),
+                                          content=content, **opts))
+    d = tmp_path / name
+    d.mkdir()
+    (d / "tokenizer.json").write_text(json.dumps(j, ensure_ascii=False))
+    return d
+
+
+VARIANT_TEXTS = EDGE_CASES + [
+    "call <tool> now,<tool>and<tool>  <tool>  x", "single word: hello HELLO helloworld (hello) hello.",
+    "rstrip: [R]   spaces  [R]\n\nnext", "lstrip:   [L] and\t[L]x", "a [R][L] b",
+    "cafe\u0301 and caf\u00e9, Day day today", "The the THE theme 2024-12-03 3.14",
+]
+
+
+@pytest.mark.parametrize("name", list(VARIANTS))
+def test_pre_tokenizer_variants(tmp_path, texts, name):
+    d = variant_tokenizer(tmp_path, name)
+    hf = Tokenizer.from_file(str(d / "tokenizer.json"))
+    sample = VARIANT_TEXTS + texts[:200]
+    got = folio(d, ["--no-special"], sample)
+    want = [e.ids for e in hf.encode_batch(sample, add_special_tokens=False)]
+    assert got == want, first_mismatch(sample, got, want)
+    for skip in (False, True):
+        flags = ["--decode"] + (["--skip-special"] if skip else [])
+        assert folio(d, flags, want) == hf.decode_batch(want, skip_special_tokens=skip)
