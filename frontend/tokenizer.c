@@ -1,5 +1,6 @@
-/* Loading a Hugging Face tokenizer.json (+ tokenizer_config.json) and the
- * small accessors of tokenizer.h.
+/* Loading a Hugging Face tokenizer.json (+ tokenizer_config.json), or a
+ * GGUF file's tokenizer (tokenizer_gguf.c turns it into the same form), and
+ * the small accessors of tokenizer.h.
  *
  * What is supported, and what Folio does with it (each part reproduces the
  * Rust code of Hugging Face `tokenizers`, which vLLM and transformers use):
@@ -8,10 +9,13 @@
  *    unk_token, fuse_unk, byte_fallback (<0xXX> tokens), ignore_merges,
  *    continuing_subword_prefix, end_of_word_suffix. dropout is refused.
  *    Encoding: tokenizer_bpe.c (Hugging Face's heap-based merge, same order).
- *  - normalizer: null, Prepend, Replace (String pattern), Sequence of these.
- *  - pre_tokenizer: null, or Metaspace (replacement, prepend_scheme
+ *  - normalizer: null, Prepend, Replace (String pattern), NFC, Sequence of
+ *    these (tokenizer_normalize.c).
+ *  - pre_tokenizer: null; Metaspace (replacement, prepend_scheme
  *    always/first/never or the older add_prefix_space, split), alone or in
- *    a Sequence.
+ *    a Sequence; or a Sequence of Split (Regex or String; every behavior;
+ *    invert), Digits and ByteLevel (add_prefix_space, use_regex), ByteLevel
+ *    last (tokenizer_pretok.c, tokenizer_bytelevel.c).
  *  - added_tokens: matched before BPE exactly as AddedVocabulary does:
  *    normalized=false ones in the raw text, normalized=true ones (by their
  *    normalized form) in each normalized piece; leftmost-longest; lstrip and
@@ -21,7 +25,8 @@
  *  - post_processor: null, TemplateProcessing (its "single" template), or a
  *    Sequence holding one TemplateProcessing (ByteLevel members ignored: they
  *    only touch offsets).
- *  - decoder: Replace, ByteFallback, Fuse, Strip, Metaspace, Sequence; null
+ *  - decoder: Replace, ByteFallback, Fuse, Strip, Metaspace, ByteLevel,
+ *    Sequence; null
  *    joins tokens with " " as Hugging Face does. See tokenizer_decode.c.
  *  - tokenizer_config.json (optional): chat_template (a string, or a list of
  *    {name, template} from which "default" is taken), bos_token/eos_token
@@ -31,7 +36,7 @@
  *    so what vLLM serves); without them tokenizer.json's post-processor rules.
  *
  * Behaviour on odd input, chosen and tested (tests/test_tokenizer.py,
- * tests/unit/test_tokenizer.c):
+ * tests/test_tokenizer_real.py, tests/unit/test_tokenizer.c):
  *  - Invalid UTF-8: each maximal invalid subsequence becomes U+FFFD before
  *    anything else, as Rust's String::from_utf8_lossy and Python's
  *    bytes.decode("utf-8", "replace") do, so the ids are Hugging Face's ids
@@ -41,13 +46,16 @@
  *  - Decoding: an id outside [0, vocab size) is an error (NULL); Hugging Face
  *    silently drops it instead. An id inside the range that has no token is
  *    dropped, as Hugging Face does. Invalid UTF-8 made by byte tokens comes
- *    out as one U+FFFD per byte of the run, as Hugging Face's ByteFallback.
+ *    out as one U+FFFD per byte of the run, as Hugging Face's ByteFallback;
+ *    bytes of byte-level tokens that are not UTF-8 come out as U+FFFD per
+ *    maximal invalid subsequence, as the ByteLevel decoder's from_utf8_lossy.
  *  - decode(encode(x)) == x for valid UTF-8 x with the Llama-2 files: the
  *    Strip decoder removes exactly the one space the Prepend normalizer
  *    added (x's own leading spaces survive). Exceptions are Hugging Face's
  *    too: a special token's text inside x (<s>) decodes back to itself
  *    unless skip_special, and text right after an added token got its own
- *    "▁" from Prepend, which decodes as a space.
+ *    "▁" from Prepend, which decodes as a space. Byte-level BPE gives back
+ *    every x (after NFC, where the normalizer has it).
  *
  * A tokenizer is read-only after load: encode/decode may run on many
  * threads at once (each call keeps its scratch space to itself). */
