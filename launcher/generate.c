@@ -234,6 +234,11 @@ int folio_generate_main(int argc, char **argv)
         goto done;
     }
 
+    if (folio_model_config_check_context(cfg, (int)total, err, sizeof err) != 0) {
+        fprintf(stderr, "folio generate: %s (prompt + --max-tokens)\n", err);
+        goto done;
+    }
+
     int32_t num_blocks = (int32_t)((total + FOLIO_KV_BLOCK_SIZE - 1) / FOLIO_KV_BLOCK_SIZE);
     int chunk = n_prompt < GENERATE_PREFILL_CHUNK ? (int)n_prompt : GENERATE_PREFILL_CHUNK;
     struct folio_backend_options opt = {

@@ -918,7 +918,6 @@ static void test_config(void)
     expect_config_error(dir, "{" BASE ",\"rope_scaling\":\"linear\"}", "\"rope_scaling\"", NULL);
     expect_config_error(dir, "{" BASE ",\"attention_bias\":true}", "\"attention_bias\"", NULL);
     expect_config_error(dir, "{" BASE ",\"hidden_act\":\"gelu\"}", "\"hidden_act\"", NULL);
-    expect_config_error(dir, "{" BASE ",\"sliding_window\":1024}", "\"sliding_window\"", NULL);
     expect_config_error(dir, "{" BASE ",}", "line 1", NULL);
     expect_config_error(dir, "[]", "not a JSON object", NULL);
     remove_file(dir, "config.json");
