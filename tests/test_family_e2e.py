@@ -13,7 +13,6 @@ EOS list."""
 import hashlib
 import json
 import shutil
-import signal
 import subprocess
 import sys
 
@@ -78,14 +77,7 @@ def family(request):
         yield dict(name=request.param, model=model, server=server, client=client, id=name,
                    plants=plants, tok=tok)
     finally:
-        if server.proc.poll() is None:
-            server.proc.send_signal(signal.SIGTERM)
-        try:
-            rc = server.proc.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            server.proc.kill()
-            pytest.fail("folio serve did not stop within 60 s of SIGTERM:\n" + server.logs())
-        assert rc == 0, server.logs()
+        server.stop()
 
 
 def hf_chat_ids(model, messages):

@@ -2,7 +2,6 @@
  * it: Qwen2's q/k/v biases (bound by name, shapes checked), Llama-3's list of
  * end-of-sequence ids joined by generation_config.json's, and sliding windows
  * refused only where they are shorter than the context served. */
-#include <dirent.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -12,48 +11,9 @@
 #include "check.h"
 #include "model.h"
 #include "model_config.h"
+#include "tmp_files.h"
 
 static char err[1024];
-
-static char *make_dir(void)
-{
-    char tmpl[] = "/tmp/folio-test-family-XXXXXX";
-    char *d = mkdtemp(tmpl);
-    if (!d) {
-        perror("mkdtemp");
-        exit(1);
-    }
-    return strdup(d);
-}
-
-static void remove_dir(char *dir)
-{
-    DIR *d = opendir(dir);
-    struct dirent *e;
-    while (d && (e = readdir(d))) {
-        if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
-            continue;
-        char p[512];
-        snprintf(p, sizeof p, "%s/%s", dir, e->d_name);
-        unlink(p);
-    }
-    if (d)
-        closedir(d);
-    rmdir(dir);
-    free(dir);
-}
-
-static void write_text(const char *dir, const char *name, const char *text)
-{
-    char p[512];
-    snprintf(p, sizeof p, "%s/%s", dir, name);
-    FILE *f = fopen(p, "w");
-    if (!f || fputs(text, f) < 0) {
-        perror(p);
-        exit(1);
-    }
-    fclose(f);
-}
 
 static int load(const char *dir, const char *config, struct folio_model_config *c)
 {
@@ -68,7 +28,7 @@ static int load(const char *dir, const char *config, struct folio_model_config *
 
 static void test_qwen2_config(void)
 {
-    char *dir = make_dir();
+    char *dir = make_dir_named("family");
     struct folio_model_config c;
     /* Qwen2.5's own fields: a window named but switched off. */
     CHECK(load(dir,
@@ -92,7 +52,7 @@ static void test_qwen2_config(void)
 
 static void test_sliding_window(void)
 {
-    char *dir = make_dir();
+    char *dir = make_dir_named("family");
     struct folio_model_config c;
     /* Mistral-7B-v0.1: a 4096 window in a 32768 context. */
     CHECK(load(dir,
@@ -113,7 +73,7 @@ static void test_sliding_window(void)
 
 static void test_generation_config_eos(void)
 {
-    char *dir = make_dir();
+    char *dir = make_dir_named("family");
     struct folio_model_config c;
     /* Llama-3-Instruct: config.json names <|end_of_text|>, generation_config.json adds
      * <|eot_id|>, which ends every assistant turn. */
@@ -138,7 +98,7 @@ static void test_generation_config_eos(void)
  * them it is an error naming the tensor. */
 static void test_qwen2_checkpoint(void)
 {
-    char *dir = make_dir();
+    char *dir = make_dir_named("family");
     char cmd[1024];
     snprintf(cmd, sizeof cmd,
              "python3 tests/fixtures/make_tiny_model.py %s --qwen2 --layers 2 --hidden 32 "
