@@ -169,3 +169,28 @@ def test_ignore_eos_runs_past_the_stop(family):
         assert r.choices[0].finish_reason == "length", kind
         assert r.usage.completion_tokens == n, kind
         assert text.startswith(plant["text"]), kind
+
+
+def test_sliding_window_is_served_only_within_it(tmp_path, tiny_model):
+    """Mistral-7B-v0.1-style: a sliding_window shorter than the model's context is refused by
+    name, and served once --max-model-len keeps every sequence inside the window."""
+    model = tmp_path / "mistral"
+    shutil.copytree(tiny_model, model)
+    cfg = json.loads((model / "config.json").read_text())
+    cfg.update(model_type="mistral", architectures=["MistralForCausalLM"], sliding_window=1024)
+    (model / "config.json").write_text(json.dumps(cfg))
+
+    refused = Server(model, free_port())
+    assert refused.proc.wait(timeout=60) == 1
+    assert '"sliding_window" is 1024, shorter than the 2048-token context' in refused.logs()
+    assert "--max-model-len" in refused.logs()
+
+    served = Server(model, free_port(), "--max-model-len", "1024")
+    try:
+        served.wait_health(200)
+        client = openai.OpenAI(base_url=served.base + "/v1", api_key="none", max_retries=0)
+        r = client.completions.create(model="mistral", prompt="Hello", max_tokens=3,
+                                      temperature=0, extra_body={"ignore_eos": True})
+        assert r.usage.completion_tokens == 3
+    finally:
+        served.stop()

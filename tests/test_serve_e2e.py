@@ -48,14 +48,14 @@ def children(pid):
 
 
 class Server:
-    def __init__(self, model, port):
+    def __init__(self, model, port, *extra):
         self.model = model
         self.port = port
         self.base = f"http://127.0.0.1:{port}"
         self.log = open(Path(model).parent / f"serve-{port}.log", "w+")
         self.proc = subprocess.Popen(
             [str(bin_path("folio")), "serve", "--model", str(model), "--port", str(port),
-             "--frontends", "2", "--backend", "cpu", "--drain-seconds", "10"],
+             "--frontends", "2", "--backend", "cpu", "--drain-seconds", "10", *extra],
             stdout=self.log, stderr=subprocess.STDOUT)
 
     def logs(self):
