@@ -90,6 +90,11 @@ cudaError_t folio_k_add_rmsnorm_partials(folio_bf16_bits *out, folio_bf16_bits *
                                          int num_rows, int hidden, float eps,
                                          struct folio_k_l2_drop drop, int pdl, cudaStream_t s);
 
+/* x[r][c] = bf16(x[r][c] + bias[c]) for r < rows, c < n: a projection's bias
+ * (Qwen2's Q/K/V) on its bf16 output, before RoPE reads it. */
+cudaError_t folio_k_add_bias(folio_bf16_bits *x, const folio_bf16_bits *bias, int rows, int n,
+                             cudaStream_t s);
+
 /* Rotates q and k of qkv ([T, (H + 2*Hkv) * D], rotate-half convention, the
  * cos/sin of pos * inv_freq[i] from cos_sin, folio_k_rope_table's table over
  * every position a token may have) in place and writes k and v of each token
