@@ -21,7 +21,7 @@
  * split-KV tensor-core kernel as the worker runs it, then the reference kernel
  * as "attnref"), timed with CUDA events. FOLIO_BENCH_LOOP_S=S: then the
  * tensor-core kernel runs back to back for S seconds (a graph of 20 launches
- * replayed), for a power reading of it alone (bench/gpu/power_by_kernel.sh):
+ * replayed), for a power reading of it alone (nvidia-smi meanwhile):
  *     LOOP name=attention_bB_ctxC launches=L seconds=T ms=T/L
  *
  * sample: the sampler alone (folio_k_sample as a decode step of ROWS rows
