@@ -11,13 +11,13 @@
 
 #include <cuda_runtime_api.h>
 
+#include "kv_block.h" /* FOLIO_KV_BLOCK_SIZE: tokens per KV cache block */
+
 #ifdef __cplusplus
 extern "C" {
 #endif
 
 typedef uint16_t folio_bf16_bits;
-
-#define FOLIO_K_BLOCK 16 /* tokens per KV cache block (FOLIO_KV_BLOCK_SIZE) */
 
 /* What a kernel drops from the L2 without writing it back (l2_discard in
  * common.cuh), so that dead data does not cost memory traffic when other data

@@ -1,4 +1,4 @@
-#include "sim_worker.h"
+#include "sim_backend.h"
 
 #include <stdbool.h>
 #include <stdio.h>

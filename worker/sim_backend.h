@@ -13,8 +13,8 @@
  *
  * Cost model (an H200 running TinyLlama-1.1B, roughly):
  *   step_us = base_us + per_token_us * num_tokens + per_context_us * sum(context_len) */
-#ifndef FOLIO_SIM_WORKER_H
-#define FOLIO_SIM_WORKER_H
+#ifndef FOLIO_SIM_BACKEND_H
+#define FOLIO_SIM_BACKEND_H
 
 #include <stdint.h>
 
