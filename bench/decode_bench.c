@@ -47,6 +47,7 @@
 #include <cuda_runtime_api.h>
 
 #include "backend.h"
+#include "cuda_tuning.h"
 #include "folio_kernels.h"
 #include "l2_sweep.h"
 #include "model.h"
@@ -349,10 +350,10 @@ static int bench_attention(const struct folio_model_config *c, int batch_size, i
     CK(cudaDeviceGetAttribute(&num_sms, cudaDevAttrMultiProcessorCount, 0));
     while (bucket < batch_size)
         bucket <<= 1;
-    const char *ac = getenv("FOLIO_ATTN_WARPS_PER_SM"); /* as the backend reads it */
+    struct cuda_tuning tune; /* the switches, as the backend reads them */
+    cuda_tuning_read(&tune);
     struct folio_k_decode_plan plan = folio_k_attention_decode_plan(
-        bucket, Hkv, D, num_sms, ac && atoi(ac) > 0 ? atoi(ac) : FOLIO_K_ATTN_WARPS_PER_SM,
-        getenv("FOLIO_ATTN_CTA_WARPS") ? atoi(getenv("FOLIO_ATTN_CTA_WARPS")) : 0, 0);
+        bucket, Hkv, D, num_sms, tune.attn_warps_per_sm, tune.attn_cta_warps, 0);
     size_t ws_bytes = folio_k_attention_decode_workspace_bytes(batch_size, plan, H, D);
     void *ws = NULL;
     int *counters;

@@ -5,7 +5,8 @@
 # deploy/bundle.sh here (bundle/ carried):
 #     bash bench/gpu/check_and_time.sh
 # FOLIO_SKIP_CHECKS=1: timings and smoke only. FOLIO_DECODE_BATCHES (default "1 8 64 256"): the
-# decode batches timed. The backend's switches travel through the environment (docs/tuning.md).
+# decode batches timed. FOLIO_COMPARE_PDL=1, FOLIO_COMPARE_ATTN=1: the same steps under yardstick
+# switches too. The backend's switches travel through the environment (docs/tuning.md).
 # Logs and figures go to $OUT (default /tmp/folio-out); the table is printed last.
 set -uo pipefail
 source bench/gpu/common.sh
@@ -30,6 +31,16 @@ echo "== timings"
     for b in 1 8 64 256; do
       FOLIO_PDL=0 timeout 60 "$B/decode_bench" /tmp/tl decode $b 512 64 |
         sed 's/name=decode_/name=nopdl_decode_/'
+    done
+  fi
+  # FOLIO_COMPARE_ATTN=1: the decode attention plan's yardsticks ("attnplan_"): a warp an SM
+  # more for the key splits, and 4-warp CTAs where the plan takes one-warp ones.
+  if [ "${FOLIO_COMPARE_ATTN:-0}" = 1 ]; then
+    for b in 64 256; do
+      FOLIO_ATTN_WARPS_PER_SM=4 timeout 60 "$B/decode_bench" /tmp/tl decode $b 512 64 |
+        sed 's/name=decode_/name=attnplan_wps4_decode_/'
+      FOLIO_ATTN_CTA_WARPS=4 timeout 60 "$B/decode_bench" /tmp/tl decode $b 512 64 |
+        sed 's/name=decode_/name=attnplan_cta4_decode_/'
     done
   fi
   for n in ${FOLIO_PREFILL_SIZES-512 4096}; do timeout 60 "$B/decode_bench" /tmp/tl prefill $n 10; done
