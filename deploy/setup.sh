@@ -26,6 +26,9 @@ fi
 python3 -m pip install -q --disable-pip-version-check -r deploy/requirements-test.txt 2>/dev/null ||
   python3 -m pip install -q --disable-pip-version-check --break-system-packages -r deploy/requirements-test.txt
 
+# The default model `folio serve` answers with: SmolLM2-135M-Instruct, into models/smollm2/.
+deploy/fetch_smollm2.sh
+
 [ "${1:-}" = "--no-build" ] && exit 0
 cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
 cmake --build build -j"$(nproc)"
