@@ -26,6 +26,7 @@
 
 #include "commands.h"
 #include "clock.h"
+#include "gguf.h"
 
 #ifndef FOLIO_DEMO_MODEL_DIR
 #define FOLIO_DEMO_MODEL_DIR ""
@@ -86,7 +87,8 @@ static void usage(FILE *f)
                "                   [--backend cpu|cuda] [--tls-cert FILE --tls-key FILE]\n"
                "                   [--served-model-name NAME] [--drain-seconds 30]\n"
                "                   [scheduler options...]\n\n"
-               "Serves the model in DIR (Hugging Face layout) over an OpenAI-compatible API.\n"
+               "Serves the model in DIR (Hugging Face layout, or a .gguf file or a folder\n"
+               "holding one) over an OpenAI-compatible API.\n"
                "Without --model it serves the small demo model made at build time (random\n"
                "weights: the text is noise, the serving path is real).\n"
                "Any other --flag [VALUE] is passed to folio-scheduler as given, e.g.\n"
@@ -183,11 +185,19 @@ static int parse_options(int argc, char **argv, struct serve_options *o)
         }
         logf_("no --model: serving the demo model %s", o->model);
     }
-    char cfg[PATH_MAX];
+    char cfg[PATH_MAX], err[512];
+    int is_gguf = folio_gguf_resolve(o->model, cfg, sizeof cfg, err, sizeof err);
+    if (is_gguf != 0) {
+        if (is_gguf < 0)
+            fprintf(stderr, "folio serve: %s\n", err);
+        return is_gguf < 0 ? -1 : 0;
+    }
     snprintf(cfg, sizeof cfg, "%s/config.json", o->model);
     if (access(cfg, R_OK) != 0) {
-        fprintf(stderr, "folio serve: %s: %s (is --model a Hugging Face model directory?)\n", cfg,
-                strerror(errno));
+        fprintf(stderr,
+                "folio serve: %s: %s (is --model a Hugging Face model directory or a .gguf "
+                "file?)\n",
+                cfg, strerror(errno));
         return -1;
     }
     return 0;
