@@ -7,8 +7,7 @@ Checked for 4 prompts x 16 greedy tokens, all batched through tests/tools/step_d
 first-step logits within 1e-3 relative L2 (f32 vs float64), every later step's too while the
 tokens agree, and the greedy tokens equal token for token; a divergence is allowed only where the
 reference's top-2 logits are within NEAR_TIE of each other, and is printed. The prompt ids are
-fixed here (ChatML around SmolLM2's default system prompt, and plain text) so that the test does
-not depend on the tokenizer.
+fixed (tests/fixtures/smollm2_prompts.py) so that the test does not depend on the tokenizer.
 """
 
 import importlib.util
@@ -21,8 +20,8 @@ import pytest
 
 from conftest import bin_path
 from llama_numpy import LlamaNumpyGGUF
+from smollm2_prompts import GGUF_NAME, PROMPTS
 
-GGUF_NAME = "SmolLM2-135M-Instruct.Q4_1.gguf"
 VOCAB = 49152
 NEW_TOKENS = 16
 REF_TOL = 1e-3
@@ -30,17 +29,6 @@ REF_TOL = 1e-3
 # candidates closer than this could swap on rounding alone.
 NEAR_TIE = 1e-3
 FROM_PREV = -1
-
-SYSTEM = [1, 9690, 198, 2683, 359, 253, 5356, 5646, 11173, 3365, 3511, 308, 34519, 28, 7018,
-          411, 407, 19712, 8182, 2, 198]  # <|im_start|>system\nYou are a helpful AI ...<|im_end|>\n
-USER = [1, 4093, 198]  # <|im_start|>user\n
-ASSISTANT = [2, 198, 1, 520, 9531, 198]  # <|im_end|>\n<|im_start|>assistant\n
-PROMPTS = {
-    "capital of France": SYSTEM + USER + [2683, 4354, 314, 260, 3575, 282, 4649, 47] + ASSISTANT,
-    "poem about the sea": SYSTEM + USER + [19161, 253, 1890, 8216, 563, 260, 3426, 30] + ASSISTANT,
-    "legs of a spider": SYSTEM + USER + [2020, 800, 7225, 1072, 253, 16198, 457, 47] + ASSISTANT,
-    "plain text": [504, 2365, 6354, 16438, 27003, 690, 260, 23790, 2767, 30, 378, 2767],
-}
 
 
 def smollm2_gguf():
