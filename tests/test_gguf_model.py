@@ -107,3 +107,139 @@ def test_cpu_backend_matches_numpy_reference(tmp_path, model_path, ref):
         lines.append(f"{name:>20}: rel L2 first {first:.1e}, max {max(errs):.1e}; "
                      f"tokens {note}: {tokens[i]}")
     print("\n" + "\n".join(lines))
+
+
+# ---- a tiny random Llama written as GGUF here: every load path and its errors, in seconds ----
+
+TINY = {"hidden": 64, "heads": 4, "kv_heads": 2, "inter": 128, "layers": 2, "vocab": 256}
+
+
+def permute_rows(w, n_head):
+    """llama.cpp's converter: each head's two halves of rows interleaved."""
+    return (w.reshape(n_head, 2, w.shape[0] // n_head // 2, *w.shape[1:])
+            .swapaxes(1, 2).reshape(w.shape))
+
+
+def write_tiny_gguf(path, arch="llama", tied=False, drop_keys=(), extra_keys=None,
+                    extra_tensors=()):
+    """A 2-layer Llama of random weights in a mix of types (F16, BF16, F32, Q4_0, Q4_1, Q5_0,
+    Q5_1, Q8_0), q/k permuted as llama.cpp writes them."""
+    gguf = pytest.importorskip("gguf")
+    Q = gguf.GGMLQuantizationType
+    rng = np.random.default_rng(11)
+    h, nh, nkv, inter, vocab = (TINY[k] for k in ("hidden", "heads", "kv_heads", "inter", "vocab"))
+    hd = h // nh
+    keys = {
+        f"{arch}.context_length": (256, "uint32"), f"{arch}.embedding_length": (h, "uint32"),
+        f"{arch}.block_count": (TINY["layers"], "uint32"),
+        f"{arch}.feed_forward_length": (inter, "uint32"),
+        f"{arch}.attention.head_count": (nh, "uint32"),
+        f"{arch}.attention.head_count_kv": (nkv, "uint32"),
+        f"{arch}.rope.freq_base": (5000.0, "float32"),
+        f"{arch}.attention.layer_norm_rms_epsilon": (1e-5, "float32"),
+        "tokenizer.ggml.bos_token_id": (1, "uint32"), "tokenizer.ggml.eos_token_id": (2, "uint32"),
+    }
+    keys.update(extra_keys or {})
+    w = gguf.GGUFWriter(str(path), arch=arch)
+    for k, (v, kind) in keys.items():
+        if k not in drop_keys:
+            getattr(w, f"add_{kind}")(k, v)
+    w.add_array("tokenizer.ggml.tokens", [f"t{i}" for i in range(vocab)])
+
+    def tensor(name, shape, qtype=None, scale=0.2, permute=0):
+        x = (rng.standard_normal(shape) * scale).astype(np.float32)
+        if permute:
+            x = permute_rows(x, permute)
+        if qtype is None:
+            w.add_tensor(name, x)
+        elif qtype == Q.F16:
+            w.add_tensor(name, x.astype(np.float16))
+        else:
+            w.add_tensor(name, gguf.quants.quantize(x, qtype), raw_dtype=qtype)
+
+    tensor("token_embd.weight", (vocab, h), Q.F16, scale=1.0)
+    tensor("output_norm.weight", (h,), scale=1.0)
+    if not tied:
+        tensor("output.weight", (vocab, h), Q.Q8_0)
+    for i in range(TINY["layers"]):
+        b = f"blk.{i}."
+        tensor(b + "attn_norm.weight", (h,), scale=1.0)
+        tensor(b + "attn_q.weight", (nh * hd, h), Q.Q4_0, permute=nh)
+        tensor(b + "attn_k.weight", (nkv * hd, h), Q.Q4_1, permute=nkv)
+        tensor(b + "attn_v.weight", (nkv * hd, h), Q.Q5_0)
+        tensor(b + "attn_output.weight", (h, nh * hd), Q.Q8_0)
+        tensor(b + "ffn_norm.weight", (h,), scale=1.0)
+        tensor(b + "ffn_gate.weight", (inter, h), Q.Q5_1)
+        tensor(b + "ffn_up.weight", (inter, h), Q.BF16)
+        tensor(b + "ffn_down.weight", (h, inter), Q.Q8_0)
+    for name in extra_tensors:
+        tensor(name, (hd // 2,), scale=1.0)
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    return path
+
+
+def tiny_steps(prompt, n_new):
+    steps = [[{"slot": 0, "tokens": prompt, "context_len": len(prompt), "block_table": [3, 1],
+               "output_index": 0}]]
+    for s in range(1, n_new):
+        steps.append([{"slot": 0, "tokens": [FROM_PREV], "context_len": len(prompt) + s,
+                       "block_table": [3, 1], "output_index": s}])
+    return steps
+
+
+def run_driver(tmp_path, model, steps):
+    script = {"model": str(model), "steps": steps, "num_kv_blocks": 8, "threads": 2}
+    spath, lpath = tmp_path / "tiny.json", tmp_path / "tiny.bin"
+    spath.write_text(json.dumps(script))
+    return subprocess.run([str(bin_path("step_driver")), str(spath), str(lpath)],
+                          capture_output=True, text=True, timeout=120), lpath
+
+
+@pytest.mark.parametrize("tied", [False, True], ids=["output.weight", "tied"])
+def test_tiny_gguf_matches_reference(tmp_path, tied):
+    path = write_tiny_gguf(tmp_path / "tiny.gguf", tied=tied)
+    ref = LlamaNumpyGGUF(path)
+    assert (ref.lm_head is ref.embed) == tied
+    prompt = [1, 17, 200, 45, 9, 131, 77, 3, 250, 8, 64, 5, 99, 180, 33, 12, 140]
+    want_tokens, want_logits = ref.greedy(prompt, 8)
+    # The folder holding the one .gguf (and no config.json) is the same model.
+    for model in (path, tmp_path):
+        proc, lpath = run_driver(tmp_path, model, tiny_steps(prompt, 8))
+        assert proc.returncode == 0, proc.stderr
+        tokens = [json.loads(line)["token_ids"][0] for line in proc.stdout.splitlines()]
+        logits = np.fromfile(lpath, dtype=np.float32).reshape(8, TINY["vocab"])
+        errs = [rel_err(a, b) for a, b in zip(logits, want_logits)]
+        assert tokens == want_tokens and max(errs) < 1e-4, (tokens, want_tokens, errs)
+
+
+@pytest.mark.parametrize("case,kwargs,message", [
+    ("qwen2", {"arch": "qwen2"},
+     "key 'general.architecture' is 'qwen2', which Folio does not load from GGUF"),
+    ("missing key", {"drop_keys": ["llama.embedding_length"]},
+     "missing key 'llama.embedding_length'"),
+    ("rope scaling", {"extra_keys": {"llama.rope.scaling.type": ("yarn", "string")}},
+     "key 'llama.rope.scaling.type' is 'yarn', which is not supported"),
+    ("llama3 rope", {"extra_tensors": ["rope_freqs.weight"]},
+     "tensor 'rope_freqs.weight' (llama3 rope frequency factors) is not supported"),
+    ("unknown tensor", {"extra_tensors": ["blk.0.attn_q.bias"]},
+     "tensor 'blk.0.attn_q.bias' is not one of the llama architecture's"),
+    ("bad bos", {"extra_keys": {"tokenizer.ggml.bos_token_id": (999, "uint32")}},
+     "key 'tokenizer.ggml.bos_token_id' is 999, not a token id below 256"),
+    ("heads", {"extra_keys": {"llama.attention.head_count_kv": (3, "uint32")}},
+     "must divide evenly"),
+])
+def test_tiny_gguf_errors_name_the_key_or_tensor(tmp_path, case, kwargs, message):
+    path = write_tiny_gguf(tmp_path / "bad.gguf", **kwargs)
+    proc, _ = run_driver(tmp_path, path, tiny_steps([1, 2, 3], 1))
+    assert proc.returncode != 0 and message in proc.stderr and str(path) in proc.stderr, (
+        case, proc.stderr)
+
+
+def test_folder_with_two_gguf_files_is_refused(tmp_path):
+    write_tiny_gguf(tmp_path / "a.gguf")
+    write_tiny_gguf(tmp_path / "b.gguf")
+    proc, _ = run_driver(tmp_path, tmp_path, tiny_steps([1, 2, 3], 1))
+    assert proc.returncode != 0 and "holds 2 .gguf files" in proc.stderr, proc.stderr
