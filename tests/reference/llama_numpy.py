@@ -5,8 +5,9 @@ It shares no code with Folio or with the test fixture: it parses config.json and
 files itself (8-byte little-endian header length, JSON header, raw little-endian data; BF16 is the
 top half of an IEEE float32), or reads a GGUF file with the gguf package (LlamaNumpyGGUF), and runs
 the model the plain way: no paging, full causal attention, everything in float64 (greedy keeps the
-keys and values of the tokens before in plain arrays rather than recomputing them). The maths follows Hugging Face's
-LlamaForCausalLM (rotate-half RoPE, default/linear/llama3 rope scaling, RMSNorm, SwiGLU).
+keys and values of the tokens before in plain arrays rather than recomputing them). The maths
+follows Hugging Face's LlamaForCausalLM (rotate-half RoPE, default/linear/llama3 rope scaling,
+RMSNorm, SwiGLU), and Qwen2ForCausalLM's biases on the q, k and v projections (model_type qwen2).
 
     python3 tests/reference/llama_numpy.py MODEL_DIR --ids 1,450,4996 --greedy 8
 
@@ -94,6 +95,7 @@ class LlamaNumpy:
         self.n_kv = cfg.get("num_key_value_heads") or self.n_heads
         self.head_dim = cfg.get("head_dim") or self.hidden // self.n_heads
         self.eps = float(cfg.get("rms_norm_eps", 1e-6))
+        self.qkv_bias = cfg.get("model_type") == "qwen2"
         self.w = load_tensors(model_dir) if tensors is None else tensors
         self.embed = self.w["model.embed_tokens.weight"]
         if cfg.get("tie_word_embeddings", False) or "lm_head.weight" not in self.w:
@@ -130,9 +132,12 @@ class LlamaNumpy:
             p = f"model.layers.{layer}."
             w = lambda name: self.w[p + name]  # noqa: E731
             h = self.rmsnorm(x, w("input_layernorm.weight"))
-            q = (h @ w("self_attn.q_proj.weight").T).reshape(T, self.n_heads, self.head_dim)
-            k = (h @ w("self_attn.k_proj.weight").T).reshape(T, self.n_kv, self.head_dim)
-            v = (h @ w("self_attn.v_proj.weight").T).reshape(T, self.n_kv, self.head_dim)
+            q, k, v = (h @ w(f"self_attn.{n}_proj.weight").T for n in "qkv")
+            if self.qkv_bias:
+                q, k, v = (x + w(f"self_attn.{n}_proj.bias") for x, n in zip((q, k, v), "qkv"))
+            q = q.reshape(T, self.n_heads, self.head_dim)
+            k = k.reshape(T, self.n_kv, self.head_dim)
+            v = v.reshape(T, self.n_kv, self.head_dim)
             q, k = self.rope(q, pos), self.rope(k, pos)
             if cache is not None:
                 if len(cache) <= layer:
