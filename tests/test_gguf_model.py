@@ -112,7 +112,8 @@ def permute_rows(w, n_head):
 def write_tiny_gguf(path, arch="llama", tied=False, drop_keys=(), extra_keys=None,
                     extra_tensors=()):
     """A 2-layer Llama of random weights in a mix of types (F16, BF16, F32, Q4_0, Q4_1, Q5_0,
-    Q5_1, Q8_0), q/k permuted as llama.cpp writes them."""
+    Q5_1, Q8_0), q/k permuted as llama.cpp writes them; for qwen2, unpermuted and with q/k/v
+    biases, as llama.cpp's Qwen2 converter writes them."""
     import gguf
 
     Q = gguf.GGMLQuantizationType
@@ -154,8 +155,12 @@ def write_tiny_gguf(path, arch="llama", tied=False, drop_keys=(), extra_keys=Non
     for i in range(TINY["layers"]):
         b = f"blk.{i}."
         tensor(b + "attn_norm.weight", (h,), scale=1.0)
-        tensor(b + "attn_q.weight", (nh * hd, h), Q.Q4_0, permute=nh)
-        tensor(b + "attn_k.weight", (nkv * hd, h), Q.Q4_1, permute=nkv)
+        llama = arch == "llama"
+        tensor(b + "attn_q.weight", (nh * hd, h), Q.Q4_0, permute=nh if llama else 0)
+        tensor(b + "attn_k.weight", (nkv * hd, h), Q.Q4_1, permute=nkv if llama else 0)
+        if arch == "qwen2":
+            for n, rows in (("q", nh * hd), ("k", nkv * hd), ("v", nkv * hd)):
+                tensor(b + f"attn_{n}.bias", (rows,), scale=0.5)
         tensor(b + "attn_v.weight", (nkv * hd, h), Q.Q5_0)
         tensor(b + "attn_output.weight", (h, nh * hd), Q.Q8_0)
         tensor(b + "ffn_norm.weight", (h,), scale=1.0)
@@ -188,9 +193,10 @@ def run_driver(tmp_path, model, steps):
                           capture_output=True, text=True, timeout=120), lpath
 
 
-@pytest.mark.parametrize("tied", [False, True], ids=["output.weight", "tied"])
-def test_tiny_gguf_matches_reference(tmp_path, tied):
-    path = write_tiny_gguf(tmp_path / "tiny.gguf", tied=tied)
+@pytest.mark.parametrize("arch,tied", [("llama", False), ("llama", True), ("qwen2", False)],
+                         ids=["output.weight", "tied", "qwen2"])
+def test_tiny_gguf_matches_reference(tmp_path, arch, tied):
+    path = write_tiny_gguf(tmp_path / "tiny.gguf", arch=arch, tied=tied)
     ref = LlamaNumpyGGUF(path)
     assert (ref.lm_head is ref.embed) == tied
     prompt = [1, 17, 200, 45, 9, 131, 77, 3, 250, 8, 64, 5, 99, 180, 33, 12, 140]
@@ -206,8 +212,8 @@ def test_tiny_gguf_matches_reference(tmp_path, tied):
 
 
 @pytest.mark.parametrize("case,kwargs,message", [
-    ("qwen2", {"arch": "qwen2"},
-     "key 'general.architecture' is 'qwen2', which Folio does not load from GGUF"),
+    ("gemma", {"arch": "gemma"},
+     "key 'general.architecture' is 'gemma', which Folio does not load from GGUF"),
     ("missing key", {"drop_keys": ["llama.embedding_length"]},
      "missing key 'llama.embedding_length'"),
     ("rope scaling", {"extra_keys": {"llama.rope.scaling.type": ("yarn", "string")}},
