@@ -18,7 +18,7 @@ import pytest
 
 from conftest import bin_path, smollm2_gguf
 from llama_numpy import LlamaNumpyGGUF
-from smollm2_prompts import PROMPTS
+from smollm2_prompts import PROMPTS, batched_greedy_steps
 
 VOCAB = 49152
 NEW_TOKENS = 16
@@ -42,13 +42,7 @@ def ref(model_path):
 def run_folio(tmp_path, model, prompts):
     """Prefill of every prompt in one step, then NEW_TOKENS - 1 greedy decode steps of all of
     them together. Returns (tokens [prompt][step], logits [prompt][step] of shape [VOCAB])."""
-    blocks = [[4 * i + b for b in range(4)] for i in range(len(prompts))]
-    steps = [[{"slot": i, "tokens": p, "context_len": len(p), "block_table": blocks[i],
-               "output_index": 0} for i, p in enumerate(prompts)]]
-    for s in range(1, NEW_TOKENS):
-        steps.append([{"slot": i, "tokens": [FROM_PREV], "context_len": len(p) + s,
-                       "block_table": blocks[i], "output_index": s}
-                      for i, p in enumerate(prompts)])
+    steps = batched_greedy_steps(prompts, NEW_TOKENS, 4)
     script = {"model": str(model), "steps": steps, "num_kv_blocks": 64, "threads": 2,
               "max_seqs": 8, "max_num_tokens": 256}
     spath, lpath = tmp_path / "script.json", tmp_path / "logits.bin"

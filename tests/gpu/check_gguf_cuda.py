@@ -26,12 +26,11 @@ import torch
 from transformers import AutoModelForCausalLM
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "fixtures"))
-from smollm2_prompts import PROMPTS  # noqa: E402
+from smollm2_prompts import PROMPTS, batched_greedy_steps  # noqa: E402
 
 NEW_TOKENS = 16
 TOL = 1e-2
 NEAR_TIE_RMS = 4.0
-FROM_PREV = -1
 
 
 def rel(a, b):
@@ -41,13 +40,7 @@ def rel(a, b):
 
 def run_folio(step_driver, gguf, out_dir, prompts, vocab):
     """Greedy tokens [prompt][step] and logits [prompt][step][vocab] from the CUDA worker."""
-    blocks = [[8 * i + b for b in range(8)] for i in range(len(prompts))]
-    steps = [[{"slot": i, "tokens": p, "context_len": len(p), "block_table": blocks[i],
-               "output_index": 0} for i, p in enumerate(prompts)]]
-    for s in range(1, NEW_TOKENS):
-        steps.append([{"slot": i, "tokens": [FROM_PREV], "context_len": len(p) + s,
-                       "block_table": blocks[i], "output_index": s}
-                      for i, p in enumerate(prompts)])
+    steps = batched_greedy_steps(prompts, NEW_TOKENS, 8)
     script = {"model": str(gguf), "backend": "cuda", "steps": steps, "max_seqs": 8,
               "max_num_tokens": 512, "num_kv_blocks": 256}
     sp, lp = Path(out_dir) / "gguf_script.json", Path(out_dir) / "gguf_logits.bin"
