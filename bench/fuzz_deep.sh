@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Deep fuzzing: every libFuzzer target of tests/fuzz/ (JSON requests, tokenizer, chat template,
-# safetensors, config.json, IPC ring records, protobuf-c decode of every IPC message, the SSE
+# safetensors, GGUF, config.json, IPC ring records, protobuf-c decode of every IPC message, the SSE
 # text stream with stop strings) for --runs executions each (10^7 by default) under ASan+UBSan,
 # in the clang fuzz build that tests/run.sh's `fuzz` suite configures (build-fuzz).
 #
@@ -41,7 +41,7 @@ export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
 # The targets and their -max_len, as tests/fuzz/CMakeLists.txt's smoke runs use them.
 declare -A MAXLEN=([fuzz_tokenizer]=2048 [fuzz_openai_request]=2048 [fuzz_safetensors]=1024
   [fuzz_chat_template]=40000 [fuzz_ipc_records]=1024 [fuzz_config]=2048
-  [fuzz_text_stream]=1024 [fuzz_ipc_proto]=1024)
+  [fuzz_text_stream]=1024 [fuzz_ipc_proto]=1024 [fuzz_gguf]=4096)
 ALL=$(sed -n '/^set(FOLIO_FUZZ_TARGETS/,/^)/p' tests/fuzz/CMakeLists.txt | grep -o 'fuzz_[a-z_]*')
 [ -n "$TARGETS" ] || TARGETS=$(echo $ALL | tr ' ' ',')
 
