@@ -18,15 +18,10 @@ import httpx
 import pytest
 
 from conftest import bin_path
+from test_serve_e2e import free_port, wait_until
 
 MAX_WAIT_S = 60
 SLOW_SIM = ["--simulate", "--sim-time-scale", "20"]  # about 12 ms a token
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def child_pids(pid, name):
@@ -42,15 +37,6 @@ def child_pids(pid, name):
         if ppid == pid and name in cmd:
             out.append(int(d.name))
     return out
-
-
-def wait_until(pred, timeout, what):
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        if pred():
-            return
-        time.sleep(0.1)
-    pytest.fail(f"{what} within {timeout} s")
 
 
 class Served:

@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fuzz_llama2_tokenizer.h"
 #include "json_writer.h"
 #include "stream.h"
 #include "tokenizer.h"
@@ -34,15 +35,7 @@ static void fail(const char *what)
 int LLVMFuzzerInitialize(int *argc, char ***argv)
 {
     (void)argc, (void)argv;
-    const char *shared = getenv("FOLIO_SHARED");
-    char dir[1024];
-    snprintf(dir, sizeof dir, "%s/models/llama2-tokenizer",
-             shared && *shared ? shared : "../shared");
-    char err[512];
-    if (folio_tokenizer_load(dir, &tok, err, sizeof err) != 0) {
-        fprintf(stderr, "fuzz_text_stream: %s\n", err);
-        exit(1);
-    }
+    tok = fuzz_load_llama2_tokenizer("fuzz_text_stream");
     return 0;
 }
 
