@@ -203,7 +203,8 @@ def client_proc(port, n, lanes, seed, deadline, out_q):
 
 def run_clients(port, n, procs, lanes, seed, deadline):
     q = mp.Queue()
-    ps = [mp.Process(target=client_proc, args=(port, n // procs, lanes, seed + i, deadline, q))
+    ps = [mp.Process(target=client_proc,
+                     args=(port, n // procs + (i < n % procs), lanes, seed + i, deadline, q))
           for i in range(procs)]
     for p in ps:
         p.start()
