@@ -185,7 +185,7 @@ def main():
     if a.cpu:
         a.port = lg.free_port()
         cmd = [str(lg.folio_bin(a.build)), "serve", "--host", "127.0.0.1", "--port", str(a.port),
-               "--frontends", "3", "--backend", "cpu", "--drain-seconds", "5"]
+               "--frontends", "3", "--backend", "cpu", "--drain-seconds", "5", "--demo"]
     else:
         cmd = shlex.split(a.server_cmd)
     log = open(a.log, "w")

@@ -49,8 +49,7 @@ class Served:
         self.log = None if stdout else open(self.logpath, "w+")
         cmd = [str(bin_path("folio")), "serve", "--port", str(self.port), "--host", "127.0.0.1",
                "--frontends", "1", *args]
-        if model:
-            cmd += ["--model", str(model)]
+        cmd += ["--model", str(model)] if model else ["--demo"]
         self.proc = subprocess.Popen(cmd, stdout=stdout or self.log, stderr=subprocess.STDOUT)
         self.run_dir = Path(f"/tmp/folio-{self.proc.pid}")
 
