@@ -10,7 +10,7 @@ SUDO=""
 DEB_PACKAGES=(
   build-essential cmake pkg-config clang clang-format libclang-rt-14-dev
   libh2o-evloop-dev libnng-dev libprotobuf-c-dev protobuf-c-compiler
-  libjemalloc-dev libjansson-dev libssl-dev zlib1g-dev libuv1-dev
+  libjemalloc-dev libjansson-dev libssl-dev zlib1g-dev libuv1-dev libpcre2-dev libutf8proc-dev
   nghttp2-client curl openssl python3 python3-pip
 )
 missing=()

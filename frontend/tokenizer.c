@@ -58,16 +58,6 @@
 
 #include "tokenizer_internal.h"
 
-static char *dup_bytes(const char *s, size_t len)
-{
-    char *p = malloc(len + 1);
-    if (p) {
-        memcpy(p, s, len);
-        p[len] = 0;
-    }
-    return p;
-}
-
 /* A JSON string, or an object's "content" string (the forms of
  * tokenizer_config.json's bos_token/eos_token). */
 static const char *token_string(json_t *v)
@@ -79,9 +69,9 @@ static const char *token_string(json_t *v)
 
 /* ---- model */
 
-static int set_id_str(struct folio_tokenizer *t, int32_t id, const char *s, size_t len)
+int tok_set_id_str(struct folio_tokenizer *t, int32_t id, const char *s, size_t len)
 {
-    char *p = dup_bytes(s, len);
+    char *p = tok_dup_bytes(s, len);
     if (!p)
         return -1;
     free(t->id_str[id]);
@@ -193,7 +183,7 @@ static int optional_string(json_t *model, const char *key, char **out, char *err
         snprintf(err, errlen, "tokenizer.json: model.%s is not a string", key);
         return -1;
     }
-    *out = dup_bytes(json_string_value(v), json_string_length(v));
+    *out = tok_dup_bytes(json_string_value(v), json_string_length(v));
     return *out ? 0 : -1;
 }
 
@@ -231,6 +221,15 @@ static int load_model(struct folio_tokenizer *t, json_t *root, char *err, size_t
         optional_string(model, "end_of_word_suffix", &bpe->word_suffix, err, errlen) ||
         optional_string(model, "unk_token", &unk, err, errlen))
         return -1;
+    /* An empty prefix or suffix is none (transformers writes "" for GPT-2 style models). */
+    if (bpe->subword_prefix && !bpe->subword_prefix[0]) {
+        free(bpe->subword_prefix);
+        bpe->subword_prefix = NULL;
+    }
+    if (bpe->word_suffix && !bpe->word_suffix[0]) {
+        free(bpe->word_suffix);
+        bpe->word_suffix = NULL;
+    }
 
     /* The largest id decides the table sizes. */
     int32_t max_id = -1;
@@ -272,7 +271,7 @@ static int load_model(struct folio_tokenizer *t, json_t *root, char *err, size_t
     json_object_keylen_foreach(vocab, key, i, v)
     {
         int32_t id = (int32_t)json_integer_value(v);
-        if (set_id_str(t, id, key, i) || tok_strmap_put(&bpe->vocab, t->id_str[id], i, id)) {
+        if (tok_set_id_str(t, id, key, i) || tok_strmap_put(&bpe->vocab, t->id_str[id], i, id)) {
             snprintf(err, errlen, "tokenizer.json: out of memory");
             free(unk);
             return -1;
@@ -318,295 +317,6 @@ static int load_model(struct folio_tokenizer *t, json_t *root, char *err, size_t
         snprintf(err, errlen, "tokenizer.json: out of memory");
         return -1;
     }
-    return 0;
-}
-
-/* ---- normalizer and pre-tokenizer */
-
-static int load_normalizer(struct folio_tokenizer *t, json_t *n, char *err, size_t errlen)
-{
-    if (!n || json_is_null(n))
-        return 0;
-    const char *type = json_string_value(json_object_get(n, "type"));
-    if (!type) {
-        snprintf(err, errlen, "tokenizer.json: normalizer has no \"type\"");
-        return -1;
-    }
-    if (!strcmp(type, "Sequence")) {
-        size_t i;
-        json_t *v;
-        json_t *list = json_object_get(n, "normalizers");
-        if (!json_is_array(list)) {
-            snprintf(err, errlen, "tokenizer.json: normalizer Sequence has no \"normalizers\"");
-            return -1;
-        }
-        json_array_foreach(list, i, v) if (load_normalizer(t, v, err, errlen)) return -1;
-        return 0;
-    }
-    struct tok_norm_op op = {0};
-    json_t *a, *b = NULL;
-    if (!strcmp(type, "Prepend")) {
-        op.kind = TOK_NORM_PREPEND;
-        a = json_object_get(n, "prepend");
-    } else if (!strcmp(type, "Replace")) {
-        op.kind = TOK_NORM_REPLACE;
-        a = json_object_get(json_object_get(n, "pattern"), "String");
-        b = json_object_get(n, "content");
-        if (!json_is_string(a) || !json_string_length(a) || !json_is_string(b)) {
-            snprintf(err, errlen,
-                     "tokenizer.json: normalizer Replace needs a non-empty "
-                     "{\"String\": ...} pattern and a content (Regex is not supported)");
-            return -1;
-        }
-    } else {
-        snprintf(err, errlen, "tokenizer.json: normalizer type \"%s\" is not supported", type);
-        return -1;
-    }
-    if (!json_is_string(a)) {
-        snprintf(err, errlen, "tokenizer.json: normalizer Prepend needs a \"prepend\" string");
-        return -1;
-    }
-    op.a_len = json_string_length(a);
-    op.a = dup_bytes(json_string_value(a), op.a_len);
-    if (b) {
-        op.b_len = json_string_length(b);
-        op.b = dup_bytes(json_string_value(b), op.b_len);
-    }
-    struct tok_norm_op *ops = realloc(t->norm, (t->n_norm + 1) * sizeof *ops);
-    if (!op.a || (b && !op.b) || !ops) {
-        free(op.a);
-        free(op.b);
-        if (ops)
-            t->norm = ops;
-        snprintf(err, errlen, "tokenizer.json: out of memory");
-        return -1;
-    }
-    t->norm = ops;
-    t->norm[t->n_norm++] = op;
-    return 0;
-}
-
-static int load_pre_tokenizer(struct folio_tokenizer *t, json_t *p, char *err, size_t errlen)
-{
-    if (!p || json_is_null(p))
-        return 0;
-    const char *type = json_string_value(json_object_get(p, "type"));
-    if (type && !strcmp(type, "Sequence")) {
-        json_t *list = json_object_get(p, "pretokenizers");
-        if (json_array_size(list) == 1)
-            return load_pre_tokenizer(t, json_array_get(list, 0), err, errlen);
-        snprintf(err, errlen, "tokenizer.json: pre_tokenizer Sequence must hold one Metaspace");
-        return -1;
-    }
-    if (!type || strcmp(type, "Metaspace")) {
-        snprintf(err, errlen, "tokenizer.json: pre_tokenizer type \"%s\" is not supported",
-                 type ? type : "?");
-        return -1;
-    }
-    struct tok_metaspace *m = &t->metaspace;
-    json_t *r = json_object_get(p, "replacement");
-    const char *repl = json_string_value(r);
-    if (!repl || !json_string_length(r) ||
-        json_string_length(r) != tok_utf8_len((unsigned char)repl[0])) {
-        snprintf(err, errlen,
-                 "tokenizer.json: pre_tokenizer Metaspace needs a one-character "
-                 "\"replacement\"");
-        return -1;
-    }
-    m->repl_len = json_string_length(r);
-    memcpy(m->repl, repl, m->repl_len);
-    m->scheme = TOK_PREPEND_ALWAYS;
-    const char *scheme = json_string_value(json_object_get(p, "prepend_scheme"));
-    if (scheme && !strcmp(scheme, "first"))
-        m->scheme = TOK_PREPEND_FIRST;
-    else if (scheme && !strcmp(scheme, "never"))
-        m->scheme = TOK_PREPEND_NEVER;
-    else if (scheme && strcmp(scheme, "always")) {
-        snprintf(err, errlen, "tokenizer.json: Metaspace prepend_scheme \"%s\" is unknown", scheme);
-        return -1;
-    }
-    if (json_is_false(json_object_get(p, "add_prefix_space")))
-        m->scheme = TOK_PREPEND_NEVER;
-    json_t *split = json_object_get(p, "split");
-    m->split = !json_is_false(split);
-    t->has_metaspace = true;
-    return 0;
-}
-
-/* ---- added tokens */
-
-static int trie_node(struct tok_trie *tr, uint8_t byte)
-{
-    if (tr->n == tr->cap) {
-        size_t c = tr->cap ? tr->cap * 2 : 64;
-        struct tok_trie_node *p = realloc(tr->nodes, c * sizeof *p);
-        if (!p)
-            return -1;
-        tr->nodes = p;
-        tr->cap = c;
-    }
-    tr->nodes[tr->n] = (struct tok_trie_node){-1, -1, -1, byte};
-    return (int)tr->n++;
-}
-
-static int trie_add(struct tok_trie *tr, const char *s, size_t len, int32_t token)
-{
-    if (!tr->n && trie_node(tr, 0) < 0)
-        return -1;
-    int32_t node = 0;
-    tr->first_byte[(uint8_t)s[0] >> 3] |= (uint8_t)(1u << ((uint8_t)s[0] & 7));
-    for (size_t i = 0; i < len; i++) {
-        int32_t c = tr->nodes[node].first_child;
-        while (c >= 0 && tr->nodes[c].byte != (uint8_t)s[i])
-            c = tr->nodes[c].next_sibling;
-        if (c < 0) {
-            c = trie_node(tr, (uint8_t)s[i]);
-            if (c < 0)
-                return -1;
-            tr->nodes[c].next_sibling = tr->nodes[node].first_child;
-            tr->nodes[node].first_child = c;
-        }
-        node = c;
-    }
-    tr->nodes[node].token = token;
-    return 0;
-}
-
-/* The normalizer applied to a whole string (for normalized added tokens). */
-static int normalize_string(const struct folio_tokenizer *t, const char *s, size_t len, char **out,
-                            size_t *out_len)
-{
-    char *cur = dup_bytes(s, len);
-    size_t n = len;
-    for (size_t k = 0; cur && k < t->n_norm; k++) {
-        const struct tok_norm_op *op = &t->norm[k];
-        char *next;
-        if (op->kind == TOK_NORM_PREPEND) {
-            if (!n)
-                continue;
-            next = malloc(n + op->a_len + 1);
-            if (next) {
-                memcpy(next, op->a, op->a_len);
-                memcpy(next + op->a_len, cur, n + 1);
-                n += op->a_len;
-            }
-        } else {
-            next = malloc(n * (op->b_len + 1) + 1);
-            size_t o = 0;
-            for (size_t i = 0; next && i < n;)
-                if (i + op->a_len <= n && !memcmp(cur + i, op->a, op->a_len)) {
-                    memcpy(next + o, op->b, op->b_len);
-                    o += op->b_len;
-                    i += op->a_len;
-                } else {
-                    next[o++] = cur[i++];
-                }
-            if (next) {
-                next[o] = 0;
-                n = o;
-            }
-        }
-        free(cur);
-        cur = next;
-    }
-    *out = cur;
-    *out_len = n;
-    return cur ? 0 : -1;
-}
-
-static int load_added_tokens(struct folio_tokenizer *t, json_t *root, struct tok_strmap *added_ids,
-                             char *err, size_t errlen)
-{
-    json_t *list = json_object_get(root, "added_tokens"), *v;
-    size_t i;
-    if (list && !json_is_array(list)) {
-        snprintf(err, errlen, "tokenizer.json: \"added_tokens\" is not a list");
-        return -1;
-    }
-    t->added = calloc(json_array_size(list) + 1, sizeof *t->added);
-    if (!t->added)
-        return -1;
-    /* Hugging Face numbers added tokens that are not in the vocab from the
-     * vocab's size on (its token count, not its largest id). */
-    int32_t next_id = (int32_t)t->bpe.vocab.count;
-    json_array_foreach(list, i, v)
-    {
-        json_t *content = json_object_get(v, "content");
-        if (!json_is_string(content)) {
-            snprintf(err, errlen, "tokenizer.json: added_tokens[%zu] has no \"content\" string", i);
-            return -1;
-        }
-        size_t len = json_string_length(content);
-        const char *s = json_string_value(content);
-        if (!len)
-            continue; /* Hugging Face ignores empty added tokens */
-        struct tok_added a = {
-            .len = len,
-            .single_word = json_is_true(json_object_get(v, "single_word")),
-            .lstrip = json_is_true(json_object_get(v, "lstrip")),
-            .rstrip = json_is_true(json_object_get(v, "rstrip")),
-            .normalized = !json_is_false(json_object_get(v, "normalized")),
-            .special = json_is_true(json_object_get(v, "special")),
-        };
-        a.id = tok_strmap_get(added_ids, s, len);
-        if (a.id < 0)
-            a.id = tok_strmap_get(&t->bpe.vocab, s, len);
-        if (a.id < 0)
-            a.id = next_id++;
-        if (a.id >= t->n_ids) {
-            snprintf(err, errlen, "tokenizer.json: added_tokens[%zu] gets id %d, too large", i,
-                     a.id);
-            return -1;
-        }
-        a.content = dup_bytes(s, len);
-        if (!a.content)
-            return -1;
-        if (a.normalized) {
-            if (normalize_string(t, s, len, &a.pattern, &a.pattern_len)) {
-                free(a.content);
-                return -1;
-            }
-        } else {
-            a.pattern = dup_bytes(s, len);
-            a.pattern_len = len;
-            if (!a.pattern) {
-                free(a.content);
-                return -1;
-            }
-        }
-        if (tok_strmap_put(added_ids, a.content, len, a.id))
-            return -1;
-        t->added[t->n_added++] = a;
-    }
-    /* A later entry for the same id replaces an earlier one (a map by id). */
-    for (size_t k = 0; k < t->n_added; k++) {
-        struct tok_added *a = &t->added[k];
-        bool replaced = false;
-        for (size_t later = k + 1; later < t->n_added; later++)
-            if (t->added[later].id == a->id)
-                replaced = true;
-        if (replaced)
-            continue;
-        if (trie_add(a->normalized ? &t->norm_trie : &t->raw_trie, a->pattern, a->pattern_len,
-                     (int32_t)k))
-            return -1;
-        /* Decoding gives back what was matched: the normalized form for a
-         * normalized token (Hugging Face's simple_id_to_token). */
-        if (set_id_str(t, a->id, a->pattern, a->pattern_len))
-            return -1;
-    }
-    return 0;
-}
-
-static int mark_special(struct folio_tokenizer *t, struct tok_strmap *specials)
-{
-    for (size_t k = 0; k < t->n_added; k++)
-        if (t->added[k].special &&
-            tok_strmap_put(specials, t->added[k].content, t->added[k].len, 1))
-            return -1;
-    for (int32_t id = 0; id < t->n_ids; id++)
-        if (t->id_str[id] && tok_strmap_get(specials, t->id_str[id], t->id_len[id]) >= 0)
-            t->id_special[id] = 1;
     return 0;
 }
 
@@ -813,7 +523,6 @@ int folio_tokenizer_load(const char *model_dir, struct folio_tokenizer **out, ch
 {
     char path[4096];
     json_error_t je;
-    struct tok_strmap added_ids = {0}, specials = {0};
     *out = NULL;
     if (errlen)
         err[0] = 0;
@@ -830,20 +539,21 @@ int folio_tokenizer_load(const char *model_dir, struct folio_tokenizer **out, ch
         return -1;
     }
     struct folio_tokenizer *t = calloc(1, sizeof *t);
-    if (!t || tok_strmap_init(&added_ids, 64) || tok_strmap_init(&specials, 64)) {
+    if (!t) {
         snprintf(err, errlen, "out of memory");
         goto fail;
     }
     t->bos_id = t->eos_id = -1;
+    tok_byte_level_init(t);
     char sub[512] = "";
     if (!json_is_object(root)) {
         snprintf(sub, sizeof sub, "tokenizer.json: not a JSON object");
         goto fail_sub;
     }
     if (load_model(t, root, sub, sizeof sub) ||
-        load_normalizer(t, json_object_get(root, "normalizer"), sub, sizeof sub) ||
-        load_pre_tokenizer(t, json_object_get(root, "pre_tokenizer"), sub, sizeof sub) ||
-        load_added_tokens(t, root, &added_ids, sub, sizeof sub) || mark_special(t, &specials) ||
+        tok_normalizer_parse(t, json_object_get(root, "normalizer"), sub, sizeof sub) ||
+        tok_pre_tokenizer_parse(t, json_object_get(root, "pre_tokenizer"), sub, sizeof sub) ||
+        tok_added_tokens_parse(t, root, sub, sizeof sub) ||
         load_post_processor(t, json_object_get(root, "post_processor"), sub, sizeof sub) ||
         tok_decoder_parse(t, json_object_get(root, "decoder"), sub, sizeof sub))
         goto fail_sub;
@@ -858,8 +568,6 @@ int folio_tokenizer_load(const char *model_dir, struct folio_tokenizer **out, ch
         t->bos_id = t->prefix_ids[0];
     if (t->eos_token)
         t->eos_id = folio_tokenizer_token_id(t, t->eos_token);
-    tok_strmap_free(&added_ids);
-    tok_strmap_free(&specials);
     json_decref(root);
     *out = t;
     return 0;
@@ -868,8 +576,6 @@ fail_sub:
         snprintf(sub, sizeof sub, "tokenizer.json: out of memory");
     snprintf(err, errlen, "%s/%s", model_dir, sub);
 fail:
-    tok_strmap_free(&added_ids);
-    tok_strmap_free(&specials);
     folio_tokenizer_free(t);
     json_decref(root);
     return -1;
@@ -902,6 +608,7 @@ void folio_tokenizer_free(struct folio_tokenizer *t)
         free(t->norm[k].b);
     }
     free(t->norm);
+    tok_pre_free(t);
     free(t->prefix_ids);
     free(t->suffix_ids);
     for (size_t k = 0; k < t->n_dec; k++) {
