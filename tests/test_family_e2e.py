@@ -41,6 +41,7 @@ CHATS = [
      {"role": "assistant", "content": "4"}, {"role": "user", "content": "And 3+3? 🙂"}],
 ]
 SOURCES = ["tests/fixtures/make_family_models.py", "tests/fixtures/make_tiny_model.py",
+           "tests/tokenizer_refs.py",
            "tests/reference/llama_numpy.py", "tests/fixtures/chat_templates/llama3_instruct.jinja",
            "tests/fixtures/chat_templates/qwen25_chatml.jinja"]
 
