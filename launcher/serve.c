@@ -27,6 +27,7 @@
 #include "commands.h"
 #include "clock.h"
 #include "default_model.h"
+#include "gguf.h"
 
 #define MAX_FRONTENDS 64
 #define MAX_ARGS 96
@@ -183,8 +184,8 @@ static int parse_options(int argc, char **argv, struct serve_options *o)
         fprintf(stderr, "folio serve: --model and --demo exclude each other\n");
         return -1;
     }
+    char err[512];
     if (!o->model) {
-        char err[512];
         o->model = folio_default_model(o->demo, err, sizeof err);
         if (!o->model) {
             fprintf(stderr, "folio serve: %s\n", err);
@@ -192,11 +193,19 @@ static int parse_options(int argc, char **argv, struct serve_options *o)
         }
         logf_("no --model: serving %s", o->model);
     }
+    /* A GGUF file (or a folder holding one) or a Hugging Face folder. */
     char cfg[PATH_MAX];
+    int gguf = folio_gguf_resolve(o->model, cfg, sizeof cfg, err, sizeof err);
+    if (gguf != 0) {
+        if (gguf < 0)
+            fprintf(stderr, "folio serve: %s\n", err);
+        return gguf < 0 ? -1 : 0;
+    }
     snprintf(cfg, sizeof cfg, "%s/config.json", o->model);
     if (access(cfg, R_OK) != 0) {
-        fprintf(stderr, "folio serve: %s: %s (is --model a Hugging Face model directory?)\n", cfg,
-                strerror(errno));
+        fprintf(stderr,
+                "folio serve: %s: %s (is --model a Hugging Face model directory or a GGUF file?)\n",
+                cfg, strerror(errno));
         return -1;
     }
     return 0;
