@@ -1,5 +1,6 @@
-/* Loading a Hugging Face tokenizer.json (+ tokenizer_config.json) and the
- * small accessors of tokenizer.h.
+/* Loading a Hugging Face tokenizer.json (+ tokenizer_config.json), or a
+ * GGUF file's tokenizer (tokenizer_gguf.c turns it into the same form), and
+ * the small accessors of tokenizer.h.
  *
  * What is supported, and what Folio does with it (each part reproduces the
  * Rust code of Hugging Face `tokenizers`, which vLLM and transformers use):
@@ -8,10 +9,13 @@
  *    unk_token, fuse_unk, byte_fallback (<0xXX> tokens), ignore_merges,
  *    continuing_subword_prefix, end_of_word_suffix. dropout is refused.
  *    Encoding: tokenizer_bpe.c (Hugging Face's heap-based merge, same order).
- *  - normalizer: null, Prepend, Replace (String pattern), Sequence of these.
- *  - pre_tokenizer: null, or Metaspace (replacement, prepend_scheme
+ *  - normalizer: null, Prepend, Replace (String pattern), NFC, Sequence of
+ *    these (tokenizer_normalize.c).
+ *  - pre_tokenizer: null; Metaspace (replacement, prepend_scheme
  *    always/first/never or the older add_prefix_space, split), alone or in
- *    a Sequence.
+ *    a Sequence; or a Sequence of Split (Regex or String; every behavior;
+ *    invert), Digits and ByteLevel (add_prefix_space, use_regex), ByteLevel
+ *    last (tokenizer_pretok.c, tokenizer_bytelevel.c).
  *  - added_tokens: matched before BPE exactly as AddedVocabulary does:
  *    normalized=false ones in the raw text, normalized=true ones (by their
  *    normalized form) in each normalized piece; leftmost-longest; lstrip and
@@ -21,7 +25,8 @@
  *  - post_processor: null, TemplateProcessing (its "single" template), or a
  *    Sequence holding one TemplateProcessing (ByteLevel members ignored: they
  *    only touch offsets).
- *  - decoder: Replace, ByteFallback, Fuse, Strip, Metaspace, Sequence; null
+ *  - decoder: Replace, ByteFallback, Fuse, Strip, Metaspace, ByteLevel,
+ *    Sequence; null
  *    joins tokens with " " as Hugging Face does. See tokenizer_decode.c.
  *  - tokenizer_config.json (optional): chat_template (a string, or a list of
  *    {name, template} from which "default" is taken), bos_token/eos_token
@@ -31,7 +36,7 @@
  *    so what vLLM serves); without them tokenizer.json's post-processor rules.
  *
  * Behaviour on odd input, chosen and tested (tests/test_tokenizer.py,
- * tests/unit/test_tokenizer.c):
+ * tests/test_tokenizer_real.py, tests/unit/test_tokenizer.c):
  *  - Invalid UTF-8: each maximal invalid subsequence becomes U+FFFD before
  *    anything else, as Rust's String::from_utf8_lossy and Python's
  *    bytes.decode("utf-8", "replace") do, so the ids are Hugging Face's ids
@@ -41,13 +46,16 @@
  *  - Decoding: an id outside [0, vocab size) is an error (NULL); Hugging Face
  *    silently drops it instead. An id inside the range that has no token is
  *    dropped, as Hugging Face does. Invalid UTF-8 made by byte tokens comes
- *    out as one U+FFFD per byte of the run, as Hugging Face's ByteFallback.
+ *    out as one U+FFFD per byte of the run, as Hugging Face's ByteFallback;
+ *    bytes of byte-level tokens that are not UTF-8 come out as U+FFFD per
+ *    maximal invalid subsequence, as the ByteLevel decoder's from_utf8_lossy.
  *  - decode(encode(x)) == x for valid UTF-8 x with the Llama-2 files: the
  *    Strip decoder removes exactly the one space the Prepend normalizer
  *    added (x's own leading spaces survive). Exceptions are Hugging Face's
  *    too: a special token's text inside x (<s>) decodes back to itself
  *    unless skip_special, and text right after an added token got its own
- *    "▁" from Prepend, which decodes as a space.
+ *    "▁" from Prepend, which decodes as a space. Byte-level BPE gives back
+ *    every x (after NFC, where the normalizer has it).
  *
  * A tokenizer is read-only after load: encode/decode may run on many
  * threads at once (each call keeps its scratch space to itself). */
@@ -56,6 +64,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "gguf.h"
 #include "tokenizer_internal.h"
 
 /* A JSON string, or an object's "content" string (the forms of
@@ -518,7 +527,51 @@ static void check_metaspace_split(struct folio_tokenizer *t, json_t *merges)
     bpe->split_at_metaspace = true;
 }
 
-int folio_tokenizer_load(const char *model_dir, struct folio_tokenizer **out, char *err,
+int tok_from_json(const void *json_root, struct folio_tokenizer **out, char *err, size_t errlen)
+{
+    json_t *root = (json_t *)json_root;
+    struct folio_tokenizer *t = calloc(1, sizeof *t);
+    *out = NULL;
+    if (!t) {
+        snprintf(err, errlen, "out of memory");
+        return -1;
+    }
+    t->bos_id = t->eos_id = -1;
+    tok_byte_level_init(t);
+    if (!json_is_object(root)) {
+        snprintf(err, errlen, "tokenizer.json: not a JSON object");
+        goto fail;
+    }
+    if (load_model(t, root, err, errlen) ||
+        tok_normalizer_parse(t, json_object_get(root, "normalizer"), err, errlen) ||
+        tok_pre_tokenizer_parse(t, json_object_get(root, "pre_tokenizer"), err, errlen) ||
+        tok_added_tokens_parse(t, root, err, errlen) ||
+        load_post_processor(t, json_object_get(root, "post_processor"), err, errlen) ||
+        tok_decoder_parse(t, json_object_get(root, "decoder"), err, errlen))
+        goto fail;
+    check_metaspace_split(t, json_object_get(json_object_get(root, "model"), "merges"));
+    /* Room was kept for added tokens past the vocab; the real size is less. */
+    t->n_ids = folio_tokenizer_vocab_size(t);
+    *out = t;
+    return 0;
+fail:
+    if (!err[0])
+        snprintf(err, errlen, "tokenizer.json: out of memory");
+    folio_tokenizer_free(t);
+    return -1;
+}
+
+void tok_set_special_ids(struct folio_tokenizer *t)
+{
+    if (t->bos_token)
+        t->bos_id = folio_tokenizer_token_id(t, t->bos_token);
+    else if (t->n_prefix)
+        t->bos_id = t->prefix_ids[0];
+    if (t->eos_token)
+        t->eos_id = folio_tokenizer_token_id(t, t->eos_token);
+}
+
+int folio_tokenizer_load(const char *model_path, struct folio_tokenizer **out, char *err,
                          size_t errlen)
 {
     char path[4096];
@@ -526,7 +579,12 @@ int folio_tokenizer_load(const char *model_dir, struct folio_tokenizer **out, ch
     *out = NULL;
     if (errlen)
         err[0] = 0;
-    snprintf(path, sizeof path, "%s/tokenizer.json", model_dir);
+    int is_gguf = folio_gguf_resolve(model_path, path, sizeof path, err, errlen);
+    if (is_gguf < 0)
+        return -1;
+    if (is_gguf)
+        return tok_load_gguf(path, out, err, errlen);
+    snprintf(path, sizeof path, "%s/tokenizer.json", model_path);
     FILE *f = fopen(path, "rb");
     if (!f) {
         snprintf(err, errlen, "%s: cannot open", path);
@@ -538,47 +596,21 @@ int folio_tokenizer_load(const char *model_dir, struct folio_tokenizer **out, ch
         snprintf(err, errlen, "%s:%d:%d: invalid JSON: %s", path, je.line, je.column, je.text);
         return -1;
     }
-    struct folio_tokenizer *t = calloc(1, sizeof *t);
-    if (!t) {
-        snprintf(err, errlen, "out of memory");
-        goto fail;
-    }
-    t->bos_id = t->eos_id = -1;
-    tok_byte_level_init(t);
     char sub[512] = "";
-    if (!json_is_object(root)) {
-        snprintf(sub, sizeof sub, "tokenizer.json: not a JSON object");
-        goto fail_sub;
-    }
-    if (load_model(t, root, sub, sizeof sub) ||
-        tok_normalizer_parse(t, json_object_get(root, "normalizer"), sub, sizeof sub) ||
-        tok_pre_tokenizer_parse(t, json_object_get(root, "pre_tokenizer"), sub, sizeof sub) ||
-        tok_added_tokens_parse(t, root, sub, sizeof sub) ||
-        load_post_processor(t, json_object_get(root, "post_processor"), sub, sizeof sub) ||
-        tok_decoder_parse(t, json_object_get(root, "decoder"), sub, sizeof sub))
-        goto fail_sub;
-    check_metaspace_split(t, json_object_get(json_object_get(root, "model"), "merges"));
-    /* Room was kept for added tokens past the vocab; the real size is less. */
-    t->n_ids = folio_tokenizer_vocab_size(t);
-    if (load_config(t, model_dir, err, errlen))
-        goto fail;
-    if (t->bos_token)
-        t->bos_id = folio_tokenizer_token_id(t, t->bos_token);
-    else if (t->n_prefix)
-        t->bos_id = t->prefix_ids[0];
-    if (t->eos_token)
-        t->eos_id = folio_tokenizer_token_id(t, t->eos_token);
+    struct folio_tokenizer *t;
+    int rc = tok_from_json(root, &t, sub, sizeof sub);
     json_decref(root);
+    if (rc) {
+        snprintf(err, errlen, "%s/%s", model_path, sub);
+        return -1;
+    }
+    if (load_config(t, model_path, err, errlen)) {
+        folio_tokenizer_free(t);
+        return -1;
+    }
+    tok_set_special_ids(t);
     *out = t;
     return 0;
-fail_sub:
-    if (!sub[0])
-        snprintf(sub, sizeof sub, "tokenizer.json: out of memory");
-    snprintf(err, errlen, "%s/%s", model_dir, sub);
-fail:
-    folio_tokenizer_free(t);
-    json_decref(root);
-    return -1;
 }
 
 void folio_tokenizer_free(struct folio_tokenizer *t)

@@ -313,6 +313,14 @@ size_t tok_byte_level_map(const struct folio_tokenizer *t, const char *s, size_t
  * decoder does per token); out holds len bytes. */
 size_t tok_byte_level_unmap(const struct folio_tokenizer *t, const char *s, size_t len, char *out);
 
+/* ---- loading (tokenizer.c, tokenizer_gguf.c) */
+/* A tokenizer from a parsed tokenizer.json (a jansson object). */
+int tok_from_json(const void *json_root, struct folio_tokenizer **out, char *err, size_t errlen);
+/* bos_id/eos_id from bos_token/eos_token, or BOS from the post-processor. */
+void tok_set_special_ids(struct folio_tokenizer *t);
+/* A tokenizer from a GGUF file's metadata (tokenizer.ggml.*). */
+int tok_load_gguf(const char *path, struct folio_tokenizer **out, char *err, size_t errlen);
+
 /* ---- decoding (tokenizer_decode.c) */
 int tok_decoder_parse(struct folio_tokenizer *t, const void *json_decoder, char *err,
                       size_t errlen);

@@ -95,7 +95,7 @@ static pcre2_code *compile(const char *pattern, size_t len, bool literal, char *
         return NULL;
     int code;
     PCRE2_SIZE offset;
-    uint32_t opts = PCRE2_UTF | PCRE2_UCP | (literal ? PCRE2_LITERAL : 0);
+    uint32_t opts = PCRE2_UTF | (literal ? PCRE2_LITERAL : PCRE2_UCP);
     pcre2_code *re =
         pcre2_compile((PCRE2_SPTR)(literal ? pattern : rewritten),
                       literal ? len : PCRE2_ZERO_TERMINATED, opts, &code, &offset, NULL);
