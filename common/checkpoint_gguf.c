@@ -3,9 +3,10 @@
  * its Hugging Face name (blk.N.attn_q.weight -> model.layers.N.self_attn.
  * q_proj.weight, ...) and shape ([rows, cols], ggml lists [cols, rows]);
  * F32/F16/BF16 tensors are used in place, quantized ones dequantized to f32 at
- * load. llama.cpp's converter reorders the rows of q_proj and k_proj within
- * each head so that its RoPE can rotate adjacent pairs; Folio rotates halves,
- * as Hugging Face does, so those rows are put back in Hugging Face's order. A
+ * load. For llama, llama.cpp's converter reorders the rows of q_proj and
+ * k_proj within each head so that its RoPE can rotate adjacent pairs; Folio
+ * rotates halves, as Hugging Face does, so those rows are put back in Hugging
+ * Face's order (Qwen2 files keep Hugging Face's order and add q/k/v biases). A
  * tensor this mapping does not know is refused, never silently ignored. */
 #include "checkpoint_impl.h"
 #include "error.h"
@@ -41,8 +42,18 @@ static const struct name_map layer_names[] = {
     {"ffn_down.weight", "mlp.down_proj.weight", ROWS_AS_IS},
 };
 
-/* The Hugging Face name of a GGUF tensor; -1 when the mapping has none. */
-static int hf_name(const char *name, char *out, size_t outlen, enum row_order *rows)
+/* Qwen2's projection biases, in Hugging Face's order already (its converter
+ * permutes nothing). */
+static const struct name_map bias_names[] = {
+    {"attn_q.bias", "self_attn.q_proj.bias", ROWS_AS_IS},
+    {"attn_k.bias", "self_attn.k_proj.bias", ROWS_AS_IS},
+    {"attn_v.bias", "self_attn.v_proj.bias", ROWS_AS_IS},
+};
+
+/* The Hugging Face name of a GGUF tensor, and whether its rows need putting
+ * back (llama only); -1 when the mapping has none. */
+static int hf_name(const char *name, const struct folio_model_config *cfg, char *out, size_t outlen,
+                   enum row_order *rows)
 {
     for (size_t i = 0; i < sizeof global_names / sizeof *global_names; i++) {
         if (strcmp(name, global_names[i].gguf) == 0) {
@@ -63,7 +74,14 @@ static int hf_name(const char *name, char *out, size_t outlen, enum row_order *r
     for (size_t i = 0; i < sizeof layer_names / sizeof *layer_names; i++) {
         if (strcmp(p + 1, layer_names[i].gguf) == 0) {
             snprintf(out, outlen, "model.layers.%ld.%s", layer, layer_names[i].hf);
-            *rows = layer_names[i].rows;
+            *rows = cfg->qkv_bias ? ROWS_AS_IS : layer_names[i].rows;
+            return 0;
+        }
+    }
+    for (size_t i = 0; cfg->qkv_bias && i < sizeof bias_names / sizeof *bias_names; i++) {
+        if (strcmp(p + 1, bias_names[i].gguf) == 0) {
+            snprintf(out, outlen, "model.layers.%ld.%s", layer, bias_names[i].hf);
+            *rows = ROWS_AS_IS;
             return 0;
         }
     }
@@ -149,7 +167,7 @@ int folio_checkpoint_load_gguf(struct folio_checkpoint *ck, char *err, size_t er
         const struct folio_gguf_tensor *gt = folio_gguf_tensor_at(ck->gguf, i);
         char hf[160];
         enum row_order rows;
-        if (hf_name(gt->name, hf, sizeof hf, &rows) != 0) {
+        if (hf_name(gt->name, &cfg, hf, sizeof hf, &rows) != 0) {
             folio_set_err(err, errlen,
                           "%s: tensor '%s' is not one of the %s architecture's that Folio maps "
                           "to Hugging Face names; refusing rather than ignoring it",

@@ -46,10 +46,10 @@ struct folio_model_config {
     int num_eos_token_ids;
 };
 
-/* Reads DIR/config.json (and DIR/generation_config.json when present), or
- * the metadata of a GGUF file when DIR is one (or a folder holding one; see
- * folio_gguf_resolve). Returns 0, or -1 with a message naming the file and
- * the field or key in err. */
+/* Reads DIR/config.json (and DIR/generation_config.json when present), or the
+ * metadata of a GGUF file when DIR is one (or a folder holding one; see
+ * folio_gguf_resolve). Returns 0, or -1 with a message naming the file and the
+ * field or key in err. */
 int folio_model_config_load(const char *model_dir, struct folio_model_config *cfg, char *err,
                             size_t errlen);
 

@@ -1,6 +1,6 @@
-/* A Llama model's hyperparameters from a GGUF file's metadata, the keys
- * llama.cpp's converter writes (ARCH.embedding_length, ...), into the same
- * struct config.json fills, with the same checks. What the engine would
+/* A Llama (or Qwen2) model's hyperparameters from a GGUF file's metadata, the
+ * keys llama.cpp's converter writes (ARCH.embedding_length, ...), into the
+ * same struct config.json fills, with the same checks. What the engine would
  * compute wrongly (another architecture, partial rotary, YaRN or llama3 rope
  * frequency factors, different key and value head sizes) is refused with the
  * key's name. */
@@ -15,6 +15,7 @@
 struct gguf_reader {
     const struct folio_gguf *g;
     const char *path;
+    const char *arch; /* the keys' prefix: "llama" or "qwen2" */
     char *err;
     size_t errlen;
 };
@@ -24,7 +25,7 @@ struct gguf_reader {
 static int get_int(struct gguf_reader *r, const char *key, int def, int min, int *out)
 {
     char full[128];
-    snprintf(full, sizeof full, "llama.%s", key);
+    snprintf(full, sizeof full, "%s.%s", r->arch, key);
     const struct folio_gguf_kv *kv = folio_gguf_find(r->g, full);
     if (!kv && def >= 0) {
         *out = def;
@@ -42,9 +43,11 @@ static int get_int(struct gguf_reader *r, const char *key, int def, int min, int
     return 0;
 }
 
-/* A positive finite number at key (full name); absent gives def. */
-static int get_positive(struct gguf_reader *r, const char *full, float def, float *out)
+/* A positive finite number at ARCH.key; absent gives def. */
+static int get_positive(struct gguf_reader *r, const char *key, float def, float *out)
 {
+    char full[128];
+    snprintf(full, sizeof full, "%s.%s", r->arch, key);
     if (!folio_gguf_find(r->g, full)) {
         *out = def;
         return 0;
@@ -80,19 +83,24 @@ static int token_id(struct gguf_reader *r, const char *key, int vocab, int *out)
     return 0;
 }
 
-/* The vocabulary: llama.vocab_size, else the token list's length. */
+/* The vocabulary: ARCH.vocab_size, else the token list's length. */
 static int read_vocab(struct gguf_reader *r, struct folio_model_config *cfg)
 {
-    if (folio_gguf_find(r->g, "llama.vocab_size"))
-        return get_int(r, "vocab_size", -1, 1, &cfg->vocab_size);
+    int from_key = 0;
+    if (get_int(r, "vocab_size", 0, 0, &from_key) != 0)
+        return -1;
+    if (from_key > 0) {
+        cfg->vocab_size = from_key;
+        return 0;
+    }
     const struct folio_gguf_kv *toks = folio_gguf_find(r->g, "tokenizer.ggml.tokens");
     enum folio_gguf_vtype et;
     uint64_t n;
     if (!toks || folio_gguf_kv_array(toks, &et, &n) != 0 || n < 1 || n > 2147483647) {
         folio_set_err(r->err, r->errlen,
-                      "%s: no 'llama.vocab_size' and no 'tokenizer.ggml.tokens' array to count "
-                      "the vocabulary from",
-                      r->path);
+                      "%s: no '%s.vocab_size' and no 'tokenizer.ggml.tokens' array to count the "
+                      "vocabulary from",
+                      r->path, r->arch);
         return -1;
     }
     cfg->vocab_size = (int)n;
@@ -122,16 +130,16 @@ static int read_token_ids(struct gguf_reader *r, struct folio_model_config *cfg)
 static int read_rope(struct gguf_reader *r, struct folio_model_config *cfg)
 {
     memset(&cfg->rope_scaling, 0, sizeof cfg->rope_scaling);
-    if (get_positive(r, "llama.rope.freq_base", 10000.0f, &cfg->rope_theta) != 0)
+    if (get_positive(r, "rope.freq_base", 10000.0f, &cfg->rope_theta) != 0)
         return -1;
     int rot;
     if (get_int(r, "rope.dimension_count", cfg->head_dim, 1, &rot) != 0)
         return -1;
     if (rot != cfg->head_dim) {
         folio_set_err(r->err, r->errlen,
-                      "%s: key 'llama.rope.dimension_count' is %d but heads are %d wide; partial "
+                      "%s: key '%s.rope.dimension_count' is %d but heads are %d wide; partial "
                       "rotary embeddings are not supported",
-                      r->path, rot, cfg->head_dim);
+                      r->path, r->arch, rot, cfg->head_dim);
         return -1;
     }
     if (folio_gguf_find_tensor(r->g, "rope_freqs.weight")) {
@@ -143,26 +151,26 @@ static int read_rope(struct gguf_reader *r, struct folio_model_config *cfg)
     }
     const char *type = "none";
     size_t len = 4;
-    const struct folio_gguf_kv *kt = folio_gguf_find(r->g, "llama.rope.scaling.type");
+    char key[96];
+    snprintf(key, sizeof key, "%s.rope.scaling.type", r->arch);
+    const struct folio_gguf_kv *kt = folio_gguf_find(r->g, key);
     if (kt && folio_gguf_kv_string(kt, &type, &len) != 0) {
-        folio_set_err(r->err, r->errlen, "%s: key 'llama.rope.scaling.type' must be a string",
-                      r->path);
+        folio_set_err(r->err, r->errlen, "%s: key '%s' must be a string", r->path, key);
         return -1;
     }
     float factor = 0;
     if (len == 6 && memcmp(type, "linear", 6) == 0) {
         cfg->rope_scaling.type = FOLIO_ROPE_LINEAR;
-        return get_positive(r, "llama.rope.scaling.factor", 1.0f, &cfg->rope_scaling.factor);
+        return get_positive(r, "rope.scaling.factor", 1.0f, &cfg->rope_scaling.factor);
     }
     if (!(len == 4 && memcmp(type, "none", 4) == 0)) {
         folio_set_err(r->err, r->errlen,
-                      "%s: key 'llama.rope.scaling.type' is '%.*s', which is not supported "
-                      "(supported: none, linear)",
-                      r->path, (int)(len < 64 ? len : 64), type);
+                      "%s: key '%s' is '%.*s', which is not supported (supported: none, linear)",
+                      r->path, key, (int)(len < 64 ? len : 64), type);
         return -1;
     }
     /* Older converters wrote linear scaling as one key. */
-    if (get_positive(r, "llama.rope.scale_linear", 0.0f, &factor) != 0)
+    if (get_positive(r, "rope.scale_linear", 0.0f, &factor) != 0)
         return -1;
     if (factor > 0 && factor != 1.0f) {
         cfg->rope_scaling.type = FOLIO_ROPE_LINEAR;
@@ -187,20 +195,20 @@ static int read_sizes(struct gguf_reader *r, struct folio_model_config *cfg)
         return -1;
     if (vdim != cfg->head_dim) {
         folio_set_err(r->err, r->errlen,
-                      "%s: key 'llama.attention.value_length' (%d) differs from the key length "
+                      "%s: key '%s.attention.value_length' (%d) differs from the key length "
                       "(%d); not supported",
-                      r->path, vdim, cfg->head_dim);
+                      r->path, r->arch, vdim, cfg->head_dim);
         return -1;
     }
     if (cfg->num_heads % cfg->num_kv_heads != 0 || cfg->head_dim % 2 != 0 ||
         (long long)cfg->num_heads * cfg->head_dim > 2147483647LL) {
         folio_set_err(r->err, r->errlen,
-                      "%s: keys 'llama.attention.head_count' (%d), 'head_count_kv' (%d) and the "
+                      "%s: keys '%s.attention.head_count' (%d), 'head_count_kv' (%d) and the "
                       "head size (%d) must divide evenly, with an even head size",
-                      r->path, cfg->num_heads, cfg->num_kv_heads, cfg->head_dim);
+                      r->path, r->arch, cfg->num_heads, cfg->num_kv_heads, cfg->head_dim);
         return -1;
     }
-    return get_positive(r, "llama.attention.layer_norm_rms_epsilon", 1e-5f, &cfg->rms_norm_eps);
+    return get_positive(r, "attention.layer_norm_rms_epsilon", 1e-5f, &cfg->rms_norm_eps);
 }
 
 int folio_model_config_from_gguf(const struct folio_gguf *g, struct folio_model_config *cfg,
@@ -212,14 +220,21 @@ int folio_model_config_from_gguf(const struct folio_gguf *g, struct folio_model_
     size_t len;
     if (folio_gguf_get_string(g, "general.architecture", &arch, &len, err, errlen) != 0)
         return -1;
-    if (!(len == 5 && memcmp(arch, "llama", 5) == 0)) {
+    /* Qwen2 is Llama with biases on q, k and v; its converter keeps Hugging
+     * Face's row order (llama.cpp ropes it by halves). */
+    if (len == 5 && memcmp(arch, "llama", 5) == 0) {
+        r.arch = "llama";
+    } else if (len == 5 && memcmp(arch, "qwen2", 5) == 0) {
+        r.arch = "qwen2";
+        cfg->qkv_bias = true;
+    } else {
         folio_set_err(err, errlen,
                       "%s: key 'general.architecture' is '%.*s', which Folio does not load from "
-                      "GGUF (supported: llama)",
+                      "GGUF (supported: llama, qwen2)",
                       r.path, (int)(len < 64 ? len : 64), arch);
         return -1;
     }
-    snprintf(cfg->model_type, sizeof cfg->model_type, "llama");
+    snprintf(cfg->model_type, sizeof cfg->model_type, "%s", r.arch);
     if (read_sizes(&r, cfg) != 0 || read_vocab(&r, cfg) != 0 || read_rope(&r, cfg) != 0 ||
         read_token_ids(&r, cfg) != 0)
         return -1;

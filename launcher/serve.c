@@ -26,9 +26,9 @@
 
 #include "commands.h"
 #include "clock.h"
-#include "scheduler_watch.h"
 #include "default_model.h"
 #include "gguf.h"
+#include "scheduler_watch.h"
 
 #define MAX_FRONTENDS 64
 #define MAX_ARGS 96
@@ -89,7 +89,8 @@ static void usage(FILE *f)
            "                   [--backend cpu|cuda] [--tls-cert FILE --tls-key FILE]\n"
            "                   [--served-model-name NAME] [--drain-seconds 30]\n"
            "                   [scheduler options...]\n\n"
-           "Serves the model in DIR (Hugging Face layout) over an OpenAI-compatible API.\n"
+           "Serves the model in DIR (Hugging Face layout, or a .gguf file or a folder\n"
+           "holding one) over an OpenAI-compatible API.\n"
            "Without --model it serves SmolLM2-135M-Instruct, which deploy/setup.sh fetches;\n"
            "--demo serves the small demo model made at build time instead (random weights,\n"
            "for tests: the text is noise, the serving path is real).\n"
@@ -187,8 +188,8 @@ static int parse_options(int argc, char **argv, struct serve_options *o)
         fprintf(stderr, "folio serve: --model and --demo exclude each other\n");
         return -1;
     }
-    char err[512];
     if (!o->model) {
+        char err[512];
         o->model = folio_default_model(o->demo, err, sizeof err);
         if (!o->model) {
             fprintf(stderr, "folio serve: %s\n", err);
@@ -196,18 +197,18 @@ static int parse_options(int argc, char **argv, struct serve_options *o)
         }
         logf_("no --model: serving %s", o->model);
     }
-    /* A GGUF file (or a folder holding one) or a Hugging Face folder. */
-    char cfg[PATH_MAX];
-    int gguf = folio_gguf_resolve(o->model, cfg, sizeof cfg, err, sizeof err);
-    if (gguf != 0) {
-        if (gguf < 0)
+    char cfg[PATH_MAX], err[512];
+    int is_gguf = folio_gguf_resolve(o->model, cfg, sizeof cfg, err, sizeof err);
+    if (is_gguf != 0) {
+        if (is_gguf < 0)
             fprintf(stderr, "folio serve: %s\n", err);
-        return gguf < 0 ? -1 : 0;
+        return is_gguf < 0 ? -1 : 0;
     }
     snprintf(cfg, sizeof cfg, "%s/config.json", o->model);
     if (access(cfg, R_OK) != 0) {
         fprintf(stderr,
-                "folio serve: %s: %s (is --model a Hugging Face model directory or a GGUF file?)\n",
+                "folio serve: %s: %s (is --model a Hugging Face model directory or a .gguf "
+                "file?)\n",
                 cfg, strerror(errno));
         return -1;
     }

