@@ -1,4 +1,5 @@
 #include "openai_api.h"
+#include "openai_fields.h"
 
 #include <jansson.h>
 #include <math.h>
@@ -349,7 +350,7 @@ int folio_oai_parse_request(enum folio_oai_endpoint ep, const char *body, size_t
     memset(e, 0, sizeof *e);
     r->endpoint = ep;
     r->add_generation_prompt = true;
-    r->max_tokens = -1;
+    r->max_tokens = folio_oai_default_max_tokens(ep);
     r->skip_special_tokens = true;
     r->temperature = 1.0f;
     r->top_p = 1.0f;
@@ -365,6 +366,8 @@ int folio_oai_parse_request(enum folio_oai_endpoint ep, const char *body, size_t
     int rc = 0;
     if (!json_is_object(root))
         rc = fail(e, 400, NULL, "request body must be a JSON object");
+    else if (folio_oai_check_fields(ep, root, e) != 0)
+        rc = -1;
     else
         rc = parse_fields(root, r, e);
     json_decref(root);
