@@ -18,6 +18,8 @@
 #include "h2o/http1.h"
 #include "h2o/http2.h"
 
+#include "api_routes.h"
+#include "chat_prompt.h"
 #include "ipc_records.h"
 #include "log.h"
 #include "metrics.h"
@@ -120,6 +122,8 @@ static const char *reason_of(int status)
         return "OK";
     case 400:
         return "Bad Request";
+    case 401:
+        return "Unauthorized";
     case 404:
         return "Not Found";
     case 405:
@@ -532,37 +536,8 @@ static int32_t *prompt_ids(struct server *s, const struct folio_oai_request *r, 
         }
         return folio_tokenizer_encode(t, r->prompt, r->prompt_len, true, n);
     }
-    if (!s->cfg->chat_template) {
-        snprintf(err, errlen,
-                 "this model has no chat template (tokenizer_config.json has no "
-                 "chat_template); use /v1/completions");
-        return NULL;
-    }
-    struct folio_chat_message *msgs = calloc(r->num_messages, sizeof *msgs);
-    if (!msgs) {
-        snprintf(err, errlen, "out of memory");
-        return NULL;
-    }
-    for (size_t i = 0; i < r->num_messages; i++) {
-        msgs[i].role = r->messages[i].role;
-        msgs[i].content = r->messages[i].content;
-    }
-    char *text = NULL;
-    size_t len = 0;
-    const char *bos = folio_tokenizer_bos_token(t);
-    int rc = folio_chat_template_render(s->cfg->chat_template, msgs, r->num_messages,
-                                        r->add_generation_prompt, bos, folio_tokenizer_eos_token(t),
-                                        &text, &len, err, errlen);
-    free(msgs);
-    if (rc != 0)
-        return NULL;
-    /* A template that writes the BOS text itself must not get a second BOS
-     * from the tokenizer (HF renders, then tokenizes without special tokens
-     * in that case); one that does not gets the tokenizer's BOS. */
-    bool has_bos = bos && *bos && len >= strlen(bos) && !memcmp(text, bos, strlen(bos));
-    int32_t *ids = folio_tokenizer_encode(t, text, len, !has_bos, n);
-    free(text);
-    return ids;
+    return folio_chat_prompt_ids(t, s->cfg->chat_template, r->messages, r->num_messages,
+                                 r->add_generation_prompt, true, n, err, errlen);
 }
 
 static int32_t max_model_len(struct server *s)
@@ -720,6 +695,145 @@ static void handle_models(struct server *s, h2o_req_t *req)
     folio_jw_free(&b);
 }
 
+/* POST /tokenize and /detokenize (api_routes.c does the work). */
+static bool route_model_ok(void *arg, const char *model)
+{
+    return model_matches(arg, model);
+}
+
+static void handle_text_route(struct server *s, h2o_req_t *req, bool tokenize)
+{
+    struct folio_api_text_ctx c = {
+        .tokenizer = s->cfg->tokenizer,
+        .chat_template = s->cfg->chat_template,
+        .max_model_len = max_model_len(s),
+        .model_ok = route_model_ok,
+        .model_ok_arg = s,
+    };
+    struct folio_oai_error e;
+    struct folio_jw b;
+    folio_jw_init(&b);
+    const char *body = req->entity.base ? req->entity.base : "";
+    int rc = tokenize ? folio_api_tokenize(&c, body, req->entity.len, &b, &e)
+                      : folio_api_detokenize(&c, body, req->entity.len, &b, &e);
+    if (rc != 0)
+        send_error(s, req, e.status, e.message, e.param, 0);
+    else if (b.failed)
+        send_error(s, req, 500, "out of memory", NULL, 0);
+    else
+        send_body(s, req, 200, "application/json", b.data, b.len);
+    folio_jw_free(&b);
+}
+
+static void handle_version(struct server *s, h2o_req_t *req)
+{
+    struct folio_jw b;
+    folio_jw_init(&b);
+    folio_api_write_version(&b);
+    send_body(s, req, 200, "application/json", b.data ? b.data : "", b.len);
+    folio_jw_free(&b);
+}
+
+/* GET /v1/models/{id}; the id may be percent-encoded (a "/" in it). */
+static void handle_model(struct server *s, h2o_req_t *req, const char *id, size_t len)
+{
+    char name[512];
+    size_t n = 0;
+    for (size_t i = 0; i < len && n + 1 < sizeof name; i++) {
+        unsigned hi, lo;
+        if (id[i] == '%' && i + 2 < len && sscanf(id + i + 1, "%1x%1x", &hi, &lo) == 2) {
+            name[n++] = (char)(hi << 4 | lo);
+            i += 2;
+        } else {
+            name[n++] = id[i];
+        }
+    }
+    name[n] = 0;
+    if (!model_matches(s, name)) {
+        char msg[640];
+        snprintf(msg, sizeof msg, "The model `%s` does not exist.", name);
+        send_error(s, req, 404, msg, "model", 0);
+        return;
+    }
+    struct folio_jw b;
+    folio_jw_init(&b);
+    folio_api_write_model(&b, s->model_name, s->started_unix, max_model_len(s));
+    send_body(s, req, 200, "application/json", b.data ? b.data : "", b.len);
+    folio_jw_free(&b);
+}
+
+/* With API keys set, the OpenAI routes (everything under /v1/), /tokenize
+ * and /detokenize need one; /health, /ping, /version and (unless
+ * --metrics-require-key) /metrics stay open, as in vLLM, so that probes and
+ * scrapers need no secret. */
+static bool authorized(struct server *s, h2o_req_t *req, h2o_iovec_t path)
+{
+    const struct folio_api_keys *k = s->cfg->api_keys;
+    if (!k || k->num == 0)
+        return true;
+    bool guarded =
+        (path.len >= 4 && !memcmp(path.base, "/v1/", 4)) ||
+        h2o_memis(path.base, path.len, H2O_STRLIT("/v1")) ||
+        h2o_memis(path.base, path.len, H2O_STRLIT("/tokenize")) ||
+        h2o_memis(path.base, path.len, H2O_STRLIT("/detokenize")) ||
+        (s->cfg->metrics_require_key && h2o_memis(path.base, path.len, H2O_STRLIT("/metrics")));
+    if (!guarded)
+        return true;
+    ssize_t i = h2o_find_header(&req->headers, H2O_TOKEN_AUTHORIZATION, -1);
+    if (i >= 0 && folio_api_keys_allow(k, req->headers.entries[i].value.base,
+                                       req->headers.entries[i].value.len))
+        return true;
+    h2o_add_header(&req->pool, &req->res.headers, H2O_TOKEN_WWW_AUTHENTICATE, NULL,
+                   H2O_STRLIT("Bearer"));
+    send_error(s, req, 401,
+               i >= 0 ? "Incorrect API key provided."
+                      : "Missing API key: send the header "
+                        "'Authorization: Bearer KEY'.",
+               NULL, 0);
+    return false;
+}
+
+enum route_kind {
+    ROUTE_COMPLETIONS,
+    ROUTE_CHAT,
+    ROUTE_MODELS,
+    ROUTE_HEALTH,
+    ROUTE_METRICS,
+    ROUTE_TOKENIZE,
+    ROUTE_DETOKENIZE,
+    ROUTE_VERSION,
+    ROUTE_PING,
+};
+
+static void dispatch(struct server *s, h2o_req_t *req, enum route_kind kind)
+{
+    switch (kind) {
+    case ROUTE_COMPLETIONS:
+        handle_generate(s, req, FOLIO_OAI_COMPLETIONS);
+        break;
+    case ROUTE_CHAT:
+        handle_generate(s, req, FOLIO_OAI_CHAT);
+        break;
+    case ROUTE_MODELS:
+        handle_models(s, req);
+        break;
+    case ROUTE_HEALTH:
+    case ROUTE_PING: /* vLLM's /ping (SageMaker's probe) is /health */
+        handle_health(s, req);
+        break;
+    case ROUTE_METRICS:
+        handle_metrics(s, req);
+        break;
+    case ROUTE_TOKENIZE:
+    case ROUTE_DETOKENIZE:
+        handle_text_route(s, req, kind == ROUTE_TOKENIZE);
+        break;
+    case ROUTE_VERSION:
+        handle_version(s, req);
+        break;
+    }
+}
+
 static int on_req(h2o_handler_t *self, h2o_req_t *req)
 {
     struct server *s = ((struct handler *)self)->srv;
@@ -729,39 +843,43 @@ static int on_req(h2o_handler_t *self, h2o_req_t *req)
     bool post = h2o_memis(req->method.base, req->method.len, H2O_STRLIT("POST"));
     static const struct {
         const char *path;
-        int kind; /* 0 completions, 1 chat, 2 models, 3 health, 4 metrics */
-        bool is_post;
+        enum route_kind kind;
+        bool takes_get, takes_post;
     } routes[] = {
-        {"/v1/completions", 0, true}, {"/v1/chat/completions", 1, true},
-        {"/v1/models", 2, false},     {"/health", 3, false},
-        {"/metrics", 4, false},
+        {"/v1/completions", ROUTE_COMPLETIONS, false, true},
+        {"/v1/chat/completions", ROUTE_CHAT, false, true},
+        {"/v1/models", ROUTE_MODELS, true, false},
+        {"/health", ROUTE_HEALTH, true, false},
+        {"/metrics", ROUTE_METRICS, true, false},
+        {"/tokenize", ROUTE_TOKENIZE, false, true},
+        {"/detokenize", ROUTE_DETOKENIZE, false, true},
+        {"/version", ROUTE_VERSION, true, false},
+        {"/ping", ROUTE_PING, true, true},
     };
+    if (!authorized(s, req, p))
+        return 0;
+    static const char model_prefix[] = "/v1/models/";
+    if (p.len > sizeof model_prefix - 1 && !memcmp(p.base, model_prefix, sizeof model_prefix - 1)) {
+        if (!get)
+            send_error(s, req, 405, "/v1/models/{model} takes GET", NULL, 0);
+        else
+            handle_model(s, req, p.base + sizeof model_prefix - 1,
+                         p.len - (sizeof model_prefix - 1));
+        return 0;
+    }
     for (size_t i = 0; i < sizeof routes / sizeof *routes; i++) {
         if (!h2o_memis(p.base, p.len, routes[i].path, strlen(routes[i].path)))
             continue;
-        if (routes[i].is_post ? !post : !get) {
+        if (!((get && routes[i].takes_get) || (post && routes[i].takes_post))) {
             char msg[128];
             snprintf(msg, sizeof msg, "%s takes %s", routes[i].path,
-                     routes[i].is_post ? "POST" : "GET");
+                     routes[i].takes_get && routes[i].takes_post ? "GET or POST"
+                     : routes[i].takes_post                      ? "POST"
+                                                                 : "GET");
             send_error(s, req, 405, msg, NULL, 0);
             return 0;
         }
-        switch (routes[i].kind) {
-        case 0:
-            handle_generate(s, req, FOLIO_OAI_COMPLETIONS);
-            break;
-        case 1:
-            handle_generate(s, req, FOLIO_OAI_CHAT);
-            break;
-        case 2:
-            handle_models(s, req);
-            break;
-        case 3:
-            handle_health(s, req);
-            break;
-        default:
-            handle_metrics(s, req);
-        }
+        dispatch(s, req, routes[i].kind);
         return 0;
     }
     char msg[256];

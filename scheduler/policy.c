@@ -596,7 +596,8 @@ static int match_prefix(struct folio_policy *p, const struct seq *s, int *num_fr
     const struct folio_plan_seq *sp = &s->sampling;
     bool penalized = sp->repetition_penalty != 1.0f || sp->frequency_penalty != 0.0f ||
                      sp->presence_penalty != 0.0f;
-    int max_blocks = penalized ? 0 : (s->num_tokens - 1) / FOLIO_BLOCK_TOKENS;
+    int max_blocks =
+        penalized || p->cfg.disable_prefix_caching ? 0 : (s->num_tokens - 1) / FOLIO_BLOCK_TOKENS;
     uint64_t parent = 0;
     int m = 0;
     *num_free_matched = 0;

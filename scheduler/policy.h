@@ -48,7 +48,8 @@ struct folio_policy_config {
     int64_t max_pending_prompt_tokens; /* sum over waiting requests */
     int eos_ids[8];
     int num_eos_ids;
-    uint64_t seed; /* draws the seeds of requests that bring none */
+    uint64_t seed;               /* draws the seeds of requests that bring none */
+    bool disable_prefix_caching; /* every prompt is computed whole */
 };
 
 /* A request as Submit carries it (the caller keeps the arrays). */

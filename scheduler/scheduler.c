@@ -677,6 +677,7 @@ static int load_model_config(struct sched *s, char *err, size_t errlen)
     c->max_waiting_requests = o->max_waiting_requests;
     c->max_pending_prompt_tokens = o->max_pending_prompt_tokens;
     c->seed = o->seed;
+    c->disable_prefix_caching = o->disable_prefix_caching;
     if (o->model_dir) {
         struct folio_model_config mc;
         if (folio_model_config_load(o->model_dir, &mc, err, errlen) != 0)
@@ -698,7 +699,12 @@ static int load_model_config(struct sched *s, char *err, size_t errlen)
         c->num_eos_ids = 1;
         snprintf(s->model_name, sizeof s->model_name, "simulated");
     }
-    if (o->max_model_len > 0 && o->max_model_len < c->max_model_len)
+    if (o->max_model_len > c->max_model_len) {
+        snprintf(err, errlen, "--max-model-len %d is beyond the model's context (%d tokens)",
+                 o->max_model_len, c->max_model_len);
+        return -1;
+    }
+    if (o->max_model_len > 0)
         c->max_model_len = o->max_model_len;
     /* Provisional until the worker's LoadReply says how big its pool is. */
     c->num_kv_blocks = o->num_kv_blocks > 0 ? o->num_kv_blocks : 1;
