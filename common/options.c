@@ -139,6 +139,10 @@ int folio_opts_parse(const char *prog, const char *usage, struct folio_opt_group
             folio_opts_help(stdout, usage, groups, num_groups);
             return 1;
         }
+        if (!strcmp(a, "--version")) {
+            printf("%s %s\n", prog, FOLIO_VERSION);
+            return 1;
+        }
         if (strncmp(a, "--", 2) != 0) {
             fprintf(stderr, "%s: expected a --flag, got '%s' (see --help)\n", prog, a);
             return -1;

@@ -54,8 +54,8 @@ struct folio_opt_group {
 };
 
 /* Sets every default, then parses argv[1..] ("--name VALUE", "--name=VALUE",
- * "--flag", "--no-flag"). Returns 0; 1 when --help was asked (help printed
- * to stdout: the caller exits 0); -1 after printing "PROG: what is wrong" to
+ * "--flag", "--no-flag"). Returns 0; 1 when --help or --version was asked
+ * (printed to stdout: the caller exits 0); -1 after printing "PROG: what is wrong" to
  * stderr. */
 int folio_opts_parse(const char *prog, const char *usage, struct folio_opt_group *groups,
                      size_t num_groups, int argc, char **argv);

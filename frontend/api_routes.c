@@ -128,7 +128,7 @@ int folio_api_tokenize(const struct folio_api_text_ctx *c, const char *body, siz
     size_t n = 0;
     json_t *prompt = json_object_get(root, "prompt"), *messages = json_object_get(root, "messages");
     bool chat = messages && !json_is_null(messages);
-    bool add_special = !chat, token_strs = false;
+    bool add_special = true, token_strs = false;
     if (check_keys(root, known, e) || check_model(c, root, e) ||
         get_flag(root, "add_special_tokens", &add_special, e) ||
         get_flag(root, "return_token_strs", &token_strs, e))

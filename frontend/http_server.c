@@ -496,7 +496,8 @@ static void on_req_dispose(void *p)
     struct server *s = g->srv;
     if (!g->done) {
         /* The client went away (connection closed, stream reset). */
-        folio_log_info(g->id, "client disconnected: abort");
+        folio_log(s->cfg->log_requests ? FOLIO_LOG_INFO : FOLIO_LOG_DEBUG, g->id,
+                  "client disconnected: abort");
         folio_link_abort(s->link, g->id);
         s->metrics.client_disconnects++;
         s->metrics.finished_abort++;
@@ -572,6 +573,12 @@ static void handle_generate(struct server *s, h2o_req_t *req, enum folio_oai_end
         send_error(s, req, 404, err, "model", 0);
         goto fail;
     }
+    if (g->oai.logprobs > s->cfg->max_logprobs) {
+        snprintf(err, sizeof err, "at most %d logprobs may be asked for (--max-logprobs), got %d",
+                 s->cfg->max_logprobs, g->oai.logprobs);
+        send_error(s, req, 400, err, ep == FOLIO_OAI_CHAT ? "top_logprobs" : "logprobs", 0);
+        goto fail;
+    }
     struct folio_link_status st;
     folio_link_get_status(s->link, &st);
     if (!st.valid) {
@@ -637,7 +644,9 @@ static void handle_generate(struct server *s, h2o_req_t *req, enum folio_oai_end
         goto fail;
     }
     free(ids);
-    folio_log_debug(g->id, "submitted: %zu prompt tokens, max_tokens %d", n, max_tokens);
+    folio_log(s->cfg->log_requests ? FOLIO_LOG_INFO : FOLIO_LOG_DEBUG, g->id,
+              "request: %s, %zu prompt tokens, max_tokens %d",
+              ep == FOLIO_OAI_CHAT ? "chat" : "completion", n, max_tokens);
     s->metrics.prompt_tokens += n;
     s->metrics.requests_in_flight++;
     struct gen_req **slot = bucket(s, g->id);

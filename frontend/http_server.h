@@ -34,6 +34,8 @@ struct folio_server_config {
     const struct folio_api_keys *api_keys;           /* none: every route is open */
     bool metrics_require_key;                        /* /metrics needs a key too */
     const char *metrics_shm_name; /* the counters all frontends share (NULL: private) */
+    int32_t max_logprobs;         /* a request asking for more gets 400 */
+    bool log_requests;            /* one info line per request (else debug) */
 };
 
 /* Serves until SIGTERM/SIGINT, then stops accepting, lets open requests

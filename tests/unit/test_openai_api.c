@@ -66,7 +66,7 @@ static void test_defaults_and_fields(void)
                 "\"min_tokens\":3,\"max_completion_tokens\":9,\"max_tokens\":4,\"seed\":-1,"
                 "\"top_k\":40,\"top_p\":0.9,\"min_p\":0.05,\"presence_penalty\":0.5,"
                 "\"frequency_penalty\":-0.5,\"repetition_penalty\":1.1,\"logprobs\":3,"
-                "\"n\":1,\"max_tokens_extra\":1}",
+                "\"n\":1}",
                 &r, &e) == 0);
     CHECK(r.num_prompt_ids == 2 && r.prompt_ids[0] == 5);
     CHECK(r.num_stop == 2 && !strcmp(r.stop[1], "bc"));
