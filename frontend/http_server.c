@@ -23,6 +23,7 @@
 #include "ipc_records.h"
 #include "log.h"
 #include "metrics.h"
+#include "metrics_shared.h"
 #include "openai_api.h"
 #include "scheduler_link.h"
 #include "stream.h"
@@ -70,6 +71,7 @@ struct server {
     h2o_multithread_receiver_t receiver;
     struct folio_link *link;
     struct folio_metrics metrics;
+    struct folio_metrics_block *metrics_block; /* every frontend's counters; NULL: own only */
     struct gen_req *buckets[NUM_BUCKETS];
     size_t num_open;
     uint64_t next_seq, id_salt;
@@ -388,9 +390,8 @@ static void handle_event(struct gen_req *g, const struct folio_event_view *v)
     }
 
     if (finish) {
-        s->metrics.finished_stop += finish[0] == 's';
-        s->metrics.finished_length += finish[0] == 'l';
-        folio_histogram_observe(&s->metrics.e2e, now - g->t_arrival);
+        folio_metrics_request_finished(&s->metrics, finish, now - g->t_arrival, g->prompt_tokens,
+                                       g->ts.num_tokens);
         if (!g->oai.stream) {
             struct folio_jw b;
             folio_jw_init(&b);
@@ -685,9 +686,11 @@ static void handle_metrics(struct server *s, h2o_req_t *req)
 {
     struct folio_link_status st;
     folio_link_get_status(s->link, &st);
+    struct folio_metrics total;
+    folio_metrics_block_total(s->metrics_block, &s->metrics, &total);
     struct folio_jw b;
     folio_jw_init(&b);
-    folio_metrics_render(&s->metrics, &st, &b);
+    folio_metrics_render(&total, &st, s->model_name, &b);
     if (b.failed)
         send_error(s, req, 500, "out of memory", NULL, 0);
     else
@@ -994,6 +997,13 @@ int folio_server_run(const struct folio_server_config *cfg, char *err, size_t er
     s->started_unix = (int64_t)time(NULL);
     s->id_salt = ((uint64_t)getpid() << 32) ^ (uint64_t)time(NULL) ^ cfg->frontend_id;
     folio_metrics_init(&s->metrics, cfg->frontend_id);
+    if (cfg->metrics_shm_name) {
+        char merr[256];
+        s->metrics_block = folio_metrics_block_attach(cfg->metrics_shm_name, cfg->frontend_id,
+                                                      &s->metrics, merr, sizeof merr);
+        if (!s->metrics_block)
+            folio_log_warn(0, "/metrics shows this frontend's counters only: %s", merr);
+    }
 
     signal(SIGPIPE, SIG_IGN);
     struct sigaction sa = {.sa_handler = on_signal};
@@ -1040,8 +1050,10 @@ int folio_server_run(const struct folio_server_config *cfg, char *err, size_t er
                    cfg->host && *cfg->host ? cfg->host : "*", cfg->port,
                    cfg->tls_cert ? "HTTPS, HTTP/2 by ALPN" : "HTTP/1.1 and h2c");
 
-    while (!stop_requested)
+    while (!stop_requested) {
         h2o_evloop_run(s->ctx.loop, 200);
+        folio_metrics_block_publish(s->metrics_block, &s->metrics);
+    }
 
     /* Drain: stop accepting, close idle connections, let open requests end. */
     folio_log_info(0, "stopping: %zu requests open, draining up to %.0f s", s->num_open,

@@ -503,6 +503,9 @@ static void handle_status(struct sched *s)
     r.requests_rejected = st.requests_rejected;
     r.prompt_tokens_total = st.prompt_tokens_total;
     r.generation_tokens_total = st.generation_tokens_total;
+    r.n_queue_time_counts = FOLIO_QUEUE_TIME_BUCKETS + 1;
+    r.queue_time_counts = st.queue_time_counts;
+    r.queue_time_sum = st.queue_time_sum;
     Folio__Envelope env = FOLIO__ENVELOPE__INIT;
     env.body_case = FOLIO__ENVELOPE__BODY_STATUS_REPLY;
     env.status_reply = &r;
@@ -678,6 +681,7 @@ static int load_model_config(struct sched *s, char *err, size_t errlen)
     c->max_pending_prompt_tokens = o->max_pending_prompt_tokens;
     c->seed = o->seed;
     c->disable_prefix_caching = o->disable_prefix_caching;
+    c->clock = folio_mono_s;
     if (o->model_dir) {
         struct folio_model_config mc;
         if (folio_model_config_load(o->model_dir, &mc, err, errlen) != 0)
