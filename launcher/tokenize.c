@@ -15,26 +15,24 @@
 #include <string.h>
 
 #include "commands.h"
+#include "options.h"
 #include "tokenizer.h"
 
-static void usage(FILE *f)
-{
-    fprintf(f, "usage: folio tokenize --model DIR [--no-special] [--decode [--skip-special]]\n"
-               "\n"
-               "Reads one JSON value per line on stdin and answers one line each on stdout:\n"
-               "  encode (default): a JSON string in, its token ids out as a JSON array\n"
-               "  --decode:         a JSON array of ids in, the text out as a JSON string\n"
-               "\n"
-               "options:\n"
-               "  --model DIR      directory with tokenizer.json (and tokenizer_config.json)\n"
-               "  --no-special     encode without the special tokens (BOS) of the template\n"
-               "  --decode         decode instead of encode\n"
-               "  --skip-special   when decoding, leave out special tokens such as <s>\n"
-               "  --help           this text\n"
-               "\n"
-               "A bad line is answered with null and reported on stderr; the exit status\n"
-               "is 1 when any line was bad.\n");
-}
+struct tokenize_args {
+    const char *model;
+    bool special, decode, skip_special;
+};
+
+#define T(f) FOLIO_OPT_FIELD(struct tokenize_args, f)
+static const struct folio_opt tokenize_flags[] = {
+    {"--model", FOLIO_OPT_STR, T(model), NULL, 0, 0, NULL,
+     "directory with tokenizer.json (and tokenizer_config.json); required"},
+    {"--special", FOLIO_OPT_BOOL, T(special), "true", 0, 0, NULL,
+     "encode with the special tokens (BOS) of the template"},
+    {"--decode", FOLIO_OPT_BOOL, T(decode), "false", 0, 0, NULL, "decode instead of encode"},
+    {"--skip-special", FOLIO_OPT_BOOL, T(skip_special), "false", 0, 0, NULL,
+     "when decoding, leave out special tokens such as <s>"},
+};
 
 static int encode_line(const struct folio_tokenizer *t, json_t *v, bool add_special, char *err,
                        size_t errlen)
@@ -100,29 +98,24 @@ static int decode_line(const struct folio_tokenizer *t, json_t *v, bool skip_spe
 
 int folio_tokenize_main(int argc, char **argv)
 {
-    const char *model = NULL;
-    bool add_special = true, decode = false, skip_special = false;
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
-            usage(stdout);
-            return 0;
-        } else if (!strcmp(argv[i], "--model") && i + 1 < argc) {
-            model = argv[++i];
-        } else if (!strcmp(argv[i], "--no-special")) {
-            add_special = false;
-        } else if (!strcmp(argv[i], "--decode")) {
-            decode = true;
-        } else if (!strcmp(argv[i], "--skip-special")) {
-            skip_special = true;
-        } else {
-            fprintf(stderr, "folio tokenize: unknown or incomplete option '%s'\n", argv[i]);
-            usage(stderr);
-            return 2;
-        }
-    }
+    struct tokenize_args ta;
+    struct folio_opt_group g = {NULL, tokenize_flags,
+                                sizeof tokenize_flags / sizeof *tokenize_flags, &ta, NULL};
+    int prc = folio_opts_parse(
+        "folio tokenize",
+        "usage: folio tokenize --model DIR [--no-special] [--decode [--skip-special]]\n\n"
+        "Reads one JSON value per line on stdin and answers one line each on stdout:\n"
+        "  encode (default): a JSON string in, its token ids out as a JSON array\n"
+        "  --decode:         a JSON array of ids in, the text out as a JSON string\n"
+        "A bad line is answered with null and reported on stderr; the exit status is 1 when\n"
+        "any line was bad.",
+        &g, 1, argc, argv);
+    if (prc != 0)
+        return prc > 0 ? 0 : 2;
+    const char *model = ta.model;
+    bool add_special = ta.special, decode = ta.decode, skip_special = ta.skip_special;
     if (!model) {
-        fprintf(stderr, "folio tokenize: --model DIR is required\n");
-        usage(stderr);
+        fprintf(stderr, "folio tokenize: --model DIR is required (see --help)\n");
         return 2;
     }
     if (skip_special && !decode) {
