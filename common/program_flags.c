@@ -48,7 +48,7 @@ const struct folio_opt folio_engine_flag_table[] = {
      "draws the seeds of requests that bring none (default: the clock)"},
     {"--simulate", FOLIO_OPT_BOOL, E(simulate), "false", 0, 0, NULL,
      "a simulated worker (a cost model, no weights)"},
-    {"--sim-time-scale", FOLIO_OPT_NUM, E(sim_time_scale), "0", 0, 1000, NULL,
+    {"--sim-time-scale", FOLIO_OPT_NUM, E(sim_time_scale), "0", 0, 1e9, NULL,
      "--simulate: 1 sleeps the modelled step time, 0 none"},
     {"--sim-eos-probability", FOLIO_OPT_NUM, E(sim_eos_probability), "0.01", 0, 1, NULL,
      "--simulate: chance that a sampled token is EOS"},

@@ -65,10 +65,11 @@ static const struct folio_opt worker_flags[] = {
     {"--cpu-kv-bytes", FOLIO_OPT_INT, W(cpu_kv_bytes), "1073741824", 1 << 20, 1ll << 40, NULL,
      "cpu: KV pool bytes"},
     {"--threads", FOLIO_OPT_INT, W(threads), "0", 0, 1024, NULL, "cpu threads (0: all cores)"},
-    {"--sim-time-scale", FOLIO_OPT_NUM, W(sim_time_scale), "0", 0, 1000, NULL,
+    {"--sim-time-scale", FOLIO_OPT_NUM, W(sim_time_scale), "0", 0, 1e9, NULL,
      "sim: scale of the modelled step time"},
     {"--sim-vocab", FOLIO_OPT_INT, W(sim_vocab), "32000", 2, 1 << 24, NULL, "sim: vocabulary"},
-    {"--sim-eos-id", FOLIO_OPT_INT, W(sim_eos_id), "2", 0, 1 << 24, NULL, "sim: EOS id"},
+    {"--sim-eos-id", FOLIO_OPT_INT, W(sim_eos_id), "2", -1, 1 << 24, NULL,
+     "sim: EOS id (-1: none)"},
     {"--sim-eos-probability", FOLIO_OPT_NUM, W(sim_eos_probability), "0.01", 0, 1, NULL,
      "sim: chance of EOS"},
 };
