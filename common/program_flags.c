@@ -44,7 +44,7 @@ const struct folio_opt folio_engine_flag_table[] = {
      "a worker silent this long (s) is killed and restarted"},
     {"--step-timeout", FOLIO_OPT_NUM, E(step_timeout), NULL, 0, 86400, NULL,
      "a step running longer (s) is a hung worker (default 300 cuda, 0 = none on cpu)"},
-    {"--seed", FOLIO_OPT_STR, E(seed), NULL, 0, 0, NULL,
+    {"--seed", FOLIO_OPT_INT, E(seed), NULL, 0, 9e18, NULL,
      "draws the seeds of requests that bring none (default: the clock)"},
     {"--simulate", FOLIO_OPT_BOOL, E(simulate), "false", 0, 0, NULL,
      "a simulated worker (a cost model, no weights)"},

@@ -28,7 +28,7 @@ struct folio_engine_flags {
     int64_t cpu_kv_bytes, threads, max_waiting_requests, max_pending_prompt_tokens;
     bool enable_prefix_caching;
     double heartbeat_timeout, step_timeout;
-    const char *seed; /* text: a u64, or empty for "from the clock" */
+    int64_t seed; /* meaningful only when given; else drawn from the clock */
     bool simulate;
     double sim_time_scale, sim_eos_probability;
 };

@@ -15,7 +15,8 @@
 /* The parsed tables into the scheduler's options; 2 (a usage error) when a
  * combination is wrong. */
 static int to_options(const char *prog, const struct folio_common_flags *c,
-                      const struct folio_engine_flags *e, struct folio_scheduler_options *o)
+                      const struct folio_engine_flags *e, const char *const *engine_given,
+                      struct folio_scheduler_options *o)
 {
     bool cuda = !strcmp(e->backend, "cuda");
     *o = (struct folio_scheduler_options){
@@ -47,15 +48,9 @@ static int to_options(const char *prog, const struct folio_common_flags *c,
         .seed = (uint64_t)time(NULL),
         .disable_prefix_caching = !e->enable_prefix_caching,
     };
-    if (e->seed) {
-        char *end;
-        errno = 0;
-        o->seed = strtoull(e->seed, &end, 10);
-        if (end == e->seed || *end || errno) {
-            fprintf(stderr, "%s: --seed must be an unsigned integer, got '%s'\n", prog, e->seed);
-            return 2;
-        }
-    }
+    for (size_t i = 0; i < folio_engine_flag_count; i++)
+        if (engine_given[i] && !strcmp(folio_engine_flag_table[i].name, "--seed"))
+            o->seed = (uint64_t)e->seed;
     if (!o->model_dir && !o->simulate) {
         fprintf(stderr, "%s: --model DIR is required (or --simulate)\n", prog);
         return 2;
@@ -70,9 +65,11 @@ int main(int argc, char **argv)
     struct folio_common_flags cf = {0};
     struct folio_engine_flags ef = {.step_timeout = -1};
     struct folio_scheduler_internal_flags sf = {0};
+    const char *engine_given[64] = {0};
+    _Static_assert(sizeof engine_given / sizeof *engine_given >= 20, "room for every flag");
     struct folio_opt_group groups[] = {
         {NULL, folio_common_flag_table, folio_common_flag_count, &cf, NULL},
-        {NULL, folio_engine_flag_table, folio_engine_flag_count, &ef, NULL},
+        {NULL, folio_engine_flag_table, folio_engine_flag_count, &ef, engine_given},
         {"set by folio serve", folio_scheduler_internal_flag_table,
          folio_scheduler_internal_flag_count, &sf, NULL},
     };
@@ -81,7 +78,7 @@ int main(int argc, char **argv)
     if (prc != 0)
         return prc > 0 ? 0 : 2;
     struct folio_scheduler_options o;
-    int rc = to_options(prog, &cf, &ef, &o);
+    int rc = to_options(prog, &cf, &ef, engine_given, &o);
     if (rc != 0)
         return rc;
     const char *run_dir = sf.run_dir, *instance = sf.instance, *worker_bin = sf.worker_bin;
