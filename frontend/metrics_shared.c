@@ -145,6 +145,7 @@ void folio_metrics_block_total(struct folio_metrics_block *b, const struct folio
             continue;
         for (int i = 0; i < FOLIO_METRICS_STATUSES; i++)
             out->responses[i] += o.responses[i];
+        out->requests_submitted += o.requests_submitted;
         out->finished_stop += o.finished_stop;
         out->finished_length += o.finished_length;
         out->finished_abort += o.finished_abort;

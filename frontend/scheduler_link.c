@@ -273,6 +273,8 @@ static int do_status(struct folio_link *l)
     for (size_t i = 0; i < s->n_queue_time_counts && i <= FOLIO_QUEUE_TIME_BUCKETS; i++)
         o->queue_time_counts[i] = s->queue_time_counts[i];
     o->queue_time_sum = s->queue_time_sum;
+    if (s->max_model_len > 0)
+        o->max_model_len = s->max_model_len;
     clock_gettime(CLOCK_MONOTONIC, &l->status_at);
     pthread_mutex_unlock(&l->mu);
     folio__envelope__free_unpacked(reply, NULL);

@@ -30,6 +30,7 @@
 #include "model_config.h"
 #include "options.h"
 #include "program_flags.h"
+#include "scheduler_watch.h"
 
 #ifndef FOLIO_DEMO_MODEL_DIR
 #define FOLIO_DEMO_MODEL_DIR ""
@@ -38,8 +39,10 @@
 #define MAX_ARGS 96
 #define BACKOFF_MIN_S 0.1
 #define BACKOFF_MAX_S 5.0
-#define HEALTHY_AFTER_S 30.0 /* a child up this long has its back-off reset */
-#define EXIT_USAGE 2         /* a child that exits 2 was misconfigured: not restarted */
+#define HEALTHY_AFTER_S 30.0      /* a child up this long has its back-off reset */
+#define EXIT_USAGE 2              /* a child that exits 2 was misconfigured: not restarted */
+#define SCHED_SILENT_S 5.0        /* a scheduler that answered once, silent this long: restarted */
+#define SCHED_FIRST_ANSWER_S 60.0 /* the same for one that never answered since it started */
 
 struct child {
     char name[32];
@@ -266,14 +269,52 @@ static void cleanup(const char *run_dir, const char *instance)
     }
 }
 
+/* The children's drain, shorter than the launcher's own: they end what is
+ * still open (an error event and [DONE] for a stream) before the launcher's
+ * SIGKILL would cut it. Whole seconds: the frontend takes no fractions. */
+static int child_drain_seconds(double drain)
+{
+    return (int)(drain >= 4 ? drain - 1 : drain / 2);
+}
+
+/* The ctl URL the scheduler listens on: its default in the run directory
+ * (folio serve passes it no --ctl-url). */
+static void scheduler_ctl_url(const struct serve_options *o, const char *run_dir, char *out,
+                              size_t len)
+{
+    (void)o;
+    snprintf(out, len, "ipc://%s/scheduler-ctl.ipc", run_dir);
+}
+
+/* A scheduler that is alive but has not answered the heartbeat for too long
+ * (stopped, deadlocked) is killed with its worker; the usual restart follows. */
+static void check_scheduler_heartbeat(struct child *s, struct folio_sched_watch *w)
+{
+    if (!w || s->pid <= 0)
+        return;
+    double now = folio_mono_s(), last = folio_sched_watch_last_answer(w);
+    bool answered = last > s->started_at;
+    double silent = now - (answered ? last : s->started_at);
+    if (silent < (answered ? SCHED_SILENT_S : SCHED_FIRST_ANSWER_S))
+        return;
+    logf_("%s pid=%d not answering for %.1f s (stopped or hung): SIGKILL and restart", s->name,
+          (int)s->pid, silent);
+    kill(-s->pid, SIGKILL);
+    kill(s->pid, SIGKILL);
+    s->started_at = now; /* no second kill while it is reaped */
+}
+
 int folio_serve_main(int argc, char **argv)
 {
+    /* A closed stdout or stderr (`folio serve | head`) must not kill the
+     * server: log writes fail with EPIPE instead. Children inherit this. */
+    signal(SIGPIPE, SIG_IGN);
     static struct serve_options o;
     int prc = parse_options(argc, argv, &o);
     if (prc != 0)
         return prc > 0 ? 0 : EXIT_USAGE;
-    char drain[32];
-    snprintf(drain, sizeof drain, "%g", o.common.drain_seconds);
+    char child_drain[32];
+    snprintf(child_drain, sizeof child_drain, "%d", child_drain_seconds(o.common.drain_seconds));
     /* The children's flags came from this command line: their errors name it. */
     setenv("FOLIO_PROG", "folio serve", 1);
     if (o.api_keys[0])
@@ -322,9 +363,9 @@ int folio_serve_main(int argc, char **argv)
     snprintf(path, sizeof path, "%s/folio-scheduler", self);
     add_arg(s, path);
     add_flag(s, "--model", o.model);
-    add_flag(s, "--drain-seconds", drain);
     add_flag(s, "--run-dir", run_dir);
     add_flag(s, "--instance", instance);
+    add_flag(s, "--drain-seconds", child_drain);
     add_forwarded(s, folio_engine_flag_table, folio_engine_flag_count, &o.engine, o.engine_given);
 
     for (int i = 0; i < (int)o.frontends; i++) {
@@ -335,10 +376,10 @@ int folio_serve_main(int argc, char **argv)
         snprintf(path, sizeof path, "%s/folio-frontend", self);
         add_arg(f, path);
         add_flag(f, "--model", o.model);
-        add_flag(f, "--drain-seconds", drain);
         add_flag(f, "--frontend-id", id);
         add_flag(f, "--run-dir", run_dir);
         add_flag(f, "--instance", instance);
+        add_flag(f, "--drain-seconds", child_drain);
         add_forwarded(f, folio_http_flag_table, folio_http_flag_count, &o.http, o.http_given);
     }
 
@@ -348,6 +389,12 @@ int folio_serve_main(int argc, char **argv)
         if (start_child(&children[i]) != 0)
             rc = 1;
     }
+
+    char ctl_url[PATH_MAX + 32], werr[256];
+    scheduler_ctl_url(&o, run_dir, ctl_url, sizeof ctl_url);
+    struct folio_sched_watch *watch = NULL;
+    if (folio_sched_watch_start(ctl_url, &watch, werr, sizeof werr) != 0)
+        logf_("no heartbeat on the scheduler: %s", werr);
 
     bool stopping = rc != 0;
     double deadline = 0;
@@ -376,8 +423,11 @@ int folio_serve_main(int argc, char **argv)
             deadline = folio_mono_s() + 5;
         }
 
-        /* Sleep until a signal or the next restart. */
-        double wake = stopping ? deadline : folio_mono_s() + 3600;
+        if (!stopping)
+            check_scheduler_heartbeat(s, watch);
+
+        /* Sleep until a signal, the next restart or heartbeat check. */
+        double wake = stopping ? deadline : folio_mono_s() + 0.5;
         for (int i = 0; i < nchildren; i++)
             if (!stopping && children[i].restart_at > 0 && children[i].restart_at < wake)
                 wake = children[i].restart_at;
@@ -438,6 +488,7 @@ int folio_serve_main(int argc, char **argv)
             }
     }
 
+    folio_sched_watch_stop(watch);
     cleanup(run_dir, instance);
     for (int i = 0; i < nchildren; i++)
         for (int j = 0; j < children[i].argc; j++)
