@@ -1042,6 +1042,13 @@ static int setup_tls(struct server *s, char *err, size_t errlen)
     return 0;
 }
 
+/* An error h2o answered by itself (a body past its limit...): counted like
+ * Folio's own responses. */
+static void count_h2o_error(void *arg, int status)
+{
+    folio_metrics_count_response(&((struct server *)arg)->metrics, status);
+}
+
 /* ---- run ---------------------------------------------------------------------------- */
 
 int folio_server_run(const struct folio_server_config *cfg, char *err, size_t errlen)
@@ -1082,7 +1089,7 @@ int folio_server_run(const struct folio_server_config *cfg, char *err, size_t er
     s->config.server_name = h2o_iovec_init(H2O_STRLIT("folio"));
     h2o_hostconf_t *host =
         h2o_config_register_host(&s->config, h2o_iovec_init(H2O_STRLIT("default")), 65535);
-    folio_register_error_json_filter(host);
+    folio_register_error_json_filter(host, count_h2o_error, s);
     h2o_pathconf_t *path = h2o_config_register_path(host, "/", 0);
     struct handler *h = (struct handler *)h2o_create_handler(path, sizeof *h);
     h->super.on_req = on_req;

@@ -77,7 +77,8 @@ class Server:
 
 @pytest.fixture(scope="module")
 def srv(tiny_model):
-    s = Server(tiny_model, ["--frontends", "2", "--api-key", KEY_A, "--api-key", KEY_A2])
+    s = Server(tiny_model, ["--frontends", "2", "--api-key", KEY_A, "--api-key", KEY_A2,
+                            "--max-body-bytes", "4096"])
     try:
         s.wait_ready()
         yield s
@@ -372,6 +373,22 @@ def test_vllm_metrics_summed_over_frontends(srv):
     counts = {value(t, "vllm:request_success_total", done_label) for t in after}
     assert counts == {base + n}, counts  # every frontend reports the whole server
     del c
+
+
+def test_413_counted(srv):
+    """Bodies past --max-body-bytes: those Folio reads get its 413 (HTTP/1.1 and h2c), those far
+    past it h2o's own 413 (HTTP/1.1; HTTP/2 resets that stream); /metrics counts both."""
+    def count():
+        return value(scrape(srv), "folio_http_responses_total", '{code="413"}')
+    before = count()
+    url = srv.base + "/v1/completions"
+    for size in (5000, 100000):
+        body = {"prompt": "x" * size, "max_tokens": 1}
+        r = httpx.post(url, json=body, headers=auth(KEY_A))
+        assert r.status_code == 413 and r.json()["error"]["code"] == 413
+    status, _ = curl_h2(url, KEY_A, {"prompt": "x" * 5000, "max_tokens": 1})
+    assert status == 413
+    assert count() == before + 3
 
 
 def test_prefix_caching_flag(srv, srv_b):
