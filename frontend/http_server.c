@@ -1127,7 +1127,7 @@ int folio_server_run(const struct folio_server_config *cfg, char *err, size_t er
     while (!stop_requested) {
         h2o_evloop_run(s->ctx.loop, 200);
         reap_hung_up_clients(s);
-        folio_metrics_block_publish(s->metrics_block, &s->metrics);
+        folio_metrics_block_maybe_publish(s->metrics_block, &s->metrics);
     }
 
     /* Drain: stop accepting, close idle connections, let open requests end. */
@@ -1151,6 +1151,7 @@ int folio_server_run(const struct folio_server_config *cfg, char *err, size_t er
         while (s->num_open > 0 && folio_mono_s() < flushed_by)
             h2o_evloop_run(s->ctx.loop, 50);
     }
+    folio_metrics_block_publish(s->metrics_block, &s->metrics); /* what the drain ended */
     rc = 0;
 out:
     if (s->link) {

@@ -3,11 +3,13 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "clock.h"
 #include "program_flags.h"
 
 #define BLOCK_MAGIC 0x464d4554u /* "FMET" */
@@ -22,10 +24,16 @@ struct slot {
     struct folio_metrics m;
 };
 
-struct folio_metrics_block {
+struct shared_block {
     uint32_t magic, num_slots;
     uint32_t id, pad;
     struct slot slots[FOLIO_MAX_FRONTENDS];
+};
+
+/* This process's handle on the block. */
+struct folio_metrics_block {
+    struct shared_block *shm;
+    double published_at;
 };
 
 struct folio_metrics_block *folio_metrics_block_attach(const char *name, uint32_t id,
@@ -42,7 +50,7 @@ struct folio_metrics_block *folio_metrics_block_attach(const char *name, uint32_
         return NULL;
     }
     /* Every frontend sizes it the same; a new segment reads as zeros. */
-    size_t size = sizeof(struct folio_metrics_block);
+    size_t size = sizeof(struct shared_block);
     struct stat st;
     void *p = MAP_FAILED;
     if (fstat(fd, &st) == 0 && ((size_t)st.st_size == size || ftruncate(fd, (off_t)size) == 0))
@@ -52,12 +60,21 @@ struct folio_metrics_block *folio_metrics_block_attach(const char *name, uint32_
         snprintf(err, errlen, "map %s: %s", name, strerror(errno));
         return NULL;
     }
-    struct folio_metrics_block *b = p;
+    struct shared_block *b = p;
+    struct folio_metrics_block *h = malloc(sizeof *h);
+    if (!h) {
+        munmap(p, size);
+        snprintf(err, errlen, "out of memory");
+        return NULL;
+    }
+    h->shm = b;
+    h->published_at = 0;
     uint32_t zero = 0;
     __atomic_compare_exchange_n(&b->magic, &zero, BLOCK_MAGIC, false, __ATOMIC_ACQ_REL,
                                 __ATOMIC_ACQUIRE);
     if (__atomic_load_n(&b->magic, __ATOMIC_ACQUIRE) != BLOCK_MAGIC) {
         munmap(p, size);
+        free(h);
         snprintf(err, errlen, "%s is not a Folio metrics block", name);
         return NULL;
     }
@@ -84,22 +101,31 @@ struct folio_metrics_block *folio_metrics_block_attach(const char *name, uint32_
     }
     b->id = id; /* informational only */
     s->layout = sizeof *m;
-    folio_metrics_block_publish(b, m);
+    folio_metrics_block_publish(h, m);
     __atomic_store_n(&s->in_use, 1, __ATOMIC_RELEASE);
-    return b;
+    return h;
 }
 
 void folio_metrics_block_detach(struct folio_metrics_block *b)
 {
-    if (b)
-        munmap(b, sizeof *b);
+    if (!b)
+        return;
+    munmap(b->shm, sizeof *b->shm);
+    free(b);
+}
+
+void folio_metrics_block_maybe_publish(struct folio_metrics_block *b, const struct folio_metrics *m)
+{
+    if (b && folio_mono_s() - b->published_at >= FOLIO_METRICS_PUBLISH_S)
+        folio_metrics_block_publish(b, m);
 }
 
 void folio_metrics_block_publish(struct folio_metrics_block *b, const struct folio_metrics *m)
 {
     if (!b)
         return;
-    struct slot *s = &b->slots[m->frontend_id];
+    b->published_at = folio_mono_s();
+    struct slot *s = &b->shm->slots[m->frontend_id];
     uint64_t seq = __atomic_load_n(&s->seq, __ATOMIC_RELAXED);
     __atomic_store_n(&s->seq, seq + 1, __ATOMIC_RELAXED);
     __atomic_thread_fence(__ATOMIC_RELEASE);
@@ -138,7 +164,7 @@ void folio_metrics_block_total(struct folio_metrics_block *b, const struct folio
         return;
     folio_metrics_block_publish(b, m);
     for (uint32_t id = 0; id < FOLIO_MAX_FRONTENDS; id++) {
-        const struct slot *s = &b->slots[id];
+        const struct slot *s = &b->shm->slots[id];
         struct folio_metrics o;
         if (id == m->frontend_id || !__atomic_load_n(&s->in_use, __ATOMIC_ACQUIRE) ||
             s->layout != sizeof o || !read_slot(s, &o))

@@ -26,6 +26,13 @@ void folio_metrics_block_detach(struct folio_metrics_block *b);
 /* Copies m into this frontend's slot. */
 void folio_metrics_block_publish(struct folio_metrics_block *b, const struct folio_metrics *m);
 
+/* The same, at most every FOLIO_METRICS_PUBLISH_S: the HTTP loop calls it on
+ * every turn, and other frontends' scrapes may lag this one by that much
+ * (never backwards: a slot only grows). */
+#define FOLIO_METRICS_PUBLISH_S 0.05
+void folio_metrics_block_maybe_publish(struct folio_metrics_block *b,
+                                       const struct folio_metrics *m);
+
 /* out = the sum of every slot in use (m's names and bounds); m itself when
  * b is NULL. Publishes m first, so that the total never lags this frontend. */
 void folio_metrics_block_total(struct folio_metrics_block *b, const struct folio_metrics *m,
