@@ -341,6 +341,14 @@ def scrape(s, key=None):
         return c.get(s.base + "/metrics").text
 
 
+def wait_for(pred, what, timeout=5):
+    """Counters of the other frontend reach a scrape within 50 ms (metrics_shared.h)."""
+    deadline = time.time() + timeout
+    while not pred():
+        assert time.time() < deadline, what
+        time.sleep(0.02)
+
+
 def value(text, name, labels=""):
     m = re.search(rf"^{re.escape(name)}{re.escape(labels)} ([0-9.e+-]+)$", text, re.M)
     return float(m.group(1)) if m else None
@@ -369,6 +377,9 @@ def test_vllm_metrics_summed_over_frontends(srv):
             model=srv.model, prompt=f"Count {i}", max_tokens=3, extra_body={"ignore_eos": True})
         seen.append(value(scrape(srv), "vllm:generation_tokens_total", label))
     assert seen == sorted(seen), seen  # monotonic over scrapes of either frontend
+    wait_for(lambda: value(scrape(srv), "vllm:request_success_total", done_label) == base + n,
+             f"{n} requests counted")
+    time.sleep(0.1)  # past the 50 ms in which a frontend's slot may lag its own counters
     after = [scrape(srv) for _ in range(8)]
     counts = {value(t, "vllm:request_success_total", done_label) for t in after}
     assert counts == {base + n}, counts  # every frontend reports the whole server
@@ -388,7 +399,7 @@ def test_413_counted(srv):
         assert r.status_code == 413 and r.json()["error"]["code"] == 413
     status, _ = curl_h2(url, KEY_A, {"prompt": "x" * 5000, "max_tokens": 1})
     assert status == 413
-    assert count() == before + 3
+    wait_for(lambda: count() == before + 3, "the three 413s counted")
 
 
 def test_prefix_caching_flag(srv, srv_b):
