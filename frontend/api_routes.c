@@ -1,26 +1,13 @@
 #include "api_routes.h"
 
 #include <jansson.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "chat_prompt.h"
 
-static int fail(struct folio_oai_error *e, int status, const char *param, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-
-static int fail(struct folio_oai_error *e, int status, const char *param, const char *fmt, ...)
-{
-    e->status = status;
-    snprintf(e->param, sizeof e->param, "%s", param ? param : "");
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(e->message, sizeof e->message, fmt, ap);
-    va_end(ap);
-    return -1;
-}
+#define fail folio_oai_fail
 
 static json_t *load_object(const char *body, size_t len, struct folio_oai_error *e)
 {

@@ -10,10 +10,7 @@
 
 /* ---- parsing ------------------------------------------------------------ */
 
-static int fail(struct folio_oai_error *e, int status, const char *param, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-
-static int fail(struct folio_oai_error *e, int status, const char *param, const char *fmt, ...)
+int folio_oai_fail(struct folio_oai_error *e, int status, const char *param, const char *fmt, ...)
 {
     e->status = status;
     snprintf(e->param, sizeof e->param, "%s", param ? param : "");
@@ -23,6 +20,8 @@ static int fail(struct folio_oai_error *e, int status, const char *param, const 
     va_end(ap);
     return -1;
 }
+
+#define fail folio_oai_fail
 
 /* Absent and null both mean "use the default", as in OpenAI's schema. */
 static json_t *field(json_t *obj, const char *key)

@@ -45,7 +45,6 @@
  * 400 that names the part's type. */
 #include "openai_fields.h"
 
-#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -70,19 +69,8 @@ struct field_rule {
     int (*check)(json_t *v, const char *name, const struct ctx *c, struct folio_oai_error *e);
 };
 
-static int fail(struct folio_oai_error *e, const char *param, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-
-static int fail(struct folio_oai_error *e, const char *param, const char *fmt, ...)
-{
-    e->status = 400;
-    snprintf(e->param, sizeof e->param, "%s", param);
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(e->message, sizeof e->message, fmt, ap);
-    va_end(ap);
-    return -1;
-}
+/* Every error here is a 400. */
+#define fail(e, param, ...) folio_oai_fail(e, 400, param, __VA_ARGS__)
 
 static int unsupported(struct folio_oai_error *e, const char *name)
 {
