@@ -198,7 +198,10 @@ void folio_opts_help(FILE *f, const char *usage, const struct folio_opt_group *g
                          o->kind == FOLIO_OPT_INT   ? "N"
                          : o->kind == FOLIO_OPT_NUM ? "X"
                                                     : "VALUE");
-            fprintf(f, "  %-34s %s", head, o->doc);
+            if (strlen(head) > 34) /* the doc on a line of its own */
+                fprintf(f, "  %s\n  %-34s %s", head, "", o->doc);
+            else
+                fprintf(f, "  %-34s %s", head, o->doc);
             if (o->kind == FOLIO_OPT_INT || o->kind == FOLIO_OPT_NUM) {
                 fprintf(f, " [");
                 print_range(f, o);
