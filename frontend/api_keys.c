@@ -40,6 +40,21 @@ int folio_api_keys_init(struct folio_api_keys *k, const char *const *flags, size
     return 0;
 }
 
+static bool is(const char *path, size_t len, const char *want)
+{
+    return len == strlen(want) && !memcmp(path, want, len);
+}
+
+bool folio_api_keys_guard(const struct folio_api_keys *k, const char *path, size_t len,
+                          bool metrics_require_key)
+{
+    if (k->num == 0)
+        return false;
+    return (len >= 4 && !memcmp(path, "/v1/", 4)) || is(path, len, "/v1") ||
+           is(path, len, "/tokenize") || is(path, len, "/detokenize") ||
+           (metrics_require_key && is(path, len, "/metrics"));
+}
+
 bool folio_api_keys_allow(const struct folio_api_keys *k, const char *header, size_t len)
 {
     if (k->num == 0)

@@ -22,6 +22,13 @@ struct folio_api_keys {
 int folio_api_keys_init(struct folio_api_keys *k, const char *const *flags, size_t num_flags,
                         const char *env_value, char *err, size_t errlen);
 
+/* Whether the route at path needs a key (when any is set): the OpenAI routes
+ * (everything under /v1/), /tokenize and /detokenize; /metrics with
+ * metrics_require_key. /health, /ping, /version and /metrics otherwise stay
+ * open, as in vLLM, so that probes and scrapers need no secret. */
+bool folio_api_keys_guard(const struct folio_api_keys *k, const char *path, size_t len,
+                          bool metrics_require_key);
+
 /* Whether an Authorization header value ("Bearer KEY") carries one of the
  * keys. Always true when no key is configured. */
 bool folio_api_keys_allow(const struct folio_api_keys *k, const char *header, size_t len);

@@ -204,18 +204,48 @@ out:
     return rc;
 }
 
-void folio_api_write_version(struct folio_jw *b)
+/* GET /v1/models/{id}: one model object, as in the /v1/models list; 404
+ * for another id. The id may be percent-encoded (a "/" in it). */
+static int model_by_id(const struct folio_api_text_ctx *c, const char *id, size_t len,
+                       struct folio_jw *b, struct folio_oai_error *e)
 {
-    folio_jw_str(b, "{\"version\":\"" FOLIO_VERSION "\"}");
+    char name[512];
+    size_t n = 0;
+    for (size_t i = 0; i < len && n + 1 < sizeof name; i++) {
+        unsigned hi, lo;
+        if (id[i] == '%' && i + 2 < len && sscanf(id + i + 1, "%1x%1x", &hi, &lo) == 2) {
+            name[n++] = (char)(hi << 4 | lo);
+            i += 2;
+        } else {
+            name[n++] = id[i];
+        }
+    }
+    name[n] = 0;
+    if (c->model_ok && !c->model_ok(c->model_ok_arg, name))
+        return fail(e, 404, "model", "The model `%s` does not exist.", name);
+    folio_jw_str(b, "{\"id\":");
+    folio_jw_string(b, c->model_name, strlen(c->model_name));
+    folio_jw_printf(b, ",\"object\":\"model\",\"created\":%lld,\"owned_by\":\"folio\",\"root\":",
+                    (long long)c->created);
+    folio_jw_string(b, c->model_name, strlen(c->model_name));
+    folio_jw_printf(b, ",\"parent\":null,\"max_model_len\":%d}", c->max_model_len);
+    return 0;
 }
 
-void folio_api_write_model(struct folio_jw *b, const char *model, int64_t created,
-                           int32_t max_model_len)
+int folio_api_answer(const struct folio_api_text_ctx *c, enum folio_api_route route, const char *in,
+                     size_t len, struct folio_jw *out, struct folio_oai_error *e)
 {
-    folio_jw_str(b, "{\"id\":");
-    folio_jw_string(b, model, strlen(model));
-    folio_jw_printf(b, ",\"object\":\"model\",\"created\":%lld,\"owned_by\":\"folio\",\"root\":",
-                    (long long)created);
-    folio_jw_string(b, model, strlen(model));
-    folio_jw_printf(b, ",\"parent\":null,\"max_model_len\":%d}", max_model_len);
+    memset(e, 0, sizeof *e);
+    switch (route) {
+    case FOLIO_API_TOKENIZE:
+        return folio_api_tokenize(c, in, len, out, e);
+    case FOLIO_API_DETOKENIZE:
+        return folio_api_detokenize(c, in, len, out, e);
+    case FOLIO_API_VERSION:
+        folio_jw_str(out, "{\"version\":\"" FOLIO_VERSION "\"}");
+        return 0;
+    case FOLIO_API_MODEL:
+        return model_by_id(c, in, len, out, e);
+    }
+    return fail(e, 500, NULL, "unknown route");
 }

@@ -21,7 +21,20 @@ struct folio_api_text_ctx {
     /* Whether a request's "model" names the served model (NULL: absent). */
     bool (*model_ok)(void *arg, const char *model);
     void *model_ok_arg;
+    const char *model_name; /* as /v1/models lists it */
+    int64_t created;
 };
+
+enum folio_api_route {
+    FOLIO_API_TOKENIZE,   /* in: the request body */
+    FOLIO_API_DETOKENIZE, /* in: the request body */
+    FOLIO_API_VERSION,    /* in: nothing */
+    FOLIO_API_MODEL,      /* in: the {id} of /v1/models/{id}, maybe percent-encoded */
+};
+
+/* The answer of one route: 0 with out's JSON, or -1 with e (400, 404...). */
+int folio_api_answer(const struct folio_api_text_ctx *c, enum folio_api_route route, const char *in,
+                     size_t len, struct folio_jw *out, struct folio_oai_error *e);
 
 /* POST /tokenize: {"prompt": str, "add_special_tokens": true} or
  * {"messages": [...], "add_generation_prompt": true, "add_special_tokens":
@@ -36,12 +49,5 @@ int folio_api_tokenize(const struct folio_api_text_ctx *c, const char *body, siz
 /* POST /detokenize: {"tokens": [ids]} gives {"prompt": text}. */
 int folio_api_detokenize(const struct folio_api_text_ctx *c, const char *body, size_t len,
                          struct folio_jw *out, struct folio_oai_error *e);
-
-/* GET /version: {"version": FOLIO_VERSION}. */
-void folio_api_write_version(struct folio_jw *b);
-
-/* GET /v1/models/{id}: one model object, as in the /v1/models list. */
-void folio_api_write_model(struct folio_jw *b, const char *model, int64_t created,
-                           int32_t max_model_len);
 
 #endif

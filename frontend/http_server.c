@@ -767,13 +767,15 @@ static void handle_models(struct server *s, h2o_req_t *req)
     folio_jw_free(&b);
 }
 
-/* POST /tokenize and /detokenize (api_routes.c does the work). */
 static bool route_model_ok(void *arg, const char *model)
 {
     return model_matches(arg, model);
 }
 
-static void handle_text_route(struct server *s, h2o_req_t *req, bool tokenize)
+/* /tokenize, /detokenize, /version and /v1/models/{id}: api_routes.c answers
+ * from in (the body, or the id). */
+static void handle_api_route(struct server *s, h2o_req_t *req, enum folio_api_route route,
+                             const char *in, size_t len)
 {
     struct folio_api_text_ctx c = {
         .tokenizer = s->cfg->tokenizer,
@@ -781,14 +783,13 @@ static void handle_text_route(struct server *s, h2o_req_t *req, bool tokenize)
         .max_model_len = max_model_len(s),
         .model_ok = route_model_ok,
         .model_ok_arg = s,
+        .model_name = s->model_name,
+        .created = s->started_unix,
     };
     struct folio_oai_error e;
     struct folio_jw b;
     folio_jw_init(&b);
-    const char *body = req->entity.base ? req->entity.base : "";
-    int rc = tokenize ? folio_api_tokenize(&c, body, req->entity.len, &b, &e)
-                      : folio_api_detokenize(&c, body, req->entity.len, &b, &e);
-    if (rc != 0)
+    if (folio_api_answer(&c, route, in ? in : "", len, &b, &e) != 0)
         send_error(s, req, e.status, e.message, e.param, 0);
     else if (b.failed)
         send_error(s, req, 500, "out of memory", NULL, 0);
@@ -797,59 +798,11 @@ static void handle_text_route(struct server *s, h2o_req_t *req, bool tokenize)
     folio_jw_free(&b);
 }
 
-static void handle_version(struct server *s, h2o_req_t *req)
-{
-    struct folio_jw b;
-    folio_jw_init(&b);
-    folio_api_write_version(&b);
-    send_body(s, req, 200, "application/json", b.data ? b.data : "", b.len);
-    folio_jw_free(&b);
-}
-
-/* GET /v1/models/{id}; the id may be percent-encoded (a "/" in it). */
-static void handle_model(struct server *s, h2o_req_t *req, const char *id, size_t len)
-{
-    char name[512];
-    size_t n = 0;
-    for (size_t i = 0; i < len && n + 1 < sizeof name; i++) {
-        unsigned hi, lo;
-        if (id[i] == '%' && i + 2 < len && sscanf(id + i + 1, "%1x%1x", &hi, &lo) == 2) {
-            name[n++] = (char)(hi << 4 | lo);
-            i += 2;
-        } else {
-            name[n++] = id[i];
-        }
-    }
-    name[n] = 0;
-    if (!model_matches(s, name)) {
-        char msg[640];
-        snprintf(msg, sizeof msg, "The model `%s` does not exist.", name);
-        send_error(s, req, 404, msg, "model", 0);
-        return;
-    }
-    struct folio_jw b;
-    folio_jw_init(&b);
-    folio_api_write_model(&b, s->model_name, s->started_unix, max_model_len(s));
-    send_body(s, req, 200, "application/json", b.data ? b.data : "", b.len);
-    folio_jw_free(&b);
-}
-
-/* With API keys set, the OpenAI routes (everything under /v1/), /tokenize
- * and /detokenize need one; /health, /ping, /version and (unless
- * --metrics-require-key) /metrics stay open, as in vLLM, so that probes and
- * scrapers need no secret. */
+/* With API keys set, a guarded route (api_keys.h) needs one. */
 static bool authorized(struct server *s, h2o_req_t *req, h2o_iovec_t path)
 {
     const struct folio_api_keys *k = s->cfg->api_keys;
-    if (!k || k->num == 0)
-        return true;
-    bool guarded =
-        (path.len >= 4 && !memcmp(path.base, "/v1/", 4)) ||
-        h2o_memis(path.base, path.len, H2O_STRLIT("/v1")) ||
-        h2o_memis(path.base, path.len, H2O_STRLIT("/tokenize")) ||
-        h2o_memis(path.base, path.len, H2O_STRLIT("/detokenize")) ||
-        (s->cfg->metrics_require_key && h2o_memis(path.base, path.len, H2O_STRLIT("/metrics")));
-    if (!guarded)
+    if (!k || !folio_api_keys_guard(k, path.base, path.len, s->cfg->metrics_require_key))
         return true;
     ssize_t i = h2o_find_header(&req->headers, H2O_TOKEN_AUTHORIZATION, -1);
     if (i >= 0 && folio_api_keys_allow(k, req->headers.entries[i].value.base,
@@ -859,8 +812,7 @@ static bool authorized(struct server *s, h2o_req_t *req, h2o_iovec_t path)
                    H2O_STRLIT("Bearer"));
     send_error(s, req, 401,
                i >= 0 ? "Incorrect API key provided."
-                      : "Missing API key: send the header "
-                        "'Authorization: Bearer KEY'.",
+                      : "Missing API key: send the header 'Authorization: Bearer KEY'.",
                NULL, 0);
     return false;
 }
@@ -898,10 +850,11 @@ static void dispatch(struct server *s, h2o_req_t *req, enum route_kind kind)
         break;
     case ROUTE_TOKENIZE:
     case ROUTE_DETOKENIZE:
-        handle_text_route(s, req, kind == ROUTE_TOKENIZE);
+        handle_api_route(s, req, kind == ROUTE_TOKENIZE ? FOLIO_API_TOKENIZE : FOLIO_API_DETOKENIZE,
+                         req->entity.base, req->entity.len);
         break;
     case ROUTE_VERSION:
-        handle_version(s, req);
+        handle_api_route(s, req, FOLIO_API_VERSION, NULL, 0);
         break;
     }
 }
@@ -935,8 +888,8 @@ static int on_req(h2o_handler_t *self, h2o_req_t *req)
         if (!get)
             send_error(s, req, 405, "/v1/models/{model} takes GET", NULL, 0);
         else
-            handle_model(s, req, p.base + sizeof model_prefix - 1,
-                         p.len - (sizeof model_prefix - 1));
+            handle_api_route(s, req, FOLIO_API_MODEL, p.base + sizeof model_prefix - 1,
+                             p.len - (sizeof model_prefix - 1));
         return 0;
     }
     for (size_t i = 0; i < sizeof routes / sizeof *routes; i++) {
