@@ -167,6 +167,14 @@ static int parse_options(int argc, char **argv, struct serve_options *o)
         fprintf(stderr, "folio serve: --tls-cert and --tls-key go together\n");
         return -1;
     }
+    const char *files[][2] = {{"--chat-template", o->http.chat_template},
+                              {"--tls-cert", o->http.tls_cert},
+                              {"--tls-key", o->http.tls_key}};
+    for (size_t i = 0; i < sizeof files / sizeof *files; i++)
+        if (files[i][1] && access(files[i][1], R_OK) != 0) {
+            fprintf(stderr, "folio serve: %s %s: %s\n", files[i][0], files[i][1], strerror(errno));
+            return -1;
+        }
     o->model = o->common.model;
     if (!o->model) {
         o->model = FOLIO_DEMO_MODEL_DIR;

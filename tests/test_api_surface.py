@@ -459,6 +459,8 @@ def test_serve_help_lists_every_flag_once():
     (["--port", "http"], "--port must be an integer"),
     (["--frobnicate"], "unknown flag '--frobnicate'"),
     (["--max-num-seqs"], "--max-num-seqs needs a value"),
+    (["--chat-template", "/nonexistent/t.jinja"], "--chat-template /nonexistent/t.jinja: No such"),
+    (["--frontends", "65"], "--frontends must be an integer in 1..64"),
 ])
 def test_serve_flag_errors_name_folio_serve(tiny_model, args, want):
     out = run("folio", "serve", "--model", str(tiny_model), *args)
