@@ -7,7 +7,8 @@
 #define C(f) FOLIO_OPT_FIELD(struct folio_common_flags, f)
 const struct folio_opt folio_common_flag_table[] = {
     {"--model", FOLIO_OPT_STR, C(model), NULL, 0, 0, NULL,
-     "Hugging Face model directory (config.json, tokenizer.json, weights)"},
+     "Hugging Face model directory (config.json, tokenizer.json, weights), or a .gguf file "
+     "(or a folder holding one)"},
     {"--drain-seconds", FOLIO_OPT_NUM, C(drain_seconds), "30", 0, 3600, NULL,
      "on SIGTERM, time left to open requests"},
 };

@@ -27,14 +27,12 @@
 
 #include "clock.h"
 #include "commands.h"
+#include "default_model.h"
+#include "gguf.h"
 #include "model_config.h"
 #include "options.h"
 #include "program_flags.h"
 #include "scheduler_watch.h"
-
-#ifndef FOLIO_DEMO_MODEL_DIR
-#define FOLIO_DEMO_MODEL_DIR ""
-#endif
 
 #define MAX_ARGS 96
 #define BACKOFF_MIN_S 0.1
@@ -59,17 +57,20 @@ struct child {
  * to the scheduler (engine) and to each frontend (http), as given. */
 struct serve_options {
     int64_t frontends;
+    bool demo;
     struct folio_common_flags common;
     struct folio_engine_flags engine;
     struct folio_http_flags http;
     const char *common_given[8], *engine_given[32], *http_given[32];
-    const char *model;   /* --model, or the demo model */
+    const char *model;   /* --model, or the default model */
     char api_keys[4096]; /* --api-key values and FOLIO_API_KEY, one a line */
 };
 
 static const struct folio_opt serve_flag_table[] = {
     {"--frontends", FOLIO_OPT_INT, FOLIO_OPT_FIELD(struct serve_options, frontends), "1", 1,
      FOLIO_MAX_FRONTENDS, NULL, "HTTP frontend processes sharing the port (SO_REUSEPORT)"},
+    {"--demo", FOLIO_OPT_BOOL, FOLIO_OPT_FIELD(struct serve_options, demo), "false", 0, 0, NULL,
+     "serve the random demo model made at build time (for tests), not the default model"},
 };
 
 static void logf_(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
@@ -117,8 +118,10 @@ static int check_against_model(struct serve_options *o)
     char cfg[PATH_MAX], err[512];
     snprintf(cfg, sizeof cfg, "%s/config.json", o->model);
     if (access(cfg, R_OK) != 0) {
-        fprintf(stderr, "folio serve: %s: %s (is --model a Hugging Face model directory?)\n", cfg,
-                strerror(errno));
+        fprintf(stderr,
+                "folio serve: %s: %s (is --model a Hugging Face model directory or a .gguf "
+                "file?)\n",
+                cfg, strerror(errno));
         return -1;
     }
     struct folio_model_config mc;
@@ -154,10 +157,11 @@ static int parse_options(int argc, char **argv, struct serve_options *o)
                    "room for every flag's given text");
     int rc = folio_opts_parse(
         "folio serve",
-        "usage: folio serve [--model DIR] [options]\n\n"
-        "Serves the model in DIR (Hugging Face layout) over an OpenAI-compatible API. Without\n"
-        "--model it serves the small demo model made at build time (random weights: the text\n"
-        "is noise, the serving path is real). The server listens on every interface\n"
+        "usage: folio serve [--model DIR | --demo] [options]\n\n"
+        "Serves the model in DIR (Hugging Face layout, or a .gguf file or a folder holding one)\n"
+        "over an OpenAI-compatible API. Without --model it serves SmolLM2-135M-Instruct, which\n"
+        "deploy/setup.sh fetches; --demo serves the small demo model made at build time\n"
+        "(random weights, for tests). The server listens on every interface\n"
         "(--host 0.0.0.0) unless --host says otherwise: set --api-key (or FOLIO_API_KEY) or\n"
         "--host 127.0.0.1 on a machine others can reach.",
         groups, sizeof groups / sizeof *groups, argc, argv);
@@ -176,17 +180,29 @@ static int parse_options(int argc, char **argv, struct serve_options *o)
             return -1;
         }
     o->model = o->common.model;
+    if (o->common.model && o->demo) {
+        fprintf(stderr, "folio serve: --model and --demo exclude each other\n");
+        return -1;
+    }
     if (!o->model) {
-        o->model = FOLIO_DEMO_MODEL_DIR;
-        if (!*o->model || access(o->model, R_OK) != 0) {
-            fprintf(stderr, "folio serve: no --model given and the demo model was not built\n");
+        char err[512];
+        o->model = folio_default_model(o->demo, err, sizeof err);
+        if (!o->model) {
+            fprintf(stderr, "folio serve: %s\n", err);
             return -1;
         }
-        logf_("no --model: serving the demo model %s", o->model);
+        logf_("no --model: serving %s", o->model);
     }
-    if (collect_api_keys(o) != 0 || check_against_model(o) != 0)
+    if (collect_api_keys(o) != 0)
         return -1;
-    return 0;
+    char path[PATH_MAX], err[512];
+    int is_gguf = folio_gguf_resolve(o->model, path, sizeof path, err, sizeof err);
+    if (is_gguf != 0) { /* the scheduler checks --max-model-len against its metadata */
+        if (is_gguf < 0)
+            fprintf(stderr, "folio serve: %s\n", err);
+        return is_gguf < 0 ? -1 : 0;
+    }
+    return check_against_model(o);
 }
 
 static void add_arg(struct child *c, const char *a)

@@ -20,18 +20,25 @@
 
 struct tokenize_args {
     const char *model;
-    bool special, decode, skip_special;
+    bool special, decode, skip_special, info, stream;
 };
 
 #define T(f) FOLIO_OPT_FIELD(struct tokenize_args, f)
 static const struct folio_opt tokenize_flags[] = {
     {"--model", FOLIO_OPT_STR, T(model), NULL, 0, 0, NULL,
-     "directory with tokenizer.json (and tokenizer_config.json); required"},
+     "directory with tokenizer.json (and tokenizer_config.json), or a .gguf file (or a "
+     "directory holding one); required"},
     {"--special", FOLIO_OPT_BOOL, T(special), "true", 0, 0, NULL,
      "encode with the special tokens (BOS) of the template"},
     {"--decode", FOLIO_OPT_BOOL, T(decode), "false", 0, 0, NULL, "decode instead of encode"},
     {"--skip-special", FOLIO_OPT_BOOL, T(skip_special), "false", 0, 0, NULL,
      "when decoding, leave out special tokens such as <s>"},
+    {"--info", FOLIO_OPT_BOOL, T(info), "false", 0, 0, NULL,
+     "print the tokenizer's vocab size, BOS/EOS and chat template as one JSON object, and "
+     "read nothing"},
+    {"--stream", FOLIO_OPT_BOOL, T(stream), "false", 0, 0, NULL,
+     "when decoding, feed the ids one at a time to the streaming detokenizer and print the "
+     "JSON array of the pieces it gives"},
 };
 
 static int encode_line(const struct folio_tokenizer *t, json_t *v, bool add_special, char *err,
@@ -56,8 +63,34 @@ static int encode_line(const struct folio_tokenizer *t, json_t *v, bool add_spec
     return 0;
 }
 
-static int decode_line(const struct folio_tokenizer *t, json_t *v, bool skip_special, char *err,
-                       size_t errlen)
+/* The pieces the streaming detokenizer gives, one id at a time, then finish:
+ * a JSON array of strings (each whole UTF-8 characters, or the line fails). */
+static json_t *stream_pieces(const struct folio_tokenizer *t, const int32_t *ids, size_t n,
+                             bool skip_special)
+{
+    struct folio_detok *d = folio_detok_new(t, skip_special);
+    json_t *list = json_array();
+    bool ok = d && list;
+    for (size_t i = 0; ok && i <= n; i++) {
+        char *out;
+        size_t len;
+        int rc =
+            i < n ? folio_detok_push(d, ids[i], &out, &len) : folio_detok_finish(d, &out, &len);
+        json_t *s = rc ? NULL : json_stringn(out, len); /* NULL for invalid UTF-8 too */
+        ok = s && !json_array_append_new(list, s);
+        if (!rc)
+            free(out);
+    }
+    folio_detok_free(d);
+    if (!ok) {
+        json_decref(list);
+        return NULL;
+    }
+    return list;
+}
+
+static int decode_line(const struct folio_tokenizer *t, json_t *v, bool skip_special, bool stream,
+                       char *err, size_t errlen)
 {
     if (!json_is_array(v)) {
         snprintf(err, errlen, "expected a JSON array of token ids");
@@ -81,9 +114,11 @@ static int decode_line(const struct folio_tokenizer *t, json_t *v, bool skip_spe
         ids[i] = (int32_t)id;
     }
     size_t len;
-    char *text = folio_tokenizer_decode(t, ids, n, skip_special, &len);
+    char *text = stream ? NULL : folio_tokenizer_decode(t, ids, n, skip_special, &len);
+    json_t *s = stream ? stream_pieces(t, ids, n, skip_special)
+                : text ? json_stringn_nocheck(text, len)
+                       : NULL;
     free(ids);
-    json_t *s = text ? json_stringn_nocheck(text, len) : NULL;
     char *out = s ? json_dumps(s, JSON_ENCODE_ANY | JSON_COMPACT) : NULL;
     free(text);
     json_decref(s);
@@ -96,6 +131,23 @@ static int decode_line(const struct folio_tokenizer *t, json_t *v, bool skip_spe
     return 0;
 }
 
+static int print_info(const struct folio_tokenizer *t)
+{
+    const char *tmpl = folio_tokenizer_chat_template(t);
+    const char *bos = folio_tokenizer_bos_token(t), *eos = folio_tokenizer_eos_token(t);
+    json_t *o =
+        json_pack("{s:i, s:i, s:i, s:s?, s:s?, s:s?}", "vocab_size", folio_tokenizer_vocab_size(t),
+                  "bos_id", folio_tokenizer_bos_id(t), "eos_id", folio_tokenizer_eos_id(t),
+                  "bos_token", bos, "eos_token", eos, "chat_template", tmpl);
+    char *s = o ? json_dumps(o, JSON_COMPACT) : NULL;
+    json_decref(o);
+    if (!s)
+        return 1;
+    puts(s);
+    free(s);
+    return 0;
+}
+
 int folio_tokenize_main(int argc, char **argv)
 {
     struct tokenize_args ta;
@@ -103,7 +155,8 @@ int folio_tokenize_main(int argc, char **argv)
                                 sizeof tokenize_flags / sizeof *tokenize_flags, &ta, NULL};
     int prc = folio_opts_parse(
         "folio tokenize",
-        "usage: folio tokenize --model DIR [--no-special] [--decode [--skip-special]]\n\n"
+        "usage: folio tokenize --model PATH [--no-special] [--decode [--skip-special] "
+        "[--stream]]\n\n"
         "Reads one JSON value per line on stdin and answers one line each on stdout:\n"
         "  encode (default): a JSON string in, its token ids out as a JSON array\n"
         "  --decode:         a JSON array of ids in, the text out as a JSON string\n"
@@ -114,12 +167,13 @@ int folio_tokenize_main(int argc, char **argv)
         return prc > 0 ? 0 : 2;
     const char *model = ta.model;
     bool add_special = ta.special, decode = ta.decode, skip_special = ta.skip_special;
+    bool stream = ta.stream, info = ta.info;
     if (!model) {
-        fprintf(stderr, "folio tokenize: --model DIR is required (see --help)\n");
+        fprintf(stderr, "folio tokenize: --model PATH is required (see --help)\n");
         return 2;
     }
-    if (skip_special && !decode) {
-        fprintf(stderr, "folio tokenize: --skip-special only applies to --decode\n");
+    if ((skip_special || stream) && !decode) {
+        fprintf(stderr, "folio tokenize: --skip-special and --stream only apply to --decode\n");
         return 2;
     }
     char err[1024];
@@ -127,6 +181,11 @@ int folio_tokenize_main(int argc, char **argv)
     if (folio_tokenizer_load(model, &t, err, sizeof err)) {
         fprintf(stderr, "folio tokenize: %s\n", err);
         return 1;
+    }
+    if (info) {
+        int rc = print_info(t);
+        folio_tokenizer_free(t);
+        return rc;
     }
     char *line = NULL;
     size_t cap = 0;
@@ -141,7 +200,7 @@ int folio_tokenize_main(int argc, char **argv)
             snprintf(err, sizeof err, "invalid JSON: %s", je.text);
             rc = -1;
         } else if (decode) {
-            rc = decode_line(t, v, skip_special, err, sizeof err);
+            rc = decode_line(t, v, skip_special, stream, err, sizeof err);
         } else {
             rc = encode_line(t, v, add_special, err, sizeof err);
         }

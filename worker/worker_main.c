@@ -31,7 +31,7 @@
 #include "model.h"
 #include "options.h"
 #include "shm_ring.h"
-#include "sim_worker.h"
+#include "sim_backend.h"
 #include "step_io.h"
 #include "clock.h"
 
