@@ -5,6 +5,7 @@
  * known) is refused with the field's name. */
 #include "model_config.h"
 #include "error.h"
+#include "gguf.h"
 
 #include <jansson.h>
 #include <math.h>
@@ -369,6 +370,17 @@ int folio_model_config_load(const char *model_dir, struct folio_model_config *cf
                             size_t errlen)
 {
     char path[4096];
+    int is_gguf = folio_gguf_resolve(model_dir, path, sizeof path, err, errlen);
+    if (is_gguf < 0)
+        return -1;
+    if (is_gguf) {
+        struct folio_gguf *g;
+        if (folio_gguf_open(path, &g, err, errlen) != 0)
+            return -1;
+        int rc = folio_model_config_from_gguf(g, cfg, err, errlen);
+        folio_gguf_close(g);
+        return rc;
+    }
     if ((size_t)snprintf(path, sizeof path, "%s/config.json", model_dir) >= sizeof path) {
         folio_set_err(err, errlen, "%s: path too long", model_dir);
         return -1;

@@ -1,4 +1,4 @@
-/* The architecture of a Llama-family model, read from its config.json. */
+/* The architecture of a Llama-family model, read from its config.json or GGUF file. */
 #ifndef FOLIO_MODEL_CONFIG_H
 #define FOLIO_MODEL_CONFIG_H
 
@@ -46,10 +46,18 @@ struct folio_model_config {
     int num_eos_token_ids;
 };
 
-/* Reads DIR/config.json (and DIR/generation_config.json when present).
- * Returns 0, or -1 with a message naming the file and the field in err. */
+/* Reads DIR/config.json (and DIR/generation_config.json when present), or the
+ * metadata of a GGUF file when DIR is one (or a folder holding one; see
+ * folio_gguf_resolve). Returns 0, or -1 with a message naming the file and the
+ * field or key in err. */
 int folio_model_config_load(const char *model_dir, struct folio_model_config *cfg, char *err,
                             size_t errlen);
+
+struct folio_gguf;
+/* The same from an open GGUF file's llama.* and tokenizer.ggml.* keys
+ * (model_config_gguf.c). */
+int folio_model_config_from_gguf(const struct folio_gguf *g, struct folio_model_config *cfg,
+                                 char *err, size_t errlen);
 
 /* Whether this engine computes the model exactly for sequences of up to
  * context_len positions: a sliding window shorter than that is refused (with

@@ -28,6 +28,7 @@ struct seq {
     int inflight;      /* steps in flight that include this sequence */
     int cached_tokens; /* prompt tokens the first admission found cached */
     bool admitted_once;
+    double submitted_at; /* cfg.clock() at submit, for the queue-time histogram */
     struct folio_plan_seq sampling;
     int min_tokens;
     bool ignore_eos;
@@ -93,7 +94,7 @@ struct folio_policy {
 
 static int ceil_blocks(int tokens)
 {
-    return (tokens + FOLIO_BLOCK_TOKENS - 1) / FOLIO_BLOCK_TOKENS;
+    return (tokens + FOLIO_KV_BLOCK_SIZE - 1) / FOLIO_KV_BLOCK_SIZE;
 }
 
 static size_t map_index(const struct folio_policy *p, uint64_t id)
@@ -198,16 +199,25 @@ static void seq_free(struct folio_policy *p, struct seq *s)
     free(s);
 }
 
+static void observe_queue_time(struct folio_policy *p, double seconds)
+{
+    int i = 0;
+    while (i < FOLIO_QUEUE_TIME_BUCKETS && seconds > folio_queue_time_bounds[i])
+        i++;
+    p->st.queue_time_counts[i]++;
+    p->st.queue_time_sum += seconds;
+}
+
 /* Registers the sequence's full blocks whose tokens are all known and whose
  * KV is written or being written by a planned step. */
 static void seq_cache_full_blocks(struct folio_policy *p, struct seq *s)
 {
     int limit = s->num_computed < s->num_tokens ? s->num_computed : s->num_tokens;
-    int full = limit / FOLIO_BLOCK_TOKENS;
+    int full = limit / FOLIO_KV_BLOCK_SIZE;
     if (full > s->num_blocks)
         full = s->num_blocks;
     for (; s->num_hashed < full; s->num_hashed++) {
-        const int32_t *t = s->tokens + (size_t)s->num_hashed * FOLIO_BLOCK_TOKENS;
+        const int32_t *t = s->tokens + (size_t)s->num_hashed * FOLIO_KV_BLOCK_SIZE;
         uint64_t h = folio_bm_hash(s->last_hash, t);
         folio_bm_register(p->bm, s->blocks[s->num_hashed], h, s->last_hash, t);
         s->last_hash = h;
@@ -276,8 +286,8 @@ int folio_policy_create(const struct folio_policy_config *cfg, folio_emit_fn emi
     }
     p->cfg = *cfg;
     /* A sequence longer than the pool could never run, even alone. */
-    if (p->cfg.max_model_len > cfg->num_kv_blocks * FOLIO_BLOCK_TOKENS)
-        p->cfg.max_model_len = cfg->num_kv_blocks * FOLIO_BLOCK_TOKENS;
+    if (p->cfg.max_model_len > cfg->num_kv_blocks * FOLIO_KV_BLOCK_SIZE)
+        p->cfg.max_model_len = cfg->num_kv_blocks * FOLIO_KV_BLOCK_SIZE;
     p->emit = emit;
     p->emit_ctx = emit_ctx;
     p->bm = folio_bm_create(cfg->num_kv_blocks);
@@ -408,6 +418,7 @@ void folio_policy_submit(struct folio_policy *p, const struct folio_request *r)
     struct seq *s = calloc(1, sizeof *s);
     int cap = r->num_prompt + 16;
     if (s) {
+        s->submitted_at = p->cfg.clock ? p->cfg.clock() : 0;
         s->tokens = malloc((size_t)cap * sizeof *s->tokens);
         s->cap_blocks = p->max_blocks_per_seq;
         s->blocks = malloc((size_t)s->cap_blocks * sizeof *s->blocks);
@@ -587,7 +598,7 @@ static int plan_running_prefills(struct folio_policy *p, int budget)
                 break;
             preempt(p, victim);
         }
-        int fits = s->num_blocks * FOLIO_BLOCK_TOKENS - s->num_computed;
+        int fits = s->num_blocks * FOLIO_KV_BLOCK_SIZE - s->num_computed;
         if (n > fits)
             n = fits;
         if (n <= 0)
@@ -608,12 +619,13 @@ static int match_prefix(struct folio_policy *p, const struct seq *s, int *num_fr
     const struct folio_plan_seq *sp = &s->sampling;
     bool penalized = sp->repetition_penalty != 1.0f || sp->frequency_penalty != 0.0f ||
                      sp->presence_penalty != 0.0f;
-    int max_blocks = penalized ? 0 : (s->num_tokens - 1) / FOLIO_BLOCK_TOKENS;
+    int max_blocks =
+        penalized || p->cfg.disable_prefix_caching ? 0 : (s->num_tokens - 1) / FOLIO_KV_BLOCK_SIZE;
     uint64_t parent = 0;
     int m = 0;
     *num_free_matched = 0;
     for (; m < max_blocks; m++) {
-        const int32_t *t = s->tokens + (size_t)m * FOLIO_BLOCK_TOKENS;
+        const int32_t *t = s->tokens + (size_t)m * FOLIO_KV_BLOCK_SIZE;
         uint64_t h = folio_bm_hash(parent, t);
         int b = folio_bm_lookup(p->bm, h, parent, t);
         if (b < 0)
@@ -640,13 +652,13 @@ static int plan_admissions(struct folio_policy *p, int budget)
         int free_matched;
         int m = match_prefix(p, s, &free_matched);
         int length = seq_length(s);
-        int n = length - m * FOLIO_BLOCK_TOKENS;
+        int n = length - m * FOLIO_KV_BLOCK_SIZE;
         if (n > budget)
             n = budget;
         int available = folio_bm_num_free(p->bm) - free_matched - watermark;
-        int new_blocks = ceil_blocks(m * FOLIO_BLOCK_TOKENS + n) - m;
+        int new_blocks = ceil_blocks(m * FOLIO_KV_BLOCK_SIZE + n) - m;
         if (new_blocks > available) {
-            n = available * FOLIO_BLOCK_TOKENS;
+            n = available * FOLIO_KV_BLOCK_SIZE;
             new_blocks = available;
         }
         if (n <= 0)
@@ -660,7 +672,7 @@ static int plan_admissions(struct folio_policy *p, int budget)
             s->blocks[i] = p->scratch_blocks[i];
         }
         s->num_blocks = m;
-        s->num_computed = m * FOLIO_BLOCK_TOKENS;
+        s->num_computed = m * FOLIO_KV_BLOCK_SIZE;
         s->num_hashed = 0;
         s->last_hash = 0;
         seq_cache_full_blocks(p, s); /* recomputes the chain hash of the matched blocks */
@@ -671,6 +683,8 @@ static int plan_admissions(struct folio_policy *p, int budget)
         if (!s->admitted_once) {
             s->cached_tokens = s->num_computed;
             s->admitted_once = true;
+            if (p->cfg.clock)
+                observe_queue_time(p, p->cfg.clock() - s->submitted_at);
         }
         s->slot = p->free_slots[--p->num_free_slots];
         s->state = SEQ_RUNNING;

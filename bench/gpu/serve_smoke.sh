@@ -11,11 +11,9 @@ MODEL=${1:-}
 BACKEND=${2:-cuda}
 shift $(($# < 2 ? $# : 2))
 PORT=${FOLIO_SMOKE_PORT:-8765}
-OUT=${OUT:-/tmp/folio-out}
+source bench/gpu/common.sh
 SMOKE=/tmp/folio-smoke
-mkdir -p "$OUT" "$SMOKE"
-ROOT=$(pwd)
-export LD_LIBRARY_PATH=$ROOT/bundle/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+mkdir -p "$SMOKE"
 args=(serve --backend "$BACKEND" --port "$PORT" --host 127.0.0.1 --drain-seconds 5)
 if [ -n "$MODEL" ]; then args+=(--model "$MODEL"); else args+=(--demo); fi
 args+=("$@")
