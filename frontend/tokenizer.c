@@ -210,6 +210,29 @@ static int optional_string(json_t *model, const char *key, char **out, char *err
     return *out ? 0 : -1;
 }
 
+/* The BPE model's flags and strings. */
+static int read_model_options(struct tok_bpe *bpe, json_t *model, char **unk, char *err,
+                              size_t errlen)
+{
+    bpe->byte_fallback = json_is_true(json_object_get(model, "byte_fallback"));
+    bpe->fuse_unk = json_is_true(json_object_get(model, "fuse_unk"));
+    bpe->ignore_merges = json_is_true(json_object_get(model, "ignore_merges"));
+    if (optional_string(model, "continuing_subword_prefix", &bpe->subword_prefix, err, errlen) ||
+        optional_string(model, "end_of_word_suffix", &bpe->word_suffix, err, errlen) ||
+        optional_string(model, "unk_token", unk, err, errlen))
+        return -1;
+    /* An empty prefix or suffix is none (transformers writes "" for GPT-2 style models). */
+    if (bpe->subword_prefix && !bpe->subword_prefix[0]) {
+        free(bpe->subword_prefix);
+        bpe->subword_prefix = NULL;
+    }
+    if (bpe->word_suffix && !bpe->word_suffix[0]) {
+        free(bpe->word_suffix);
+        bpe->word_suffix = NULL;
+    }
+    return 0;
+}
+
 static int load_model(struct folio_tokenizer *t, json_t *root, char *err, size_t errlen)
 {
     json_t *model = json_object_get(root, "model");
@@ -236,23 +259,9 @@ static int load_model(struct folio_tokenizer *t, json_t *root, char *err, size_t
         snprintf(err, errlen, "tokenizer.json: model.dropout is not supported (it is random)");
         return -1;
     }
-    bpe->byte_fallback = json_is_true(json_object_get(model, "byte_fallback"));
-    bpe->fuse_unk = json_is_true(json_object_get(model, "fuse_unk"));
-    bpe->ignore_merges = json_is_true(json_object_get(model, "ignore_merges"));
     char *unk = NULL;
-    if (optional_string(model, "continuing_subword_prefix", &bpe->subword_prefix, err, errlen) ||
-        optional_string(model, "end_of_word_suffix", &bpe->word_suffix, err, errlen) ||
-        optional_string(model, "unk_token", &unk, err, errlen))
+    if (read_model_options(bpe, model, &unk, err, errlen))
         return -1;
-    /* An empty prefix or suffix is none (transformers writes "" for GPT-2 style models). */
-    if (bpe->subword_prefix && !bpe->subword_prefix[0]) {
-        free(bpe->subword_prefix);
-        bpe->subword_prefix = NULL;
-    }
-    if (bpe->word_suffix && !bpe->word_suffix[0]) {
-        free(bpe->word_suffix);
-        bpe->word_suffix = NULL;
-    }
 
     /* The largest id decides the table sizes. */
     int32_t max_id = -1;
