@@ -10,14 +10,8 @@
 
 static int trie_node(struct tok_trie *tr, uint8_t byte)
 {
-    if (tr->n == tr->cap) {
-        size_t c = tr->cap ? tr->cap * 2 : 64;
-        struct tok_trie_node *p = realloc(tr->nodes, c * sizeof *p);
-        if (!p)
-            return -1;
-        tr->nodes = p;
-        tr->cap = c;
-    }
+    if (tok_grow((void **)&tr->nodes, &tr->cap, tr->n + 1, sizeof *tr->nodes))
+        return -1;
     tr->nodes[tr->n] = (struct tok_trie_node){-1, -1, -1, byte};
     return (int)tr->n++;
 }

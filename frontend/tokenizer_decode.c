@@ -191,15 +191,8 @@ struct folio_detok {
 
 static int list_add(struct piece_list *l, const char *s, size_t len, bool cont)
 {
-    if (l->n == l->cap) {
-        size_t c = l->cap ? l->cap * 2 : 16;
-        struct piece *p = realloc(l->p, c * sizeof *p);
-        if (!p)
-            return -1;
-        l->p = p;
-        l->cap = c;
-    }
-    if (tok_grow((void **)&l->text, &l->text_cap, l->len + len + 1, 1))
+    if (tok_grow((void **)&l->p, &l->cap, l->n + 1, sizeof *l->p) ||
+        tok_grow((void **)&l->text, &l->text_cap, l->len + len + 1, 1))
         return -1;
     memcpy(l->text + l->len, s, len);
     l->p[l->n++] = (struct piece){l->len, len, cont};
