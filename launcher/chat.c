@@ -15,134 +15,73 @@
 #include "commands.h"
 #include "default_model.h"
 #include "local_session.h"
+#include "options.h"
 
 struct chat_args {
     const char *model_dir;
     bool demo;
     const char *system;
     const char *backend;
-    long threads, max_tokens, max_context, top_k;
+    int64_t threads, max_tokens, max_context, top_k;
     double temperature, top_p, min_p;
-    unsigned long long seed;
+    int64_t seed;
     bool have_seed, stats;
 };
 
-static void usage(FILE *f)
-{
-    fprintf(f, "usage: folio chat [--model DIR | --demo] [options]\n"
-               "\n"
-               "Chats with the model in the terminal: type a message and press Enter; the reply\n"
-               "streams as it is generated. /reset starts over; /exit or Ctrl-D ends. Without\n"
-               "--model: SmolLM2-135M-Instruct, fetched by deploy/setup.sh.\n"
-               "\n"
-               "  --model DIR          model directory (or file) with a chat template\n"
-               "  --demo               the random demo model made at build time (for tests)\n"
-               "  --system TEXT        a system message to start the conversation with\n"
-               "  --max-tokens N       tokens per reply at most (default 1024)\n"
-               "  --max-context N      tokens of conversation kept (default 4096; older turns\n"
-               "                       are dropped to make room)\n"
-               "  --temperature T      default 0.2; 0 is greedy\n"
-               "  --top-p P            default 0.9\n"
-               "  --top-k K            default 0 (off)\n"
-               "  --min-p M            default 0 (off)\n"
-               "  --seed S             sampling seed (default: drawn from the clock)\n"
-               "  --stats              token counts and speed on stderr after each reply\n"
-               "  --threads N          CPU threads (0: all cores; the default)\n"
-               "  --backend cpu|cuda   the worker backend (default cpu)\n");
-}
-
-static int number(const char *flag, const char *s, double lo, double hi, double *out)
-{
-    char *end;
-    errno = 0;
-    double v = strtod(s, &end);
-    if (errno || end == s || *end || !(v >= lo && v <= hi)) {
-        fprintf(stderr, "folio chat: %s needs a number in [%g, %g], got '%s'\n", flag, lo, hi, s);
-        return -1;
-    }
-    *out = v;
-    return 0;
-}
-
-static int integer(const char *flag, const char *s, long lo, long hi, long *out)
-{
-    double v;
-    if (number(flag, s, (double)lo, (double)hi, &v) != 0)
-        return -1;
-    if (v != (double)(long)v) {
-        fprintf(stderr, "folio chat: %s needs an integer, got '%s'\n", flag, s);
-        return -1;
-    }
-    *out = (long)v;
-    return 0;
-}
+/* Low-temperature nucleus sampling by default, as small chat models' cards
+ * advise: greedy decoding loops on them. */
+#define C(f) FOLIO_OPT_FIELD(struct chat_args, f)
+static const struct folio_opt chat_flags[] = {
+    {"--model", FOLIO_OPT_STR, C(model_dir), NULL, 0, 0, NULL,
+     "model directory (or file) with a chat template (default: SmolLM2-135M-Instruct, fetched "
+     "by deploy/setup.sh)"},
+    {"--demo", FOLIO_OPT_BOOL, C(demo), "false", 0, 0, NULL,
+     "the random demo model made at build time (for tests)"},
+    {"--system", FOLIO_OPT_STR, C(system), NULL, 0, 0, NULL,
+     "a system message to start the conversation with"},
+    {"--max-tokens", FOLIO_OPT_INT, C(max_tokens), "1024", 1, INT32_MAX / 4, NULL,
+     "tokens per reply at most"},
+    {"--max-context", FOLIO_OPT_INT, C(max_context), "4096", 16, INT32_MAX / 4, NULL,
+     "tokens of conversation kept (older turns are dropped to make room)"},
+    {"--temperature", FOLIO_OPT_NUM, C(temperature), "0.2", 0, 1e6, NULL, "0 is greedy"},
+    {"--top-p", FOLIO_OPT_NUM, C(top_p), "0.9", 1e-9, 1, NULL, "nucleus sampling (1: off)"},
+    {"--top-k", FOLIO_OPT_INT, C(top_k), "0", 0, INT32_MAX, NULL,
+     "keep the K most likely tokens (0: off)"},
+    {"--min-p", FOLIO_OPT_NUM, C(min_p), "0", 0, 1, NULL,
+     "drop tokens below M times the most likely one (0: off)"},
+    {"--seed", FOLIO_OPT_INT, C(seed), NULL, 0, 9e18, NULL,
+     "sampling seed (default: drawn from the clock)"},
+    {"--stats", FOLIO_OPT_BOOL, C(stats), "false", 0, 0, NULL,
+     "token counts and speed on stderr after each reply"},
+    {"--threads", FOLIO_OPT_INT, C(threads), "0", 0, 4096, NULL, "CPU threads (0: all cores)"},
+    {"--backend", FOLIO_OPT_CHOICE, C(backend), "cpu", 0, 0, "cpu|cuda", "the worker backend"},
+};
 
 /* Returns 0 to go on, 1 after --help, -1 on a bad argument. */
 static int parse_args(int argc, char **argv, struct chat_args *a)
 {
-    /* Low-temperature nucleus sampling, as small chat models' cards advise: greedy decoding
-     * loops on them. */
-    *a = (struct chat_args){.backend = "cpu",
-                            .max_tokens = 1024,
-                            .max_context = 4096,
-                            .temperature = 0.2,
-                            .top_p = 0.9};
-    for (int i = 1; i < argc; i++) {
-        const char *f = argv[i];
-        bool *flag = !strcmp(f, "--demo") ? &a->demo : !strcmp(f, "--stats") ? &a->stats : NULL;
-        if (!strcmp(f, "--help") || !strcmp(f, "-h")) {
-            usage(stdout);
-            return 1;
-        }
-        if (flag) {
-            *flag = true;
-            continue;
-        }
-        if (i + 1 >= argc) {
-            fprintf(stderr, "folio chat: %s needs a value (see --help)\n", f);
-            return -1;
-        }
-        const char *v = argv[++i];
-        long seed;
-        int rc = 0;
-        if (!strcmp(f, "--model"))
-            a->model_dir = v;
-        else if (!strcmp(f, "--system"))
-            a->system = v;
-        else if (!strcmp(f, "--backend"))
-            a->backend = v;
-        else if (!strcmp(f, "--threads"))
-            rc = integer(f, v, 0, 4096, &a->threads);
-        else if (!strcmp(f, "--max-tokens"))
-            rc = integer(f, v, 1, INT32_MAX / 4, &a->max_tokens);
-        else if (!strcmp(f, "--max-context"))
-            rc = integer(f, v, 16, INT32_MAX / 4, &a->max_context);
-        else if (!strcmp(f, "--top-k"))
-            rc = integer(f, v, 0, INT32_MAX, &a->top_k);
-        else if (!strcmp(f, "--temperature"))
-            rc = number(f, v, 0, 1e6, &a->temperature);
-        else if (!strcmp(f, "--top-p"))
-            rc = number(f, v, 1e-9, 1, &a->top_p);
-        else if (!strcmp(f, "--min-p"))
-            rc = number(f, v, 0, 1, &a->min_p);
-        else if (!strcmp(f, "--seed")) {
-            rc = integer(f, v, 0, LONG_MAX, &seed);
-            a->seed = (unsigned long long)seed;
-            a->have_seed = true;
-        } else {
-            fprintf(stderr, "folio chat: unknown option '%s' (see --help)\n", f);
-            return -1;
-        }
-        if (rc != 0)
-            return -1;
-    }
+    enum { NUM_FLAGS = sizeof chat_flags / sizeof *chat_flags };
+    const char *given[NUM_FLAGS];
+    memset(a, 0, sizeof *a);
+    struct folio_opt_group g = {NULL, chat_flags, NUM_FLAGS, a, given};
+    int rc = folio_opts_parse(
+        "folio chat",
+        "usage: folio chat [--model DIR | --demo] [options]\n\n"
+        "Chats with the model in the terminal: type a message and press Enter; the reply\n"
+        "streams as it is generated. /reset starts over; /exit or Ctrl-D ends.",
+        &g, 1, argc, argv);
+    if (rc != 0)
+        return rc;
+    for (size_t i = 0; i < NUM_FLAGS; i++)
+        if (!strcmp(chat_flags[i].name, "--seed"))
+            a->have_seed = given[i] != NULL;
     if (a->model_dir && a->demo) {
         fprintf(stderr, "folio chat: --model and --demo exclude each other\n");
         return -1;
     }
     if (a->max_tokens >= a->max_context) {
-        fprintf(stderr, "folio chat: --max-tokens (%ld) must be below --max-context (%ld)\n",
-                a->max_tokens, a->max_context);
+        fprintf(stderr, "folio chat: --max-tokens (%lld) must be below --max-context (%lld)\n",
+                (long long)a->max_tokens, (long long)a->max_context);
         return -1;
     }
     return 0;
@@ -285,7 +224,7 @@ int folio_chat_main(int argc, char **argv)
         .top_p = (float)a.top_p,
         .min_p = (float)a.min_p,
         .repetition_penalty = 1.0f,
-        .seed = a.have_seed ? a.seed : (uint64_t)time(NULL) ^ ((uint64_t)getpid() << 32),
+        .seed = a.have_seed ? (uint64_t)a.seed : (uint64_t)time(NULL) ^ ((uint64_t)getpid() << 32),
     };
     struct history h = {0};
     int rc = 0;
