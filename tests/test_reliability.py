@@ -18,15 +18,10 @@ import httpx
 import pytest
 
 from conftest import bin_path
+from test_serve_e2e import free_port, wait_until
 
 MAX_WAIT_S = 60
 SLOW_SIM = ["--simulate", "--sim-time-scale", "20"]  # about 12 ms a token
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def child_pids(pid, name):
@@ -44,15 +39,6 @@ def child_pids(pid, name):
     return out
 
 
-def wait_until(pred, timeout, what):
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        if pred():
-            return
-        time.sleep(0.1)
-    pytest.fail(f"{what} within {timeout} s")
-
-
 class Served:
     """One `folio serve` with one frontend; logs to a file unless told otherwise."""
 
@@ -63,8 +49,7 @@ class Served:
         self.log = None if stdout else open(self.logpath, "w+")
         cmd = [str(bin_path("folio")), "serve", "--port", str(self.port), "--host", "127.0.0.1",
                "--frontends", "1", *args]
-        if model:
-            cmd += ["--model", str(model)]
+        cmd += ["--model", str(model)] if model else ["--demo"]
         self.proc = subprocess.Popen(cmd, stdout=stdout or self.log, stderr=subprocess.STDOUT)
         self.run_dir = Path(f"/tmp/folio-{self.proc.pid}")
 
