@@ -293,7 +293,8 @@ def test_kv_exhaustion_preempts_by_recompute_with_the_same_tokens(tmp_path, kv_m
 
 def test_request_that_can_never_fit_gets_400(tmp_path, kv_model):
     """A pool of 8 blocks holds 128 tokens: a request that needs more is refused at admission
-    with the context-length message, and one without max_tokens gets what fits."""
+    with the context-length message; a chat request without max_tokens gets what fits (a
+    completion without one gets OpenAI's default of 16)."""
     s = Served(tmp_path, "--num-kv-blocks", "8", "--threads", "1", model=kv_model)
     try:
         s.wait_health()
@@ -303,6 +304,11 @@ def test_request_that_can_never_fit_gets_400(tmp_path, kv_model):
         r = s.complete(prompt="word " * 200, max_tokens=1)
         assert r.status_code == 400, r.text
         r = s.complete(prompt="Hello there", max_tokens=None, ignore_eos=True)
+        assert r.status_code == 200, r.text
+        assert r.json()["usage"]["completion_tokens"] == 16
+        r = httpx.post(s.base + "/v1/chat/completions", timeout=120,
+                       json={"messages": [{"role": "user", "content": "Hello there"}],
+                             "ignore_eos": True})
         assert r.status_code == 200, r.text
         usage = r.json()["usage"]
         assert usage["prompt_tokens"] + usage["completion_tokens"] == 128

@@ -332,6 +332,10 @@ def gguf():
     good = gguf_file(llama_kvs, tensors)
     write("fuzz_gguf", "truncated", good[: len(good) - 40])
     write("fuzz_gguf", "bad_type", gguf_file(llama_kvs[:3], [("x", 99, [32], bytes(64))]))
+    # One block of each k-quant (Q2_K..Q6_K), bytes that vary.
+    kquants = [(f"k{t}", t, [256], bytes((i * 37 + t) & 255 for i in range(size)))
+               for t, size in ((10, 84), (11, 110), (12, 144), (13, 176), (14, 210))]
+    write("fuzz_gguf", "kquants", gguf_file(llama_kvs[:2], kquants))
 
 
 def main():
