@@ -8,6 +8,7 @@
 #include "gguf.h"
 
 #include <jansson.h>
+#include <float.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -71,9 +72,14 @@ static int get_positive(struct reader *r, json_t *obj, const char *objname, cons
         *out = def;
         return 0;
     }
-    if (!json_is_number(v) || !(json_number_value(v) > 0) || !isfinite(json_number_value(v))) {
-        folio_set_err(r->err, r->errlen, "%s: field \"%s%s%s\" must be a positive number", r->path,
-                      objname, *objname ? "." : "", key);
+    /* Kept as a float: a value outside float's normal range would become
+     * infinity or 0 (and the conversion of a double beyond FLT_MAX is
+     * undefined), so it is refused here with the range. */
+    if (!json_is_number(v) || !(json_number_value(v) >= FLT_MIN) ||
+        !(json_number_value(v) <= FLT_MAX)) {
+        folio_set_err(r->err, r->errlen,
+                      "%s: field \"%s%s%s\" must be a positive number between %g and %g", r->path,
+                      objname, *objname ? "." : "", key, (double)FLT_MIN, (double)FLT_MAX);
         return -1;
     }
     *out = (float)json_number_value(v);

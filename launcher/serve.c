@@ -303,10 +303,8 @@ static int child_drain_seconds(double drain)
 
 /* The ctl URL the scheduler listens on: its default in the run directory
  * (folio serve passes it no --ctl-url). */
-static void scheduler_ctl_url(const struct serve_options *o, const char *run_dir, char *out,
-                              size_t len)
+static void scheduler_ctl_url(const char *run_dir, char *out, size_t len)
 {
-    (void)o;
     snprintf(out, len, "ipc://%s/scheduler-ctl.ipc", run_dir);
 }
 
@@ -415,7 +413,7 @@ int folio_serve_main(int argc, char **argv)
     }
 
     char ctl_url[PATH_MAX + 32], werr[256];
-    scheduler_ctl_url(&o, run_dir, ctl_url, sizeof ctl_url);
+    scheduler_ctl_url(run_dir, ctl_url, sizeof ctl_url);
     struct folio_sched_watch *watch = NULL;
     if (folio_sched_watch_start(ctl_url, &watch, werr, sizeof werr) != 0)
         logf_("no heartbeat on the scheduler: %s", werr);

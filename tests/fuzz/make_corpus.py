@@ -3,12 +3,13 @@
 
 The seeds are small valid (and a few nearly valid) inputs from which libFuzzer
 mutates: request bodies, configs, safetensors files, step records, templates and
-texts. The output is committed; run this again after changing it (it clears the
-folders it writes). The chat template target also reads tests/fixtures/chat_templates.
+texts. The output is committed; run this again after changing it. It writes its
+named seeds only: the inputs bench/fuzz_deep.sh merged in beside them (named by
+their SHA-1, each one adding coverage) stay. The chat template target also reads
+tests/fixtures/chat_templates.
 """
 import json
 import os
-import shutil
 import struct
 import sys
 
@@ -338,9 +339,6 @@ def gguf():
 
 
 def main():
-    for t in os.listdir(CORPUS) if os.path.isdir(CORPUS) else []:
-        if t.startswith("fuzz_"):
-            shutil.rmtree(os.path.join(CORPUS, t))
     tokenizer()
     openai_request()
     safetensors()
