@@ -16,6 +16,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "sampling_params.h"
+
 #define FOLIO_VERSION "0.1.0"
 
 /* ---- step plan ---------------------------------------------------------- */
@@ -33,14 +35,19 @@ struct folio_plan_seq {
     int32_t top_k;
     int32_t num_logprobs;
     uint64_t seed;
+    int32_t num_bias;    /* logit bias entries of this sequence (only when it samples) */
+    int32_t bias_offset; /* its first entry in the plan's bias array */
 };
 
-/* Layout: header, seqs[num_seqs], token_ids[num_tokens], block_ids[sum num_blocks]. */
+/* Layout: header, seqs[num_seqs], token_ids[num_tokens], block_ids[sum num_blocks],
+ * bias[num_bias] (struct folio_logit_bias, common/sampling_params.h). */
 struct folio_plan_header {
     uint32_t magic; /* FOLIO_PLAN_MAGIC */
     int32_t num_seqs;
     int32_t num_tokens;
     int32_t num_block_ids;
+    int32_t num_bias;
+    int32_t reserved; /* 0; keeps the header a multiple of 8 bytes */
     uint64_t step_id;
     uint64_t plan_unix_ns; /* when the scheduler wrote it: IPC timing */
 };
@@ -52,9 +59,11 @@ struct folio_plan_view {
     const struct folio_plan_seq *seqs;
     const int32_t *token_ids;
     const int32_t *block_ids;
+    const struct folio_logit_bias *bias;
 };
 
-size_t folio_plan_size(int32_t num_seqs, int32_t num_tokens, int32_t num_block_ids);
+size_t folio_plan_size(int32_t num_seqs, int32_t num_tokens, int32_t num_block_ids,
+                       int32_t num_bias);
 /* Checks magic, counts and that every array lies inside len bytes, and that
  * the per-sequence counts add up. */
 int folio_plan_decode(const void *rec, size_t len, struct folio_plan_view *v, char *err,
@@ -76,7 +85,7 @@ struct folio_result_header {
     int32_t num_top;
     int32_t status; /* 0, or -1: the step failed; message follows the arrays */
     uint64_t step_id;
-    uint64_t backend_ns; /* time inside launch+collect */
+    uint64_t backend_ns;   /* time inside launch+collect */
     uint64_t plan_unix_ns; /* echoed from the plan */
 };
 #define FOLIO_RESULT_MAGIC 0x52534c54u /* "RSLT" */

@@ -261,7 +261,7 @@ static void fill_lp(const struct folio_tokenizer *t, struct folio_oai_token_logp
     uint32_t n = v->hdr->num_top;
     if (n > (uint32_t)want_top)
         n = (uint32_t)want_top;
-    for (uint32_t k = 0; k < n && k < FOLIO_OAI_MAX_LOGPROBS; k++) {
+    for (uint32_t k = 0; k < n && k < FOLIO_MAX_LOGPROBS; k++) {
         const int32_t *id = &v->top_ids[(size_t)i * v->hdr->num_top + k];
         char *s = folio_tokenizer_decode(t, id, 1, false, &len);
         lp->top[k].text = s ? s : strdup("");

@@ -331,12 +331,12 @@ static int parse_fields(json_t *root, struct folio_oai_request *r, struct folio_
         bool want = false;
         int32_t top = 0;
         if (get_bool(root, "logprobs", &want, e) ||
-            get_int(root, "top_logprobs", 0, FOLIO_OAI_MAX_LOGPROBS, &top, e))
+            get_int(root, "top_logprobs", 0, FOLIO_MAX_LOGPROBS, &top, e))
             return -1;
         if (top > 0 && !want)
             return fail(e, 400, "top_logprobs", "'top_logprobs' needs 'logprobs': true");
         r->logprobs = want ? top : -1;
-    } else if (get_int(root, "logprobs", 0, FOLIO_OAI_MAX_LOGPROBS, &r->logprobs, e)) {
+    } else if (get_int(root, "logprobs", 0, FOLIO_MAX_LOGPROBS, &r->logprobs, e)) {
         return -1;
     }
     return 0;

@@ -11,13 +11,13 @@
 #include <stdint.h>
 
 #include "json_writer.h"
+#include "sampling_params.h"
 
 enum folio_oai_endpoint {
     FOLIO_OAI_COMPLETIONS,
     FOLIO_OAI_CHAT,
 };
 
-#define FOLIO_OAI_MAX_LOGPROBS 20 /* vLLM's default max_logprobs */
 #define FOLIO_OAI_MAX_STOPS 64
 
 /* What went wrong, ready to send: status 400/404/..., a message naming the
@@ -104,7 +104,7 @@ struct folio_oai_token_logprob {
     size_t len;
     float logprob;
     uint32_t num_top;
-    struct folio_oai_top top[FOLIO_OAI_MAX_LOGPROBS];
+    struct folio_oai_top top[FOLIO_MAX_LOGPROBS];
 };
 
 /* What every chunk and response of one request shares. */

@@ -1,5 +1,6 @@
 #include "policy.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -32,7 +33,9 @@ struct seq {
     int min_tokens;
     bool ignore_eos;
     int num_stop_ids;
-    int32_t stop_ids[FOLIO_POLICY_MAX_STOP_IDS];
+    int32_t *stop_ids;
+    int num_bias;
+    struct folio_logit_bias *bias;
     struct seq *hnext;               /* request-id map chain */
     struct seq *all_prev, *all_next; /* every live sequence */
 };
@@ -195,14 +198,16 @@ static void seq_free(struct folio_policy *p, struct seq *s)
         s->all_next->all_prev = s->all_prev;
     free(s->tokens);
     free(s->blocks);
+    free(s->stop_ids);
+    free(s->bias);
     free(s);
 }
 
 /* Registers the sequence's full blocks whose tokens are all known and whose
  * KV is written or being written by a planned step. */
-static void seq_cache_full_blocks(struct folio_policy *p, struct seq *s)
+static void seq_cache_blocks_upto(struct folio_policy *p, struct seq *s, int computed)
 {
-    int limit = s->num_computed < s->num_tokens ? s->num_computed : s->num_tokens;
+    int limit = computed < s->num_tokens ? computed : s->num_tokens;
     int full = limit / FOLIO_BLOCK_TOKENS;
     if (full > s->num_blocks)
         full = s->num_blocks;
@@ -212,6 +217,11 @@ static void seq_cache_full_blocks(struct folio_policy *p, struct seq *s)
         folio_bm_register(p->bm, s->blocks[s->num_hashed], h, s->last_hash, t);
         s->last_hash = h;
     }
+}
+
+static void seq_cache_full_blocks(struct folio_policy *p, struct seq *s)
+{
+    seq_cache_blocks_upto(p, s, s->num_computed);
 }
 
 /* Grows the block table to cover `tokens` tokens; false when the pool is dry
@@ -298,8 +308,8 @@ int folio_policy_create(const struct folio_policy_config *cfg, folio_emit_fn emi
     p->scratch_blocks = calloc((size_t)p->max_blocks_per_seq, sizeof *p->scratch_blocks);
     p->plan_cap = folio_policy_max_plan_bytes(p);
     p->plan_buf = malloc(p->plan_cap);
-    p->ev_top_ids = calloc(FOLIO_POLICY_MAX_LOGPROBS, sizeof(int32_t));
-    p->ev_top_lps = calloc(FOLIO_POLICY_MAX_LOGPROBS, sizeof(float));
+    p->ev_top_ids = calloc(FOLIO_MAX_LOGPROBS, sizeof(int32_t));
+    p->ev_top_lps = calloc(FOLIO_MAX_LOGPROBS, sizeof(float));
     bool ok = p->bm && p->map && p->waiting && p->running && p->free_slots && p->scratch &&
               p->plan_buf && p->ev_top_ids && p->ev_top_lps;
     for (int i = 0; i < FOLIO_POLICY_MAX_INFLIGHT; i++)
@@ -339,40 +349,84 @@ void folio_policy_destroy(struct folio_policy *p)
     free(p);
 }
 
+/* The most logit bias entries one sequence brings to a plan. */
+static int seq_max_bias(const struct folio_policy *p)
+{
+    return FOLIO_MAX_LOGIT_BIAS + FOLIO_MAX_STOP_TOKEN_IDS + p->cfg.num_eos_ids;
+}
+
 size_t folio_policy_max_plan_bytes(const struct folio_policy *p)
 {
     int per_seq = p->max_blocks_per_seq;
     if (per_seq > p->cfg.num_kv_blocks)
         per_seq = p->cfg.num_kv_blocks;
     return folio_plan_size(p->cfg.max_num_seqs, p->cfg.max_num_batched_tokens,
-                           p->cfg.max_num_seqs * per_seq);
+                           p->cfg.max_num_seqs * per_seq, p->cfg.max_num_seqs * seq_max_bias(p));
 }
 
 /* ---- submit / abort ----------------------------------------------------- */
 
-void folio_policy_submit(struct folio_policy *p, const struct folio_request *r)
+/* 0, or -1 with what makes the request invalid on its own (a 400). */
+static int request_invalid(const struct folio_policy *p, const struct folio_request *r, char *msg,
+                           size_t len)
 {
-    char msg[256];
     int room = p->cfg.max_model_len - 1;
     if (r->num_prompt <= 0 || r->num_prompt > room) {
-        snprintf(msg, sizeof msg,
+        snprintf(msg, len,
                  r->num_prompt <= 0
                      ? "the prompt is empty"
                      : "the prompt has %d tokens; this model takes at most %d (with room for "
                        "one generated token)",
                  r->num_prompt, room);
-        p->st.requests_rejected++;
-        emit_simple(p, NULL, r->request_id, r->frontend_id, FOLIO_FINISH_REJECTED, 400, 0, msg);
-        return;
+        return -1;
     }
     for (int i = 0; i < r->num_prompt; i++) {
         if (r->prompt[i] < 0 || r->prompt[i] >= p->cfg.vocab_size) {
-            snprintf(msg, sizeof msg, "prompt token %d is id %d, outside the vocabulary [0, %d)", i,
+            snprintf(msg, len, "prompt token %d is id %d, outside the vocabulary [0, %d)", i,
                      r->prompt[i], p->cfg.vocab_size);
-            p->st.requests_rejected++;
-            emit_simple(p, NULL, r->request_id, r->frontend_id, FOLIO_FINISH_REJECTED, 400, 0, msg);
-            return;
+            return -1;
         }
+    }
+    if (r->num_stop_ids > FOLIO_MAX_STOP_TOKEN_IDS || r->num_stop_ids < 0) {
+        snprintf(msg, len, "'stop_token_ids' has %d entries; at most %d are allowed",
+                 r->num_stop_ids, FOLIO_MAX_STOP_TOKEN_IDS);
+        return -1;
+    }
+    if (r->num_logit_bias > FOLIO_MAX_LOGIT_BIAS || r->num_logit_bias < 0) {
+        snprintf(msg, len, "'logit_bias' has %d entries; at most %d are allowed", r->num_logit_bias,
+                 FOLIO_MAX_LOGIT_BIAS);
+        return -1;
+    }
+    return folio_logit_bias_check(r->logit_bias, r->num_logit_bias, p->cfg.vocab_size, msg, len);
+}
+
+/* The request's stop ids and logit bias, copied into s. */
+static bool seq_copy_lists(struct seq *s, const struct folio_request *r)
+{
+    if (r->num_stop_ids > 0) {
+        s->stop_ids = malloc((size_t)r->num_stop_ids * sizeof *s->stop_ids);
+        if (!s->stop_ids)
+            return false;
+        memcpy(s->stop_ids, r->stop_ids, (size_t)r->num_stop_ids * sizeof *s->stop_ids);
+        s->num_stop_ids = r->num_stop_ids;
+    }
+    if (r->num_logit_bias > 0) {
+        s->bias = malloc((size_t)r->num_logit_bias * sizeof *s->bias);
+        if (!s->bias)
+            return false;
+        memcpy(s->bias, r->logit_bias, (size_t)r->num_logit_bias * sizeof *s->bias);
+        s->num_bias = r->num_logit_bias;
+    }
+    return true;
+}
+
+void folio_policy_submit(struct folio_policy *p, const struct folio_request *r)
+{
+    char msg[256];
+    if (request_invalid(p, r, msg, sizeof msg) != 0) {
+        p->st.requests_rejected++;
+        emit_simple(p, NULL, r->request_id, r->frontend_id, FOLIO_FINISH_REJECTED, 400, 0, msg);
+        return;
     }
     if (map_find(p, r->request_id)) {
         snprintf(msg, sizeof msg, "request id %016llx is already in use",
@@ -400,10 +454,12 @@ void folio_policy_submit(struct folio_policy *p, const struct folio_request *r)
         s->cap_blocks = p->max_blocks_per_seq;
         s->blocks = malloc((size_t)s->cap_blocks * sizeof *s->blocks);
     }
-    if (!s || !s->tokens || !s->blocks) {
+    if (!s || !s->tokens || !s->blocks || !seq_copy_lists(s, r)) {
         if (s) {
             free(s->tokens);
             free(s->blocks);
+            free(s->stop_ids);
+            free(s->bias);
         }
         free(s);
         p->st.requests_rejected++;
@@ -425,18 +481,14 @@ void folio_policy_submit(struct folio_policy *p, const struct folio_request *r)
     s->sampling.request_id = r->request_id;
     if (!r->has_seed)
         s->sampling.seed = folio_splitmix64(p->seed_counter++);
-    if (s->sampling.num_logprobs > FOLIO_POLICY_MAX_LOGPROBS)
-        s->sampling.num_logprobs = FOLIO_POLICY_MAX_LOGPROBS;
+    if (s->sampling.num_logprobs > FOLIO_MAX_LOGPROBS)
+        s->sampling.num_logprobs = FOLIO_MAX_LOGPROBS;
     if (s->sampling.num_logprobs < 0)
         s->sampling.num_logprobs = 0;
     if (!(s->sampling.repetition_penalty > 0))
         s->sampling.repetition_penalty = 1; /* unset (0) means off, as in Submit */
     s->min_tokens = r->min_tokens;
     s->ignore_eos = r->ignore_eos;
-    s->num_stop_ids =
-        r->num_stop_ids < FOLIO_POLICY_MAX_STOP_IDS ? r->num_stop_ids : FOLIO_POLICY_MAX_STOP_IDS;
-    if (s->num_stop_ids > 0)
-        memcpy(s->stop_ids, r->stop_ids, (size_t)s->num_stop_ids * sizeof *s->stop_ids);
     size_t h = map_index(p, s->request_id);
     s->hnext = p->map[h];
     p->map[h] = s;
@@ -518,6 +570,11 @@ static void schedule(struct folio_policy *p, struct seq *s, int n)
     int length = s->num_prompt + s->num_outputs;
     bool sample = s->num_computed + n == length;
     p->scratch[p->num_scratch++] = (struct step_entry){.seq = s, .num_new = n, .sample = sample};
+    /* Offered to the prefix cache at once: a request with the same prompt
+     * admitted later in this very step (the n samples of one request are
+     * submitted side by side) shares these blocks, since a step writes every
+     * sequence's KV of a layer before any attention of that layer reads it. */
+    seq_cache_blocks_upto(p, s, s->num_computed + n);
 }
 
 /* The logical length of a sequence: its prompt and every output sampled or
@@ -671,25 +728,51 @@ static int plan_admissions(struct folio_policy *p, int budget)
     return budget;
 }
 
+/* The logit bias of a sequence's sampling entry, into out (NULL: only
+ * counted): the client's, then, while fewer than min_tokens outputs exist,
+ * a ban on EOS (unless ignored) and on every stop token id, so that they
+ * cannot be sampled (vLLM's min_tokens). */
+static int seq_plan_bias(const struct folio_policy *p, const struct seq *s,
+                         struct folio_logit_bias *out)
+{
+    int n = 0;
+    for (int i = 0; i < s->num_bias; i++, n++)
+        if (out)
+            out[n] = s->bias[i];
+    if (s->num_outputs >= s->min_tokens)
+        return n;
+    for (int i = 0; !s->ignore_eos && i < p->cfg.num_eos_ids; i++, n++)
+        if (out)
+            out[n] = (struct folio_logit_bias){p->cfg.eos_ids[i], -INFINITY};
+    for (int i = 0; i < s->num_stop_ids; i++, n++)
+        if (out)
+            out[n] = (struct folio_logit_bias){s->stop_ids[i], -INFINITY};
+    return n;
+}
+
 static void encode_plan(struct folio_policy *p, uint64_t step_id, uint64_t plan_unix_ns,
                         size_t *len)
 {
-    int num_tokens = 0, num_block_ids = 0;
+    int num_tokens = 0, num_block_ids = 0, num_bias = 0;
     for (int i = 0; i < p->num_scratch; i++) {
         const struct step_entry *e = &p->scratch[i];
         num_tokens += e->num_new;
         num_block_ids += ceil_blocks(e->seq->num_computed + e->num_new);
+        num_bias += e->sample ? seq_plan_bias(p, e->seq, NULL) : 0;
     }
     struct folio_plan_header *h = (struct folio_plan_header *)p->plan_buf;
     *h = (struct folio_plan_header){.magic = FOLIO_PLAN_MAGIC,
                                     .num_seqs = p->num_scratch,
                                     .num_tokens = num_tokens,
                                     .num_block_ids = num_block_ids,
+                                    .num_bias = num_bias,
                                     .step_id = step_id,
                                     .plan_unix_ns = plan_unix_ns};
     struct folio_plan_seq *out = (struct folio_plan_seq *)(h + 1);
     int32_t *tok = (int32_t *)(out + p->num_scratch);
     int32_t *blk = tok + num_tokens;
+    struct folio_logit_bias *bias = (struct folio_logit_bias *)(blk + num_block_ids);
+    int bias_at = 0;
     for (int i = 0; i < p->num_scratch; i++) {
         const struct step_entry *e = &p->scratch[i];
         struct seq *s = e->seq;
@@ -702,13 +785,16 @@ static void encode_plan(struct folio_policy *p, uint64_t step_id, uint64_t plan_
         o->num_blocks = ceil_blocks(context);
         o->output_index = s->num_outputs;
         o->sample = e->sample;
+        o->bias_offset = bias_at;
+        o->num_bias = e->sample ? seq_plan_bias(p, s, bias + bias_at) : 0;
+        bias_at += o->num_bias;
         /* A token not known yet is the one this slot's previous step samples. */
         for (int pos = start; pos < context; pos++)
             *tok++ = pos < s->num_tokens ? s->tokens[pos] : FOLIO_PLAN_TOKEN_FROM_PREV;
         memcpy(blk, s->blocks, (size_t)o->num_blocks * sizeof *blk);
         blk += o->num_blocks;
     }
-    *len = folio_plan_size(p->num_scratch, num_tokens, num_block_ids);
+    *len = folio_plan_size(p->num_scratch, num_tokens, num_block_ids, num_bias);
 }
 
 int folio_policy_plan(struct folio_policy *p, uint64_t plan_unix_ns, const void **rec, size_t *len)
@@ -737,6 +823,11 @@ int folio_policy_plan(struct folio_policy *p, uint64_t plan_unix_ns, const void 
     p->num_inflight++;
     for (int i = 0; i < p->num_scratch; i++) {
         struct seq *s = p->scratch[i].seq;
+        if (s->num_computed < s->num_prompt) {
+            int left = s->num_prompt - s->num_computed;
+            p->st.prompt_tokens_computed +=
+                (uint64_t)(p->scratch[i].num_new < left ? p->scratch[i].num_new : left);
+        }
         s->num_computed += p->scratch[i].num_new;
         if (p->scratch[i].sample)
             s->num_outputs++;

@@ -32,10 +32,9 @@
 #include <stdint.h>
 
 #include "ipc_records.h"
+#include "sampling_params.h"
 
 #define FOLIO_POLICY_MAX_INFLIGHT 2
-#define FOLIO_POLICY_MAX_STOP_IDS 32
-#define FOLIO_POLICY_MAX_LOGPROBS 20    /* top logprobs per token, as the worker gives them */
 #define FOLIO_PLAN_TOKEN_FROM_PREV (-1) /* worker/backend.h: FOLIO_TOKEN_FROM_PREV */
 
 struct folio_policy_config {
@@ -64,6 +63,8 @@ struct folio_request {
     const int32_t *stop_ids;
     int num_stop_ids;
     bool ignore_eos;
+    const struct folio_logit_bias *logit_bias;
+    int num_logit_bias;
 };
 
 /* One token event, handed to the emit callback; the arrays live until it returns. */
@@ -95,7 +96,9 @@ struct folio_policy_stats {
     uint64_t steps;
     uint64_t requests_finished, requests_rejected, requests_aborted;
     uint64_t prompt_tokens_total, generation_tokens_total;
-    uint64_t tokens_discarded; /* sampled one step past a stop */
+    uint64_t tokens_discarded;       /* sampled one step past a stop */
+    uint64_t prompt_tokens_computed; /* prompt tokens the worker ran (prefill work, recomputes
+                                        included; prefix-cache hits excluded) */
 };
 
 struct folio_policy;

@@ -19,23 +19,10 @@
 #include <stdint.h>
 
 #include "model.h"
+#include "sampling_params.h"
 
 #define FOLIO_KV_BLOCK_SIZE 16
 #define FOLIO_TOKEN_FROM_PREV (-1)
-#define FOLIO_MAX_LOGPROBS 20
-
-struct folio_sampling_params {
-    float temperature;        /* 0: greedy */
-    int32_t top_k;            /* <= 0: off */
-    float top_p;              /* 1: off */
-    float min_p;              /* 0: off */
-    float repetition_penalty; /* 1: off */
-    float frequency_penalty;  /* 0: off */
-    float presence_penalty;   /* 0: off */
-    uint64_t seed;            /* per request; the scheduler draws one when the client gave none */
-    int32_t num_logprobs;     /* top-N logprobs to return, 0..FOLIO_MAX_LOGPROBS */
-};
-
 struct folio_step_seq {
     int32_t slot;               /* the sequence's slot, stable while it runs: [0, max_seqs) */
     int32_t num_new_tokens;     /* a prefill chunk, or 1 for a decode token */
@@ -45,6 +32,8 @@ struct folio_step_seq {
     bool sample;                /* false for a prefill chunk that does not end the prompt */
     int32_t output_index;       /* tokens sampled so far for this sequence: the RNG's counter */
     struct folio_sampling_params sampling;
+    int32_t num_bias;                    /* logit bias entries, applied when it samples */
+    const struct folio_logit_bias *bias; /* [num_bias]; NULL when 0 */
 };
 
 struct folio_step_batch {

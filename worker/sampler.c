@@ -24,6 +24,7 @@ struct folio_sampler {
     float *penalized;           /* logits after the penalties */
     int32_t *counts;            /* per token: occurrences in the output; 0 between calls */
     unsigned char *seen;        /* per token: in the prompt or output; 0 between calls */
+    float *biased;              /* logits plus a logit bias */
 };
 
 struct folio_sampler *folio_sampler_new(int32_t vocab_size)
@@ -39,7 +40,8 @@ struct folio_sampler *folio_sampler_new(int32_t vocab_size)
     s->penalized = malloc((size_t)vocab_size * sizeof *s->penalized);
     s->counts = calloc((size_t)vocab_size, sizeof *s->counts);
     s->seen = calloc((size_t)vocab_size, 1);
-    if (!s->scaled || !s->order || !s->penalized || !s->counts || !s->seen) {
+    s->biased = malloc((size_t)vocab_size * sizeof *s->biased);
+    if (!s->scaled || !s->order || !s->penalized || !s->counts || !s->seen || !s->biased) {
         folio_sampler_free(s);
         return NULL;
     }
@@ -55,42 +57,20 @@ void folio_sampler_free(struct folio_sampler *s)
     free(s->penalized);
     free(s->counts);
     free(s->seen);
+    free(s->biased);
     free(s);
 }
 
-int folio_sampling_params_check(const struct folio_sampling_params *p, char *err, size_t errlen)
+const float *folio_sampler_bias(struct folio_sampler *s, const float *logits,
+                                const struct folio_logit_bias *bias, int32_t num_bias)
 {
-    if (!isfinite(p->temperature) || p->temperature < 0) {
-        snprintf(err, errlen, "sampling: temperature %g must be finite and >= 0",
-                 (double)p->temperature);
-        return -1;
-    }
-    if (!(p->top_p > 0 && p->top_p <= 1)) {
-        snprintf(err, errlen, "sampling: top_p %g must be in (0, 1] (1 = off)", (double)p->top_p);
-        return -1;
-    }
-    if (!(p->min_p >= 0 && p->min_p <= 1)) {
-        snprintf(err, errlen, "sampling: min_p %g must be in [0, 1] (0 = off)", (double)p->min_p);
-        return -1;
-    }
-    if (p->num_logprobs < 0 || p->num_logprobs > FOLIO_MAX_LOGPROBS) {
-        snprintf(err, errlen, "sampling: num_logprobs %d must be in [0, %d]", (int)p->num_logprobs,
-                 FOLIO_MAX_LOGPROBS);
-        return -1;
-    }
-    if (!isfinite(p->repetition_penalty) || p->repetition_penalty <= 0) {
-        snprintf(err, errlen, "sampling: repetition_penalty %g must be > 0 (1 = off)",
-                 (double)p->repetition_penalty);
-        return -1;
-    }
-    if (!(p->frequency_penalty >= -2 && p->frequency_penalty <= 2) ||
-        !(p->presence_penalty >= -2 && p->presence_penalty <= 2)) {
-        snprintf(err, errlen,
-                 "sampling: frequency_penalty %g and presence_penalty %g must be in [-2, 2]",
-                 (double)p->frequency_penalty, (double)p->presence_penalty);
-        return -1;
-    }
-    return 0;
+    if (num_bias <= 0)
+        return logits;
+    memcpy(s->biased, logits, (size_t)s->vocab_size * sizeof *logits);
+    for (int32_t i = 0; i < num_bias; i++)
+        if (bias[i].token >= 0 && bias[i].token < s->vocab_size)
+            s->biased[bias[i].token] += bias[i].value;
+    return s->biased;
 }
 
 static int by_value_desc(const void *a, const void *b)

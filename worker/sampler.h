@@ -14,8 +14,9 @@
  * greedy: the argmax, the lowest id among equal logits.
  *
  * Logprobs (the sampled token's and the top-N) are taken from the log-softmax
- * of the raw logits, before temperature and filters, as OpenAI and vLLM report
- * them.
+ * of the logits before temperature, penalties and filters, as OpenAI and vLLM
+ * report them; a logit bias (folio_sampler_bias) is part of those logits, as
+ * on the GPU.
  *
  * Penalties come first, as in vLLM: the repetition penalty over every token
  * of the prompt and output, then the frequency and presence penalties over
@@ -50,8 +51,12 @@ struct folio_sampler;
 struct folio_sampler *folio_sampler_new(int32_t vocab_size);
 void folio_sampler_free(struct folio_sampler *s);
 
-/* 0, or -1 with a message naming the field. */
-int folio_sampling_params_check(const struct folio_sampling_params *p, char *err, size_t errlen);
+/* logits[vocab_size] with a logit bias added (common/sampling_params.h):
+ * logits itself when there is none, else a copy in s's scratch, valid until
+ * the next call with s. Ids outside the vocabulary are skipped (the backend
+ * has checked them). */
+const float *folio_sampler_bias(struct folio_sampler *s, const float *logits,
+                                const struct folio_logit_bias *bias, int32_t num_bias);
 
 /* Samples from logits[vocab_size] (not modified). p must have passed
  * folio_sampling_params_check; history may be NULL when p has no penalties.

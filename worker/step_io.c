@@ -74,6 +74,8 @@ int folio_step_io_batch(struct folio_step_io *io, const struct folio_plan_view *
                          .presence_penalty = p->presence_penalty,
                          .seed = p->seed,
                          .num_logprobs = p->num_logprobs},
+            .num_bias = p->num_bias,
+            .bias = p->num_bias ? v->bias + p->bias_offset : NULL, /* the decoder checked it */
         };
         io->num_logprobs[i] = p->sample ? p->num_logprobs : 0;
         blocks += p->num_blocks; /* the decoder checked the sum */

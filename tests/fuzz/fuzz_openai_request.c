@@ -70,7 +70,7 @@ static void check_request(const struct folio_oai_request *r)
     for (size_t i = 0; i < r->num_stop; i++)
         if (!r->stop[i] || r->stop_len[i] == 0 || strlen(r->stop[i]) != r->stop_len[i])
             fail("stop string empty or of the wrong length", NULL);
-    if (r->logprobs < -1 || r->logprobs > FOLIO_OAI_MAX_LOGPROBS)
+    if (r->logprobs < -1 || r->logprobs > FOLIO_MAX_LOGPROBS)
         fail("logprobs out of range", NULL);
     if (r->max_tokens < -1 || r->min_tokens < 0 ||
         (r->max_tokens >= 0 && r->min_tokens > r->max_tokens))
