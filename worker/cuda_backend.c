@@ -22,6 +22,7 @@
 #include <cuda_runtime_api.h>
 
 #include "backend.h"
+#include "cuda_logit_bias.h"
 #include "folio_kernels.h"
 
 #define MAX_INFLIGHT 2
@@ -198,6 +199,7 @@ struct cuda_backend {
     void *d_sample_split;
     int32_t *d_pen_history;
     int32_t *d_pen_rebuild;
+    struct folio_cuda_bias bias; /* the logit bias of the step being queued */
     int pen_max_ctx;
 
     struct inflight fl[MAX_INFLIGHT];
@@ -984,6 +986,7 @@ static int forward(struct cuda_backend *cb, const struct step_layout *l, int t_r
                       true, err, errlen) != 0)
             return -1;
     }
+    CUDA_CHECK(folio_cuda_bias_apply(&cb->bias, cb->d_logits, cb->vocab, s));
     CUDA_CHECK(folio_k_sample(
         cb->d_logits, n_sample, cb->vocab, params, (int32_t *)(cb->d_meta + l->out_tokens),
         (float *)(cb->d_meta + l->out_logprobs), (int32_t *)(cb->d_meta + l->out_top_ids),
@@ -1087,6 +1090,8 @@ static int validate_batch(const struct cuda_backend *cb, const struct folio_step
         }
         sum += q->num_new_tokens;
     }
+    if (folio_cuda_bias_check(batch, cb->vocab, err, errlen) != 0)
+        return -1;
     if (sum != batch->num_tokens) {
         snprintf(err, errlen, "step: num_tokens %d but the sequences bring %d", batch->num_tokens,
                  sum);
@@ -1223,7 +1228,7 @@ static int cuda_launch(struct folio_backend *b, const struct folio_step_batch *b
     bool decode_only = batch->num_tokens == batch->num_seqs;
     int bucket = graph_bucket(batch->num_seqs);
     bool use_graph = cb->graphs_enabled && decode_only && bucket <= cb->base.max_seqs &&
-                     bucket <= cb->base.max_num_tokens;
+                     bucket <= cb->base.max_num_tokens && !folio_cuda_bias_in_batch(batch);
     int t_rows = use_graph ? bucket : batch->num_tokens;
     int s_rows = use_graph ? bucket : batch->num_seqs;
     struct step_layout l;
@@ -1241,6 +1246,8 @@ static int cuda_launch(struct folio_backend *b, const struct folio_step_batch *b
     CUDA_CHECK(cudaEventRecord(fl->uploaded, cb->upload));
     CUDA_CHECK(cudaStreamWaitEvent(cb->stream, fl->uploaded, 0));
     cb->d_meta = fl->d_step;
+    if (folio_cuda_bias_upload(&cb->bias, batch, fl->seq_row, cb->stream, err, errlen) != 0)
+        return -1;
     if (use_graph) {
         if (run_decode_graph(cb, bucket, slot, &l, err, errlen) != 0)
             return -1;
@@ -1372,6 +1379,7 @@ static void cuda_destroy(struct folio_backend *b)
     }
     for (int i = 0; i < cb->num_weight_blocks; i++)
         cudaFree(cb->weight_blocks[i]);
+    folio_cuda_bias_free(&cb->bias);
     void *bufs[] = {cb->kv_pool,        cb->res,
                     cb->normed,         cb->qkv,
                     cb->attn_out,       cb->proj_out,
