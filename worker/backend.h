@@ -50,7 +50,8 @@ struct folio_step_result {
     int32_t *top_ids;    /* [num_seqs * FOLIO_MAX_LOGPROBS], -1 padded */
     float *top_logprobs; /* [num_seqs * FOLIO_MAX_LOGPROBS] */
     float *logits;       /* optional, NULL to skip: [num_sampling_seqs * vocab]
-                            raw final logits of each sampling sequence, in order;
+                            final logits of each sampling sequence, in order, with
+                            its logit bias added (nothing else);
                             tests compare them with the references */
 };
 

@@ -509,11 +509,11 @@ static int cpu_launch(struct folio_backend *base, const struct folio_step_batch 
         struct folio_sample_result r;
         const struct slot_history *sh = &b->history[s->slot];
         struct folio_token_history h = {sh->ids, sh->len, s->output_index};
-        struct folio_sampler *smp = b->samplers[omp_get_thread_num()];
-        const float *logits =
-            folio_sampler_bias(smp, out->logits + (size_t)j * c->vocab_size, s->bias, s->num_bias);
-        b->sample_status[j] = folio_sample(smp, logits, &s->sampling, (uint32_t)s->output_index, &h,
-                                           &r, b->sample_err[j], sizeof b->sample_err[j]);
+        float *logits = out->logits + (size_t)j * c->vocab_size;
+        folio_logits_add_bias(logits, c->vocab_size, s->bias, s->num_bias);
+        b->sample_status[j] = folio_sample(b->samplers[omp_get_thread_num()], logits, &s->sampling,
+                                           (uint32_t)s->output_index, &h, &r, b->sample_err[j],
+                                           sizeof b->sample_err[j]);
         if (b->sample_status[j] == 0) {
             out->token_ids[i] = r.token;
             out->logprobs[i] = r.logprob;

@@ -24,7 +24,6 @@ struct folio_sampler {
     float *penalized;           /* logits after the penalties */
     int32_t *counts;            /* per token: occurrences in the output; 0 between calls */
     unsigned char *seen;        /* per token: in the prompt or output; 0 between calls */
-    float *biased;              /* logits plus a logit bias */
 };
 
 struct folio_sampler *folio_sampler_new(int32_t vocab_size)
@@ -40,8 +39,7 @@ struct folio_sampler *folio_sampler_new(int32_t vocab_size)
     s->penalized = malloc((size_t)vocab_size * sizeof *s->penalized);
     s->counts = calloc((size_t)vocab_size, sizeof *s->counts);
     s->seen = calloc((size_t)vocab_size, 1);
-    s->biased = malloc((size_t)vocab_size * sizeof *s->biased);
-    if (!s->scaled || !s->order || !s->penalized || !s->counts || !s->seen || !s->biased) {
+    if (!s->scaled || !s->order || !s->penalized || !s->counts || !s->seen) {
         folio_sampler_free(s);
         return NULL;
     }
@@ -57,20 +55,15 @@ void folio_sampler_free(struct folio_sampler *s)
     free(s->penalized);
     free(s->counts);
     free(s->seen);
-    free(s->biased);
     free(s);
 }
 
-const float *folio_sampler_bias(struct folio_sampler *s, const float *logits,
-                                const struct folio_logit_bias *bias, int32_t num_bias)
+void folio_logits_add_bias(float *logits, int32_t vocab, const struct folio_logit_bias *bias,
+                           int32_t num_bias)
 {
-    if (num_bias <= 0)
-        return logits;
-    memcpy(s->biased, logits, (size_t)s->vocab_size * sizeof *logits);
     for (int32_t i = 0; i < num_bias; i++)
-        if (bias[i].token >= 0 && bias[i].token < s->vocab_size)
-            s->biased[bias[i].token] += bias[i].value;
-    return s->biased;
+        if (bias[i].token >= 0 && bias[i].token < vocab)
+            logits[bias[i].token] += bias[i].value;
 }
 
 static int by_value_desc(const void *a, const void *b)

@@ -15,8 +15,8 @@
  *
  * Logprobs (the sampled token's and the top-N) are taken from the log-softmax
  * of the logits before temperature, penalties and filters, as OpenAI and vLLM
- * report them; a logit bias (folio_sampler_bias) is part of those logits, as
- * on the GPU.
+ * report them; a logit bias (folio_logits_add_bias) is part of those logits,
+ * as on the GPU.
  *
  * Penalties come first, as in vLLM: the repetition penalty over every token
  * of the prompt and output, then the frequency and presence penalties over
@@ -51,12 +51,12 @@ struct folio_sampler;
 struct folio_sampler *folio_sampler_new(int32_t vocab_size);
 void folio_sampler_free(struct folio_sampler *s);
 
-/* logits[vocab_size] with a logit bias added (common/sampling_params.h):
- * logits itself when there is none, else a copy in s's scratch, valid until
- * the next call with s. Ids outside the vocabulary are skipped (the backend
- * has checked them). */
-const float *folio_sampler_bias(struct folio_sampler *s, const float *logits,
-                                const struct folio_logit_bias *bias, int32_t num_bias);
+/* Adds a logit bias (common/sampling_params.h) to logits[vocab] in place, as
+ * the CUDA backend does to its LM-head output: the bias is part of the logits
+ * that the sampler, the logprobs and a step's reported logits see. Ids
+ * outside the vocabulary are skipped (the backend has checked them). */
+void folio_logits_add_bias(float *logits, int32_t vocab, const struct folio_logit_bias *bias,
+                           int32_t num_bias);
 
 /* Samples from logits[vocab_size] (not modified). p must have passed
  * folio_sampling_params_check; history may be NULL when p has no penalties.
