@@ -103,7 +103,7 @@ static long long prefill_work(int prompt_len, int n, int budget)
     char err[512];
     if (folio_policy_create(&cfg, on_event, &r, &r.policy, err, sizeof err) != 0 ||
         folio_sim_backend_create(&bo, &so, &r.worker, err, sizeof err) != 0 ||
-        folio_step_io_init(&r.io, MAX_SEQS, err, sizeof err) != 0) {
+        folio_step_io_init(&r.io, MAX_SEQS, budget, err, sizeof err) != 0) {
         fprintf(stderr, "%s\n", err);
         exit(1);
     }

@@ -26,6 +26,12 @@ struct folio_choice {
     size_t num_lps, cap_lps;
     size_t text_base;   /* bytes of echoed prompt before the completion */
     const char *finish; /* "stop" or "length" once finished, else NULL */
+    /* echo with logprobs, streaming: the echo chunk waits for the prompt's
+     * logprobs (the first token's null, then one per further token). */
+    const char *echo_text; /* borrowed from the request; NULL once written */
+    size_t echo_len;
+    struct folio_oai_token_logprob *echo_lps;
+    size_t num_echo_lps, want_echo_lps;
 };
 
 int folio_choice_init(struct folio_choice *c, const struct folio_tokenizer *t,
@@ -34,9 +40,18 @@ int folio_choice_init(struct folio_choice *c, const struct folio_tokenizer *t,
 void folio_choice_free(struct folio_choice *c);
 
 /* echo: the prompt's text leads the choice's text (a chunk of its own when
- * streaming, into out). */
-void folio_choice_echo(struct folio_choice *c, const struct folio_oai_request *r, const char *text,
-                       size_t len, struct folio_jw *out);
+ * streaming, into out). With logprobs, the prompt's tokens lead its logprobs:
+ * the first one's null (nothing precedes it), the others' as the scheduler
+ * sends them (folio_choice_prompt_lps); a streamed echo waits for them. text
+ * must outlive the choice. */
+int folio_choice_echo(struct folio_choice *c, const struct folio_tokenizer *t,
+                      const struct folio_oai_request *r, const char *text, size_t len,
+                      const int32_t *prompt_ids, size_t num_prompt_ids, struct folio_jw *out);
+
+/* An event's prompt logprobs (echo with logprobs). */
+void folio_choice_prompt_lps(struct folio_choice *c, const struct folio_tokenizer *t,
+                             const struct folio_oai_request *r, const struct folio_event_view *v,
+                             struct folio_jw *out);
 
 /* What a token event did to the choice. */
 enum folio_choice_step {

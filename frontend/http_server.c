@@ -53,6 +53,8 @@ struct gen_req {
     uint32_t *prompt_tokens, *cached_tokens; /* per prompt */
     char **echo;                             /* per prompt: its text, when echo */
     size_t *echo_len;
+    int32_t **echo_ids; /* per prompt: its token ids, when echo */
+    size_t *echo_num_ids;
     double t_arrival, t_first, t_last;
 };
 
@@ -225,7 +227,9 @@ static void start_stream(struct gen_req *g)
         if (g->oai.endpoint == FOLIO_OAI_CHAT)
             folio_oai_write_chunk(&g->pending, &c->rctx, true, "", 0, NULL, NULL, 0, 0, NULL);
         else if (g->echo)
-            folio_choice_echo(c, &g->oai, g->echo[c->prompt], g->echo_len[c->prompt], &g->pending);
+            folio_choice_echo(c, g->srv->cfg->tokenizer, &g->oai, g->echo[c->prompt],
+                              g->echo_len[c->prompt], g->echo_ids[c->prompt],
+                              g->echo_num_ids[c->prompt], &g->pending);
     }
 }
 
@@ -343,6 +347,8 @@ static void handle_event(struct gen_req *g, uint32_t k, const struct folio_event
         g->cached_tokens[c->prompt] = h->cached_tokens;
     if (g->oai.stream && !g->started)
         start_stream(g);
+    if (h->num_prompt_lp)
+        folio_choice_prompt_lps(c, s->cfg->tokenizer, &g->oai, v, &g->pending);
     struct folio_oai_usage usage = request_usage(g);
     uint32_t used = 0;
     enum folio_choice_step step =
@@ -451,10 +457,14 @@ static void gen_req_free(struct gen_req *g)
     for (uint32_t k = 0; k < g->num_choices; k++)
         folio_choice_free(&g->choices[k]);
     free(g->choices);
-    for (uint32_t i = 0; g->echo && i < g->num_prompts; i++)
+    for (uint32_t i = 0; g->echo && i < g->num_prompts; i++) {
         free(g->echo[i]);
+        free(g->echo_ids[i]);
+    }
     free(g->echo);
     free(g->echo_len);
+    free(g->echo_ids);
+    free(g->echo_num_ids);
     free(g->prompt_tokens);
     free(g->cached_tokens);
     folio_oai_request_free(&g->oai);
@@ -610,6 +620,8 @@ static int gen_req_alloc(struct server *s, struct gen_req *g, h2o_req_t *req,
     if (g->oai.echo) {
         g->echo = calloc(g->num_prompts, sizeof *g->echo);
         g->echo_len = calloc(g->num_prompts, sizeof *g->echo_len);
+        g->echo_ids = calloc(g->num_prompts, sizeof *g->echo_ids);
+        g->echo_num_ids = calloc(g->num_prompts, sizeof *g->echo_num_ids);
     }
     g->id = ((uint64_t)s->cfg->frontend_id << 48) |
             ((++s->next_seq << CHOICE_BITS) & 0xffffffffffffull);
@@ -623,7 +635,7 @@ static int gen_req_alloc(struct server *s, struct gen_req *g, h2o_req_t *req,
     folio_jw_init(&g->pending);
     folio_jw_init(&g->inflight);
     return g->choices && g->prompt_tokens && g->cached_tokens &&
-                   (!g->oai.echo || (g->echo && g->echo_len))
+                   (!g->oai.echo || (g->echo && g->echo_len && g->echo_ids && g->echo_num_ids))
                ? 0
                : -1;
 }
@@ -643,8 +655,13 @@ static int submit_choices(struct server *s, h2o_req_t *req, struct gen_req *g, i
             send_error(s, req, 500, "out of memory", NULL, 0);
             return -1;
         }
-        if (g->echo && !g->oai.stream)
-            folio_choice_echo(c, &g->oai, g->echo[i], g->echo_len[i], NULL);
+        if (g->echo && !g->oai.stream &&
+            folio_choice_echo(c, s->cfg->tokenizer, &g->oai, g->echo[i], g->echo_len[i], ids[i],
+                              num_ids[i], NULL) != 0) {
+            abort_choices(g);
+            send_error(s, req, 500, "out of memory", NULL, 0);
+            return -1;
+        }
         if (folio_link_submit(s->link, g->id | k, ids[i], num_ids[i], &g->oai, max_tokens[i], j,
                               err, sizeof err) != 0) {
             abort_choices(g);
@@ -706,6 +723,11 @@ static void handle_generate(struct server *s, h2o_req_t *req, enum folio_oai_end
     }
     if (submit_choices(s, req, g, ids, num_ids, max_tokens) != 0)
         goto fail;
+    for (uint32_t i = 0; g->echo && i < g->num_prompts; i++) {
+        g->echo_ids[i] = ids[i]; /* the streamed echo's logprobs name them */
+        g->echo_num_ids[i] = num_ids[i];
+        ids[i] = NULL;
+    }
     folio_log_debug(g->id, "submitted: %u choices, %zu prompt tokens", g->num_choices, total);
     s->metrics.prompt_tokens += total;
     s->metrics.requests_in_flight++;

@@ -290,15 +290,6 @@ static int parse_choices(json_t *root, struct folio_oai_request *r, struct folio
     return 0;
 }
 
-/* Checks that need several fields parsed. */
-static int check_combinations(const struct folio_oai_request *r, struct folio_oai_error *e)
-{
-    if (r->echo && r->logprobs >= 0)
-        return fail(e, 400, "echo",
-                    "'echo' with 'logprobs' (the prompt tokens' logprobs) is not supported yet");
-    return 0;
-}
-
 /* logit_bias: {"token id": bias in [-100, 100]}. */
 static int parse_logit_bias(json_t *root, struct folio_oai_request *r, struct folio_oai_error *e)
 {
@@ -427,7 +418,7 @@ static int parse_fields(json_t *root, struct folio_oai_request *r, struct folio_
     } else if (get_int(root, "logprobs", 0, FOLIO_MAX_LOGPROBS, &r->logprobs, e)) {
         return -1;
     }
-    return check_combinations(r, e);
+    return 0;
 }
 
 int folio_oai_parse_request(enum folio_oai_endpoint ep, const char *body, size_t len,

@@ -526,6 +526,7 @@ int folio_link_submit(struct folio_link *l, uint64_t request_id, const int32_t *
     s.logit_bias_ids = r->logit_bias_ids;
     s.n_logit_bias_values = r->num_logit_bias;
     s.logit_bias_values = r->logit_bias_values;
+    s.prompt_logprobs = r->echo && r->logprobs >= 0;
     s.arrival_unix_ns = folio_unix_ns();
     Folio__Envelope env = FOLIO__ENVELOPE__INIT;
     env.body_case = FOLIO__ENVELOPE__BODY_SUBMIT;

@@ -36,15 +36,22 @@ struct seq {
     int32_t *stop_ids;
     int num_bias;
     struct folio_logit_bias *bias;
-    struct seq *hnext;               /* request-id map chain */
+    bool prompt_logprobs; /* echo with logprobs */
+    int prompt_lp_sent;   /* prompt positions 1..prompt_lp_sent have their logprob sent */
+    struct seq *hnext;    /* request-id map chain */
     struct seq *all_prev, *all_next; /* every live sequence */
 };
 
 struct step_entry {
     struct seq *seq;
+    int start; /* the first new token's position */
     int num_new;
     bool sample;
 };
+
+/* Prompt logprobs go to the frontend in events of at most this many (the
+ * event ring's records stay far below its size). */
+#define PROMPT_LP_PER_EVENT 1024
 
 struct inflight_step {
     uint64_t step_id;
@@ -489,6 +496,7 @@ void folio_policy_submit(struct folio_policy *p, const struct folio_request *r)
         s->sampling.repetition_penalty = 1; /* unset (0) means off, as in Submit */
     s->min_tokens = r->min_tokens;
     s->ignore_eos = r->ignore_eos;
+    s->prompt_logprobs = r->prompt_logprobs;
     size_t h = map_index(p, s->request_id);
     s->hnext = p->map[h];
     p->map[h] = s;
@@ -569,7 +577,8 @@ static void schedule(struct folio_policy *p, struct seq *s, int n)
 {
     int length = s->num_prompt + s->num_outputs;
     bool sample = s->num_computed + n == length;
-    p->scratch[p->num_scratch++] = (struct step_entry){.seq = s, .num_new = n, .sample = sample};
+    p->scratch[p->num_scratch++] =
+        (struct step_entry){.seq = s, .start = s->num_computed, .num_new = n, .sample = sample};
     /* Offered to the prefix cache at once: a request with the same prompt
      * admitted later in this very step (the n samples of one request are
      * submitted side by side) shares these blocks, since a step writes every
@@ -653,7 +662,8 @@ static int match_prefix(struct folio_policy *p, const struct seq *s, int *num_fr
     const struct folio_plan_seq *sp = &s->sampling;
     bool penalized = sp->repetition_penalty != 1.0f || sp->frequency_penalty != 0.0f ||
                      sp->presence_penalty != 0.0f;
-    int max_blocks = penalized ? 0 : (s->num_tokens - 1) / FOLIO_BLOCK_TOKENS;
+    /* Prompt logprobs come from computing every prompt position, too. */
+    int max_blocks = penalized || s->prompt_logprobs ? 0 : (s->num_tokens - 1) / FOLIO_BLOCK_TOKENS;
     uint64_t parent = 0;
     int m = 0;
     *num_free_matched = 0;
@@ -750,6 +760,21 @@ static int seq_plan_bias(const struct folio_policy *p, const struct seq *s,
     return n;
 }
 
+/* Prompt logprobs of a chunk [start, start + n): the logprob of the prompt
+ * token after each position that has one (the last prompt position's is the
+ * first sampled token's). */
+static void plan_prompt_lp(const struct seq *s, int start, int n, struct folio_plan_seq *o)
+{
+    o->num_prompt_lp = 0;
+    o->next_prompt_token = -1;
+    if (!s->prompt_logprobs)
+        return;
+    int end = start + n < s->num_prompt - 1 ? start + n : s->num_prompt - 1;
+    o->num_prompt_lp = end > start ? end - start : 0;
+    if (start + n < s->num_prompt)
+        o->next_prompt_token = s->tokens[start + n];
+}
+
 static void encode_plan(struct folio_policy *p, uint64_t step_id, uint64_t plan_unix_ns,
                         size_t *len)
 {
@@ -788,6 +813,7 @@ static void encode_plan(struct folio_policy *p, uint64_t step_id, uint64_t plan_
         o->bias_offset = bias_at;
         o->num_bias = e->sample ? seq_plan_bias(p, s, bias + bias_at) : 0;
         bias_at += o->num_bias;
+        plan_prompt_lp(s, start, e->num_new, o);
         /* A token not known yet is the one this slot's previous step samples. */
         for (int pos = start; pos < context; pos++)
             *tok++ = pos < s->num_tokens ? s->tokens[pos] : FOLIO_PLAN_TOKEN_FROM_PREV;
@@ -930,6 +956,39 @@ static void seq_take_token(struct folio_policy *p, struct seq *s, const struct f
         seq_cache_full_blocks(p, s);
 }
 
+/* The prompt logprobs a chunk starting at `start` brought: those not sent
+ * yet (a recompute after preemption brings them again) go to the frontend. */
+static void seq_take_prompt_lps(struct folio_policy *p, struct seq *s,
+                                const struct folio_result_view *v, int i, int start)
+{
+    const struct folio_result_seq *r = &v->seqs[i];
+    /* entry e is the logprob of the token at position start + e + 1 */
+    int from = s->prompt_lp_sent - start, n = r->num_prompt_lp;
+    if (from < 0)
+        from = 0;
+    while (from < n) {
+        int k = n - from < PROMPT_LP_PER_EVENT ? n - from : PROMPT_LP_PER_EVENT;
+        size_t e = (size_t)r->prompt_lp_offset + (size_t)from;
+        size_t top = (size_t)r->prompt_top_offset + (size_t)from * (size_t)r->prompt_num_top;
+        struct folio_token_event ev = {
+            .request_id = s->request_id,
+            .frontend_id = s->frontend_id,
+            .num_top = r->prompt_num_top,
+            .prompt_tokens = (uint32_t)s->num_prompt,
+            .completion_tokens = (uint32_t)(s->num_tokens - s->num_prompt),
+            .cached_tokens = (uint32_t)s->cached_tokens,
+            .num_prompt_lp = k,
+            .prompt_ids = v->prompt_ids + e,
+            .prompt_logprobs = v->prompt_logprobs + e,
+            .prompt_top_ids = v->top_ids + top,
+            .prompt_top_logprobs = v->top_logprobs + top,
+        };
+        p->emit(p->emit_ctx, &ev);
+        from += k;
+        s->prompt_lp_sent = start + from;
+    }
+}
+
 int folio_policy_apply_result(struct folio_policy *p, const struct folio_result_view *v, char *err,
                               size_t errlen)
 {
@@ -957,7 +1016,8 @@ int folio_policy_apply_result(struct folio_policy *p, const struct folio_result_
                 seq_free(p, s);
             continue;
         }
-        if (st->entries[i].sample)
+        seq_take_prompt_lps(p, s, v, i, st->entries[i].start);
+        if (st->entries[i].sample && s->state != SEQ_FINISHED)
             seq_take_token(p, s, v, i);
     }
     return 0;

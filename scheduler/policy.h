@@ -65,6 +65,7 @@ struct folio_request {
     bool ignore_eos;
     const struct folio_logit_bias *logit_bias;
     int num_logit_bias;
+    bool prompt_logprobs; /* echo with logprobs: the prompt tokens' logprobs, each once */
 };
 
 /* One token event, handed to the emit callback; the arrays live until it returns. */
@@ -82,6 +83,13 @@ struct folio_token_event {
     uint32_t prompt_tokens, completion_tokens, cached_tokens;
     uint32_t retry_after_s;
     const char *message; /* NULL or NUL-terminated */
+    /* Prompt logprobs: the next prompt tokens' logprobs, in order, each once
+     * (num_top top logprobs each). */
+    int num_prompt_lp;
+    const int32_t *prompt_ids;
+    const float *prompt_logprobs;
+    const int32_t *prompt_top_ids;
+    const float *prompt_top_logprobs;
 };
 
 typedef void (*folio_emit_fn)(void *ctx, const struct folio_token_event *ev);

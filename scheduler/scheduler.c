@@ -78,6 +78,12 @@ static void on_event(void *ctx, const struct folio_token_event *ev)
 
 /* ---- rings ---------------------------------------------------------------- */
 
+/* Prompt logprobs (echo with logprobs) are computed by the CPU backend only. */
+static bool prompt_logprobs_supported(const struct folio_scheduler_options *o)
+{
+    return !o->simulate && o->backend && !strcmp(o->backend, "cpu");
+}
+
 static size_t pow2_at_least(size_t n)
 {
     size_t c = FOLIO_RING_MIN_CAPACITY;
@@ -93,8 +99,12 @@ static int create_rings(struct sched *s, char *err, size_t errlen)
     /* A record is at most half the ring; two plans in flight and one being
      * written must fit at once. */
     s->plan_capacity = pow2_at_least(4 * (folio_policy_max_plan_bytes(s->policy) + 64));
+    /* Prompt logprobs (only the CPU backend computes them) may come with every
+     * token of a step. */
+    int seqs = s->pcfg.max_num_seqs,
+        prompt_lps = prompt_logprobs_supported(s->o) ? s->pcfg.max_num_batched_tokens : 0;
     s->result_capacity = pow2_at_least(
-        8 * folio_result_size(s->pcfg.max_num_seqs, s->pcfg.max_num_seqs * 20) + 4096);
+        8 * folio_result_size(seqs, (seqs + prompt_lps) * FOLIO_MAX_LOGPROBS, prompt_lps) + 4096);
     folio_ring_unlink(s->plan_name, err, errlen); /* left by a crashed run */
     folio_ring_unlink(s->result_name, err, errlen);
     if (folio_ring_create(s->plan_name, s->plan_capacity, &s->plan_owner, err, errlen) != 0 ||
@@ -393,11 +403,18 @@ static void handle_submit(struct sched *s, const Folio__Submit *m)
         .stop_ids = m->stop_token_ids,
         .num_stop_ids = (int)m->n_stop_token_ids,
         .ignore_eos = m->ignore_eos,
+        .prompt_logprobs = m->prompt_logprobs,
     };
     submit_sampling(m, &r);
     char why[256];
     if (submit_check(&r, why, sizeof why) != 0) {
         submit_reject(s, m, 400, 0, why);
+        return;
+    }
+    if (r.prompt_logprobs && !prompt_logprobs_supported(s->o)) {
+        submit_reject(s, m, 400, 0,
+                      "'echo' with 'logprobs' (the prompt tokens' logprobs) is computed by the "
+                      "CPU backend only; this server runs another");
         return;
     }
     if (m->n_logit_bias_ids != m->n_logit_bias_values) {

@@ -222,8 +222,53 @@ def test_echo(server, transport):
 def test_echo_errors(server):
     status, r = call(server, "/v1/chat/completions", body_for(server, True, echo=True))
     assert status == 400 and r["error"]["param"] == "echo"
-    status, r = call(server, "/v1/completions", body_for(server, False, echo=True, logprobs=1))
-    assert status == 400 and "logprobs" in r["error"]["message"]
+
+
+PROMPT_IDS = [BOS, 450, 11203, 310, 278, 3186, 338, 263]
+
+
+@pytest.mark.parametrize("stream", [False, True])
+@pytest.mark.parametrize("transport", TRANSPORTS)
+def test_echo_with_prompt_logprobs(server, stream, transport):
+    """echo + logprobs: the prompt's tokens lead the logprobs, the first one's null (as OpenAI);
+    prompt token k's top 20 equal the top 20 of a request whose prompt stops before it."""
+    b = body_for(server, False, prompt=PROMPT_IDS, echo=True, logprobs=20, max_tokens=3,
+                 temperature=0, stream=stream)
+    status, r = call(server, "/v1/completions", b, transport)
+    assert status == 200, r
+    if stream:
+        first = r[0]["choices"][0]
+        assert first["text"].startswith("<s>") and len(first["logprobs"]["tokens"]) == 8
+        lps = {"tokens": [], "token_logprobs": [], "top_logprobs": []}
+        for c in r:
+            for key in lps:
+                lps[key] += (c["choices"][0]["logprobs"] or {}).get(key, [])
+    else:
+        lps = r["choices"][0]["logprobs"]
+    assert len(lps["tokens"]) == len(PROMPT_IDS) + 3
+    assert lps["token_logprobs"][0] is None and lps["top_logprobs"][0] is None
+    assert all(isinstance(x, float) for x in lps["token_logprobs"][1:])
+    for k in (1, 4, 7):
+        _, alone = call(server, "/v1/completions",
+                        body_for(server, False, prompt=PROMPT_IDS[:k], logprobs=20, max_tokens=1,
+                                 temperature=0))
+        want = alone["choices"][0]["logprobs"]["top_logprobs"][0]
+        got = lps["top_logprobs"][k]
+        tok = lps["tokens"][k]
+        assert tok in got and got[tok] == pytest.approx(lps["token_logprobs"][k])
+        top20 = {t: v for t, v in got.items() if t != tok or len(got) == 20}
+        for t in set(top20) & set(want):
+            assert top20[t] == pytest.approx(want[t], abs=1e-4)
+        assert len(set(top20) & set(want)) >= 19
+
+
+def test_echo_with_logprobs_openai_client(client, server):
+    r = client.completions.create(model=model_name(server), prompt="Hello there", echo=True,
+                                  logprobs=0, max_tokens=2, extra_body={"ignore_eos": True})
+    lp = r.choices[0].logprobs
+    assert r.choices[0].text.startswith("Hello there")
+    assert lp.token_logprobs[0] is None and len(lp.tokens) == r.usage.prompt_tokens + 2
+    assert all(len(t) == 1 for t in lp.top_logprobs[1:])
 
 
 # ---- logit_bias -------------------------------------------------------------------------------

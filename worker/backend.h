@@ -34,6 +34,12 @@ struct folio_step_seq {
     struct folio_sampling_params sampling;
     int32_t num_bias;                    /* logit bias entries, applied when it samples */
     const struct folio_logit_bias *bias; /* [num_bias]; NULL when 0 */
+    /* Prompt logprobs (echo with logprobs): at each of the first
+     * num_prompt_logprobs new positions, the logprob of the token that follows
+     * (the next new token; after the last new one, next_prompt_token) and the
+     * top sampling.num_logprobs. 0: none (the CUDA backend refuses them). */
+    int32_t num_prompt_logprobs;
+    int32_t next_prompt_token;
 };
 
 struct folio_step_batch {
@@ -53,6 +59,14 @@ struct folio_step_result {
                             final logits of each sampling sequence, in order, with
                             its logit bias added (nothing else);
                             tests compare them with the references */
+    /* Prompt logprobs, the sequences' entries one after another in batch order
+     * (NULL to skip when no sequence asks): the token each one is for, its
+     * logprob, and the top num_logprobs of each entry at stride
+     * FOLIO_MAX_LOGPROBS. [max_num_tokens] and [max_num_tokens * FOLIO_MAX_LOGPROBS]. */
+    int32_t *prompt_ids;
+    float *prompt_logprobs;
+    int32_t *prompt_top_ids;
+    float *prompt_top_logprobs;
 };
 
 struct folio_backend_options {

@@ -17,6 +17,13 @@ int folio_cuda_bias_check(const struct folio_step_batch *batch, int vocab, char 
         const struct folio_step_seq *q = &batch->seqs[i];
         if (q->sample && folio_logit_bias_check(q->bias, q->num_bias, vocab, err, errlen) != 0)
             return -1;
+        if (q->num_prompt_logprobs != 0) {
+            snprintf(err, errlen,
+                     "step: seq %d asks for prompt logprobs, which the CUDA backend does not "
+                     "compute (the scheduler refuses them for it)",
+                     i);
+            return -1;
+        }
     }
     return 0;
 }

@@ -24,7 +24,8 @@ struct folio_cuda_bias {
 /* Some sampling sequence of the batch has a logit bias. */
 bool folio_cuda_bias_in_batch(const struct folio_step_batch *batch);
 
-/* Checks every sampling sequence's entries against the vocabulary. */
+/* Checks every sampling sequence's entries against the vocabulary, and that
+ * no sequence asks for prompt logprobs (the CPU backend's alone). */
 int folio_cuda_bias_check(const struct folio_step_batch *batch, int vocab, char *err,
                           size_t errlen);
 

@@ -200,12 +200,10 @@ static void apply_penalties(struct folio_sampler *s, const float *logits,
             s->seen[h->ids[i]] = 0;
 }
 
-int folio_sample(struct folio_sampler *s, const float *logits,
-                 const struct folio_sampling_params *p, uint32_t output_index,
-                 const struct folio_token_history *history, struct folio_sample_result *out,
-                 char *err, size_t errlen)
+/* The log-sum-exp of logits[vocab] into *lse: 0, or -1 for a NaN, an
+ * infinite maximum or all -inf. */
+static int log_sum_exp(const float *logits, int32_t vocab, double *lse, char *err, size_t errlen)
 {
-    int32_t vocab = s->vocab_size;
     float max = -INFINITY;
     for (int32_t i = 0; i < vocab; i++) {
         if (isnan(logits[i])) {
@@ -222,7 +220,45 @@ int folio_sample(struct folio_sampler *s, const float *logits,
     double sum = 0;
     for (int32_t i = 0; i < vocab; i++)
         sum += exp((double)logits[i] - max);
-    double lse = max + log(sum);
+    *lse = max + log(sum);
+    return 0;
+}
+
+static void fill_top(const float *logits, int32_t vocab, int32_t num_top, double lse,
+                     struct folio_sample_result *out)
+{
+    out->num_top = top_logprobs(logits, vocab, num_top, lse, out->top_ids, out->top_logprobs);
+    for (int32_t j = out->num_top; j < FOLIO_MAX_LOGPROBS; j++) {
+        out->top_ids[j] = -1;
+        out->top_logprobs[j] = -INFINITY;
+    }
+}
+
+int folio_token_logprobs(const float *logits, int32_t vocab, int32_t token, int32_t num_top,
+                         struct folio_sample_result *out, char *err, size_t errlen)
+{
+    double lse;
+    if (token < 0 || token >= vocab) {
+        snprintf(err, errlen, "prompt logprobs: token id %d outside the vocabulary", (int)token);
+        return -1;
+    }
+    if (log_sum_exp(logits, vocab, &lse, err, errlen) != 0)
+        return -1;
+    out->token = token;
+    out->logprob = (float)((double)logits[token] - lse);
+    fill_top(logits, vocab, num_top, lse, out);
+    return 0;
+}
+
+int folio_sample(struct folio_sampler *s, const float *logits,
+                 const struct folio_sampling_params *p, uint32_t output_index,
+                 const struct folio_token_history *history, struct folio_sample_result *out,
+                 char *err, size_t errlen)
+{
+    int32_t vocab = s->vocab_size;
+    double lse;
+    if (log_sum_exp(logits, vocab, &lse, err, errlen) != 0)
+        return -1;
 
     /* The draw sees the penalized logits; logprobs report the raw ones. */
     const float *work = logits;
@@ -262,11 +298,6 @@ int folio_sample(struct folio_sampler *s, const float *logits,
     }
     out->token = token;
     out->logprob = (float)((double)logits[token] - lse);
-    out->num_top =
-        top_logprobs(logits, vocab, p->num_logprobs, lse, out->top_ids, out->top_logprobs);
-    for (int32_t j = out->num_top; j < FOLIO_MAX_LOGPROBS; j++) {
-        out->top_ids[j] = -1;
-        out->top_logprobs[j] = -INFINITY;
-    }
+    fill_top(logits, vocab, p->num_logprobs, lse, out);
     return 0;
 }

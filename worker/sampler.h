@@ -58,6 +58,11 @@ void folio_sampler_free(struct folio_sampler *s);
 void folio_logits_add_bias(float *logits, int32_t vocab, const struct folio_logit_bias *bias,
                            int32_t num_bias);
 
+/* The logprob of `token` under logits[vocab] and the top num_top (a prompt
+ * token's logprob, for echo): 0, or -1 with a message. */
+int folio_token_logprobs(const float *logits, int32_t vocab, int32_t token, int32_t num_top,
+                         struct folio_sample_result *out, char *err, size_t errlen);
+
 /* Samples from logits[vocab_size] (not modified). p must have passed
  * folio_sampling_params_check; history may be NULL when p has no penalties.
  * Returns 0, or -1 when the logits hold a NaN (or are all -inf), with a
