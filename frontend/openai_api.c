@@ -287,6 +287,12 @@ static int parse_choices(json_t *root, struct folio_oai_request *r, struct folio
         return -1;
     if (r->echo && r->endpoint == FOLIO_OAI_CHAT)
         return fail(e, 400, "echo", "'echo' is not supported for chat completions");
+    /* vLLM's prompt_logprobs (token-id keyed, with ranks) is another shape of
+     * what echo with logprobs gives. */
+    if (field(root, "prompt_logprobs"))
+        return fail(e, 400, "prompt_logprobs",
+                    "'prompt_logprobs' is not supported; use 'echo': true with 'logprobs' on "
+                    "/v1/completions");
     return 0;
 }
 

@@ -222,6 +222,8 @@ def test_echo(server, transport):
 def test_echo_errors(server):
     status, r = call(server, "/v1/chat/completions", body_for(server, True, echo=True))
     assert status == 400 and r["error"]["param"] == "echo"
+    status, r = call(server, "/v1/completions", body_for(server, False, prompt_logprobs=1))
+    assert status == 400 and r["error"]["param"] == "prompt_logprobs"
 
 
 PROMPT_IDS = [BOS, 450, 11203, 310, 278, 3186, 338, 263]
