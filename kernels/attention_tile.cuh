@@ -25,9 +25,8 @@ template <int D> struct tile_pitch {
  * values from the tile's start): padded rows (tile_pitch), or, SWIZZLED,
  * unpadded rows with chunk c of row r at chunk c ^ (r & 7), which keeps the
  * eight rows of an ldmatrix block in different banks too. Into padded rows
- * each 128-byte line of the cache lands across two lines of shared memory:
- * kv_read_probe's copies of a b256 decode layer took 33.3 us into padded rows
- * against 31.5 into swizzled ones (bench/results/2026-12-02-cuda-round27.md). */
+ * each 128-byte line of the cache lands across two lines of shared memory,
+ * which makes the copies slower. */
 template <int D, bool SWIZZLED> struct tile_layout {
     static_assert(!SWIZZLED || D % 64 == 0, "a swizzled row is whole 8-chunk groups");
     static constexpr int LD = SWIZZLED ? D : tile_pitch<D>::value; /* values a row */

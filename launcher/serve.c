@@ -26,6 +26,7 @@
 
 #include "commands.h"
 #include "clock.h"
+#include "scheduler_watch.h"
 
 #ifndef FOLIO_DEMO_MODEL_DIR
 #define FOLIO_DEMO_MODEL_DIR ""
@@ -35,8 +36,10 @@
 #define MAX_ARGS 96
 #define BACKOFF_MIN_S 0.1
 #define BACKOFF_MAX_S 5.0
-#define HEALTHY_AFTER_S 30.0 /* a child up this long has its back-off reset */
-#define EXIT_USAGE 2         /* a child that exits 2 was misconfigured: not restarted */
+#define HEALTHY_AFTER_S 30.0      /* a child up this long has its back-off reset */
+#define EXIT_USAGE 2              /* a child that exits 2 was misconfigured: not restarted */
+#define SCHED_SILENT_S 5.0        /* a scheduler that answered once, silent this long: restarted */
+#define SCHED_FIRST_ANSWER_S 60.0 /* the same for one that never answered since it started */
 
 struct child {
     char name[32];
@@ -270,8 +273,50 @@ static void cleanup(const char *run_dir, const char *instance)
     }
 }
 
+/* The children's drain, shorter than the launcher's own: they end what is
+ * still open (an error event and [DONE] for a stream) before the launcher's
+ * SIGKILL would cut it. Whole seconds: the frontend takes no fractions. */
+static int child_drain_seconds(double drain)
+{
+    return (int)(drain >= 4 ? drain - 1 : drain / 2);
+}
+
+/* The ctl URL the scheduler listens on: its default in the run directory,
+ * unless --ctl-url was passed through to it. */
+static void scheduler_ctl_url(const struct serve_options *o, const char *run_dir, char *out,
+                              size_t len)
+{
+    for (int i = 0; i + 1 < o->num_passthrough; i++)
+        if (!strcmp(o->passthrough[i], "--ctl-url")) {
+            snprintf(out, len, "%s", o->passthrough[i + 1]);
+            return;
+        }
+    snprintf(out, len, "ipc://%s/scheduler-ctl.ipc", run_dir);
+}
+
+/* A scheduler that is alive but has not answered the heartbeat for too long
+ * (stopped, deadlocked) is killed with its worker; the usual restart follows. */
+static void check_scheduler_heartbeat(struct child *s, struct folio_sched_watch *w)
+{
+    if (!w || s->pid <= 0)
+        return;
+    double now = folio_mono_s(), last = folio_sched_watch_last_answer(w);
+    bool answered = last > s->started_at;
+    double silent = now - (answered ? last : s->started_at);
+    if (silent < (answered ? SCHED_SILENT_S : SCHED_FIRST_ANSWER_S))
+        return;
+    logf_("%s pid=%d not answering for %.1f s (stopped or hung): SIGKILL and restart", s->name,
+          (int)s->pid, silent);
+    kill(-s->pid, SIGKILL);
+    kill(s->pid, SIGKILL);
+    s->started_at = now; /* no second kill while it is reaped */
+}
+
 int folio_serve_main(int argc, char **argv)
 {
+    /* A closed stdout or stderr (`folio serve | head`) must not kill the
+     * server: log writes fail with EPIPE instead. Children inherit this. */
+    signal(SIGPIPE, SIG_IGN);
     struct serve_options o;
     if (parse_options(argc, argv, &o) != 0)
         return EXIT_USAGE;
@@ -322,6 +367,9 @@ int folio_serve_main(int argc, char **argv)
     add_flag(s, "--backend", o.backend);
     add_flag(s, "--run-dir", run_dir);
     add_flag(s, "--instance", instance);
+    char child_drain[32];
+    snprintf(child_drain, sizeof child_drain, "%d", child_drain_seconds(o.drain_seconds));
+    add_flag(s, "--drain-seconds", child_drain);
     for (int i = 0; i < o.num_passthrough; i++)
         add_arg(s, o.passthrough[i]);
 
@@ -338,6 +386,7 @@ int folio_serve_main(int argc, char **argv)
         add_flag(f, "--frontend-id", id);
         add_flag(f, "--run-dir", run_dir);
         add_flag(f, "--instance", instance);
+        add_flag(f, "--drain-seconds", child_drain);
         if (o.tls_cert) {
             add_flag(f, "--tls-cert", o.tls_cert);
             add_flag(f, "--tls-key", o.tls_key);
@@ -352,6 +401,12 @@ int folio_serve_main(int argc, char **argv)
         if (start_child(&children[i]) != 0)
             rc = 1;
     }
+
+    char ctl_url[PATH_MAX + 32], werr[256];
+    scheduler_ctl_url(&o, run_dir, ctl_url, sizeof ctl_url);
+    struct folio_sched_watch *watch = NULL;
+    if (folio_sched_watch_start(ctl_url, &watch, werr, sizeof werr) != 0)
+        logf_("no heartbeat on the scheduler: %s", werr);
 
     bool stopping = rc != 0;
     double deadline = 0;
@@ -380,8 +435,11 @@ int folio_serve_main(int argc, char **argv)
             deadline = folio_mono_s() + 5;
         }
 
-        /* Sleep until a signal or the next restart. */
-        double wake = stopping ? deadline : folio_mono_s() + 3600;
+        if (!stopping)
+            check_scheduler_heartbeat(s, watch);
+
+        /* Sleep until a signal, the next restart or heartbeat check. */
+        double wake = stopping ? deadline : folio_mono_s() + 0.5;
         for (int i = 0; i < nchildren; i++)
             if (!stopping && children[i].restart_at > 0 && children[i].restart_at < wake)
                 wake = children[i].restart_at;
@@ -442,6 +500,7 @@ int folio_serve_main(int argc, char **argv)
             }
     }
 
+    folio_sched_watch_stop(watch);
     cleanup(run_dir, instance);
     for (int i = 0; i < nchildren; i++)
         for (int j = 0; j < children[i].argc; j++)

@@ -387,6 +387,16 @@ static int request_invalid(const struct folio_policy *p, const struct folio_requ
                  r->num_prompt, room);
         return -1;
     }
+    if (r->max_tokens > 0 && (int64_t)r->num_prompt + r->max_tokens > p->cfg.max_model_len) {
+        /* It could never finish: its KV would outgrow the pool (or the model). */
+        snprintf(msg, len,
+                 "This model's maximum context length is %d tokens. However, you requested %lld "
+                 "tokens (%d in the prompt, %d for the completion). Please reduce the length of "
+                 "the prompt or completion.",
+                 p->cfg.max_model_len, (long long)r->num_prompt + r->max_tokens, r->num_prompt,
+                 r->max_tokens);
+        return -1;
+    }
     for (int i = 0; i < r->num_prompt; i++) {
         if (r->prompt[i] < 0 || r->prompt[i] >= p->cfg.vocab_size) {
             snprintf(msg, len, "prompt token %d is id %d, outside the vocabulary [0, %d)", i,
@@ -1141,4 +1151,9 @@ out:
     free(refs);
     free(slot_used);
     return rc;
+}
+
+int folio_policy_max_model_len(const struct folio_policy *p)
+{
+    return p->cfg.max_model_len;
 }

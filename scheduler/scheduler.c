@@ -496,6 +496,14 @@ static void reply(struct sched *s, Folio__Envelope *env)
     }
 }
 
+/* Until a worker has said how big its pool is, the configured length; then
+ * the policy's, which the pool caps, so that frontends refuse a request
+ * that could never fit with a 400 instead of letting it wait. */
+static int32_t served_max_model_len(const struct sched *s)
+{
+    return s->ws.ever_ready ? folio_policy_max_model_len(s->policy) : s->pcfg.max_model_len;
+}
+
 static void handle_register(struct sched *s, const Folio__Register *r)
 {
     Folio__RegisterReply rr = FOLIO__REGISTER_REPLY__INIT;
@@ -516,7 +524,7 @@ static void handle_register(struct sched *s, const Folio__Register *r)
     rr.error = err;
     rr.scheduler_epoch = s->epoch;
     rr.model_name = s->model_name;
-    rr.max_model_len = s->pcfg.max_model_len;
+    rr.max_model_len = served_max_model_len(s);
     rr.vocab_size = s->pcfg.vocab_size;
     if (!rr.ok)
         folio_log_warn(0, "register of frontend %u refused: %s", r->id, err);
@@ -549,6 +557,7 @@ static void handle_status(struct sched *s)
     r.requests_rejected = st.requests_rejected;
     r.prompt_tokens_total = st.prompt_tokens_total;
     r.generation_tokens_total = st.generation_tokens_total;
+    r.max_model_len = s->ws.ever_ready ? served_max_model_len(s) : 0;
     Folio__Envelope env = FOLIO__ENVELOPE__INIT;
     env.body_case = FOLIO__ENVELOPE__BODY_STATUS_REPLY;
     env.status_reply = &r;
