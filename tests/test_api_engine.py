@@ -60,6 +60,13 @@ def call(server, path, body, transport="h1"):
     return status, json.loads(text)
 
 
+def ok(server, path, body, transport="h1"):
+    """call() that must succeed: the parsed body."""
+    status, r = call(server, path, body, transport)
+    assert status == 200, (status, r)
+    return r
+
+
 def by_index(chunks, chat):
     """A stream's text and finish reason per choice index."""
     out = {}
@@ -102,7 +109,7 @@ def test_n_choices_match_single_seeded_requests(server, chat, transport):
     assert status == 200, r
     assert [c["index"] for c in r["choices"]] == [0, 1, 2]
     for j, c in enumerate(r["choices"]):
-        _, one = call(server, path_for(chat), body_for(server, chat, seed=11 + j, temperature=1.0))
+        one = ok(server, path_for(chat), body_for(server, chat, seed=11 + j, temperature=1.0))
         text = c["message"]["content"] if chat else c["text"]
         want = one["choices"][0]["message"]["content"] if chat else one["choices"][0]["text"]
         assert text == want
@@ -116,7 +123,7 @@ def test_n_choices_match_single_seeded_requests(server, chat, transport):
 @pytest.mark.parametrize("transport", TRANSPORTS)
 def test_n_streamed(server, chat, transport):
     b = body_for(server, chat, n=4, seed=3, temperature=1.0)
-    _, whole = call(server, path_for(chat), b, transport)
+    whole = ok(server, path_for(chat), b, transport)
     b.update(stream=True, stream_options={"include_usage": True})
     status, chunks = call(server, path_for(chat), b, transport)
     assert status == 200
@@ -173,7 +180,7 @@ def test_prompt_batch(server, stream, transport):
     prompt_tokens = 0
     for i, p in enumerate(prompts):
         for j in range(2):
-            _, one = call(server, "/v1/completions",
+            one = ok(server, "/v1/completions",
                           body_for(server, False, prompt=p, seed=9 + j, temperature=1.0))
             assert got[i * 2 + j] == (one["choices"][0]["text"], "length")
         prompt_tokens += one["usage"]["prompt_tokens"]
@@ -203,18 +210,18 @@ def test_prompt_batch_errors(server):
 @pytest.mark.parametrize("transport", TRANSPORTS)
 def test_echo(server, transport):
     b = body_for(server, False, prompt="Echo me", temperature=0)
-    _, plain = call(server, "/v1/completions", b, transport)
+    plain = ok(server, "/v1/completions", b, transport)
     b["echo"] = True
     status, r = call(server, "/v1/completions", b, transport)
     assert status == 200
     assert r["choices"][0]["text"] == "Echo me" + plain["choices"][0]["text"]
     b["stream"] = True
-    _, chunks = call(server, "/v1/completions", b, transport)
+    chunks = ok(server, "/v1/completions", b, transport)
     assert chunks[0]["choices"][0]["text"] == "Echo me"
     assert by_index(chunks, False)[0][0] == r["choices"][0]["text"]
     # token ids come back as their text
     b = body_for(server, False, prompt=[[BOS, 450, 11203], "x"], echo=True, max_tokens=1)
-    _, r = call(server, "/v1/completions", b, transport)
+    r = ok(server, "/v1/completions", b, transport)
     assert r["choices"][0]["text"].startswith("<s>")
     assert r["choices"][1]["text"].startswith("x")
 
@@ -251,7 +258,7 @@ def test_echo_with_prompt_logprobs(server, stream, transport):
     assert lps["token_logprobs"][0] is None and lps["top_logprobs"][0] is None
     assert all(isinstance(x, float) for x in lps["token_logprobs"][1:])
     for k in (1, 4, 7):
-        _, alone = call(server, "/v1/completions",
+        alone = ok(server, "/v1/completions",
                         body_for(server, False, prompt=PROMPT_IDS[:k], logprobs=20, max_tokens=1,
                                  temperature=0))
         want = alone["choices"][0]["logprobs"]["top_logprobs"][0]
@@ -292,14 +299,14 @@ def test_logit_bias_forces(server, chat, stream, transport):
     status, r = call(server, path_for(chat), b, transport)
     assert status == 200, r
     text = by_index(r, chat)[0][0] if stream else text_of(r, chat)
-    one = call(server, "/v1/completions", body_for(server, False, prompt=[FORCED], echo=True,
-                                                    max_tokens=1, logit_bias={str(EOS): 100},
-                                                    ignore_eos=False))[1]
+    one = ok(server, "/v1/completions", body_for(server, False, prompt=[FORCED], echo=True,
+                                                  max_tokens=1, logit_bias={str(EOS): 100},
+                                                  ignore_eos=False))
     assert one["choices"][0]["finish_reason"] == "stop"
     forced_text = one["choices"][0]["text"]  # FORCED's text, then the EOS (not shown)
     assert text == forced_text * 5
     b.update(stop_token_ids=[FORCED], stream=False)
-    _, r = call(server, path_for(chat), b, transport)
+    r = ok(server, path_for(chat), b, transport)
     assert r["choices"][0]["finish_reason"] == "stop" and r["usage"]["completion_tokens"] == 1
 
 
@@ -332,9 +339,9 @@ def test_logit_bias_bans(server, chat):
         b = body_for(server, chat, temperature=temperature, seed=4, max_tokens=8,
                      stop_token_ids=[g])
         b_ban = dict(b, logit_bias={str(g): -100})
-        _, r = call(server, path_for(chat), b_ban)
+        r = ok(server, path_for(chat), b_ban)
         assert r["choices"][0]["finish_reason"] == "length", r  # g never came
-    _, r = call(server, path_for(chat), body_for(server, chat, temperature=0, max_tokens=3,
+    r = ok(server, path_for(chat), body_for(server, chat, temperature=0, max_tokens=3,
                                                  stop_token_ids=[g]))
     assert r["choices"][0]["finish_reason"] == "stop"  # and without the ban it does
 
@@ -385,7 +392,7 @@ def test_stop_token_ids_past_32_and_limit(server):
     ids = list(range(3000, 3039)) + [FORCED]  # the 40th: the old cap of 32 dropped it
     b = body_for(server, False, max_tokens=5, stop_token_ids=ids,
                  logit_bias={str(FORCED): 100})
-    _, r = call(server, "/v1/completions", b)
+    r = ok(server, "/v1/completions", b)
     assert r["choices"][0]["finish_reason"] == "stop" and r["usage"]["completion_tokens"] == 1
     b["stop_token_ids"] = list(range(1025))
     status, r = call(server, "/v1/completions", b)
@@ -403,7 +410,7 @@ def test_include_stop_str_in_output(server, chat, stream):
     for include, want in ((False, cut), (True, cut + stop)):
         b = body_for(server, chat, temperature=0, max_tokens=12, stop=[stop], stream=stream,
                      include_stop_str_in_output=include)
-        _, r = call(server, path_for(chat), b)
+        r = ok(server, path_for(chat), b)
         text, finish = by_index(r, chat)[0] if stream else (text_of(r, chat),
                                                             r["choices"][0]["finish_reason"])
         assert (text, finish) == (want, "stop")
