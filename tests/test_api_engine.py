@@ -138,6 +138,20 @@ def test_n_streamed(server, chat, transport):
         assert sorted(roles) == [0, 1, 2, 3]
 
 
+def test_n_shares_the_prompt_blocks(server):
+    """The n samples share the prompt's full KV blocks: the scheduler's prefix-cache hits grow by
+    the full blocks of n - 1 of them (a fresh 40-token prompt: 2 full blocks of 16 each)."""
+    import time
+
+    def hits():
+        time.sleep(0.4)  # the frontend's copy of the scheduler's status is refreshed every 0.1 s
+        return server.metric("folio_prefix_cache_hits_total")
+    before = hits()
+    ok(server, "/v1/completions", body_for(server, False, prompt=[BOS] + list(range(7000, 7039)),
+                                           n=8, max_tokens=2))
+    assert hits() - before == 7 * 32
+
+
 def test_n_with_openai_client(client, server):
     r = client.completions.create(model=model_name(server), prompt="Once", n=2, max_tokens=5,
                                   seed=5, extra_body={"ignore_eos": True})
