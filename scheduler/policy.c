@@ -1,6 +1,5 @@
 #include "policy.h"
 
-#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -8,6 +7,7 @@
 #include "block_manager.h"
 #include "log.h"
 #include "rng.h"
+#include "seq_options.h"
 
 enum seq_state { SEQ_WAITING, SEQ_RUNNING, SEQ_FINISHED };
 
@@ -30,15 +30,8 @@ struct seq {
     int cached_tokens; /* prompt tokens the first admission found cached */
     bool admitted_once;
     struct folio_plan_seq sampling;
-    int min_tokens;
-    bool ignore_eos;
-    int num_stop_ids;
-    int32_t *stop_ids;
-    int num_bias;
-    struct folio_logit_bias *bias;
-    bool prompt_logprobs; /* echo with logprobs */
-    int prompt_lp_sent;   /* prompt positions 1..prompt_lp_sent have their logprob sent */
-    struct seq *hnext;    /* request-id map chain */
+    struct folio_seq_options opt;    /* stop ids, min_tokens, logit bias, prompt logprobs */
+    struct seq *hnext;               /* request-id map chain */
     struct seq *all_prev, *all_next; /* every live sequence */
 };
 
@@ -205,8 +198,7 @@ static void seq_free(struct folio_policy *p, struct seq *s)
         s->all_next->all_prev = s->all_prev;
     free(s->tokens);
     free(s->blocks);
-    free(s->stop_ids);
-    free(s->bias);
+    folio_seq_options_free(&s->opt);
     free(s);
 }
 
@@ -356,19 +348,14 @@ void folio_policy_destroy(struct folio_policy *p)
     free(p);
 }
 
-/* The most logit bias entries one sequence brings to a plan. */
-static int seq_max_bias(const struct folio_policy *p)
-{
-    return FOLIO_MAX_LOGIT_BIAS + FOLIO_MAX_STOP_TOKEN_IDS + p->cfg.num_eos_ids;
-}
-
 size_t folio_policy_max_plan_bytes(const struct folio_policy *p)
 {
     int per_seq = p->max_blocks_per_seq;
     if (per_seq > p->cfg.num_kv_blocks)
         per_seq = p->cfg.num_kv_blocks;
     return folio_plan_size(p->cfg.max_num_seqs, p->cfg.max_num_batched_tokens,
-                           p->cfg.max_num_seqs * per_seq, p->cfg.max_num_seqs * seq_max_bias(p));
+                           p->cfg.max_num_seqs * per_seq,
+                           p->cfg.max_num_seqs * folio_seq_options_max_bias(p->cfg.num_eos_ids));
 }
 
 /* ---- submit / abort ----------------------------------------------------- */
@@ -404,37 +391,7 @@ static int request_invalid(const struct folio_policy *p, const struct folio_requ
             return -1;
         }
     }
-    if (r->num_stop_ids > FOLIO_MAX_STOP_TOKEN_IDS || r->num_stop_ids < 0) {
-        snprintf(msg, len, "'stop_token_ids' has %d entries; at most %d are allowed",
-                 r->num_stop_ids, FOLIO_MAX_STOP_TOKEN_IDS);
-        return -1;
-    }
-    if (r->num_logit_bias > FOLIO_MAX_LOGIT_BIAS || r->num_logit_bias < 0) {
-        snprintf(msg, len, "'logit_bias' has %d entries; at most %d are allowed", r->num_logit_bias,
-                 FOLIO_MAX_LOGIT_BIAS);
-        return -1;
-    }
-    return folio_logit_bias_check(r->logit_bias, r->num_logit_bias, p->cfg.vocab_size, msg, len);
-}
-
-/* The request's stop ids and logit bias, copied into s. */
-static bool seq_copy_lists(struct seq *s, const struct folio_request *r)
-{
-    if (r->num_stop_ids > 0) {
-        s->stop_ids = malloc((size_t)r->num_stop_ids * sizeof *s->stop_ids);
-        if (!s->stop_ids)
-            return false;
-        memcpy(s->stop_ids, r->stop_ids, (size_t)r->num_stop_ids * sizeof *s->stop_ids);
-        s->num_stop_ids = r->num_stop_ids;
-    }
-    if (r->num_logit_bias > 0) {
-        s->bias = malloc((size_t)r->num_logit_bias * sizeof *s->bias);
-        if (!s->bias)
-            return false;
-        memcpy(s->bias, r->logit_bias, (size_t)r->num_logit_bias * sizeof *s->bias);
-        s->num_bias = r->num_logit_bias;
-    }
-    return true;
+    return folio_seq_options_check(r, p->cfg.vocab_size, msg, len);
 }
 
 void folio_policy_submit(struct folio_policy *p, const struct folio_request *r)
@@ -471,12 +428,11 @@ void folio_policy_submit(struct folio_policy *p, const struct folio_request *r)
         s->cap_blocks = p->max_blocks_per_seq;
         s->blocks = malloc((size_t)s->cap_blocks * sizeof *s->blocks);
     }
-    if (!s || !s->tokens || !s->blocks || !seq_copy_lists(s, r)) {
+    if (!s || !s->tokens || !s->blocks || !folio_seq_options_init(&s->opt, r)) {
         if (s) {
             free(s->tokens);
             free(s->blocks);
-            free(s->stop_ids);
-            free(s->bias);
+            folio_seq_options_free(&s->opt);
         }
         free(s);
         p->st.requests_rejected++;
@@ -504,9 +460,6 @@ void folio_policy_submit(struct folio_policy *p, const struct folio_request *r)
         s->sampling.num_logprobs = 0;
     if (!(s->sampling.repetition_penalty > 0))
         s->sampling.repetition_penalty = 1; /* unset (0) means off, as in Submit */
-    s->min_tokens = r->min_tokens;
-    s->ignore_eos = r->ignore_eos;
-    s->prompt_logprobs = r->prompt_logprobs;
     size_t h = map_index(p, s->request_id);
     s->hnext = p->map[h];
     p->map[h] = s;
@@ -673,7 +626,8 @@ static int match_prefix(struct folio_policy *p, const struct seq *s, int *num_fr
     bool penalized = sp->repetition_penalty != 1.0f || sp->frequency_penalty != 0.0f ||
                      sp->presence_penalty != 0.0f;
     /* Prompt logprobs come from computing every prompt position, too. */
-    int max_blocks = penalized || s->prompt_logprobs ? 0 : (s->num_tokens - 1) / FOLIO_BLOCK_TOKENS;
+    int max_blocks =
+        penalized || s->opt.prompt_logprobs ? 0 : (s->num_tokens - 1) / FOLIO_BLOCK_TOKENS;
     uint64_t parent = 0;
     int m = 0;
     *num_free_matched = 0;
@@ -748,41 +702,12 @@ static int plan_admissions(struct folio_policy *p, int budget)
     return budget;
 }
 
-/* The logit bias of a sequence's sampling entry, into out (NULL: only
- * counted): the client's, then, while fewer than min_tokens outputs exist,
- * a ban on EOS (unless ignored) and on every stop token id, so that they
- * cannot be sampled (vLLM's min_tokens). */
+/* The logit bias of a sequence's sampling entry (NULL: only counted). */
 static int seq_plan_bias(const struct folio_policy *p, const struct seq *s,
                          struct folio_logit_bias *out)
 {
-    int n = 0;
-    for (int i = 0; i < s->num_bias; i++, n++)
-        if (out)
-            out[n] = s->bias[i];
-    if (s->num_outputs >= s->min_tokens)
-        return n;
-    for (int i = 0; !s->ignore_eos && i < p->cfg.num_eos_ids; i++, n++)
-        if (out)
-            out[n] = (struct folio_logit_bias){p->cfg.eos_ids[i], -INFINITY};
-    for (int i = 0; i < s->num_stop_ids; i++, n++)
-        if (out)
-            out[n] = (struct folio_logit_bias){s->stop_ids[i], -INFINITY};
-    return n;
-}
-
-/* Prompt logprobs of a chunk [start, start + n): the logprob of the prompt
- * token after each position that has one (the last prompt position's is the
- * first sampled token's). */
-static void plan_prompt_lp(const struct seq *s, int start, int n, struct folio_plan_seq *o)
-{
-    o->num_prompt_lp = 0;
-    o->next_prompt_token = -1;
-    if (!s->prompt_logprobs)
-        return;
-    int end = start + n < s->num_prompt - 1 ? start + n : s->num_prompt - 1;
-    o->num_prompt_lp = end > start ? end - start : 0;
-    if (start + n < s->num_prompt)
-        o->next_prompt_token = s->tokens[start + n];
+    return folio_seq_options_plan_bias(&s->opt, p->cfg.eos_ids, p->cfg.num_eos_ids, s->num_outputs,
+                                       out);
 }
 
 static void encode_plan(struct folio_policy *p, uint64_t step_id, uint64_t plan_unix_ns,
@@ -823,7 +748,7 @@ static void encode_plan(struct folio_policy *p, uint64_t step_id, uint64_t plan_
         o->bias_offset = bias_at;
         o->num_bias = e->sample ? seq_plan_bias(p, s, bias + bias_at) : 0;
         bias_at += o->num_bias;
-        plan_prompt_lp(s, start, e->num_new, o);
+        folio_seq_options_plan_prompt_lp(&s->opt, s->tokens, s->num_prompt, start, e->num_new, o);
         /* A token not known yet is the one this slot's previous step samples. */
         for (int pos = start; pos < context; pos++)
             *tok++ = pos < s->num_tokens ? s->tokens[pos] : FOLIO_PLAN_TOKEN_FROM_PREV;
@@ -888,18 +813,6 @@ bool folio_policy_has_work(const struct folio_policy *p)
 
 /* ---- results ------------------------------------------------------------ */
 
-static bool is_stop_token(const struct folio_policy *p, const struct seq *s, int32_t tok)
-{
-    if (!s->ignore_eos)
-        for (int i = 0; i < p->cfg.num_eos_ids; i++)
-            if (p->cfg.eos_ids[i] == tok)
-                return true;
-    for (int i = 0; i < s->num_stop_ids; i++)
-        if (s->stop_ids[i] == tok)
-            return true;
-    return false;
-}
-
 static bool seq_push_token(struct seq *s, int32_t tok)
 {
     if (s->num_tokens == s->cap_tokens) {
@@ -934,7 +847,8 @@ static void seq_take_token(struct folio_policy *p, struct seq *s, const struct f
         p->pending_prompt_tokens++; /* preempted: one more token to re-prefill */
     int generated = s->num_tokens - s->num_prompt;
     enum folio_finish_reason finish = FOLIO_FINISH_NONE;
-    if (generated >= s->min_tokens && is_stop_token(p, s, r->token_id))
+    if (generated >= s->opt.min_tokens &&
+        folio_seq_options_is_stop(&s->opt, p->cfg.eos_ids, p->cfg.num_eos_ids, r->token_id))
         finish = FOLIO_FINISH_STOP;
     else if (generated >= s->max_outputs)
         finish = FOLIO_FINISH_LENGTH;
@@ -973,7 +887,7 @@ static void seq_take_prompt_lps(struct folio_policy *p, struct seq *s,
 {
     const struct folio_result_seq *r = &v->seqs[i];
     /* entry e is the logprob of the token at position start + e + 1 */
-    int from = s->prompt_lp_sent - start, n = r->num_prompt_lp;
+    int from = s->opt.prompt_lp_sent - start, n = r->num_prompt_lp;
     if (from < 0)
         from = 0;
     while (from < n) {
@@ -995,7 +909,7 @@ static void seq_take_prompt_lps(struct folio_policy *p, struct seq *s,
         };
         p->emit(p->emit_ctx, &ev);
         from += k;
-        s->prompt_lp_sent = start + from;
+        s->opt.prompt_lp_sent = start + from;
     }
 }
 
