@@ -171,8 +171,8 @@ void folio_choice_prompt_lps(struct folio_choice *c, const struct folio_tokenize
         write_echo_chunk(c, out);
 }
 
-/* The logprobs of the first `used` tokens: a fresh array when streaming
- * (*fresh), else appended to the choice's. NULL on allocation failure. */
+/* The logprobs of the first `used` tokens: a new array when streaming (the
+ * caller frees it), else appended to the choice's. NULL when out of memory. */
 static struct folio_oai_token_logprob *take_lps(struct folio_choice *c,
                                                 const struct folio_tokenizer *t,
                                                 const struct folio_oai_request *r,
