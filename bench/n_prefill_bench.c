@@ -19,7 +19,7 @@
 
 #include "ipc_records.h"
 #include "policy.h"
-#include "sim_worker.h"
+#include "sim_backend.h"
 #include "step_io.h"
 
 #define MAX_SEQS 64

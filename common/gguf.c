@@ -10,6 +10,7 @@
  * a hostile count cannot make the reader allocate more than the file's size. */
 #include "gguf.h"
 #include "error.h"
+#include "gguf_impl.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -28,31 +29,6 @@
 /* Arrays of arrays are legal; deeper nesting than this is not a real file's. */
 #define MAX_ARRAY_DEPTH 3
 
-struct folio_gguf_kv {
-    char *key;
-    uint32_t type;
-    const unsigned char *val; /* the value's first byte in the mapping */
-    /* arrays */
-    uint32_t elem_type;
-    uint64_t count;
-    const unsigned char *elems; /* first element */
-    uint64_t *str_offsets;      /* string arrays: each element's offset from elems */
-};
-
-struct folio_gguf {
-    char *path;
-    const unsigned char *map;
-    size_t size;
-    uint32_t version;
-    struct folio_gguf_kv *kvs;
-    size_t num_kvs;
-    struct folio_gguf_tensor *tensors;
-    size_t num_tensors;
-    /* Sorted by name, for lookups and to find a name given twice. */
-    const struct folio_gguf_kv **kv_by_key;
-    const struct folio_gguf_tensor **tensor_by_name;
-};
-
 struct cursor {
     const unsigned char *base;
     size_t size, off;
@@ -61,19 +37,6 @@ struct cursor {
     size_t errlen;
     char what[MAX_NAME_BYTES + 64]; /* "key 'x'" or "tensor 'y'", for messages */
 };
-
-static uint64_t le64(const unsigned char *p)
-{
-    uint64_t v = 0;
-    for (int b = 7; b >= 0; b--)
-        v = (v << 8) | p[b];
-    return v;
-}
-
-static uint32_t le32(const unsigned char *p)
-{
-    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
-}
 
 static int need(struct cursor *c, uint64_t n, const char *field)
 {
@@ -91,7 +54,7 @@ static int read_u32(struct cursor *c, const char *field, uint32_t *v)
 {
     if (need(c, 4, field) != 0)
         return -1;
-    *v = le32(c->base + c->off);
+    *v = folio_le32(c->base + c->off);
     c->off += 4;
     return 0;
 }
@@ -100,7 +63,7 @@ static int read_u64(struct cursor *c, const char *field, uint64_t *v)
 {
     if (need(c, 8, field) != 0)
         return -1;
-    *v = le64(c->base + c->off);
+    *v = folio_le64(c->base + c->off);
     c->off += 8;
     return 0;
 }
@@ -146,37 +109,6 @@ static char *read_name(struct cursor *c, const char *field)
     return name;
 }
 
-/* Bytes of a fixed-size value type; 0 for string, array and unknown types. */
-static size_t vtype_size(uint32_t t)
-{
-    switch (t) {
-    case FOLIO_GGUF_UINT8:
-    case FOLIO_GGUF_INT8:
-    case FOLIO_GGUF_BOOL:
-        return 1;
-    case FOLIO_GGUF_UINT16:
-    case FOLIO_GGUF_INT16:
-        return 2;
-    case FOLIO_GGUF_UINT32:
-    case FOLIO_GGUF_INT32:
-    case FOLIO_GGUF_FLOAT32:
-        return 4;
-    case FOLIO_GGUF_UINT64:
-    case FOLIO_GGUF_INT64:
-    case FOLIO_GGUF_FLOAT64:
-        return 8;
-    }
-    return 0;
-}
-
-const char *folio_gguf_vtype_name(enum folio_gguf_vtype t)
-{
-    static const char *const names[] = {"uint8",  "int8",    "uint16", "int16",  "uint32",
-                                        "int32",  "float32", "bool",   "string", "array",
-                                        "uint64", "int64",   "float64"};
-    return (unsigned)t < sizeof names / sizeof *names ? names[t] : "unknown";
-}
-
 static int skip_value(struct cursor *c, uint32_t type, int depth);
 
 /* An array's header and elements; when kv is given, fills its array fields
@@ -200,7 +132,7 @@ static int skip_array(struct cursor *c, int depth, struct folio_gguf_kv *kv)
     /* Every element takes at least 8 bytes (a string's length, an array's
      * header) or its fixed size: a count the file cannot hold is refused
      * before anything is allocated for it. */
-    size_t min = vtype_size(et) ? vtype_size(et) : 8;
+    size_t min = folio_gguf_vtype_size(et) ? folio_gguf_vtype_size(et) : 8;
     if (n > (c->size - c->off) / min) {
         folio_set_err(c->err, c->errlen,
                       "%s: %s: array of %llu %s elements does not fit in the %zu bytes left; "
@@ -221,8 +153,8 @@ static int skip_array(struct cursor *c, int depth, struct folio_gguf_kv *kv)
             }
         }
     }
-    if (vtype_size(et)) {
-        c->off += n * vtype_size(et);
+    if (folio_gguf_vtype_size(et)) {
+        c->off += n * folio_gguf_vtype_size(et);
         return 0;
     }
     size_t start = c->off;
@@ -244,7 +176,7 @@ static int skip_value(struct cursor *c, uint32_t type, int depth)
     }
     if (type == FOLIO_GGUF_ARRAY)
         return skip_array(c, depth, NULL);
-    size_t n = vtype_size(type);
+    size_t n = folio_gguf_vtype_size(type);
     if (n == 0) {
         folio_set_err(c->err, c->errlen, "%s: %s: value type %u is not a GGUF type", c->path,
                       c->what, type);
@@ -606,187 +538,4 @@ const struct folio_gguf_kv *folio_gguf_find(const struct folio_gguf *g, const ch
     const struct folio_gguf_kv *pk = &k;
     const struct folio_gguf_kv **hit = bsearch(&pk, g->kv_by_key, g->num_kvs, sizeof *hit, cmp_kv);
     return hit ? *hit : NULL;
-}
-
-const char *folio_gguf_kv_key(const struct folio_gguf_kv *kv)
-{
-    return kv->key;
-}
-
-enum folio_gguf_vtype folio_gguf_kv_type(const struct folio_gguf_kv *kv)
-{
-    return (enum folio_gguf_vtype)kv->type;
-}
-
-/* A value of type t at p as an integer; -1 when t is not an integer type. */
-static int decode_int(uint32_t t, const unsigned char *p, int64_t *out)
-{
-    switch (t) {
-    case FOLIO_GGUF_UINT8:
-        *out = p[0];
-        return 0;
-    case FOLIO_GGUF_INT8:
-        *out = (int8_t)p[0];
-        return 0;
-    case FOLIO_GGUF_UINT16:
-        *out = (uint16_t)(p[0] | p[1] << 8);
-        return 0;
-    case FOLIO_GGUF_INT16:
-        *out = (int16_t)(uint16_t)(p[0] | p[1] << 8);
-        return 0;
-    case FOLIO_GGUF_UINT32:
-        *out = le32(p);
-        return 0;
-    case FOLIO_GGUF_INT32:
-        *out = (int32_t)le32(p);
-        return 0;
-    case FOLIO_GGUF_UINT64:
-        if (le64(p) > INT64_MAX)
-            return -1;
-        *out = (int64_t)le64(p);
-        return 0;
-    case FOLIO_GGUF_INT64:
-        *out = (int64_t)le64(p);
-        return 0;
-    }
-    return -1;
-}
-
-static int decode_float(uint32_t t, const unsigned char *p, double *out)
-{
-    if (t == FOLIO_GGUF_FLOAT32) {
-        uint32_t u = le32(p);
-        float f;
-        memcpy(&f, &u, 4);
-        *out = f;
-        return 0;
-    }
-    if (t == FOLIO_GGUF_FLOAT64) {
-        uint64_t u = le64(p);
-        memcpy(out, &u, 8);
-        return 0;
-    }
-    int64_t i;
-    if (decode_int(t, p, &i) != 0)
-        return -1;
-    *out = (double)i;
-    return 0;
-}
-
-int folio_gguf_kv_string(const struct folio_gguf_kv *kv, const char **s, size_t *len)
-{
-    if (kv->type != FOLIO_GGUF_STRING)
-        return -1;
-    *len = (size_t)le64(kv->val);
-    *s = (const char *)kv->val + 8;
-    return 0;
-}
-
-int folio_gguf_kv_int(const struct folio_gguf_kv *kv, int64_t *out)
-{
-    return decode_int(kv->type, kv->val, out);
-}
-
-int folio_gguf_kv_float(const struct folio_gguf_kv *kv, double *out)
-{
-    return decode_float(kv->type, kv->val, out);
-}
-
-int folio_gguf_kv_bool(const struct folio_gguf_kv *kv, bool *out)
-{
-    if (kv->type != FOLIO_GGUF_BOOL)
-        return -1;
-    *out = kv->val[0] != 0;
-    return 0;
-}
-
-int folio_gguf_kv_array(const struct folio_gguf_kv *kv, enum folio_gguf_vtype *elem_type,
-                        uint64_t *count)
-{
-    if (kv->type != FOLIO_GGUF_ARRAY) {
-        *count = 0;
-        return -1;
-    }
-    *elem_type = (enum folio_gguf_vtype)kv->elem_type;
-    *count = kv->count;
-    return 0;
-}
-
-int folio_gguf_kv_array_string(const struct folio_gguf_kv *kv, uint64_t i, const char **s,
-                               size_t *len)
-{
-    if (kv->type != FOLIO_GGUF_ARRAY || kv->elem_type != FOLIO_GGUF_STRING || i >= kv->count)
-        return -1;
-    const unsigned char *p = kv->elems + kv->str_offsets[i];
-    *len = (size_t)le64(p);
-    *s = (const char *)p + 8;
-    return 0;
-}
-
-int folio_gguf_kv_array_int(const struct folio_gguf_kv *kv, uint64_t i, int64_t *out)
-{
-    if (kv->type != FOLIO_GGUF_ARRAY || i >= kv->count || !vtype_size(kv->elem_type))
-        return -1;
-    return decode_int(kv->elem_type, kv->elems + i * vtype_size(kv->elem_type), out);
-}
-
-int folio_gguf_kv_array_float(const struct folio_gguf_kv *kv, uint64_t i, double *out)
-{
-    if (kv->type != FOLIO_GGUF_ARRAY || i >= kv->count || !vtype_size(kv->elem_type))
-        return -1;
-    return decode_float(kv->elem_type, kv->elems + i * vtype_size(kv->elem_type), out);
-}
-
-/* The key, or an error naming it. */
-static const struct folio_gguf_kv *find_or_err(const struct folio_gguf *g, const char *key,
-                                               char *err, size_t errlen)
-{
-    const struct folio_gguf_kv *kv = folio_gguf_find(g, key);
-    if (!kv)
-        folio_set_err(err, errlen, "%s: missing key '%s'", g->path, key);
-    return kv;
-}
-
-static int wrong_type(const struct folio_gguf *g, const struct folio_gguf_kv *kv, const char *want,
-                      char *err, size_t errlen)
-{
-    folio_set_err(err, errlen, "%s: key '%s' has type %s, expected %s", g->path, kv->key,
-                  folio_gguf_vtype_name(kv->type), want);
-    return -1;
-}
-
-int folio_gguf_get_string(const struct folio_gguf *g, const char *key, const char **s, size_t *len,
-                          char *err, size_t errlen)
-{
-    const struct folio_gguf_kv *kv = find_or_err(g, key, err, errlen);
-    if (!kv)
-        return -1;
-    return folio_gguf_kv_string(kv, s, len) == 0 ? 0 : wrong_type(g, kv, "a string", err, errlen);
-}
-
-int folio_gguf_get_int(const struct folio_gguf *g, const char *key, int64_t *out, char *err,
-                       size_t errlen)
-{
-    const struct folio_gguf_kv *kv = find_or_err(g, key, err, errlen);
-    if (!kv)
-        return -1;
-    return folio_gguf_kv_int(kv, out) == 0 ? 0 : wrong_type(g, kv, "an integer", err, errlen);
-}
-
-int folio_gguf_get_float(const struct folio_gguf *g, const char *key, double *out, char *err,
-                         size_t errlen)
-{
-    const struct folio_gguf_kv *kv = find_or_err(g, key, err, errlen);
-    if (!kv)
-        return -1;
-    return folio_gguf_kv_float(kv, out) == 0 ? 0 : wrong_type(g, kv, "a number", err, errlen);
-}
-
-int folio_gguf_get_bool(const struct folio_gguf *g, const char *key, bool *out, char *err,
-                        size_t errlen)
-{
-    const struct folio_gguf_kv *kv = find_or_err(g, key, err, errlen);
-    if (!kv)
-        return -1;
-    return folio_gguf_kv_bool(kv, out) == 0 ? 0 : wrong_type(g, kv, "a bool", err, errlen);
 }

@@ -20,7 +20,8 @@
 #include "mbarrier.cuh"
 #include "tensor_map.cuh"
 
-#define KT 32         /* keys per tile */
+#define KT 32 /* keys per tile */
+static_assert(KT % FOLIO_KV_BLOCK_SIZE == 0, "a tile is whole KV cache blocks");
 #define MAX_SPLITS 32 /* splits a CTA of the last-CTA merge can take */
 #define SMEM_LIMIT (227 * 1024)
 
@@ -383,8 +384,8 @@ template <int D, int NQ, bool NORM> struct rope_inputs {
     static __device__ __forceinline__ void write_new_kv(const decode_args &a, int kvh, int pos,
                                                         int32_t block, int lane, const new_kv &n)
     {
-        const int64_t off = ((int64_t)block * a.num_kv_heads + kvh) * (FOLIO_K_BLOCK * D) +
-                            (int64_t)(pos % FOLIO_K_BLOCK) * D;
+        const int64_t off = ((int64_t)block * a.num_kv_heads + kvh) * (FOLIO_KV_BLOCK_SIZE * D) +
+                            (int64_t)(pos % FOLIO_KV_BLOCK_SIZE) * D;
         const int i = 2 * lane;
         if (i < HALF) {
             uint32_t *k = (uint32_t *)(a.k_cache + off); /* the cache is the kernel's to write */
@@ -467,8 +468,8 @@ __device__ __forceinline__ void load_key_row(folio_bf16_bits *ks, folio_bf16_bit
                                              int key, int lane)
 {
     constexpr int CHUNKS = D / 8;
-    const int64_t off = ((int64_t)block * a.num_kv_heads + kvh) * (FOLIO_K_BLOCK * D) +
-                        (int64_t)(key % FOLIO_K_BLOCK) * D;
+    const int64_t off = ((int64_t)block * a.num_kv_heads + kvh) * (FOLIO_KV_BLOCK_SIZE * D) +
+                        (int64_t)(key % FOLIO_KV_BLOCK_SIZE) * D;
     for (int c = lane; c < 2 * CHUNKS; c += 32) {
         const bool v = c >= CHUNKS;
         const int cc = v ? c - CHUNKS : c;
@@ -624,11 +625,11 @@ __global__ void __launch_bounds__(NW * 32)
          * i % BPT of tile i / BPT of the chunk); the next chunk's half way
          * through this one. So no tile's copies wait on a table read, and the
          * row of key pos goes out right after the wait. */
-        constexpr int BPT = KT / FOLIO_K_BLOCK, TPC = 32 / BPT;
+        constexpr int BPT = KT / FOLIO_KV_BLOCK_SIZE, TPC = 32 / BPT;
         auto table_chunk = [&](int c) -> int32_t {
             const int j = c * TPC + lane / BPT;
-            const int key = (t_begin + warp + j * NW) * KT + (lane % BPT) * FOLIO_K_BLOCK;
-            return j < mine && key < n_keys ? table[key / FOLIO_K_BLOCK] : 0;
+            const int key = (t_begin + warp + j * NW) * KT + (lane % BPT) * FOLIO_KV_BLOCK_SIZE;
+            return j < mine && key < n_keys ? table[key / FOLIO_KV_BLOCK_SIZE] : 0;
         };
         int32_t blk = table_chunk(0), blk_next = 0;
         auto load = [&](int j, int skip) {
@@ -672,7 +673,7 @@ __global__ void __launch_bounds__(NW * 32)
                 pos_j = j;
         }
         const int32_t pos_block =
-            __shfl_sync(0xffffffffu, blk, max(pos_j, 0) * BPT + (pos % KT) / FOLIO_K_BLOCK);
+            __shfl_sync(0xffffffffu, blk, max(pos_j, 0) * BPT + (pos % KT) / FOLIO_KV_BLOCK_SIZE);
         /* RoPE here: the warp whose tiles hold key pos writes it into the cache
          * (its block id read before the wait), then reads it back as any key,
          * or (new_key_in_regs) the CTA's one warp writes it and scores it. */
@@ -680,7 +681,7 @@ __global__ void __launch_bounds__(NW * 32)
         const bool writes_new_kv = ROPE && pos >= 0 &&
                                    (new_key_in_regs || (pos_tile >= t_begin && pos_tile < t_end &&
                                                         (pos_tile - t_begin) % NW == warp));
-        const int32_t new_block = writes_new_kv ? table[pos / FOLIO_K_BLOCK] : 0;
+        const int32_t new_block = writes_new_kv ? table[pos / FOLIO_KV_BLOCK_SIZE] : 0;
         pdl_wait();
         /* A buffer the kernels before this one were the last to read (every
          * one of them has finished now, through the waits of the chain). */
@@ -893,6 +894,7 @@ __global__ void __launch_bounds__(NW * 32)
  * tiles straight into registers as MMA fragments was slower than either.) */
 constexpr int TMA_ST = 2;                    /* stages, as the one-warp cp.async kernel */
 constexpr int TMA_BLOCK_BYTES = 16 * 64 * 2; /* one cache block of one head, K or V */
+static_assert(FOLIO_KV_BLOCK_SIZE == 16, "a TMA copy's box is one 16-row cache block");
 
 /* 16 rows from the cache (map) at row into dst, completing on bar; the lines
  * marked first to leave the L2: a layer's K/V is read once a step and would
@@ -915,7 +917,7 @@ __global__ void __launch_bounds__(32)
                                 const __grid_constant__ CUtensorMap kmap,
                                 const __grid_constant__ CUtensorMap vmap)
 {
-    constexpr int D = 64, KS = D / 16, BK = FOLIO_K_BLOCK, LD = decode_layout<D>::LD;
+    constexpr int D = 64, KS = D / 16, BK = FOLIO_KV_BLOCK_SIZE, LD = decode_layout<D>::LD;
     constexpr bool NORM = ROPE == QKV_ROPE_NORM;
     static_assert(ROPE != QKV_ROTATED, "the kernel makes the new key itself");
     extern __shared__ __align__(1024) unsigned char smem_tma[];

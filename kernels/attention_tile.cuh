@@ -173,13 +173,13 @@ attention_tile(const folio_bf16_bits *ks, const folio_bf16_bits *vs,
 template <int D, int KT, bool SWIZZLED = false>
 __device__ __forceinline__ void
 attention_load_blocks(folio_bf16_bits *ks, folio_bf16_bits *vs, const folio_bf16_bits *k_cache,
-                      const folio_bf16_bits *v_cache, const int32_t (&blocks)[KT / FOLIO_K_BLOCK],
-                      int kvh, int num_kv_heads, int kbase, int k_end, int thread, int count,
-                      int skip = -1)
+                      const folio_bf16_bits *v_cache,
+                      const int32_t (&blocks)[KT / FOLIO_KV_BLOCK_SIZE], int kvh, int num_kv_heads,
+                      int kbase, int k_end, int thread, int count, int skip = -1)
 {
     using layout = tile_layout<D, SWIZZLED>;
     constexpr int CHUNKS = D / 8; /* 16-byte chunks per K/V row */
-    constexpr int BK = FOLIO_K_BLOCK;
+    constexpr int BK = FOLIO_KV_BLOCK_SIZE;
     static_assert(KT % BK == 0, "a tile is whole cache blocks");
     const int per = (BK * CHUNKS + count - 1) / count; /* chunks per thread and block */
 #pragma unroll
@@ -214,7 +214,7 @@ attention_load_tile(folio_bf16_bits *ks, folio_bf16_bits *vs, const folio_bf16_b
                     const folio_bf16_bits *v_cache, const int32_t *table, int kvh, int num_kv_heads,
                     int kbase, int k_end, int thread, int count)
 {
-    constexpr int BK = FOLIO_K_BLOCK;
+    constexpr int BK = FOLIO_KV_BLOCK_SIZE;
     int32_t blocks[KT / BK];
 #pragma unroll
     for (int b = 0; b < KT / BK; b++)

@@ -11,13 +11,13 @@
 
 #include <cuda_runtime_api.h>
 
+#include "kv_block.h" /* FOLIO_KV_BLOCK_SIZE: tokens per KV cache block */
+
 #ifdef __cplusplus
 extern "C" {
 #endif
 
 typedef uint16_t folio_bf16_bits;
-
-#define FOLIO_K_BLOCK 16 /* tokens per KV cache block (FOLIO_KV_BLOCK_SIZE) */
 
 /* What a kernel drops from the L2 without writing it back (l2_discard in
  * common.cuh), so that dead data does not cost memory traffic when other data
@@ -89,6 +89,11 @@ cudaError_t folio_k_add_rmsnorm_partials(folio_bf16_bits *out, folio_bf16_bits *
                                          const folio_bf16_bits *weight, const int32_t *rows,
                                          int num_rows, int hidden, float eps,
                                          struct folio_k_l2_drop drop, int pdl, cudaStream_t s);
+
+/* x[r][c] = bf16(x[r][c] + bias[c]) for r < rows, c < n: a projection's bias
+ * (Qwen2's Q/K/V) on its bf16 output, before RoPE reads it. */
+cudaError_t folio_k_add_bias(folio_bf16_bits *x, const folio_bf16_bits *bias, int rows, int n,
+                             cudaStream_t s);
 
 /* Rotates q and k of qkv ([T, (H + 2*Hkv) * D], rotate-half convention, the
  * cos/sin of pos * inv_freq[i] from cos_sin, folio_k_rope_table's table over

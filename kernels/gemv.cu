@@ -129,10 +129,10 @@ __device__ __forceinline__ rope_slot rope_slot_of(const gemv_args &a, int t)
 {
     rope_slot r = {a.b.token_pos[t], 0};
     if (r.pos >= 0) {
-        const int block =
-            a.b.block_tables[(int64_t)a.b.token_seq[t] * a.b.block_stride + r.pos / FOLIO_K_BLOCK];
-        r.cache_off = (int64_t)block * a.num_kv_heads * FOLIO_K_BLOCK * a.head_dim +
-                      (int64_t)(r.pos % FOLIO_K_BLOCK) * a.head_dim;
+        const int block = a.b.block_tables[(int64_t)a.b.token_seq[t] * a.b.block_stride +
+                                           r.pos / FOLIO_KV_BLOCK_SIZE];
+        r.cache_off = (int64_t)block * a.num_kv_heads * FOLIO_KV_BLOCK_SIZE * a.head_dim +
+                      (int64_t)(r.pos % FOLIO_KV_BLOCK_SIZE) * a.head_dim;
     }
     return r;
 }
@@ -155,7 +155,7 @@ __device__ __forceinline__ void rope_pair_out(const gemv_args &a, int t, int h, 
     const bool is_k = h < a.num_heads + a.num_kv_heads;
     const int kh = h - a.num_heads - (is_k ? 0 : a.num_kv_heads);
     folio_bf16_bits *dst =
-        (is_k ? a.k_cache : a.v_cache) + slot.cache_off + (int64_t)kh * FOLIO_K_BLOCK * D;
+        (is_k ? a.k_cache : a.v_cache) + slot.cache_off + (int64_t)kh * FOLIO_KV_BLOCK_SIZE * D;
     dst[i] = x1;
     dst[i + half] = x2;
 }

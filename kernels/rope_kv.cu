@@ -99,7 +99,8 @@ __global__ void __launch_bounds__(ROPE_THREADS)
             qkv_values<P>(x2, row, prow, splits, split_stride, h * head_dim + i + half);
         }
     }
-    int block = pos >= 0 ? b.block_tables[(int64_t)seq * b.block_stride + pos / FOLIO_K_BLOCK] : 0;
+    int block =
+        pos >= 0 ? b.block_tables[(int64_t)seq * b.block_stride + pos / FOLIO_KV_BLOCK_SIZE] : 0;
     pdl_wait();
     if (pos < 0)
         return; /* padding row of a CUDA-graph bucket */
@@ -107,8 +108,8 @@ __global__ void __launch_bounds__(ROPE_THREADS)
         qkv_values<P>(x1, row, prow, splits, split_stride, h * head_dim + i);
         qkv_values<P>(x2, row, prow, splits, split_stride, h * head_dim + i + half);
     }
-    int64_t cache_base = (int64_t)block * num_kv_heads * FOLIO_K_BLOCK * head_dim +
-                         (int64_t)(pos % FOLIO_K_BLOCK) * head_dim;
+    int64_t cache_base = (int64_t)block * num_kv_heads * FOLIO_KV_BLOCK_SIZE * head_dim +
+                         (int64_t)(pos % FOLIO_KV_BLOCK_SIZE) * head_dim;
     if (pair) {
 #pragma unroll
         for (int e = 0; e < P; e++)
@@ -117,7 +118,8 @@ __global__ void __launch_bounds__(ROPE_THREADS)
         store_values<P>(x + i + half, x2);
         if (h >= num_heads) {
             int kh = h - num_heads;
-            folio_bf16_bits *dst = k_cache + cache_base + (int64_t)kh * FOLIO_K_BLOCK * head_dim;
+            folio_bf16_bits *dst =
+                k_cache + cache_base + (int64_t)kh * FOLIO_KV_BLOCK_SIZE * head_dim;
             store_values<P>(dst + i, x1);
             store_values<P>(dst + i + half, x2);
         }
@@ -131,7 +133,7 @@ __global__ void __launch_bounds__(ROPE_THREADS)
         qkv_values<P>(v, row, prow, splits, split_stride, v0 + e);
         if (prow)
             store_values<P>(row + v0 + e, v);
-        store_values<P>(v_cache + cache_base + (int64_t)kh * FOLIO_K_BLOCK * head_dim + d, v);
+        store_values<P>(v_cache + cache_base + (int64_t)kh * FOLIO_KV_BLOCK_SIZE * head_dim + d, v);
     }
 }
 

@@ -26,11 +26,9 @@
 
 #include "commands.h"
 #include "clock.h"
+#include "default_model.h"
+#include "gguf.h"
 #include "scheduler_watch.h"
-
-#ifndef FOLIO_DEMO_MODEL_DIR
-#define FOLIO_DEMO_MODEL_DIR ""
-#endif
 
 #define MAX_FRONTENDS 64
 #define MAX_ARGS 96
@@ -54,6 +52,7 @@ struct child {
 
 struct serve_options {
     const char *model;
+    bool demo;
     const char *host;
     const char *port;
     int frontends;
@@ -85,17 +84,20 @@ static void logf_(const char *fmt, ...)
 
 static void usage(FILE *f)
 {
-    fprintf(f, "usage: folio serve [--model DIR] [--host ADDR] [--port 8000] [--frontends N]\n"
-               "                   [--backend cpu|cuda] [--tls-cert FILE --tls-key FILE]\n"
-               "                   [--served-model-name NAME] [--drain-seconds 30]\n"
-               "                   [scheduler options...]\n\n"
-               "Serves the model in DIR (Hugging Face layout) over an OpenAI-compatible API.\n"
-               "Without --model it serves the small demo model made at build time (random\n"
-               "weights: the text is noise, the serving path is real).\n"
-               "Any other --flag [VALUE] is passed to folio-scheduler as given, e.g.\n"
-               "--max-num-seqs, --max-num-batched-tokens, --num-kv-blocks,\n"
-               "--gpu-memory-utilization, --threads, --max-waiting-requests, --simulate\n"
-               "(see folio-scheduler --help).\n");
+    fprintf(
+        f, "usage: folio serve [--model DIR | --demo] [--host ADDR] [--port 8000] [--frontends N]\n"
+           "                   [--backend cpu|cuda] [--tls-cert FILE --tls-key FILE]\n"
+           "                   [--served-model-name NAME] [--drain-seconds 30]\n"
+           "                   [scheduler options...]\n\n"
+           "Serves the model in DIR (Hugging Face layout, or a .gguf file or a folder\n"
+           "holding one) over an OpenAI-compatible API.\n"
+           "Without --model it serves SmolLM2-135M-Instruct, which deploy/setup.sh fetches;\n"
+           "--demo serves the small demo model made at build time instead (random weights,\n"
+           "for tests: the text is noise, the serving path is real).\n"
+           "Any other --flag [VALUE] is passed to folio-scheduler as given, e.g.\n"
+           "--max-num-seqs, --max-num-batched-tokens, --num-kv-blocks,\n"
+           "--gpu-memory-utilization, --threads, --max-waiting-requests, --simulate\n"
+           "(see folio-scheduler --help).\n");
 }
 
 static int parse_options(int argc, char **argv, struct serve_options *o)
@@ -111,6 +113,10 @@ static int parse_options(int argc, char **argv, struct serve_options *o)
         if (strncmp(a, "--", 2) != 0) {
             fprintf(stderr, "folio serve: expected --flag [VALUE], got '%s'\n", a);
             return -1;
+        }
+        if (!strcmp(a, "--demo")) {
+            o->demo = true;
+            continue;
         }
         /* A scheduler flag without a value (--simulate) is passed alone. */
         bool has_value = i + 1 < argc && strncmp(argv[i + 1], "--", 2) != 0;
@@ -178,19 +184,32 @@ static int parse_options(int argc, char **argv, struct serve_options *o)
         fprintf(stderr, "folio serve: --tls-cert and --tls-key go together\n");
         return -1;
     }
+    if (o->model && o->demo) {
+        fprintf(stderr, "folio serve: --model and --demo exclude each other\n");
+        return -1;
+    }
     if (!o->model) {
-        o->model = FOLIO_DEMO_MODEL_DIR;
-        if (!*o->model || access(o->model, R_OK) != 0) {
-            fprintf(stderr, "folio serve: no --model given and the demo model was not built\n");
+        char err[512];
+        o->model = folio_default_model(o->demo, err, sizeof err);
+        if (!o->model) {
+            fprintf(stderr, "folio serve: %s\n", err);
             return -1;
         }
-        logf_("no --model: serving the demo model %s", o->model);
+        logf_("no --model: serving %s", o->model);
     }
-    char cfg[PATH_MAX];
+    char cfg[PATH_MAX], err[512];
+    int is_gguf = folio_gguf_resolve(o->model, cfg, sizeof cfg, err, sizeof err);
+    if (is_gguf != 0) {
+        if (is_gguf < 0)
+            fprintf(stderr, "folio serve: %s\n", err);
+        return is_gguf < 0 ? -1 : 0;
+    }
     snprintf(cfg, sizeof cfg, "%s/config.json", o->model);
     if (access(cfg, R_OK) != 0) {
-        fprintf(stderr, "folio serve: %s: %s (is --model a Hugging Face model directory?)\n", cfg,
-                strerror(errno));
+        fprintf(stderr,
+                "folio serve: %s: %s (is --model a Hugging Face model directory or a .gguf "
+                "file?)\n",
+                cfg, strerror(errno));
         return -1;
     }
     return 0;

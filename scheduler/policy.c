@@ -96,7 +96,7 @@ struct folio_policy {
 
 static int ceil_blocks(int tokens)
 {
-    return (tokens + FOLIO_BLOCK_TOKENS - 1) / FOLIO_BLOCK_TOKENS;
+    return (tokens + FOLIO_KV_BLOCK_SIZE - 1) / FOLIO_KV_BLOCK_SIZE;
 }
 
 static size_t map_index(const struct folio_policy *p, uint64_t id)
@@ -207,11 +207,11 @@ static void seq_free(struct folio_policy *p, struct seq *s)
 static void seq_cache_blocks_upto(struct folio_policy *p, struct seq *s, int computed)
 {
     int limit = computed < s->num_tokens ? computed : s->num_tokens;
-    int full = limit / FOLIO_BLOCK_TOKENS;
+    int full = limit / FOLIO_KV_BLOCK_SIZE;
     if (full > s->num_blocks)
         full = s->num_blocks;
     for (; s->num_hashed < full; s->num_hashed++) {
-        const int32_t *t = s->tokens + (size_t)s->num_hashed * FOLIO_BLOCK_TOKENS;
+        const int32_t *t = s->tokens + (size_t)s->num_hashed * FOLIO_KV_BLOCK_SIZE;
         uint64_t h = folio_bm_hash(s->last_hash, t);
         folio_bm_register(p->bm, s->blocks[s->num_hashed], h, s->last_hash, t);
         s->last_hash = h;
@@ -285,8 +285,8 @@ int folio_policy_create(const struct folio_policy_config *cfg, folio_emit_fn emi
     }
     p->cfg = *cfg;
     /* A sequence longer than the pool could never run, even alone. */
-    if (p->cfg.max_model_len > cfg->num_kv_blocks * FOLIO_BLOCK_TOKENS)
-        p->cfg.max_model_len = cfg->num_kv_blocks * FOLIO_BLOCK_TOKENS;
+    if (p->cfg.max_model_len > cfg->num_kv_blocks * FOLIO_KV_BLOCK_SIZE)
+        p->cfg.max_model_len = cfg->num_kv_blocks * FOLIO_KV_BLOCK_SIZE;
     p->emit = emit;
     p->emit_ctx = emit_ctx;
     p->bm = folio_bm_create(cfg->num_kv_blocks);
@@ -604,7 +604,7 @@ static int plan_running_prefills(struct folio_policy *p, int budget)
                 break;
             preempt(p, victim);
         }
-        int fits = s->num_blocks * FOLIO_BLOCK_TOKENS - s->num_computed;
+        int fits = s->num_blocks * FOLIO_KV_BLOCK_SIZE - s->num_computed;
         if (n > fits)
             n = fits;
         if (n <= 0)
@@ -627,12 +627,12 @@ static int match_prefix(struct folio_policy *p, const struct seq *s, int *num_fr
                      sp->presence_penalty != 0.0f;
     /* Prompt logprobs come from computing every prompt position, too. */
     int max_blocks =
-        penalized || s->opt.prompt_logprobs ? 0 : (s->num_tokens - 1) / FOLIO_BLOCK_TOKENS;
+        penalized || s->opt.prompt_logprobs ? 0 : (s->num_tokens - 1) / FOLIO_KV_BLOCK_SIZE;
     uint64_t parent = 0;
     int m = 0;
     *num_free_matched = 0;
     for (; m < max_blocks; m++) {
-        const int32_t *t = s->tokens + (size_t)m * FOLIO_BLOCK_TOKENS;
+        const int32_t *t = s->tokens + (size_t)m * FOLIO_KV_BLOCK_SIZE;
         uint64_t h = folio_bm_hash(parent, t);
         int b = folio_bm_lookup(p->bm, h, parent, t);
         if (b < 0)
@@ -659,13 +659,13 @@ static int plan_admissions(struct folio_policy *p, int budget)
         int free_matched;
         int m = match_prefix(p, s, &free_matched);
         int length = seq_length(s);
-        int n = length - m * FOLIO_BLOCK_TOKENS;
+        int n = length - m * FOLIO_KV_BLOCK_SIZE;
         if (n > budget)
             n = budget;
         int available = folio_bm_num_free(p->bm) - free_matched - watermark;
-        int new_blocks = ceil_blocks(m * FOLIO_BLOCK_TOKENS + n) - m;
+        int new_blocks = ceil_blocks(m * FOLIO_KV_BLOCK_SIZE + n) - m;
         if (new_blocks > available) {
-            n = available * FOLIO_BLOCK_TOKENS;
+            n = available * FOLIO_KV_BLOCK_SIZE;
             new_blocks = available;
         }
         if (n <= 0)
@@ -679,7 +679,7 @@ static int plan_admissions(struct folio_policy *p, int budget)
             s->blocks[i] = p->scratch_blocks[i];
         }
         s->num_blocks = m;
-        s->num_computed = m * FOLIO_BLOCK_TOKENS;
+        s->num_computed = m * FOLIO_KV_BLOCK_SIZE;
         s->num_hashed = 0;
         s->last_hash = 0;
         seq_cache_full_blocks(p, s); /* recomputes the chain hash of the matched blocks */

@@ -732,8 +732,8 @@ static int load_model_config(struct sched *s, char *err, size_t errlen)
     c->max_waiting_requests = o->max_waiting_requests;
     c->max_pending_prompt_tokens = o->max_pending_prompt_tokens;
     c->seed = o->seed;
+    struct folio_model_config mc;
     if (o->model_dir) {
-        struct folio_model_config mc;
         if (folio_model_config_load(o->model_dir, &mc, err, errlen) != 0)
             return -1;
         c->vocab_size = mc.vocab_size;
@@ -755,6 +755,13 @@ static int load_model_config(struct sched *s, char *err, size_t errlen)
     }
     if (o->max_model_len > 0 && o->max_model_len < c->max_model_len)
         c->max_model_len = o->max_model_len;
+    /* Only now is the context served known, against which a sliding window is checked. */
+    if (o->model_dir && folio_model_config_check_context(&mc, c->max_model_len, err, errlen) != 0) {
+        size_t n = strlen(err);
+        if (n < errlen)
+            snprintf(err + n, errlen - n, " (--max-model-len)");
+        return -1;
+    }
     /* Provisional until the worker's LoadReply says how big its pool is. */
     c->num_kv_blocks = o->num_kv_blocks > 0 ? o->num_kv_blocks : 1;
     return 0;

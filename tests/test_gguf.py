@@ -15,7 +15,7 @@ import pytest
 
 from conftest import bin_path
 
-gguf = pytest.importorskip("gguf")
+import gguf  # noqa: E402  (deploy/requirements-test.txt)
 Q = gguf.GGMLQuantizationType
 
 # The types Folio dequantizes, and one it does not (its data must still be size-checked).

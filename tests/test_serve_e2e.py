@@ -48,14 +48,14 @@ def children(pid):
 
 
 class Server:
-    def __init__(self, model, port):
+    def __init__(self, model, port, *extra):
         self.model = model
         self.port = port
         self.base = f"http://127.0.0.1:{port}"
         self.log = open(Path(model).parent / f"serve-{port}.log", "w+")
         self.proc = subprocess.Popen(
             [str(bin_path("folio")), "serve", "--model", str(model), "--port", str(port),
-             "--frontends", "2", "--backend", "cpu", "--drain-seconds", "10"],
+             "--frontends", "2", "--backend", "cpu", "--drain-seconds", "10", *extra],
             stdout=self.log, stderr=subprocess.STDOUT)
 
     def logs(self):
@@ -88,6 +88,21 @@ class Server:
         m = re.search(rf"^{name} ([0-9.e+-]+)$", text, re.M)
         return float(m.group(1)) if m else None
 
+    def stop(self):
+        """SIGTERM; it must exit 0 within 60 s and leave no shared memory or run directory."""
+        pid = self.proc.pid
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+        try:
+            rc = self.proc.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            pytest.fail("folio serve did not stop within 60 s of SIGTERM:\n" + self.logs())
+        assert rc == 0, self.logs()
+        left = [f for f in os.listdir("/dev/shm") if f.startswith(f"folio-{pid}-")]
+        assert left == [], f"shared memory left behind: {left}"
+        assert not Path(f"/tmp/folio-{pid}").exists(), "run directory left behind"
+
     def child_pids(self, name):
         return [p for p, cmd in children(self.proc.pid) if name in cmd.split()[0]]
 
@@ -99,18 +114,7 @@ def server(tiny_model):
         s.wait_health(200)
         yield s
     finally:
-        pid = s.proc.pid
-        if s.proc.poll() is None:
-            s.proc.send_signal(signal.SIGTERM)
-        try:
-            rc = s.proc.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            s.proc.kill()
-            pytest.fail("folio serve did not stop within 60 s of SIGTERM:\n" + s.logs())
-        assert rc == 0, s.logs()
-        left = [f for f in os.listdir("/dev/shm") if f.startswith(f"folio-{pid}-")]
-        assert left == [], f"shared memory left behind: {left}"
-        assert not Path(f"/tmp/folio-{pid}").exists(), "run directory left behind"
+        s.stop()
 
 
 @pytest.fixture(scope="module")

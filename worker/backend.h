@@ -18,10 +18,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "kv_block.h"
 #include "model.h"
 #include "sampling_params.h"
 
-#define FOLIO_KV_BLOCK_SIZE 16
 #define FOLIO_TOKEN_FROM_PREV (-1)
 struct folio_step_seq {
     int32_t slot;               /* the sequence's slot, stable while it runs: [0, max_seqs) */

@@ -12,7 +12,10 @@
  *   PATH_LT_FUSED  decode steps on cuBLASLt without a split: no norm kernels
  *                  (the projections read the residual, attention and SiLU
  *                  scale by 1 / rms, O and down add into the residual) and
- *                  RoPE inside attention. */
+ *                  RoPE inside attention.
+ * A model with a QKV bias (Qwen2) adds it in a kernel of its own after the
+ * QKV projection, so its steps take the paths where q, k and v are whole and
+ * unrotated there: no fused GEMV+RoPE, no K slices of QKV, no fused path. */
 #include "cuda_internal.h"
 
 enum cuda_path { PATH_GEMV, PATH_TMA, PATH_LT, PATH_LT_FUSED };
@@ -55,7 +58,7 @@ static struct step_plan plan_path(const struct cuda_backend *cb, int rows, bool 
     }
     if (cb->tma && rows <= FOLIO_K_TMA_MAX_ROWS) {
         p.path = PATH_TMA;
-        p.split_qkv = cb->tma_split_qkv;
+        p.split_qkv = cb->qkv_bias ? 1 : cb->tma_split_qkv; /* the bias needs qkv whole */
         p.split_o = cb->tma_split_o;
         p.split_down = rows <= TMA_SMALL_ROWS ? cb->tma_split_down_small : cb->tma_split_down;
         return p;
@@ -65,7 +68,9 @@ static struct step_plan plan_path(const struct cuda_backend *cb, int rows, bool 
     p.split_down = cuda_splitk_slices(cb->tune.splitk_down, rows, cb->inter);
     p.rope_in_attention = !has_prefill && cb->attn_tile_tokens != 0;
     p.drops = has_prefill ? 0 : cb->l2_drop;
-    bool fused = p.rope_in_attention && p.split_o == 1 && p.split_down == 1;
+    /* A QKV bias must be added after the norm's scaling, which the fused path
+     * leaves to attention. */
+    bool fused = p.rope_in_attention && p.split_o == 1 && p.split_down == 1 && !cb->qkv_bias;
     p.path = fused ? PATH_LT_FUSED : PATH_LT;
     return p;
 }
@@ -163,6 +168,14 @@ static int sample(struct cuda_backend *cb, const struct step_ctx *x, bool pdl, c
     return 0;
 }
 
+/* The QKV projection's bias on its t rows of output, where the model has one. */
+static cudaError_t add_qkv_bias(struct cuda_backend *cb, const struct cuda_layer *L, int t)
+{
+    if (!L->bqkv)
+        return cudaSuccess;
+    return folio_k_add_bias(cb->qkv, L->bqkv, t, cb->qkv_dim, cb->stream);
+}
+
 static bf16 *k_cache(const struct cuda_backend *cb, int li)
 {
     return cb->kv_pool + (size_t)li * 2 * cb->kv_layer_stride;
@@ -184,9 +197,17 @@ static int forward_gemv(struct cuda_backend *cb, const struct step_ctx *x, char 
         bf16 *kc = k_cache(cb, li), *vc = kc + cb->kv_layer_stride;
         bf16 *next = li == 0 ? NULL : cur == cb->res ? cb->res2 : cb->res;
         const bf16 *add = li == 0 ? NULL : cb->proj_out;
-        CUDA_CHECK(folio_k_gemv_qkv_rope(cb->qkv, cur, add, L->attn_norm, cb->eps, next, L->wqkv,
-                                         cb->hidden, kc, vc, cb->inv_freq, x->kb, cb->heads,
-                                         cb->kv_heads, cb->head_dim, cb->pdl_step, s));
+        if (L->bqkv) { /* the bias goes in between the projection and RoPE */
+            CUDA_CHECK(cuda_gemv(cb, cb->qkv, cur, add, L->attn_norm, NULL, next, L->wqkv, t,
+                                 cb->qkv_dim, cb->hidden, false, false));
+            CUDA_CHECK(add_qkv_bias(cb, L, t));
+            CUDA_CHECK(folio_k_rope_kv_write(cb->qkv, kc, vc, cb->rope_cos_sin, x->kb, cb->heads,
+                                             cb->kv_heads, cb->head_dim, cb->pdl_step, s));
+        } else {
+            CUDA_CHECK(folio_k_gemv_qkv_rope(
+                cb->qkv, cur, add, L->attn_norm, cb->eps, next, L->wqkv, cb->hidden, kc, vc,
+                cb->inv_freq, x->kb, cb->heads, cb->kv_heads, cb->head_dim, cb->pdl_step, s));
+        }
         if (next)
             cur = next;
         if (attention(cb, x, kc, vc, NULL, no_norm, no_drop, cb->pdl_step, err, errlen) != 0 ||
@@ -232,6 +253,7 @@ static int forward_tma(struct cuda_backend *cb, const struct step_ctx *x, char *
         CUDA_CHECK(folio_k_gemm_tma(cuda_tma_xmap(cb, TMA_X_NORMED), cuda_tma_wmap(cb, li, TMA_QKV),
                                     qkv_out, t, cb->qkv_dim, cb->hidden, p->split_qkv,
                                     FOLIO_K_TMA_BF16, pdl, s));
+        CUDA_CHECK(add_qkv_bias(cb, L, t));
         if (p->split_qkv > 1)
             CUDA_CHECK(folio_k_rope_kv_write_partials(cb->qkv, cb->splitk_partials, p->split_qkv,
                                                       kc, vc, cb->rope_cos_sin, x->kb, cb->heads,
@@ -312,6 +334,7 @@ static int forward_lt(struct cuda_backend *cb, const struct step_ctx *x, char *e
         if (cuda_gemm(cb, cb->normed, L->wqkv, cb->qkv, t, cb->qkv_dim, cb->hidden, false, err,
                       errlen) != 0)
             return -1;
+        CUDA_CHECK(add_qkv_bias(cb, L, t));
         if (!p->rope_in_attention)
             CUDA_CHECK(folio_k_rope_kv_write(cb->qkv, kc, vc, cb->rope_cos_sin, x->kb, cb->heads,
                                              cb->kv_heads, cb->head_dim, false, s));

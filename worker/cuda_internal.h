@@ -74,6 +74,7 @@ struct gemm_plan {
  * projections. */
 struct cuda_layer {
     bf16 *attn_norm, *wqkv, *wo, *mlp_norm, *w_gate_up, *w_down;
+    bf16 *bqkv; /* Q/K/V biases [qkv_dim] (Qwen2); NULL: none */
 };
 
 /* Byte offsets of the sections of a step's buffer, for T token rows and S
@@ -149,6 +150,7 @@ struct cuda_backend {
     /* model shape */
     int hidden, inter, layers, heads, kv_heads, head_dim, vocab, qkv_dim;
     float eps;
+    bool qkv_bias; /* the QKV projection has a bias (Qwen2): cuda_layer.bqkv */
 
     cudaStream_t stream;           /* compute: every kernel */
     cudaStream_t upload, download; /* the step buffers' copies in and out */

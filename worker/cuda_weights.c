@@ -158,6 +158,53 @@ static int upload_layer(struct cuda_backend *cb, const struct folio_layer_weight
            fold_norm(cb, D->w_gate_up, 2 * I, D->mlp_norm, err, errlen);
 }
 
+/* Qwen2's Q/K/V biases: all three in every layer, or none (Llama). */
+static int check_biases(struct cuda_backend *cb, const struct folio_model *m, char *err,
+                        size_t errlen)
+{
+    int64_t QD = (int64_t)cb->heads * cb->head_dim, KD = (int64_t)cb->kv_heads * cb->head_dim;
+    cb->qkv_bias = cb->layers > 0 && m->layers[0].bq != NULL;
+    for (int i = 0; i < cb->layers; i++) {
+        const struct folio_layer_weights *L = &m->layers[i];
+        if (!cb->qkv_bias) {
+            if (L->bq || L->bk || L->bv) {
+                snprintf(err, errlen, "cuda backend: layer %d has a Q/K/V bias, layer 0 none", i);
+                return -1;
+            }
+            continue;
+        }
+        char what[64];
+        snprintf(what, sizeof(what), "layer %d q/k/v bias", i);
+        if (check_shape(L->bq, what, QD, 1, err, errlen) ||
+            check_shape(L->bk, what, KD, 1, err, errlen) ||
+            check_shape(L->bv, what, KD, 1, err, errlen))
+            return -1;
+    }
+    return 0;
+}
+
+/* The biases of every layer in one allocation, [layer][q | k | v] like wqkv's rows. */
+static int upload_biases(struct cuda_backend *cb, const struct folio_model *m, void *staging,
+                         char *err, size_t errlen)
+{
+    if (!cb->qkv_bias)
+        return 0;
+    int64_t QD = (int64_t)cb->heads * cb->head_dim, KD = (int64_t)cb->kv_heads * cb->head_dim;
+    void *block;
+    if (alloc_weights(cb, &block, sizeof(bf16) * (size_t)cb->qkv_dim * cb->layers, err, errlen))
+        return -1;
+    for (int i = 0; i < cb->layers; i++) {
+        const struct folio_layer_weights *L = &m->layers[i];
+        bf16 *b = (bf16 *)block + (size_t)cb->qkv_dim * i;
+        cb->lw[i].bqkv = b;
+        if (upload(cb, b, L->bq, staging, err, errlen) ||
+            upload(cb, b + QD, L->bk, staging, err, errlen) ||
+            upload(cb, b + QD + KD, L->bv, staging, err, errlen))
+            return -1;
+    }
+    return 0;
+}
+
 /* RoPE's inverse frequencies on the device (cb->inv_freq). */
 static int upload_inv_freq(struct cuda_backend *cb, const struct folio_model_config *c, char *err,
                            size_t errlen)
@@ -184,7 +231,7 @@ int cuda_load_weights(struct cuda_backend *cb, const struct folio_model *m, char
 {
     int64_t H = cb->hidden, I = cb->inter, QD = (int64_t)cb->heads * cb->head_dim;
     size_t max_bytes = 0;
-    if (check_shapes(cb, m, &max_bytes, err, errlen) != 0)
+    if (check_shapes(cb, m, &max_bytes, err, errlen) != 0 || check_biases(cb, m, err, errlen) != 0)
         return -1;
     /* Weights: one allocation per kind, QKV and gate/up fused row-wise. */
     size_t lin = (size_t)(cb->qkv_dim * H + H * QD + 2 * I * H + H * I + 2 * H);
@@ -213,6 +260,8 @@ int cuda_load_weights(struct cuda_backend *cb, const struct folio_model *m, char
     for (int i = 0; i < cb->layers && !rc; i++)
         rc |=
             upload_layer(cb, &m->layers[i], &cb->lw[i], p + layer_elems * i, staging, err, errlen);
+    if (!rc)
+        rc |= upload_biases(cb, m, staging, err, errlen);
     cudaFree(staging);
     if (rc)
         return -1;

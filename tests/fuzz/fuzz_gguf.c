@@ -2,7 +2,9 @@
  * with a message naming the file, or every accessor may then be used on every
  * key, array element and tensor without reading outside the mapping (ASan
  * checks), and each tensor's first and last elements dequantize or give an
- * error naming the tensor. */
+ * error naming the tensor. The same file as a model: its config and its
+ * checkpoint (tensors renamed, dequantized, rows reordered) load or fail with a
+ * message naming the file. */
 #include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -10,8 +12,13 @@
 
 #include "fuzz_tmpdir.h"
 #include "gguf.h"
+#include "model_config.h"
+#include "safetensors.h"
 
 #define MAX_INPUT (64 << 10)
+
+/* Where the bytes read land, so that the reads are not optimized away. */
+static volatile size_t sink;
 
 static void touch_kv(const struct folio_gguf_kv *kv)
 {
@@ -20,7 +27,6 @@ static void touch_kv(const struct folio_gguf_kv *kv)
     int64_t i;
     double f;
     bool b;
-    volatile size_t sink = 0;
     if (folio_gguf_kv_string(kv, &s, &len) == 0 && len)
         sink += (unsigned char)s[0] + (unsigned char)s[len - 1];
     sink += folio_gguf_kv_int(kv, &i) == 0;
@@ -60,6 +66,38 @@ static void touch_tensor(const struct folio_gguf_tensor *t)
         abort();
 }
 
+/* The file as a --model: a config whose sizes backends may index with, and
+ * tensors whose byte counts match their shapes. */
+static void load_as_model(const char *path)
+{
+    struct folio_model_config cfg;
+    char err[512] = "";
+    if (folio_model_config_load(path, &cfg, err, sizeof err) != 0) {
+        if (!strstr(err, "model.gguf"))
+            abort();
+    } else if (cfg.hidden_size < 1 || cfg.num_heads < 1 || cfg.num_kv_heads < 1 ||
+               cfg.num_heads % cfg.num_kv_heads != 0 || cfg.head_dim % 2 != 0 ||
+               cfg.vocab_size < 1 || cfg.bos_token_id >= cfg.vocab_size ||
+               cfg.num_eos_token_ids > FOLIO_MAX_EOS_IDS) {
+        abort();
+    }
+    struct folio_checkpoint *ck;
+    err[0] = '\0';
+    if (folio_checkpoint_open(path, &ck, err, sizeof err) != 0) {
+        if (!strstr(err, "model.gguf"))
+            abort();
+        return;
+    }
+    for (size_t i = 0; i < folio_checkpoint_num_tensors(ck); i++) {
+        const struct folio_tensor *t = folio_checkpoint_tensor(ck, i);
+        if (t->nbytes != folio_tensor_numel(t) * folio_dtype_size(t->dtype))
+            abort();
+        if (t->nbytes)
+            (void)folio_tensor_get_f32(t, folio_tensor_numel(t) - 1);
+    }
+    folio_checkpoint_close(ck);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     if (size > MAX_INPUT)
@@ -86,5 +124,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         touch_tensor(t);
     }
     folio_gguf_close(g);
+    load_as_model(fuzz_tmpdir_file("model.gguf"));
     return 0;
 }
