@@ -29,6 +29,7 @@
 #include "ipc_records.h"
 #include "log.h"
 #include "model.h"
+#include "options.h"
 #include "shm_ring.h"
 #include "sim_backend.h"
 #include "step_io.h"
@@ -38,86 +39,57 @@
 
 struct worker_args {
     const char *model_dir, *backend, *plan_ring, *result_ring, *ctl_url;
-    int max_seqs, max_num_tokens, num_kv_blocks, threads;
-    float gpu_memory_utilization;
-    size_t cpu_kv_bytes;
+    int64_t max_seqs, max_num_tokens, num_kv_blocks, threads;
+    double gpu_memory_utilization;
+    int64_t cpu_kv_bytes;
     double sim_time_scale, sim_eos_probability;
-    int sim_vocab, sim_eos_id;
+    int64_t sim_vocab, sim_eos_id;
 };
 
-static void usage(FILE *f)
-{
-    fprintf(f, "usage: folio-worker --plan-ring NAME --result-ring NAME --ctl-url URL\n"
-               "                    [--model DIR] [--backend cpu|cuda|sim] [--max-seqs N]\n"
-               "                    [--max-num-tokens N] [--num-kv-blocks N]\n"
-               "                    [--gpu-memory-utilization F] [--cpu-kv-bytes N] [--threads N]\n"
-               "                    [--sim-time-scale F] [--sim-vocab N] [--sim-eos-id N]\n"
-               "                    [--sim-eos-probability F]\n"
-               "Started by folio-scheduler, which creates the rings and listens on the URL.\n");
-}
+#define W(f) FOLIO_OPT_FIELD(struct worker_args, f)
+static const struct folio_opt worker_flags[] = {
+    {"--plan-ring", FOLIO_OPT_STR, W(plan_ring), NULL, 0, 0, NULL, "step-plan ring (required)"},
+    {"--result-ring", FOLIO_OPT_STR, W(result_ring), NULL, 0, 0, NULL,
+     "step-result ring (required)"},
+    {"--ctl-url", FOLIO_OPT_STR, W(ctl_url), NULL, 0, 0, NULL,
+     "the scheduler's worker socket (required)"},
+    {"--model", FOLIO_OPT_STR, W(model_dir), NULL, 0, 0, NULL, "model directory"},
+    {"--backend", FOLIO_OPT_CHOICE, W(backend), "cpu", 0, 0, "cpu|cuda|sim", "backend"},
+    {"--max-seqs", FOLIO_OPT_INT, W(max_seqs), "64", 1, 4096, NULL, "sequence slots"},
+    {"--max-num-tokens", FOLIO_OPT_INT, W(max_num_tokens), "2048", 16, 1 << 20, NULL,
+     "tokens of one step"},
+    {"--num-kv-blocks", FOLIO_OPT_INT, W(num_kv_blocks), "0", 0, 1 << 24, NULL,
+     "KV pool blocks (0: sized from memory)"},
+    {"--gpu-memory-utilization", FOLIO_OPT_NUM, W(gpu_memory_utilization), "0.9", 0.05, 1, NULL,
+     "cuda: share of the GPU's memory"},
+    {"--cpu-kv-bytes", FOLIO_OPT_INT, W(cpu_kv_bytes), "1073741824", 1 << 20, 1ll << 40, NULL,
+     "cpu: KV pool bytes"},
+    {"--threads", FOLIO_OPT_INT, W(threads), "0", 0, 1024, NULL, "cpu threads (0: all cores)"},
+    {"--sim-time-scale", FOLIO_OPT_NUM, W(sim_time_scale), "0", 0, 1e9, NULL,
+     "sim: scale of the modelled step time"},
+    {"--sim-vocab", FOLIO_OPT_INT, W(sim_vocab), "32000", 2, 1 << 24, NULL, "sim: vocabulary"},
+    {"--sim-eos-id", FOLIO_OPT_INT, W(sim_eos_id), "2", -1, 1 << 24, NULL,
+     "sim: EOS id (-1: none)"},
+    {"--sim-eos-probability", FOLIO_OPT_NUM, W(sim_eos_probability), "0.01", 0, 1, NULL,
+     "sim: chance of EOS"},
+};
 
+/* 0, 1 after --help, -1 on a bad flag (printed). The scheduler passes these
+ * flags, not a user, so errors name folio-worker itself. */
 static int parse_args(int argc, char **argv, struct worker_args *a)
 {
-    *a = (struct worker_args){.backend = "cpu",
-                              .max_seqs = 64,
-                              .max_num_tokens = 2048,
-                              .gpu_memory_utilization = 0.9f,
-                              .cpu_kv_bytes = (size_t)1 << 30,
-                              .sim_vocab = 32000,
-                              .sim_eos_id = 2,
-                              .sim_eos_probability = 0.01};
-    for (int i = 1; i < argc; i++) {
-        const char *k = argv[i];
-        if (!strcmp(k, "--help") || !strcmp(k, "-h")) {
-            usage(stdout);
-            exit(0);
-        }
-        if (i + 1 >= argc) {
-            fprintf(stderr, "folio-worker: %s needs a value\n", k);
-            return -1;
-        }
-        const char *v = argv[++i];
-        if (!strcmp(k, "--model"))
-            a->model_dir = v;
-        else if (!strcmp(k, "--backend"))
-            a->backend = v;
-        else if (!strcmp(k, "--plan-ring"))
-            a->plan_ring = v;
-        else if (!strcmp(k, "--result-ring"))
-            a->result_ring = v;
-        else if (!strcmp(k, "--ctl-url"))
-            a->ctl_url = v;
-        else if (!strcmp(k, "--max-seqs"))
-            a->max_seqs = atoi(v);
-        else if (!strcmp(k, "--max-num-tokens"))
-            a->max_num_tokens = atoi(v);
-        else if (!strcmp(k, "--num-kv-blocks"))
-            a->num_kv_blocks = atoi(v);
-        else if (!strcmp(k, "--threads"))
-            a->threads = atoi(v);
-        else if (!strcmp(k, "--gpu-memory-utilization"))
-            a->gpu_memory_utilization = strtof(v, NULL);
-        else if (!strcmp(k, "--cpu-kv-bytes"))
-            a->cpu_kv_bytes = strtoull(v, NULL, 10);
-        else if (!strcmp(k, "--sim-time-scale"))
-            a->sim_time_scale = strtod(v, NULL);
-        else if (!strcmp(k, "--sim-vocab"))
-            a->sim_vocab = atoi(v);
-        else if (!strcmp(k, "--sim-eos-id"))
-            a->sim_eos_id = atoi(v);
-        else if (!strcmp(k, "--sim-eos-probability"))
-            a->sim_eos_probability = strtod(v, NULL);
-        else {
-            fprintf(stderr, "folio-worker: unknown option %s\n", k);
-            return -1;
-        }
-    }
+    memset(a, 0, sizeof *a);
+    struct folio_opt_group g = {NULL, worker_flags, sizeof worker_flags / sizeof *worker_flags, a,
+                                NULL};
+    int rc = folio_opts_parse("folio-worker",
+                              "usage: folio-worker --plan-ring NAME --result-ring NAME --ctl-url "
+                              "URL [options]\nStarted by folio-scheduler, which creates the "
+                              "rings and listens on the URL.",
+                              &g, 1, argc, argv);
+    if (rc != 0)
+        return rc;
     if (!a->plan_ring || !a->result_ring || !a->ctl_url) {
         fprintf(stderr, "folio-worker: --plan-ring, --result-ring and --ctl-url are required\n");
-        return -1;
-    }
-    if (a->max_seqs <= 0 || a->max_num_tokens <= 0) {
-        fprintf(stderr, "folio-worker: --max-seqs and --max-num-tokens must be positive\n");
         return -1;
     }
     return 0;
@@ -308,21 +280,21 @@ static int create_backend(const struct worker_args *a, struct folio_model **mode
                           struct folio_backend **b, int *vocab, int *max_len, char *err,
                           size_t errlen)
 {
-    struct folio_backend_options opt = {.max_seqs = a->max_seqs,
-                                        .max_num_tokens = a->max_num_tokens,
-                                        .num_kv_blocks = a->num_kv_blocks,
-                                        .gpu_memory_utilization = a->gpu_memory_utilization,
-                                        .cpu_kv_bytes = a->cpu_kv_bytes,
-                                        .num_threads = a->threads,
+    struct folio_backend_options opt = {.max_seqs = (int)a->max_seqs,
+                                        .max_num_tokens = (int)a->max_num_tokens,
+                                        .num_kv_blocks = (int)a->num_kv_blocks,
+                                        .gpu_memory_utilization = (float)a->gpu_memory_utilization,
+                                        .cpu_kv_bytes = (size_t)a->cpu_kv_bytes,
+                                        .num_threads = (int)a->threads,
                                         .logits_unread = true};
     if (!strcmp(a->backend, "sim")) {
         struct folio_sim_options so;
         folio_sim_options_default(&so);
-        so.vocab_size = a->sim_vocab;
-        so.eos_id = a->sim_eos_id;
+        so.vocab_size = (int)a->sim_vocab;
+        so.eos_id = (int)a->sim_eos_id;
         so.eos_probability = a->sim_eos_probability;
         so.time_scale = a->sim_time_scale;
-        *vocab = a->sim_vocab;
+        *vocab = (int)a->sim_vocab;
         *max_len = 1 << 20;
         return folio_sim_backend_create(&opt, &so, b, err, errlen);
     }
@@ -354,10 +326,9 @@ int main(int argc, char **argv)
 {
     folio_log_init("folio-worker");
     struct worker_args a;
-    if (parse_args(argc, argv, &a) != 0) {
-        usage(stderr);
-        return 2;
-    }
+    int prc = parse_args(argc, argv, &a);
+    if (prc != 0)
+        return prc > 0 ? 0 : 2;
     struct sigaction sa = {.sa_handler = on_term};
     sigaction(SIGTERM, &sa, NULL);
     sigaction(SIGINT, &sa, NULL);
@@ -379,14 +350,14 @@ int main(int argc, char **argv)
     if (folio_ring_attach_reader(a.plan_ring, &plans, err, sizeof err) != 0 ||
         folio_ring_attach_writer(a.result_ring, &results, err, sizeof err) != 0 ||
         create_backend(&a, &model, &b, &vocab, &max_len, err, sizeof err) != 0 ||
-        folio_step_io_init(&io, a.max_seqs, a.max_num_tokens, err, sizeof err) != 0) {
+        folio_step_io_init(&io, (int)a.max_seqs, (int)a.max_num_tokens, err, sizeof err) != 0) {
         folio_log_error(0, "load failed: %s", err);
         send_load_reply(false, err, NULL, 0, 0);
         usleep(100 * 1000); /* let the reply leave before the socket closes */
         goto out;
     }
     folio_log_info(0, "%s backend ready: %d KV blocks, %d slots, %d tokens per step", a.backend,
-                   b->num_kv_blocks, a.max_seqs, a.max_num_tokens);
+                   b->num_kv_blocks, (int)a.max_seqs, (int)a.max_num_tokens);
     send_load_reply(true, NULL, b, vocab, max_len);
     pthread_t hb;
     pthread_create(&hb, NULL, heartbeat_main, NULL);
