@@ -15,28 +15,11 @@ import httpx
 import openai
 import pytest
 
-from test_serve_e2e import Server, free_port, model_name, sse_events
+# The served model and its clients, as test_serve_e2e starts them (and checks their clean stop).
+from test_serve_e2e import client, model_name, server, sse_events  # noqa: F401
 
 EOS, BOS = 2, 1
 FORCED = 1000  # some ordinary token id
-
-
-@pytest.fixture(scope="module")
-def server(tiny_model):
-    s = Server(tiny_model, free_port())
-    try:
-        s.wait_health(200)
-        yield s
-    finally:
-        if s.proc.poll() is None:
-            s.proc.terminate()
-        s.proc.wait(timeout=60)
-
-
-@pytest.fixture(scope="module")
-def client(server):
-    return openai.OpenAI(base_url=server.base + "/v1", api_key="none", max_retries=0,
-                         timeout=120)
 
 
 def call(server, path, body, transport="h1"):
