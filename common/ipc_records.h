@@ -16,6 +16,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "sampling_params.h"
+
 #define FOLIO_VERSION "0.1.0"
 
 /* ---- step plan ---------------------------------------------------------- */
@@ -33,14 +35,25 @@ struct folio_plan_seq {
     int32_t top_k;
     int32_t num_logprobs;
     uint64_t seed;
+    int32_t num_bias;    /* logit bias entries of this sequence (only when it samples) */
+    int32_t bias_offset; /* its first entry in the plan's bias array */
+    /* Prompt logprobs (echo with logprobs): the logprob of the next prompt
+     * token at each of the first num_prompt_lp new positions, with the top
+     * num_logprobs; next_prompt_token is the prompt token after this chunk
+     * (-1 when the chunk reaches the prompt's end). */
+    int32_t num_prompt_lp;
+    int32_t next_prompt_token;
 };
 
-/* Layout: header, seqs[num_seqs], token_ids[num_tokens], block_ids[sum num_blocks]. */
+/* Layout: header, seqs[num_seqs], token_ids[num_tokens], block_ids[sum num_blocks],
+ * bias[num_bias] (struct folio_logit_bias, common/sampling_params.h). */
 struct folio_plan_header {
     uint32_t magic; /* FOLIO_PLAN_MAGIC */
     int32_t num_seqs;
     int32_t num_tokens;
     int32_t num_block_ids;
+    int32_t num_bias;
+    int32_t reserved; /* 0; keeps the header a multiple of 8 bytes */
     uint64_t step_id;
     uint64_t plan_unix_ns; /* when the scheduler wrote it: IPC timing */
 };
@@ -52,9 +65,11 @@ struct folio_plan_view {
     const struct folio_plan_seq *seqs;
     const int32_t *token_ids;
     const int32_t *block_ids;
+    const struct folio_logit_bias *bias;
 };
 
-size_t folio_plan_size(int32_t num_seqs, int32_t num_tokens, int32_t num_block_ids);
+size_t folio_plan_size(int32_t num_seqs, int32_t num_tokens, int32_t num_block_ids,
+                       int32_t num_bias);
 /* Checks magic, counts and that every array lies inside len bytes, and that
  * the per-sequence counts add up. */
 int folio_plan_decode(const void *rec, size_t len, struct folio_plan_view *v, char *err,
@@ -67,16 +82,26 @@ struct folio_result_seq {
     float logprob;
     int32_t num_top; /* top logprobs that follow in the top arrays */
     int32_t top_offset;
+    /* Prompt logprobs: num_prompt_lp entries from prompt_lp_offset in the
+     * prompt arrays, each with prompt_num_top top logprobs, from
+     * prompt_top_offset in the top arrays. */
+    int32_t num_prompt_lp;
+    int32_t prompt_lp_offset;
+    int32_t prompt_top_offset;
+    int32_t prompt_num_top;
 };
 
-/* Layout: header, seqs[num_seqs], top_ids[num_top], top_logprobs[num_top]. */
+/* Layout: header, seqs[num_seqs], top_ids[num_top], top_logprobs[num_top],
+ * prompt_ids[num_prompt_lp], prompt_logprobs[num_prompt_lp]. */
 struct folio_result_header {
     uint32_t magic; /* FOLIO_RESULT_MAGIC */
     int32_t num_seqs;
     int32_t num_top;
     int32_t status; /* 0, or -1: the step failed; message follows the arrays */
+    int32_t num_prompt_lp;
+    int32_t reserved;
     uint64_t step_id;
-    uint64_t backend_ns; /* time inside launch+collect */
+    uint64_t backend_ns;   /* time inside launch+collect */
     uint64_t plan_unix_ns; /* echoed from the plan */
 };
 #define FOLIO_RESULT_MAGIC 0x52534c54u /* "RSLT" */
@@ -86,9 +111,11 @@ struct folio_result_view {
     const struct folio_result_seq *seqs;
     const int32_t *top_ids;
     const float *top_logprobs;
+    const int32_t *prompt_ids;
+    const float *prompt_logprobs;
 };
 
-size_t folio_result_size(int32_t num_seqs, int32_t num_top);
+size_t folio_result_size(int32_t num_seqs, int32_t num_top, int32_t num_prompt_lp);
 int folio_result_decode(const void *rec, size_t len, struct folio_result_view *v, char *err,
                         size_t errlen);
 
@@ -104,8 +131,9 @@ enum folio_finish_reason {
 };
 
 /* Layout: header, token_ids[num_tokens], logprobs[num_tokens],
- * top_ids[num_tokens*num_top], top_logprobs[num_tokens*num_top],
- * message[message_len] (not NUL-terminated). */
+ * top_ids[num_tokens*num_top], top_logprobs[num_tokens*num_top], the same
+ * four arrays for num_prompt_lp prompt logprobs (the next prompt tokens, in
+ * order, each once), message[message_len] (not NUL-terminated). */
 struct folio_event_header {
     uint32_t magic; /* FOLIO_EVENT_MAGIC */
     uint32_t num_tokens;
@@ -118,6 +146,8 @@ struct folio_event_header {
     uint32_t num_top;           /* top logprobs per token */
     uint32_t message_len;
     uint32_t retry_after_s; /* for 429 */
+    uint32_t num_prompt_lp;
+    uint32_t reserved;
 };
 #define FOLIO_EVENT_MAGIC 0x45564e54u /* "EVNT" */
 
@@ -127,10 +157,15 @@ struct folio_event_view {
     const float *logprobs;
     const int32_t *top_ids;
     const float *top_logprobs;
+    const int32_t *prompt_ids;
+    const float *prompt_logprobs;
+    const int32_t *prompt_top_ids;
+    const float *prompt_top_logprobs;
     const char *message;
 };
 
-size_t folio_event_size(uint32_t num_tokens, uint32_t num_top, uint32_t message_len);
+size_t folio_event_size(uint32_t num_tokens, uint32_t num_top, uint32_t num_prompt_lp,
+                        uint32_t message_len);
 int folio_event_decode(const void *rec, size_t len, struct folio_event_view *v, char *err,
                        size_t errlen);
 

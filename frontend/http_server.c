@@ -27,7 +27,7 @@
 #include "metrics_shared.h"
 #include "openai_api.h"
 #include "scheduler_link.h"
-#include "stream.h"
+#include "choice.h"
 #include "clock.h"
 #include "error_json_filter.h"
 
@@ -36,15 +36,15 @@
 
 /* One generation request (completion or chat) from arrival to its last byte.
  * It lives exactly as long as the h2o request: freed when h2o disposes of the
- * request's memory pool, which also tells us the client went away. */
+ * request's memory pool, which also tells us the client went away. Its
+ * choices (prompts x n) run as scheduler requests id + 0 .. id + k - 1. */
 struct gen_req {
     struct gen_req *next; /* hash chain */
     struct server *srv;
-    uint64_t id;
+    uint64_t id; /* choice k's scheduler request id is id | k */
     h2o_req_t *req;
     h2o_generator_t gen;
     struct folio_oai_request oai;
-    struct folio_text_stream ts;
     char oai_id[64];
     struct folio_oai_response_ctx rctx;
     bool started; /* streaming: 200 and headers sent */
@@ -55,12 +55,21 @@ struct gen_req {
     bool rejected; /* refused by the scheduler's admission control */
     bool counted;  /* its one finish reason is counted (it may still be sending) */
     struct folio_jw pending, inflight;
-    struct folio_jw text;                /* non-streaming: the whole completion */
-    struct folio_oai_token_logprob *lps; /* non-streaming logprobs, texts owned */
-    size_t num_lps, cap_lps;
-    uint32_t prompt_tokens, cached_tokens;
+    struct folio_choice *choices;
+    uint32_t num_choices, num_submitted, num_finished;
+    uint32_t num_prompts;
+    uint32_t *prompt_tokens, *cached_tokens; /* per prompt */
+    char **echo;                             /* per prompt: its text, when echo */
+    size_t *echo_len;
+    int32_t **echo_ids; /* per prompt: its token ids, when echo */
+    size_t *echo_num_ids;
     double t_arrival, t_first, t_last;
 };
+
+/* Choice k of a request travels as request id | k. */
+#define CHOICE_BITS 10
+#define CHOICE_MASK ((1ull << CHOICE_BITS) - 1)
+_Static_assert(FOLIO_OAI_MAX_CHOICES <= (1 << CHOICE_BITS), "choice index bits");
 
 struct handler {
     h2o_handler_t super;
@@ -225,12 +234,28 @@ static void start_stream(struct gen_req *g)
     g->gen.stop = NULL; /* the pool's dispose hook does the clean-up */
     h2o_start_response(req, &g->gen);
     g->started = true;
-    if (g->oai.endpoint == FOLIO_OAI_CHAT)
-        folio_oai_write_chunk(&g->pending, &g->rctx, true, "", 0, NULL, NULL, 0, 0, NULL);
+    for (uint32_t k = 0; k < g->num_choices; k++) {
+        struct folio_choice *c = &g->choices[k];
+        if (g->oai.endpoint == FOLIO_OAI_CHAT)
+            folio_oai_write_chunk(&g->pending, &c->rctx, true, "", 0, NULL, NULL, 0, 0, NULL);
+        else if (g->echo)
+            folio_choice_echo(c, g->srv->cfg->tokenizer, &g->oai, g->echo[c->prompt],
+                              g->echo_len[c->prompt], g->echo_ids[c->prompt],
+                              g->echo_num_ids[c->prompt], &g->pending);
+    }
+}
+
+/* The scheduler stops working on every choice not finished yet. */
+static void abort_choices(struct gen_req *g)
+{
+    for (uint32_t k = 0; k < g->num_submitted; k++)
+        if (!g->choices[k].finish)
+            folio_link_abort(g->srv->link, g->id | k);
 }
 
 /* Ends the request with an error: a status and JSON when nothing was sent
- * yet, an error event and [DONE] inside a stream that has started. */
+ * yet, an error event and [DONE] inside a stream that has started. The other
+ * choices are aborted. */
 static void fail_request(struct gen_req *g, int status, const char *message, uint32_t retry_after)
 {
     if (g->done || !g->req)
@@ -242,6 +267,7 @@ static void fail_request(struct gen_req *g, int status, const char *message, uin
     else
         s->metrics.finished_error++;
     folio_log_warn(g->id, "request failed (%d): %s", status, message);
+    abort_choices(g);
     if (g->started) {
         folio_oai_write_stream_error(&g->pending, status, message);
         folio_jw_str(&g->pending, FOLIO_OAI_SSE_DONE);
@@ -255,174 +281,113 @@ static void fail_request(struct gen_req *g, int status, const char *message, uin
 
 /* ---- token events ------------------------------------------------------------ */
 
-static void free_lps(struct folio_oai_token_logprob *lp, size_t n)
+/* OpenAI's usage: each prompt counted once, the completions summed. */
+static struct folio_oai_usage request_usage(const struct gen_req *g)
 {
-    for (size_t i = 0; i < n; i++) {
-        free((char *)lp[i].text);
-        for (uint32_t k = 0; k < lp[i].num_top; k++)
-            free((char *)lp[i].top[k].text);
+    struct folio_oai_usage u = {0, 0, 0};
+    for (uint32_t i = 0; i < g->num_prompts; i++) {
+        u.prompt_tokens += g->prompt_tokens[i];
+        u.cached_tokens += g->cached_tokens[i];
     }
+    for (uint32_t k = 0; k < g->num_choices; k++)
+        u.completion_tokens += g->choices[k].ts.num_tokens;
+    return u;
 }
 
-static void fill_lp(const struct folio_tokenizer *t, struct folio_oai_token_logprob *lp,
-                    const struct folio_event_view *v, uint32_t i, int32_t want_top)
-{
-    size_t len = 0;
-    memset(lp, 0, sizeof *lp);
-    lp->text = folio_tokenizer_decode(t, &v->token_ids[i], 1, false, &len);
-    lp->len = lp->text ? len : 0;
-    if (!lp->text)
-        lp->text = strdup("");
-    lp->logprob = v->logprobs[i];
-    uint32_t n = v->hdr->num_top;
-    if (n > (uint32_t)want_top)
-        n = (uint32_t)want_top;
-    for (uint32_t k = 0; k < n && k < FOLIO_OAI_MAX_LOGPROBS; k++) {
-        const int32_t *id = &v->top_ids[(size_t)i * v->hdr->num_top + k];
-        char *s = folio_tokenizer_decode(t, id, 1, false, &len);
-        lp->top[k].text = s ? s : strdup("");
-        lp->top[k].len = s ? len : 0;
-        lp->top[k].logprob = v->top_logprobs[(size_t)i * v->hdr->num_top + k];
-        lp->num_top = k + 1;
-    }
-}
-
-static const char *finish_name(uint32_t reason)
-{
-    return reason == FOLIO_FINISH_STOP ? "stop" : reason == FOLIO_FINISH_LENGTH ? "length" : NULL;
-}
-
-static void handle_event(struct gen_req *g, const struct folio_event_view *v)
+/* Every choice has finished: the usage chunk and [DONE], or the whole body. */
+static void finish_request(struct gen_req *g)
 {
     struct server *s = g->srv;
-    const struct folio_event_header *h = v->hdr;
-    double now = folio_mono_s();
+    struct folio_oai_usage usage = request_usage(g);
+    /* One outcome per request, whatever its number of choices: the first's. */
+    g->counted = true;
+    folio_metrics_request_finished(&s->metrics, g->choices[0].finish,
+                                   folio_mono_s() - g->t_arrival, usage.prompt_tokens,
+                                   usage.completion_tokens);
+    if (g->oai.stream) {
+        if (g->oai.include_usage)
+            folio_oai_write_usage_chunk(&g->pending, &g->rctx, &usage);
+        folio_jw_str(&g->pending, FOLIO_OAI_SSE_DONE);
+        g->final_queued = true;
+        flush(g);
+        return;
+    }
+    struct folio_oai_choice *res = calloc(g->num_choices, sizeof *res);
+    struct folio_jw b;
+    folio_jw_init(&b);
+    for (uint32_t k = 0; res && k < g->num_choices; k++)
+        res[k] = folio_choice_result(&g->choices[k], g->oai.logprobs >= 0);
+    if (res)
+        folio_oai_write_response(&b, &g->rctx, res, g->num_choices, &usage);
+    free(res);
+    g->done = true;
+    if (!res || b.failed)
+        send_error(s, g->req, 500, "out of memory", NULL, 0);
+    else
+        send_body(s, g->req, 200, "application/json", b.data, b.len);
+    folio_jw_free(&b);
+}
 
+static void observe_latency(struct gen_req *g, uint32_t num_tokens)
+{
+    struct server *s = g->srv;
+    double now = folio_mono_s();
     if (!g->got_event) {
         g->got_event = true;
         folio_histogram_observe(&s->metrics.queue, now - g->t_arrival);
     }
+    if (num_tokens == 0)
+        return;
+    if (g->t_first == 0) {
+        g->t_first = now;
+        folio_histogram_observe(&s->metrics.ttft, now - g->t_arrival);
+    } else {
+        for (uint32_t i = 0; i < num_tokens; i++)
+            folio_histogram_observe(&s->metrics.itl, (now - g->t_last) / num_tokens);
+    }
+    g->t_last = now;
+}
+
+static void handle_event(struct gen_req *g, uint32_t k, const struct folio_event_view *v)
+{
+    struct server *s = g->srv;
+    const struct folio_event_header *h = v->hdr;
+    struct folio_choice *c = &g->choices[k];
+    observe_latency(g, h->num_tokens);
     if (h->finish_reason == FOLIO_FINISH_REJECTED) {
         char msg[512];
         snprintf(msg, sizeof msg, "%.*s", (int)h->message_len, v->message);
+        c->finish = "rejected"; /* nothing to abort */
         g->rejected = true;
         fail_request(g, h->status ? (int)h->status : 503,
                      h->message_len ? msg : "request rejected by the scheduler", h->retry_after_s);
         return;
     }
-    if (h->num_tokens > 0) {
-        if (g->t_first == 0) {
-            g->t_first = now;
-            folio_histogram_observe(&s->metrics.ttft, now - g->t_arrival);
-        } else {
-            for (uint32_t i = 0; i < h->num_tokens; i++)
-                folio_histogram_observe(&s->metrics.itl, (now - g->t_last) / h->num_tokens);
-        }
-        g->t_last = now;
-    }
-    g->prompt_tokens = h->prompt_tokens;
-    g->cached_tokens = h->cached_tokens;
-
-    struct folio_jw text;
-    folio_jw_init(&text);
-    bool stop_hit = false;
+    g->prompt_tokens[c->prompt] = h->prompt_tokens;
+    if (c->index % (uint32_t)g->oai.n == 0)
+        g->cached_tokens[c->prompt] = h->cached_tokens;
+    if (g->oai.stream && !g->started)
+        start_stream(g);
+    if (h->num_prompt_lp)
+        folio_choice_prompt_lps(c, s->cfg->tokenizer, &g->oai, v, &g->pending);
+    struct folio_oai_usage usage = request_usage(g);
     uint32_t used = 0;
-    for (; used < h->num_tokens && !stop_hit; used++) {
-        int rc = folio_text_stream_push(&g->ts, v->token_ids[used], &text);
-        if (rc < 0) {
-            folio_jw_free(&text);
-            folio_link_abort(s->link, g->id);
-            fail_request(g, 500, "the scheduler sent a token id the tokenizer does not know", 0);
-            return;
-        }
-        stop_hit = rc == 1;
-    }
+    enum folio_choice_step step =
+        folio_choice_event(c, s->cfg->tokenizer, &g->oai, v, &g->pending,
+                           g->oai.continuous_usage ? &usage : NULL, &used);
     s->metrics.generation_tokens += used;
-
-    const char *finish = NULL;
-    if (stop_hit) {
-        finish = "stop";
-        if (h->finish_reason == FOLIO_FINISH_NONE)
-            folio_link_abort(s->link, g->id); /* a stop string: the scheduler can stop too */
-    } else if (h->finish_reason == FOLIO_FINISH_STOP || h->finish_reason == FOLIO_FINISH_LENGTH) {
-        int rc = folio_text_stream_finish(&g->ts, &text);
-        finish = rc == 1 ? "stop" : finish_name(h->finish_reason);
-    }
-
-    /* logprobs of the tokens this event brought (those after a stop dropped) */
-    struct folio_oai_token_logprob *lp = NULL;
-    size_t nlp = 0;
-    if (g->oai.logprobs >= 0 && used > 0) {
-        if (g->oai.stream) {
-            lp = calloc(used, sizeof *lp);
-        } else {
-            if (g->num_lps + used > g->cap_lps) {
-                size_t cap = (g->num_lps + used) * 2;
-                void *p = realloc(g->lps, cap * sizeof *g->lps);
-                if (p) {
-                    g->lps = p;
-                    g->cap_lps = cap;
-                }
-            }
-            lp = g->num_lps + used <= g->cap_lps ? g->lps + g->num_lps : NULL;
-        }
-        if (lp) {
-            for (uint32_t i = 0; i < used; i++)
-                fill_lp(s->cfg->tokenizer, &lp[i], v, i, g->oai.logprobs);
-            nlp = used;
-            if (!g->oai.stream)
-                g->num_lps += used;
-        }
-    }
-
-    struct folio_oai_usage usage = {g->prompt_tokens, g->ts.num_tokens, g->cached_tokens};
-    if (g->oai.stream) {
-        if (!g->started)
-            start_stream(g);
-        if (text.len || nlp || finish) {
-            folio_oai_write_chunk(&g->pending, &g->rctx, false, text.data ? text.data : "",
-                                  text.len, finish, nlp ? lp : NULL, nlp, g->ts.emitted - text.len,
-                                  g->oai.continuous_usage ? &usage : NULL);
-        }
-        if (lp) {
-            free_lps(lp, nlp);
-            free(lp);
-        }
-        folio_jw_free(&text);
-        if (finish) {
-            if (g->oai.include_usage)
-                folio_oai_write_usage_chunk(&g->pending, &g->rctx, &usage);
-            folio_jw_str(&g->pending, FOLIO_OAI_SSE_DONE);
-            g->final_queued = true;
-        }
-    } else {
-        folio_jw_raw(&g->text, text.data ? text.data : "", text.len);
-        folio_jw_free(&text);
-    }
-
-    if (finish) {
-        g->counted = true;
-        folio_metrics_request_finished(&s->metrics, finish, now - g->t_arrival, g->prompt_tokens,
-                                       g->ts.num_tokens);
-
-        if (!g->oai.stream) {
-            struct folio_jw b;
-            folio_jw_init(&b);
-            folio_oai_write_response(&b, &g->rctx, g->text.data ? g->text.data : "", g->text.len,
-                                     finish, g->oai.logprobs >= 0 ? g->lps : NULL, g->num_lps,
-                                     &usage);
-            g->done = true;
-            if (b.failed)
-                send_error(s, g->req, 500, "out of memory", NULL, 0);
-            else
-                send_body(s, g->req, 200, "application/json", b.data, b.len);
-            folio_jw_free(&b);
-            return;
-        }
-        flush(g);
+    if (step == FOLIO_CHOICE_BAD_TOKEN) {
+        fail_request(g, 500, "the scheduler sent a token id the tokenizer does not know", 0);
         return;
     }
-    if (h->finish_reason == FOLIO_FINISH_ERROR || h->finish_reason == FOLIO_FINISH_ABORT) {
+    if (step == FOLIO_CHOICE_STOP_STRING)
+        folio_link_abort(s->link, g->id | k); /* a stop string: the scheduler can stop too */
+    if (c->finish) {
+        if (++g->num_finished == g->num_choices) {
+            finish_request(g);
+            return;
+        }
+    } else if (h->finish_reason == FOLIO_FINISH_ERROR || h->finish_reason == FOLIO_FINISH_ABORT) {
         char msg[512];
         if (h->message_len)
             snprintf(msg, sizeof msg, "%.*s", (int)h->message_len, v->message);
@@ -430,6 +395,7 @@ static void handle_event(struct gen_req *g, const struct folio_event_view *v)
             snprintf(msg, sizeof msg, "%s",
                      h->finish_reason == FOLIO_FINISH_ABORT ? "the scheduler aborted the request"
                                                             : "the engine failed");
+        c->finish = "error";
         fail_request(g, h->status ? (int)h->status : 503, msg, 0);
         return;
     }
@@ -449,10 +415,11 @@ static void handle_events(struct server *s, const struct folio_link_msg *m)
             folio_log_error(0, "event ring: %s", err);
             continue;
         }
-        struct gen_req *g = find(s, v.hdr->request_id);
-        if (!g || g->done)
+        struct gen_req *g = find(s, v.hdr->request_id & ~CHOICE_MASK);
+        uint32_t k = (uint32_t)(v.hdr->request_id & CHOICE_MASK);
+        if (!g || g->done || k >= g->num_submitted || g->choices[k].finish)
             continue; /* the client has gone, or a stop string ended it */
-        handle_event(g, &v);
+        handle_event(g, k, &v);
     }
 }
 
@@ -536,13 +503,34 @@ static void reap_hung_up_clients(struct server *s)
             if (g->done || g->started || !g->req || !client_hung_up(g->req))
                 continue;
             folio_log_info(g->id, "client disconnected: abort");
-            folio_link_abort(s->link, g->id);
+            abort_choices(g);
             s->metrics.client_disconnects++;
             s->metrics.finished_abort++;
             g->counted = true;
             g->done = true;
             send_error(s, g->req, 499, "the client closed the connection", NULL, 0);
         }
+}
+
+static void gen_req_free(struct gen_req *g)
+{
+    for (uint32_t k = 0; k < g->num_choices; k++)
+        folio_choice_free(&g->choices[k]);
+    free(g->choices);
+    for (uint32_t i = 0; g->echo && i < g->num_prompts; i++) {
+        free(g->echo[i]);
+        free(g->echo_ids[i]);
+    }
+    free(g->echo);
+    free(g->echo_len);
+    free(g->echo_ids);
+    free(g->echo_num_ids);
+    free(g->prompt_tokens);
+    free(g->cached_tokens);
+    folio_oai_request_free(&g->oai);
+    folio_jw_free(&g->pending);
+    folio_jw_free(&g->inflight);
+    free(g);
 }
 
 static void on_req_dispose(void *p)
@@ -555,20 +543,13 @@ static void on_req_dispose(void *p)
          * its outcome counted already. */
         folio_log(s->cfg->log_requests ? FOLIO_LOG_INFO : FOLIO_LOG_DEBUG, g->id,
                   "client disconnected: abort");
-        folio_link_abort(s->link, g->id);
+        abort_choices(g);
         s->metrics.client_disconnects++;
         s->metrics.finished_abort++;
     }
     table_remove(s, g);
     s->metrics.requests_in_flight--;
-    folio_text_stream_free(&g->ts);
-    folio_oai_request_free(&g->oai);
-    folio_jw_free(&g->pending);
-    folio_jw_free(&g->inflight);
-    folio_jw_free(&g->text);
-    free_lps(g->lps, g->num_lps);
-    free(g->lps);
-    free(g);
+    gen_req_free(g);
 }
 
 static bool model_matches(const struct server *s, const char *model)
@@ -579,20 +560,21 @@ static bool model_matches(const struct server *s, const char *model)
     return base && !strcmp(model, base + 1);
 }
 
-/* The prompt as token ids: tokenized text, given ids, or the rendered chat. */
-static int32_t *prompt_ids(struct server *s, const struct folio_oai_request *r, size_t *n,
+/* Prompt i as token ids: tokenized text, given ids, or the rendered chat. */
+static int32_t *prompt_ids(struct server *s, const struct folio_oai_request *r, size_t i, size_t *n,
                            char *err, size_t errlen)
 {
     const struct folio_tokenizer *t = s->cfg->tokenizer;
     if (r->endpoint == FOLIO_OAI_COMPLETIONS) {
-        if (r->prompt_ids) {
-            int32_t *ids = malloc(r->num_prompt_ids * sizeof *ids + 1);
+        const struct folio_oai_prompt *p = &r->prompts[i];
+        if (p->ids) {
+            int32_t *ids = malloc(p->num_ids * sizeof *ids + 1);
             if (ids)
-                memcpy(ids, r->prompt_ids, r->num_prompt_ids * sizeof *ids);
-            *n = r->num_prompt_ids;
+                memcpy(ids, p->ids, p->num_ids * sizeof *ids);
+            *n = p->num_ids;
             return ids;
         }
-        return folio_tokenizer_encode(t, r->prompt, r->prompt_len, true, n);
+        return folio_tokenizer_encode(t, p->text, p->len, true, n);
     }
     return folio_chat_prompt_ids(t, s->cfg->chat_template, r->messages, r->num_messages,
                                  r->add_generation_prompt, true, n, err, errlen);
@@ -603,6 +585,126 @@ static int32_t max_model_len(struct server *s)
     struct folio_link_status st;
     folio_link_get_status(s->link, &st);
     return st.max_model_len > 0 ? st.max_model_len : s->cfg->max_model_len;
+}
+
+/* Prompt i's token ids, checked against the vocabulary and the context, into
+ * ids[i] with its max_tokens. 0, or -1 with the error response sent. */
+static int prepare_prompt(struct server *s, h2o_req_t *req, struct gen_req *g, size_t i,
+                          int32_t vocab, int32_t **ids, size_t *num_ids, int32_t *max_tokens)
+{
+    const bool chat = g->oai.endpoint == FOLIO_OAI_CHAT;
+    const char *param = chat ? "messages" : "prompt";
+    char err[512] = "";
+    size_t n = 0;
+    if (!(ids[i] = prompt_ids(s, &g->oai, i, &n, err, sizeof err))) {
+        send_error(s, req, err[0] ? 400 : 500, err[0] ? err : "out of memory", param, 0);
+        return -1;
+    }
+    num_ids[i] = n;
+    for (size_t t = 0; t < n; t++)
+        if (ids[i][t] >= vocab) {
+            snprintf(err, sizeof err, "prompt token id %d is out of the vocabulary (size %d)",
+                     ids[i][t], vocab);
+            send_error(s, req, 400, err, param, 0);
+            return -1;
+        }
+    if (n == 0) {
+        send_error(s, req, 400, "the prompt is empty", param, 0);
+        return -1;
+    }
+    int32_t ctx = max_model_len(s);
+    if ((int64_t)n >= ctx || (g->oai.max_tokens > 0 && (int64_t)n + g->oai.max_tokens > ctx)) {
+        snprintf(err, sizeof err,
+                 "This model's maximum context length is %d tokens. However, you requested %lld "
+                 "tokens (%zu in the prompt, %d for the completion). Please reduce the length "
+                 "of the prompt or completion.",
+                 ctx, (long long)n + (g->oai.max_tokens > 0 ? g->oai.max_tokens : 0), n,
+                 g->oai.max_tokens > 0 ? g->oai.max_tokens : 0);
+        send_error(s, req, 400, err, param, 0);
+        return -1;
+    }
+    max_tokens[i] = g->oai.max_tokens > 0 ? g->oai.max_tokens : ctx - (int32_t)n;
+    g->prompt_tokens[i] = (uint32_t)n;
+    if (g->echo) {
+        const struct folio_oai_prompt *p = &g->oai.prompts[i];
+        g->echo[i] = p->text ? strdup(p->text)
+                             : folio_tokenizer_decode(s->cfg->tokenizer, p->ids, p->num_ids, false,
+                                                      &g->echo_len[i]);
+        if (p->text)
+            g->echo_len[i] = p->len;
+        if (!g->echo[i]) {
+            send_error(s, req, 500, "out of memory", NULL, 0);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+/* The per-prompt and per-choice arrays, and what every response shares. */
+static int gen_req_alloc(struct server *s, struct gen_req *g, h2o_req_t *req,
+                         enum folio_oai_endpoint ep)
+{
+    g->srv = s;
+    g->req = req;
+    g->num_prompts = ep == FOLIO_OAI_CHAT ? 1 : (uint32_t)g->oai.num_prompts;
+    g->num_choices = g->num_prompts * (uint32_t)g->oai.n;
+    g->choices = calloc(g->num_choices, sizeof *g->choices);
+    g->prompt_tokens = calloc(g->num_prompts, sizeof *g->prompt_tokens);
+    g->cached_tokens = calloc(g->num_prompts, sizeof *g->cached_tokens);
+    if (g->oai.echo) {
+        g->echo = calloc(g->num_prompts, sizeof *g->echo);
+        g->echo_len = calloc(g->num_prompts, sizeof *g->echo_len);
+        g->echo_ids = calloc(g->num_prompts, sizeof *g->echo_ids);
+        g->echo_num_ids = calloc(g->num_prompts, sizeof *g->echo_num_ids);
+    }
+    g->id = ((uint64_t)s->cfg->frontend_id << 48) |
+            ((++s->next_seq << CHOICE_BITS) & 0xffffffffffffull);
+    g->t_arrival = folio_mono_s();
+    folio_oai_make_id(ep, g->id, s->id_salt, g->oai_id, sizeof g->oai_id);
+    g->rctx.endpoint = ep;
+    g->rctx.id = g->oai_id;
+    g->rctx.created = (int64_t)time(NULL);
+    g->rctx.model = s->model_name;
+    g->rctx.include_usage = g->oai.include_usage;
+    folio_jw_init(&g->pending);
+    folio_jw_init(&g->inflight);
+    return g->choices && g->prompt_tokens && g->cached_tokens &&
+                   (!g->oai.echo || (g->echo && g->echo_len && g->echo_ids && g->echo_num_ids))
+               ? 0
+               : -1;
+}
+
+/* Submits every choice: prompt i's sample j as request id | (i * n + j),
+ * with seed + j when the client gave a seed (as vLLM seeds its n samples).
+ * 0, or -1 with the 503 sent and the choices already submitted aborted. */
+static int submit_choices(struct server *s, h2o_req_t *req, struct gen_req *g, int32_t **ids,
+                          const size_t *num_ids, const int32_t *max_tokens)
+{
+    char err[512];
+    for (uint32_t k = 0; k < g->num_choices; k++) {
+        uint32_t i = k / (uint32_t)g->oai.n, j = k % (uint32_t)g->oai.n;
+        struct folio_choice *c = &g->choices[k];
+        if (folio_choice_init(c, s->cfg->tokenizer, &g->oai, &g->rctx, k, i) != 0) {
+            abort_choices(g);
+            send_error(s, req, 500, "out of memory", NULL, 0);
+            return -1;
+        }
+        if (g->echo && !g->oai.stream &&
+            folio_choice_echo(c, s->cfg->tokenizer, &g->oai, g->echo[i], g->echo_len[i], ids[i],
+                              num_ids[i], NULL) != 0) {
+            abort_choices(g);
+            send_error(s, req, 500, "out of memory", NULL, 0);
+            return -1;
+        }
+        if (folio_link_submit(s->link, g->id | k, ids[i], num_ids[i], &g->oai, max_tokens[i], j,
+                              err, sizeof err) != 0) {
+            abort_choices(g);
+            send_error(s, req, 503, err, NULL, 0);
+            return -1;
+        }
+        g->num_submitted = k + 1;
+    }
+    return 0;
 }
 
 static void handle_generate(struct server *s, h2o_req_t *req, enum folio_oai_endpoint ep)
@@ -621,8 +723,9 @@ static void handle_generate(struct server *s, h2o_req_t *req, enum folio_oai_end
     }
     struct folio_oai_error e;
     char err[512];
-    int32_t *ids = NULL;
-    size_t n = 0;
+    int32_t **ids = NULL, *max_tokens = NULL;
+    size_t *num_ids = NULL, total = 0;
+    uint32_t num_prompts = 0;
     if (folio_oai_parse_request(ep, req->entity.base ? req->entity.base : "", req->entity.len,
                                 &g->oai, &e) != 0) {
         send_error(s, req, e.status, e.message, e.param, 0);
@@ -645,69 +748,33 @@ static void handle_generate(struct server *s, h2o_req_t *req, enum folio_oai_end
         send_error(s, req, 503, "the scheduler is not available; retry shortly", NULL, 0);
         goto fail;
     }
-    err[0] = 0;
-    if (!(ids = prompt_ids(s, &g->oai, &n, err, sizeof err))) {
-        send_error(s, req, err[0] ? 400 : 500, err[0] ? err : "out of memory",
-                   ep == FOLIO_OAI_CHAT ? "messages" : "prompt", 0);
+    int alloc_rc = gen_req_alloc(s, g, req, ep);
+    num_prompts = g->num_prompts;
+    if (alloc_rc != 0 || !(ids = calloc(g->num_prompts, sizeof *ids)) ||
+        !(num_ids = calloc(g->num_prompts, sizeof *num_ids)) ||
+        !(max_tokens = calloc(g->num_prompts, sizeof *max_tokens))) {
+        send_error(s, req, 500, "out of memory", NULL, 0);
         goto fail;
     }
     int32_t vocab = folio_tokenizer_vocab_size(s->cfg->tokenizer);
     if (st.vocab_size > 0 && st.vocab_size > vocab)
         vocab = st.vocab_size;
-    for (size_t i = 0; i < n; i++)
-        if (ids[i] >= vocab) {
-            snprintf(err, sizeof err, "prompt token id %d is out of the vocabulary (size %d)",
-                     ids[i], vocab);
-            send_error(s, req, 400, err, "prompt", 0);
+    for (uint32_t i = 0; i < g->num_prompts; i++) {
+        if (prepare_prompt(s, req, g, i, vocab, ids, num_ids, max_tokens) != 0)
             goto fail;
-        }
-    if (n == 0) {
-        send_error(s, req, 400, "the prompt is empty", "prompt", 0);
-        goto fail;
+        total += num_ids[i];
     }
-    int32_t ctx = max_model_len(s);
-    if ((int64_t)n >= ctx || (g->oai.max_tokens > 0 && (int64_t)n + g->oai.max_tokens > ctx)) {
-        snprintf(err, sizeof err,
-                 "This model's maximum context length is %d tokens. However, you requested %lld "
-                 "tokens (%zu in the prompt, %d for the completion). Please reduce the length "
-                 "of the prompt or completion.",
-                 ctx, (long long)n + (g->oai.max_tokens > 0 ? g->oai.max_tokens : 0), n,
-                 g->oai.max_tokens > 0 ? g->oai.max_tokens : 0);
-        send_error(s, req, 400, err, ep == FOLIO_OAI_CHAT ? "messages" : "prompt", 0);
+    if (submit_choices(s, req, g, ids, num_ids, max_tokens) != 0)
         goto fail;
+    for (uint32_t i = 0; g->echo && i < g->num_prompts; i++) {
+        g->echo_ids[i] = ids[i]; /* the streamed echo's logprobs name them */
+        g->echo_num_ids[i] = num_ids[i];
+        ids[i] = NULL;
     }
-    int32_t max_tokens = g->oai.max_tokens > 0 ? g->oai.max_tokens : ctx - (int32_t)n;
-
-    if (folio_text_stream_init(&g->ts, s->cfg->tokenizer, g->oai.skip_special_tokens,
-                               (const char *const *)g->oai.stop, g->oai.stop_len, g->oai.num_stop,
-                               g->oai.min_tokens) != 0) {
-        send_error(s, req, 500, "out of memory", NULL, 0);
-        goto fail;
-    }
-    g->srv = s;
-    g->req = req;
-    g->id = ((uint64_t)s->cfg->frontend_id << 48) | (++s->next_seq & 0xffffffffffffull);
-    g->t_arrival = folio_mono_s();
-    folio_oai_make_id(ep, g->id, s->id_salt, g->oai_id, sizeof g->oai_id);
-    g->rctx.endpoint = ep;
-    g->rctx.id = g->oai_id;
-    g->rctx.created = (int64_t)time(NULL);
-    g->rctx.model = s->model_name;
-    g->rctx.include_usage = g->oai.include_usage;
-    folio_jw_init(&g->pending);
-    folio_jw_init(&g->inflight);
-    folio_jw_init(&g->text);
-
-    if (folio_link_submit(s->link, g->id, ids, n, &g->oai, max_tokens, err, sizeof err) != 0) {
-        folio_text_stream_free(&g->ts);
-        send_error(s, req, 503, err, NULL, 0);
-        goto fail;
-    }
-    free(ids);
     folio_log(s->cfg->log_requests ? FOLIO_LOG_INFO : FOLIO_LOG_DEBUG, g->id,
-              "request: %s, %zu prompt tokens, max_tokens %d",
-              ep == FOLIO_OAI_CHAT ? "chat" : "completion", n, max_tokens);
-    s->metrics.prompt_tokens += n;
+              "request: %s, %u choices, %zu prompt tokens, max_tokens %d",
+              ep == FOLIO_OAI_CHAT ? "chat" : "completion", g->num_choices, total, max_tokens[0]);
+    s->metrics.prompt_tokens += total;
     s->metrics.requests_submitted++;
     s->metrics.requests_in_flight++;
     struct gen_req **slot = bucket(s, g->id);
@@ -716,11 +783,15 @@ static void handle_generate(struct server *s, h2o_req_t *req, enum folio_oai_end
     s->num_open++;
     struct gen_req **hook = h2o_mem_alloc_shared(&req->pool, sizeof *hook, on_req_dispose);
     *hook = g;
-    return;
+    g = NULL;
 fail:
+    for (uint32_t i = 0; ids && i < num_prompts; i++)
+        free(ids[i]);
     free(ids);
-    folio_oai_request_free(&g->oai);
-    free(g);
+    free(num_ids);
+    free(max_tokens);
+    if (g)
+        gen_req_free(g);
 }
 
 /* ---- other routes ---------------------------------------------------------------- */

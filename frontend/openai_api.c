@@ -152,33 +152,49 @@ static int parse_int_list(json_t *a, const char *name, long long lo, long long h
     return 0;
 }
 
+/* One prompt: a string, or a list of token ids. */
+static int parse_one_prompt(json_t *p, size_t i, struct folio_oai_prompt *out,
+                            struct folio_oai_error *e)
+{
+    if (json_is_string(p)) {
+        if (!(out->text = dup_json_string(p, &out->len)))
+            return fail(e, 500, NULL, "out of memory");
+        return 0;
+    }
+    if (json_is_array(p) && json_array_size(p) > 0)
+        return parse_int_list(p, "prompt", 0, INT32_MAX, &out->ids, &out->num_ids, e);
+    return fail(e, 400, "prompt",
+                json_is_array(p) ? "'prompt[%zu]' is an empty list"
+                                 : "'prompt[%zu]' must be a string or a list of token ids",
+                i);
+}
+
+/* A string, a list of token ids, or a list of those (a batch: one choice per
+ * prompt and sample). */
 static int parse_prompt(json_t *root, struct folio_oai_request *r, struct folio_oai_error *e)
 {
     json_t *p = field(root, "prompt");
     if (!p)
         return fail(e, 400, "prompt", "'prompt' is required");
-    if (json_is_array(p) && json_array_size(p) == 1 &&
-        (json_is_string(json_array_get(p, 0)) || json_is_array(json_array_get(p, 0))))
-        p = json_array_get(p, 0); /* a batch of one */
-    if (json_is_string(p)) {
-        if (!(r->prompt = dup_json_string(p, &r->prompt_len)))
-            return fail(e, 500, NULL, "out of memory");
-        return 0;
+    bool batch = json_is_array(p) && json_array_size(p) > 0 &&
+                 (json_is_string(json_array_get(p, 0)) || json_is_array(json_array_get(p, 0)));
+    if (!json_is_string(p) && !json_is_array(p))
+        return fail(e, 400, "prompt",
+                    "'prompt' must be a string, a list of token ids or a list of those");
+    if (json_is_array(p) && json_array_size(p) == 0)
+        return fail(e, 400, "prompt", "'prompt' is an empty list");
+    size_t n = batch ? json_array_size(p) : 1;
+    if (n > FOLIO_OAI_MAX_CHOICES)
+        return fail(e, 400, "prompt", "'prompt' holds %zu prompts; at most %d are allowed", n,
+                    FOLIO_OAI_MAX_CHOICES);
+    if (!(r->prompts = calloc(n, sizeof *r->prompts)))
+        return fail(e, 500, NULL, "out of memory");
+    for (size_t i = 0; i < n; i++) {
+        r->num_prompts++;
+        if (parse_one_prompt(batch ? json_array_get(p, i) : p, i, &r->prompts[i], e) != 0)
+            return -1;
     }
-    if (json_is_array(p)) {
-        if (json_array_size(p) == 0)
-            return fail(e, 400, "prompt", "'prompt' is an empty list");
-        json_t *first = json_array_get(p, 0);
-        if (json_is_string(first) || json_is_array(first))
-            return fail(e, 400, "prompt",
-                        "'prompt' holds %zu prompts; only one per request "
-                        "is supported",
-                        json_array_size(p));
-        return parse_int_list(p, "prompt", 0, INT32_MAX, &r->prompt_ids, &r->num_prompt_ids, e);
-    }
-    return fail(e, 400, "prompt",
-                "'prompt' must be a string, a list of token ids or a list of "
-                "one of those");
+    return 0;
 }
 
 /* content: a string, null, or a list of {"type": "text", "text": ...} parts
@@ -250,6 +266,94 @@ static int parse_messages(json_t *root, struct folio_oai_request *r, struct foli
     return 0;
 }
 
+/* n, best_of (>= n; only = n, Folio does not rank candidates) and echo. */
+static int parse_choices(json_t *root, struct folio_oai_request *r, struct folio_oai_error *e)
+{
+    int32_t best_of = -1;
+    if (get_int(root, "n", 1, FOLIO_OAI_MAX_N, &r->n, e) ||
+        get_int(root, "best_of", 1, INT32_MAX, &best_of, e))
+        return -1;
+    if (best_of >= 0 && best_of < r->n)
+        return fail(e, 400, "best_of", "'best_of' (%d) must be at least 'n' (%d)", best_of, r->n);
+    if (best_of > r->n)
+        return fail(e, 400, "best_of",
+                    "'best_of' greater than 'n' is not supported (got best_of %d, n %d)", best_of,
+                    r->n);
+    size_t prompts = r->num_prompts ? r->num_prompts : 1;
+    if (prompts * (size_t)r->n > FOLIO_OAI_MAX_CHOICES)
+        return fail(e, 400, "n", "%zu prompts times n = %d make more than %d choices", prompts,
+                    r->n, FOLIO_OAI_MAX_CHOICES);
+    if (get_bool(root, "echo", &r->echo, e))
+        return -1;
+    if (r->echo && r->endpoint == FOLIO_OAI_CHAT)
+        return fail(e, 400, "echo", "'echo' is not supported for chat completions");
+    /* vLLM's prompt_logprobs (token-id keyed, with ranks) is another shape of
+     * what echo with logprobs gives. */
+    if (field(root, "prompt_logprobs"))
+        return fail(e, 400, "prompt_logprobs",
+                    "'prompt_logprobs' is not supported; use 'echo': true with 'logprobs' on "
+                    "/v1/completions");
+    return 0;
+}
+
+/* logit_bias: {"token id": bias in [-100, 100]}. */
+static int parse_logit_bias(json_t *root, struct folio_oai_request *r, struct folio_oai_error *e)
+{
+    json_t *v = field(root, "logit_bias");
+    if (!v)
+        return 0;
+    if (!json_is_object(v))
+        return fail(e, 400, "logit_bias", "'logit_bias' must be an object of token id: bias");
+    size_t n = json_object_size(v);
+    if (n > FOLIO_MAX_LOGIT_BIAS)
+        return fail(e, 400, "logit_bias", "'logit_bias' has %zu entries; at most %d are allowed", n,
+                    FOLIO_MAX_LOGIT_BIAS);
+    r->logit_bias_ids = malloc((n ? n : 1) * sizeof *r->logit_bias_ids);
+    r->logit_bias_values = malloc((n ? n : 1) * sizeof *r->logit_bias_values);
+    if (!r->logit_bias_ids || !r->logit_bias_values)
+        return fail(e, 500, NULL, "out of memory");
+    const char *key;
+    json_t *b;
+    json_object_foreach(v, key, b)
+    {
+        char *end;
+        long long id = strtoll(key, &end, 10);
+        if (!*key || *end || id < 0 || id > INT32_MAX)
+            return fail(e, 400, "logit_bias", "'logit_bias' key '%s' is not a token id", key);
+        if (!json_is_number(b) || !isfinite(json_number_value(b)) ||
+            fabs(json_number_value(b)) > FOLIO_LOGIT_BIAS_MAX)
+            return fail(e, 400, "logit_bias", "'logit_bias[%s]' must be a number in [-100, 100]",
+                        key);
+        r->logit_bias_ids[r->num_logit_bias] = (int32_t)id;
+        r->logit_bias_values[r->num_logit_bias++] = (float)json_number_value(b);
+    }
+    return 0;
+}
+
+/* The fields that decide which tokens end the text and how they show. */
+static int parse_token_controls(json_t *root, struct folio_oai_request *r,
+                                struct folio_oai_error *e)
+{
+    json_t *v;
+    if ((v = field(root, "stop_token_ids"))) {
+        if (!json_is_array(v))
+            return fail(e, 400, "stop_token_ids", "'stop_token_ids' must be a list of integers");
+        if (json_array_size(v) > FOLIO_MAX_STOP_TOKEN_IDS)
+            return fail(e, 400, "stop_token_ids",
+                        "'stop_token_ids' has %zu entries; at most %d are allowed",
+                        json_array_size(v), FOLIO_MAX_STOP_TOKEN_IDS);
+        if (parse_int_list(v, "stop_token_ids", 0, INT32_MAX, &r->stop_token_ids,
+                           &r->num_stop_token_ids, e))
+            return -1;
+    }
+    if (get_bool(root, "ignore_eos", &r->ignore_eos, e) ||
+        get_bool(root, "skip_special_tokens", &r->skip_special_tokens, e) ||
+        get_bool(root, "spaces_between_special_tokens", &r->spaces_between_special_tokens, e) ||
+        get_bool(root, "include_stop_str_in_output", &r->include_stop_str_in_output, e))
+        return -1;
+    return parse_logit_bias(root, r, e);
+}
+
 static int parse_fields(json_t *root, struct folio_oai_request *r, struct folio_oai_error *e)
 {
     const bool chat = r->endpoint == FOLIO_OAI_CHAT;
@@ -266,19 +370,8 @@ static int parse_fields(json_t *root, struct folio_oai_request *r, struct folio_
     if (chat && get_bool(root, "add_generation_prompt", &r->add_generation_prompt, e))
         return -1;
 
-    int32_t n = 1, best_of = 1;
-    if (get_int(root, "n", INT32_MIN, INT32_MAX, &n, e) ||
-        get_int(root, "best_of", INT32_MIN, INT32_MAX, &best_of, e))
+    if (parse_choices(root, r, e))
         return -1;
-    if (n != 1)
-        return fail(e, 400, "n", "'n' must be 1 (got %d): one choice per request", n);
-    if (best_of != 1)
-        return fail(e, 400, "best_of", "'best_of' must be 1 (got %d)", best_of);
-    bool echo = false;
-    if (get_bool(root, "echo", &echo, e))
-        return -1;
-    if (echo)
-        return fail(e, 400, "echo", "'echo' is not supported");
 
     if (get_bool(root, "stream", &r->stream, e))
         return -1;
@@ -300,15 +393,7 @@ static int parse_fields(json_t *root, struct folio_oai_request *r, struct folio_
                     r->min_tokens, r->max_tokens);
     if (parse_stop(root, r, e))
         return -1;
-    if ((v = field(root, "stop_token_ids"))) {
-        if (!json_is_array(v))
-            return fail(e, 400, "stop_token_ids", "'stop_token_ids' must be a list of integers");
-        if (parse_int_list(v, "stop_token_ids", 0, INT32_MAX, &r->stop_token_ids,
-                           &r->num_stop_token_ids, e))
-            return -1;
-    }
-    if (get_bool(root, "ignore_eos", &r->ignore_eos, e) ||
-        get_bool(root, "skip_special_tokens", &r->skip_special_tokens, e))
+    if (parse_token_controls(root, r, e))
         return -1;
 
     if (get_float(root, "temperature", 0, false, 1e6, &r->temperature, e) ||
@@ -331,12 +416,12 @@ static int parse_fields(json_t *root, struct folio_oai_request *r, struct folio_
         bool want = false;
         int32_t top = 0;
         if (get_bool(root, "logprobs", &want, e) ||
-            get_int(root, "top_logprobs", 0, FOLIO_OAI_MAX_LOGPROBS, &top, e))
+            get_int(root, "top_logprobs", 0, FOLIO_MAX_LOGPROBS, &top, e))
             return -1;
         if (top > 0 && !want)
             return fail(e, 400, "top_logprobs", "'top_logprobs' needs 'logprobs': true");
         r->logprobs = want ? top : -1;
-    } else if (get_int(root, "logprobs", 0, FOLIO_OAI_MAX_LOGPROBS, &r->logprobs, e)) {
+    } else if (get_int(root, "logprobs", 0, FOLIO_MAX_LOGPROBS, &r->logprobs, e)) {
         return -1;
     }
     return 0;
@@ -351,6 +436,8 @@ int folio_oai_parse_request(enum folio_oai_endpoint ep, const char *body, size_t
     r->add_generation_prompt = true;
     r->max_tokens = folio_oai_default_max_tokens(ep);
     r->skip_special_tokens = true;
+    r->spaces_between_special_tokens = true;
+    r->n = 1;
     r->temperature = 1.0f;
     r->top_p = 1.0f;
     r->repetition_penalty = 1.0f;
@@ -387,8 +474,13 @@ int folio_oai_parse_request(enum folio_oai_endpoint ep, const char *body, size_t
 void folio_oai_request_free(struct folio_oai_request *r)
 {
     free(r->model);
-    free(r->prompt);
-    free(r->prompt_ids);
+    for (size_t i = 0; i < r->num_prompts; i++) {
+        free(r->prompts[i].text);
+        free(r->prompts[i].ids);
+    }
+    free(r->prompts);
+    free(r->logit_bias_ids);
+    free(r->logit_bias_values);
     for (size_t i = 0; i < r->num_messages; i++) {
         free(r->messages[i].role);
         free(r->messages[i].content);
@@ -600,7 +692,10 @@ static void write_logprobs(struct folio_jw *b, enum folio_oai_endpoint ep,
     for (size_t i = 0; i < n; i++) {
         if (i)
             folio_jw_raw(b, ",", 1);
-        folio_jw_double(b, lp[i].logprob);
+        if (isnan(lp[i].logprob))
+            folio_jw_str(b, "null");
+        else
+            folio_jw_double(b, lp[i].logprob);
     }
     folio_jw_str(b, "],\"tokens\":[");
     for (size_t i = 0; i < n; i++) {
@@ -610,6 +705,10 @@ static void write_logprobs(struct folio_jw *b, enum folio_oai_endpoint ep,
     }
     folio_jw_str(b, "],\"top_logprobs\":[");
     for (size_t i = 0; i < n; i++) {
+        if (isnan(lp[i].logprob)) {
+            folio_jw_str(b, i ? ",null" : "null");
+            continue;
+        }
         folio_jw_str(b, i ? ",{" : "{");
         for (uint32_t k = 0; k < lp[i].num_top; k++) {
             if (k)
@@ -630,7 +729,7 @@ void folio_oai_write_chunk(struct folio_jw *b, const struct folio_oai_response_c
 {
     folio_jw_str(b, "data: ");
     write_head(b, c, true);
-    folio_jw_str(b, ",\"choices\":[{\"index\":0,");
+    folio_jw_printf(b, ",\"choices\":[{\"index\":%u,", c->index);
     if (c->endpoint == FOLIO_OAI_CHAT) {
         folio_jw_str(b, "\"delta\":{");
         if (role_chunk)
@@ -670,25 +769,29 @@ void folio_oai_write_usage_chunk(struct folio_jw *b, const struct folio_oai_resp
 }
 
 void folio_oai_write_response(struct folio_jw *b, const struct folio_oai_response_ctx *c,
-                              const char *text, size_t len, const char *finish_reason,
-                              const struct folio_oai_token_logprob *lp, size_t num_lp,
+                              const struct folio_oai_choice *choices, size_t num_choices,
                               const struct folio_oai_usage *usage)
 {
     write_head(b, c, false);
-    folio_jw_str(b, ",\"choices\":[{\"index\":0,");
-    if (c->endpoint == FOLIO_OAI_CHAT) {
-        folio_jw_str(b, "\"message\":{\"role\":\"assistant\",\"content\":");
-        folio_jw_string(b, text, len);
-        folio_jw_str(b, "},");
-    } else {
-        folio_jw_str(b, "\"text\":");
-        folio_jw_string(b, text, len);
-        folio_jw_raw(b, ",", 1);
+    folio_jw_str(b, ",\"choices\":[");
+    for (size_t i = 0; i < num_choices; i++) {
+        const struct folio_oai_choice *ch = &choices[i];
+        folio_jw_printf(b, "%s{\"index\":%zu,", i ? "," : "", i);
+        if (c->endpoint == FOLIO_OAI_CHAT) {
+            folio_jw_str(b, "\"message\":{\"role\":\"assistant\",\"content\":");
+            folio_jw_string(b, ch->text, ch->len);
+            folio_jw_str(b, "},");
+        } else {
+            folio_jw_str(b, "\"text\":");
+            folio_jw_string(b, ch->text, ch->len);
+            folio_jw_raw(b, ",", 1);
+        }
+        folio_jw_str(b, "\"logprobs\":");
+        write_logprobs(b, c->endpoint, ch->lp, ch->num_lp, 0);
+        write_finish(b, ch->finish_reason);
+        folio_jw_raw(b, "}", 1);
     }
-    folio_jw_str(b, "\"logprobs\":");
-    write_logprobs(b, c->endpoint, lp, num_lp, 0);
-    write_finish(b, finish_reason);
-    folio_jw_str(b, "}],\"usage\":");
+    folio_jw_str(b, "],\"usage\":");
     write_usage(b, usage);
     folio_jw_str(b, "}");
 }

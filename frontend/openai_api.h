@@ -11,14 +11,16 @@
 #include <stdint.h>
 
 #include "json_writer.h"
+#include "sampling_params.h"
 
 enum folio_oai_endpoint {
     FOLIO_OAI_COMPLETIONS,
     FOLIO_OAI_CHAT,
 };
 
-#define FOLIO_OAI_MAX_LOGPROBS 20 /* vLLM's default max_logprobs */
 #define FOLIO_OAI_MAX_STOPS 64
+#define FOLIO_OAI_MAX_N 128        /* OpenAI's limit on n */
+#define FOLIO_OAI_MAX_CHOICES 1024 /* prompts x n of one request */
 
 /* What went wrong, ready to send: status 400/404/..., a message naming the
  * field, and the field's name in param (empty when none). */
@@ -37,15 +39,24 @@ struct folio_oai_message {
     char *content; /* the text parts joined; "" for null content */
 };
 
+/* One completions prompt: text, or token ids (text NULL). */
+struct folio_oai_prompt {
+    char *text;
+    size_t len;
+    int32_t *ids;
+    size_t num_ids;
+};
+
 struct folio_oai_request {
     enum folio_oai_endpoint endpoint;
     char *model; /* NULL when absent */
 
-    /* completions: a text prompt, or token ids */
-    char *prompt;
-    size_t prompt_len;
-    int32_t *prompt_ids;
-    size_t num_prompt_ids;
+    /* completions: one prompt or a batch; choice i * n + j is prompt i's
+     * sample j */
+    struct folio_oai_prompt *prompts;
+    size_t num_prompts;
+    int32_t n; /* samples per prompt */
+    bool echo; /* completions: the prompt leads each choice's text */
     /* chat */
     struct folio_oai_message *messages;
     size_t num_messages;
@@ -64,6 +75,11 @@ struct folio_oai_request {
     size_t num_stop_token_ids;
     bool ignore_eos;
     bool skip_special_tokens;
+    bool spaces_between_special_tokens; /* vLLM's; default true */
+    bool include_stop_str_in_output;    /* vLLM's: a matched stop string stays in the text */
+    int32_t *logit_bias_ids;            /* logit_bias, as two lists */
+    float *logit_bias_values;
+    size_t num_logit_bias;
 
     float temperature, top_p, min_p;
     int32_t top_k; /* <= 0: off */
@@ -108,7 +124,7 @@ struct folio_oai_token_logprob {
     size_t len;
     float logprob;
     uint32_t num_top;
-    struct folio_oai_top top[FOLIO_OAI_MAX_LOGPROBS];
+    struct folio_oai_top top[FOLIO_MAX_LOGPROBS + 1]; /* the sampled token may come last */
 };
 
 /* What every chunk and response of one request shares. */
@@ -118,6 +134,7 @@ struct folio_oai_response_ctx {
     int64_t created; /* unix seconds */
     const char *model;
     bool include_usage; /* write "usage": null in chunks without usage */
+    uint32_t index;     /* the choice a chunk belongs to */
 };
 
 /* Writes "cmpl-" or "chatcmpl-" and 32 hex digits derived from request_id. */
@@ -140,10 +157,20 @@ void folio_oai_write_usage_chunk(struct folio_jw *b, const struct folio_oai_resp
 void folio_oai_write_stream_error(struct folio_jw *b, int status, const char *message);
 #define FOLIO_OAI_SSE_DONE "data: [DONE]\n\n"
 
-/* The whole non-streaming response: text_completion or chat.completion. */
+/* One choice of a whole response. A logprob that is NaN is written as null
+ * (the first prompt token's under echo, which nothing precedes). */
+struct folio_oai_choice {
+    const char *text;
+    size_t len;
+    const char *finish_reason;
+    const struct folio_oai_token_logprob *lp; /* NULL when not asked */
+    size_t num_lp;
+};
+
+/* The whole non-streaming response: text_completion or chat.completion, its
+ * choices indexed 0..n-1 in order. */
 void folio_oai_write_response(struct folio_jw *b, const struct folio_oai_response_ctx *c,
-                              const char *text, size_t len, const char *finish_reason,
-                              const struct folio_oai_token_logprob *lp, size_t num_lp,
+                              const struct folio_oai_choice *choices, size_t num_choices,
                               const struct folio_oai_usage *usage);
 
 /* GET /v1/models */

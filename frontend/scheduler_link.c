@@ -504,7 +504,7 @@ static int push_envelope(struct folio_link *l, Folio__Envelope *env, char *err, 
 
 int folio_link_submit(struct folio_link *l, uint64_t request_id, const int32_t *prompt_ids,
                       size_t num_prompt_ids, const struct folio_oai_request *r, int32_t max_tokens,
-                      char *err, size_t errlen)
+                      uint32_t sample_index, char *err, size_t errlen)
 {
     Folio__SamplingParams sp = FOLIO__SAMPLING_PARAMS__INIT;
     sp.temperature = r->temperature;
@@ -515,7 +515,7 @@ int folio_link_submit(struct folio_link *l, uint64_t request_id, const int32_t *
     sp.frequency_penalty = r->frequency_penalty;
     sp.presence_penalty = r->presence_penalty;
     sp.has_seed = r->has_seed;
-    sp.seed = r->seed;
+    sp.seed = r->seed + sample_index;
     sp.logprobs = r->logprobs < 0 ? 0 : r->logprobs;
     Folio__Submit s = FOLIO__SUBMIT__INIT;
     s.request_id = request_id;
@@ -528,6 +528,11 @@ int folio_link_submit(struct folio_link *l, uint64_t request_id, const int32_t *
     s.n_stop_token_ids = r->num_stop_token_ids;
     s.stop_token_ids = r->stop_token_ids;
     s.ignore_eos = r->ignore_eos;
+    s.n_logit_bias_ids = r->num_logit_bias;
+    s.logit_bias_ids = r->logit_bias_ids;
+    s.n_logit_bias_values = r->num_logit_bias;
+    s.logit_bias_values = r->logit_bias_values;
+    s.prompt_logprobs = r->echo && r->logprobs >= 0;
     s.arrival_unix_ns = folio_unix_ns();
     Folio__Envelope env = FOLIO__ENVELOPE__INIT;
     env.body_case = FOLIO__ENVELOPE__BODY_SUBMIT;

@@ -24,6 +24,13 @@ void folio_text_stream_free(struct folio_text_stream *s)
     memset(s, 0, sizeof *s);
 }
 
+void folio_text_stream_set_output(struct folio_text_stream *s, const struct folio_tokenizer *t,
+                                  bool skip_special, bool spaces_between_special, bool include_stop)
+{
+    s->include_stop = include_stop;
+    s->space_specials = !skip_special && spaces_between_special ? t : NULL;
+}
+
 static void emit(struct folio_text_stream *s, struct folio_jw *out, size_t n)
 {
     folio_jw_raw(out, s->held.data, n);
@@ -33,8 +40,9 @@ static void emit(struct folio_text_stream *s, struct folio_jw *out, size_t n)
     s->held.data[s->held.len] = 0;
 }
 
-/* The earliest stop string in held, as vLLM cuts at the first match. */
-static bool find_stop(const struct folio_text_stream *s, size_t *at)
+/* The earliest stop string in held, as vLLM cuts at the first match; *len
+ * its length. */
+static bool find_stop(const struct folio_text_stream *s, size_t *at, size_t *len)
 {
     bool found = false;
     for (size_t i = 0; i < s->num_stops; i++) {
@@ -44,6 +52,7 @@ static bool find_stop(const struct folio_text_stream *s, size_t *at)
         for (size_t p = 0; p + n <= s->held.len && (!found || p < *at); p++) {
             if (memcmp(s->held.data + p, s->stops[i], n) == 0) {
                 *at = p;
+                *len = n;
                 found = true;
                 break;
             }
@@ -74,9 +83,9 @@ static size_t hold_back(const struct folio_text_stream *s)
 static int settle(struct folio_text_stream *s, struct folio_jw *out, bool final)
 {
     if (s->num_stops && (int64_t)s->num_tokens >= s->min_tokens) {
-        size_t at = 0;
-        if (find_stop(s, &at)) {
-            emit(s, out, at);
+        size_t at = 0, len = 0;
+        if (find_stop(s, &at, &len)) {
+            emit(s, out, s->include_stop ? at + len : at);
             s->held.len = 0;
             s->stopped = true;
             return 1;
@@ -98,6 +107,12 @@ int folio_text_stream_push(struct folio_text_stream *s, int32_t id, struct folio
     size_t len = 0;
     if (folio_detok_push(s->detok, id, &text, &len) != 0)
         return -1;
+    if (s->space_specials) {
+        bool special = folio_tokenizer_is_special(s->space_specials, id);
+        if (s->num_tokens > 0 && (special || s->prev_special) && len > 0)
+            folio_jw_raw(&s->held, " ", 1);
+        s->prev_special = special;
+    }
     s->num_tokens++;
     folio_jw_raw(&s->held, text ? text : "", len);
     free(text);

@@ -22,12 +22,24 @@ struct folio_text_stream {
     uint32_t num_tokens;  /* tokens pushed, the one that completed a stop included */
     size_t emitted;       /* bytes emitted so far (completions' text_offset) */
     bool stopped;         /* a stop string matched: nothing more is emitted */
+    bool include_stop;    /* a matched stop string is emitted too (include_stop_str_in_output) */
+    const struct folio_tokenizer *space_specials; /* non-NULL: a space between a special
+                                                     token and its neighbours */
+    bool prev_special;
 };
 
 int folio_text_stream_init(struct folio_text_stream *s, const struct folio_tokenizer *t,
                            bool skip_special, const char *const *stops, const size_t *stop_len,
                            size_t num_stops, int32_t min_tokens);
 void folio_text_stream_free(struct folio_text_stream *s);
+
+/* vLLM's output options. include_stop: a matched stop string stays in the
+ * text. spaces_between_special: with special tokens shown (skip_special
+ * false), each is set apart from the text around it by a space, as vLLM's
+ * spaces_between_special_tokens joins them. */
+void folio_text_stream_set_output(struct folio_text_stream *s, const struct folio_tokenizer *t,
+                                  bool skip_special, bool spaces_between_special,
+                                  bool include_stop);
 
 /* Pushes one generated token; appends the text that may now be shown to out.
  * Returns 1 when a stop string matched (the text before it has been

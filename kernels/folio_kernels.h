@@ -357,6 +357,19 @@ cudaError_t folio_k_sample(const float *logits, int rows, int vocab,
                            int max_logprobs, int32_t *last_sampled, const uint32_t *pen_state,
                            void *split_ws, int drop_logits, int pdl, cudaStream_t s);
 
+/* One logit bias entry of a step: logits[row * vocab + token] += value
+ * (value may be -inf: a ban). */
+struct folio_k_logit_bias {
+    int32_t row; /* the sampling row (LM-head row) */
+    int32_t token;
+    float value;
+};
+
+/* Adds n entries (logit_bias.cu) to logits [rows, vocab]; launch it between
+ * the LM head and folio_k_sample, without PDL. */
+cudaError_t folio_k_logit_bias(float *logits, int vocab, const struct folio_k_logit_bias *bias,
+                               int n, cudaStream_t s);
+
 /* folio_k_sample's rows that need no filter, penalty or top-N logprobs
  * (greedy, or tempered over the whole row) over several CTAs a row
  * (sample_split.cu); folio_k_sample does it first when given split_ws (a

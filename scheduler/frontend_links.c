@@ -93,12 +93,18 @@ static void encode_event(void *dst, const struct folio_token_event *ev, uint32_t
                                      .cached_tokens = ev->cached_tokens,
                                      .num_top = top,
                                      .message_len = msg_len,
-                                     .retry_after_s = ev->retry_after_s};
+                                     .retry_after_s = ev->retry_after_s,
+                                     .num_prompt_lp = (uint32_t)ev->num_prompt_lp};
     char *p = (char *)(h + 1);
     p = put(p, ev->token_ids, n * 4u);
     p = put(p, ev->logprobs, n * 4u);
     p = put(p, ev->top_ids, (size_t)n * top * 4u);
     p = put(p, ev->top_logprobs, (size_t)n * top * 4u);
+    uint32_t np = (uint32_t)ev->num_prompt_lp;
+    p = put(p, ev->prompt_ids, np * 4u);
+    p = put(p, ev->prompt_logprobs, np * 4u);
+    p = put(p, ev->prompt_top_ids, (size_t)np * top * 4u);
+    p = put(p, ev->prompt_top_logprobs, (size_t)np * top * 4u);
     put(p, ev->message, msg_len);
 }
 
@@ -122,7 +128,8 @@ void folio_links_send(struct folio_frontend_links *l, const struct folio_token_e
         return;
     }
     uint32_t msg_len = ev->message ? (uint32_t)strlen(ev->message) : 0;
-    size_t len = folio_event_size((uint32_t)ev->num_tokens, (uint32_t)ev->num_top, msg_len);
+    size_t len = folio_event_size((uint32_t)ev->num_tokens, (uint32_t)ev->num_top,
+                                  (uint32_t)ev->num_prompt_lp, msg_len);
     k->events++;
     if (!k->head) {
         void *dst;

@@ -7,6 +7,7 @@
 #include "block_manager.h"
 #include "log.h"
 #include "rng.h"
+#include "seq_options.h"
 
 enum seq_state { SEQ_WAITING, SEQ_RUNNING, SEQ_FINISHED };
 
@@ -30,19 +31,21 @@ struct seq {
     bool admitted_once;
     double submitted_at; /* cfg.clock() at submit, for the queue-time histogram */
     struct folio_plan_seq sampling;
-    int min_tokens;
-    bool ignore_eos;
-    int num_stop_ids;
-    int32_t stop_ids[FOLIO_POLICY_MAX_STOP_IDS];
+    struct folio_seq_options opt;    /* stop ids, min_tokens, logit bias, prompt logprobs */
     struct seq *hnext;               /* request-id map chain */
     struct seq *all_prev, *all_next; /* every live sequence */
 };
 
 struct step_entry {
     struct seq *seq;
+    int start; /* the first new token's position */
     int num_new;
     bool sample;
 };
+
+/* Prompt logprobs go to the frontend in events of at most this many (the
+ * event ring's records stay far below its size). */
+#define PROMPT_LP_PER_EVENT 1024
 
 struct inflight_step {
     uint64_t step_id;
@@ -196,6 +199,7 @@ static void seq_free(struct folio_policy *p, struct seq *s)
         s->all_next->all_prev = s->all_prev;
     free(s->tokens);
     free(s->blocks);
+    folio_seq_options_free(&s->opt);
     free(s);
 }
 
@@ -210,9 +214,9 @@ static void observe_queue_time(struct folio_policy *p, double seconds)
 
 /* Registers the sequence's full blocks whose tokens are all known and whose
  * KV is written or being written by a planned step. */
-static void seq_cache_full_blocks(struct folio_policy *p, struct seq *s)
+static void seq_cache_blocks_upto(struct folio_policy *p, struct seq *s, int computed)
 {
-    int limit = s->num_computed < s->num_tokens ? s->num_computed : s->num_tokens;
+    int limit = computed < s->num_tokens ? computed : s->num_tokens;
     int full = limit / FOLIO_KV_BLOCK_SIZE;
     if (full > s->num_blocks)
         full = s->num_blocks;
@@ -222,6 +226,11 @@ static void seq_cache_full_blocks(struct folio_policy *p, struct seq *s)
         folio_bm_register(p->bm, s->blocks[s->num_hashed], h, s->last_hash, t);
         s->last_hash = h;
     }
+}
+
+static void seq_cache_full_blocks(struct folio_policy *p, struct seq *s)
+{
+    seq_cache_blocks_upto(p, s, s->num_computed);
 }
 
 /* Grows the block table to cover `tokens` tokens; false when the pool is dry
@@ -308,8 +317,8 @@ int folio_policy_create(const struct folio_policy_config *cfg, folio_emit_fn emi
     p->scratch_blocks = calloc((size_t)p->max_blocks_per_seq, sizeof *p->scratch_blocks);
     p->plan_cap = folio_policy_max_plan_bytes(p);
     p->plan_buf = malloc(p->plan_cap);
-    p->ev_top_ids = calloc(FOLIO_POLICY_MAX_LOGPROBS, sizeof(int32_t));
-    p->ev_top_lps = calloc(FOLIO_POLICY_MAX_LOGPROBS, sizeof(float));
+    p->ev_top_ids = calloc(FOLIO_MAX_LOGPROBS, sizeof(int32_t));
+    p->ev_top_lps = calloc(FOLIO_MAX_LOGPROBS, sizeof(float));
     bool ok = p->bm && p->map && p->waiting && p->running && p->free_slots && p->scratch &&
               p->plan_buf && p->ev_top_ids && p->ev_top_lps;
     for (int i = 0; i < FOLIO_POLICY_MAX_INFLIGHT; i++)
@@ -355,46 +364,53 @@ size_t folio_policy_max_plan_bytes(const struct folio_policy *p)
     if (per_seq > p->cfg.num_kv_blocks)
         per_seq = p->cfg.num_kv_blocks;
     return folio_plan_size(p->cfg.max_num_seqs, p->cfg.max_num_batched_tokens,
-                           p->cfg.max_num_seqs * per_seq);
+                           p->cfg.max_num_seqs * per_seq,
+                           p->cfg.max_num_seqs * folio_seq_options_max_bias(p->cfg.num_eos_ids));
 }
 
 /* ---- submit / abort ----------------------------------------------------- */
 
-void folio_policy_submit(struct folio_policy *p, const struct folio_request *r)
+/* 0, or -1 with what makes the request invalid on its own (a 400). */
+static int request_invalid(const struct folio_policy *p, const struct folio_request *r, char *msg,
+                           size_t len)
 {
-    char msg[256];
     int room = p->cfg.max_model_len - 1;
     if (r->num_prompt <= 0 || r->num_prompt > room) {
-        snprintf(msg, sizeof msg,
+        snprintf(msg, len,
                  r->num_prompt <= 0
                      ? "the prompt is empty"
                      : "the prompt has %d tokens; this model takes at most %d (with room for "
                        "one generated token)",
                  r->num_prompt, room);
-        p->st.requests_rejected++;
-        emit_simple(p, NULL, r->request_id, r->frontend_id, FOLIO_FINISH_REJECTED, 400, 0, msg);
-        return;
+        return -1;
     }
     if (r->max_tokens > 0 && (int64_t)r->num_prompt + r->max_tokens > p->cfg.max_model_len) {
         /* It could never finish: its KV would outgrow the pool (or the model). */
-        snprintf(msg, sizeof msg,
+        snprintf(msg, len,
                  "This model's maximum context length is %d tokens. However, you requested %lld "
                  "tokens (%d in the prompt, %d for the completion). Please reduce the length of "
                  "the prompt or completion.",
                  p->cfg.max_model_len, (long long)r->num_prompt + r->max_tokens, r->num_prompt,
                  r->max_tokens);
-        p->st.requests_rejected++;
-        emit_simple(p, NULL, r->request_id, r->frontend_id, FOLIO_FINISH_REJECTED, 400, 0, msg);
-        return;
+        return -1;
     }
     for (int i = 0; i < r->num_prompt; i++) {
         if (r->prompt[i] < 0 || r->prompt[i] >= p->cfg.vocab_size) {
-            snprintf(msg, sizeof msg, "prompt token %d is id %d, outside the vocabulary [0, %d)", i,
+            snprintf(msg, len, "prompt token %d is id %d, outside the vocabulary [0, %d)", i,
                      r->prompt[i], p->cfg.vocab_size);
-            p->st.requests_rejected++;
-            emit_simple(p, NULL, r->request_id, r->frontend_id, FOLIO_FINISH_REJECTED, 400, 0, msg);
-            return;
+            return -1;
         }
+    }
+    return folio_seq_options_check(r, p->cfg.vocab_size, msg, len);
+}
+
+void folio_policy_submit(struct folio_policy *p, const struct folio_request *r)
+{
+    char msg[256];
+    if (request_invalid(p, r, msg, sizeof msg) != 0) {
+        p->st.requests_rejected++;
+        emit_simple(p, NULL, r->request_id, r->frontend_id, FOLIO_FINISH_REJECTED, 400, 0, msg);
+        return;
     }
     if (map_find(p, r->request_id)) {
         snprintf(msg, sizeof msg, "request id %016llx is already in use",
@@ -423,10 +439,11 @@ void folio_policy_submit(struct folio_policy *p, const struct folio_request *r)
         s->cap_blocks = p->max_blocks_per_seq;
         s->blocks = malloc((size_t)s->cap_blocks * sizeof *s->blocks);
     }
-    if (!s || !s->tokens || !s->blocks) {
+    if (!s || !s->tokens || !s->blocks || !folio_seq_options_init(&s->opt, r)) {
         if (s) {
             free(s->tokens);
             free(s->blocks);
+            folio_seq_options_free(&s->opt);
         }
         free(s);
         p->st.requests_rejected++;
@@ -448,18 +465,12 @@ void folio_policy_submit(struct folio_policy *p, const struct folio_request *r)
     s->sampling.request_id = r->request_id;
     if (!r->has_seed)
         s->sampling.seed = folio_splitmix64(p->seed_counter++);
-    if (s->sampling.num_logprobs > FOLIO_POLICY_MAX_LOGPROBS)
-        s->sampling.num_logprobs = FOLIO_POLICY_MAX_LOGPROBS;
+    if (s->sampling.num_logprobs > FOLIO_MAX_LOGPROBS)
+        s->sampling.num_logprobs = FOLIO_MAX_LOGPROBS;
     if (s->sampling.num_logprobs < 0)
         s->sampling.num_logprobs = 0;
     if (!(s->sampling.repetition_penalty > 0))
         s->sampling.repetition_penalty = 1; /* unset (0) means off, as in Submit */
-    s->min_tokens = r->min_tokens;
-    s->ignore_eos = r->ignore_eos;
-    s->num_stop_ids =
-        r->num_stop_ids < FOLIO_POLICY_MAX_STOP_IDS ? r->num_stop_ids : FOLIO_POLICY_MAX_STOP_IDS;
-    if (s->num_stop_ids > 0)
-        memcpy(s->stop_ids, r->stop_ids, (size_t)s->num_stop_ids * sizeof *s->stop_ids);
     size_t h = map_index(p, s->request_id);
     s->hnext = p->map[h];
     p->map[h] = s;
@@ -540,7 +551,13 @@ static void schedule(struct folio_policy *p, struct seq *s, int n)
 {
     int length = s->num_prompt + s->num_outputs;
     bool sample = s->num_computed + n == length;
-    p->scratch[p->num_scratch++] = (struct step_entry){.seq = s, .num_new = n, .sample = sample};
+    p->scratch[p->num_scratch++] =
+        (struct step_entry){.seq = s, .start = s->num_computed, .num_new = n, .sample = sample};
+    /* Offered to the prefix cache at once: a request with the same prompt
+     * admitted later in this very step (the n samples of one request are
+     * submitted side by side) shares these blocks, since a step writes every
+     * sequence's KV of a layer before any attention of that layer reads it. */
+    seq_cache_blocks_upto(p, s, s->num_computed + n);
 }
 
 /* The logical length of a sequence: its prompt and every output sampled or
@@ -619,8 +636,10 @@ static int match_prefix(struct folio_policy *p, const struct seq *s, int *num_fr
     const struct folio_plan_seq *sp = &s->sampling;
     bool penalized = sp->repetition_penalty != 1.0f || sp->frequency_penalty != 0.0f ||
                      sp->presence_penalty != 0.0f;
-    int max_blocks =
-        penalized || p->cfg.disable_prefix_caching ? 0 : (s->num_tokens - 1) / FOLIO_KV_BLOCK_SIZE;
+    /* Prompt logprobs come from computing every prompt position, too. */
+    int max_blocks = penalized || s->opt.prompt_logprobs || p->cfg.disable_prefix_caching
+                         ? 0
+                         : (s->num_tokens - 1) / FOLIO_KV_BLOCK_SIZE;
     uint64_t parent = 0;
     int m = 0;
     *num_free_matched = 0;
@@ -697,25 +716,37 @@ static int plan_admissions(struct folio_policy *p, int budget)
     return budget;
 }
 
+/* The logit bias of a sequence's sampling entry (NULL: only counted). */
+static int seq_plan_bias(const struct folio_policy *p, const struct seq *s,
+                         struct folio_logit_bias *out)
+{
+    return folio_seq_options_plan_bias(&s->opt, p->cfg.eos_ids, p->cfg.num_eos_ids, s->num_outputs,
+                                       out);
+}
+
 static void encode_plan(struct folio_policy *p, uint64_t step_id, uint64_t plan_unix_ns,
                         size_t *len)
 {
-    int num_tokens = 0, num_block_ids = 0;
+    int num_tokens = 0, num_block_ids = 0, num_bias = 0;
     for (int i = 0; i < p->num_scratch; i++) {
         const struct step_entry *e = &p->scratch[i];
         num_tokens += e->num_new;
         num_block_ids += ceil_blocks(e->seq->num_computed + e->num_new);
+        num_bias += e->sample ? seq_plan_bias(p, e->seq, NULL) : 0;
     }
     struct folio_plan_header *h = (struct folio_plan_header *)p->plan_buf;
     *h = (struct folio_plan_header){.magic = FOLIO_PLAN_MAGIC,
                                     .num_seqs = p->num_scratch,
                                     .num_tokens = num_tokens,
                                     .num_block_ids = num_block_ids,
+                                    .num_bias = num_bias,
                                     .step_id = step_id,
                                     .plan_unix_ns = plan_unix_ns};
     struct folio_plan_seq *out = (struct folio_plan_seq *)(h + 1);
     int32_t *tok = (int32_t *)(out + p->num_scratch);
     int32_t *blk = tok + num_tokens;
+    struct folio_logit_bias *bias = (struct folio_logit_bias *)(blk + num_block_ids);
+    int bias_at = 0;
     for (int i = 0; i < p->num_scratch; i++) {
         const struct step_entry *e = &p->scratch[i];
         struct seq *s = e->seq;
@@ -728,13 +759,17 @@ static void encode_plan(struct folio_policy *p, uint64_t step_id, uint64_t plan_
         o->num_blocks = ceil_blocks(context);
         o->output_index = s->num_outputs;
         o->sample = e->sample;
+        o->bias_offset = bias_at;
+        o->num_bias = e->sample ? seq_plan_bias(p, s, bias + bias_at) : 0;
+        bias_at += o->num_bias;
+        folio_seq_options_plan_prompt_lp(&s->opt, s->tokens, s->num_prompt, start, e->num_new, o);
         /* A token not known yet is the one this slot's previous step samples. */
         for (int pos = start; pos < context; pos++)
             *tok++ = pos < s->num_tokens ? s->tokens[pos] : FOLIO_PLAN_TOKEN_FROM_PREV;
         memcpy(blk, s->blocks, (size_t)o->num_blocks * sizeof *blk);
         blk += o->num_blocks;
     }
-    *len = folio_plan_size(p->num_scratch, num_tokens, num_block_ids);
+    *len = folio_plan_size(p->num_scratch, num_tokens, num_block_ids, num_bias);
 }
 
 int folio_policy_plan(struct folio_policy *p, uint64_t plan_unix_ns, const void **rec, size_t *len)
@@ -763,6 +798,11 @@ int folio_policy_plan(struct folio_policy *p, uint64_t plan_unix_ns, const void 
     p->num_inflight++;
     for (int i = 0; i < p->num_scratch; i++) {
         struct seq *s = p->scratch[i].seq;
+        if (s->num_computed < s->num_prompt) {
+            int left = s->num_prompt - s->num_computed;
+            p->st.prompt_tokens_computed +=
+                (uint64_t)(p->scratch[i].num_new < left ? p->scratch[i].num_new : left);
+        }
         s->num_computed += p->scratch[i].num_new;
         if (p->scratch[i].sample)
             s->num_outputs++;
@@ -786,18 +826,6 @@ bool folio_policy_has_work(const struct folio_policy *p)
 }
 
 /* ---- results ------------------------------------------------------------ */
-
-static bool is_stop_token(const struct folio_policy *p, const struct seq *s, int32_t tok)
-{
-    if (!s->ignore_eos)
-        for (int i = 0; i < p->cfg.num_eos_ids; i++)
-            if (p->cfg.eos_ids[i] == tok)
-                return true;
-    for (int i = 0; i < s->num_stop_ids; i++)
-        if (s->stop_ids[i] == tok)
-            return true;
-    return false;
-}
 
 static bool seq_push_token(struct seq *s, int32_t tok)
 {
@@ -833,7 +861,8 @@ static void seq_take_token(struct folio_policy *p, struct seq *s, const struct f
         p->pending_prompt_tokens++; /* preempted: one more token to re-prefill */
     int generated = s->num_tokens - s->num_prompt;
     enum folio_finish_reason finish = FOLIO_FINISH_NONE;
-    if (generated >= s->min_tokens && is_stop_token(p, s, r->token_id))
+    if (generated >= s->opt.min_tokens &&
+        folio_seq_options_is_stop(&s->opt, p->cfg.eos_ids, p->cfg.num_eos_ids, r->token_id))
         finish = FOLIO_FINISH_STOP;
     else if (generated >= s->max_outputs)
         finish = FOLIO_FINISH_LENGTH;
@@ -865,6 +894,39 @@ static void seq_take_token(struct folio_policy *p, struct seq *s, const struct f
         seq_cache_full_blocks(p, s);
 }
 
+/* The prompt logprobs a chunk starting at `start` brought: those not sent
+ * yet (a recompute after preemption brings them again) go to the frontend. */
+static void seq_take_prompt_lps(struct folio_policy *p, struct seq *s,
+                                const struct folio_result_view *v, int i, int start)
+{
+    const struct folio_result_seq *r = &v->seqs[i];
+    /* entry e is the logprob of the token at position start + e + 1 */
+    int from = s->opt.prompt_lp_sent - start, n = r->num_prompt_lp;
+    if (from < 0)
+        from = 0;
+    while (from < n) {
+        int k = n - from < PROMPT_LP_PER_EVENT ? n - from : PROMPT_LP_PER_EVENT;
+        size_t e = (size_t)r->prompt_lp_offset + (size_t)from;
+        size_t top = (size_t)r->prompt_top_offset + (size_t)from * (size_t)r->prompt_num_top;
+        struct folio_token_event ev = {
+            .request_id = s->request_id,
+            .frontend_id = s->frontend_id,
+            .num_top = r->prompt_num_top,
+            .prompt_tokens = (uint32_t)s->num_prompt,
+            .completion_tokens = (uint32_t)(s->num_tokens - s->num_prompt),
+            .cached_tokens = (uint32_t)s->cached_tokens,
+            .num_prompt_lp = k,
+            .prompt_ids = v->prompt_ids + e,
+            .prompt_logprobs = v->prompt_logprobs + e,
+            .prompt_top_ids = v->top_ids + top,
+            .prompt_top_logprobs = v->top_logprobs + top,
+        };
+        p->emit(p->emit_ctx, &ev);
+        from += k;
+        s->opt.prompt_lp_sent = start + from;
+    }
+}
+
 int folio_policy_apply_result(struct folio_policy *p, const struct folio_result_view *v, char *err,
                               size_t errlen)
 {
@@ -892,7 +954,8 @@ int folio_policy_apply_result(struct folio_policy *p, const struct folio_result_
                 seq_free(p, s);
             continue;
         }
-        if (st->entries[i].sample)
+        seq_take_prompt_lps(p, s, v, i, st->entries[i].start);
+        if (st->entries[i].sample && s->state != SEQ_FINISHED)
             seq_take_token(p, s, v, i);
     }
     return 0;

@@ -32,11 +32,10 @@
 #include <stdint.h>
 
 #include "ipc_records.h"
+#include "sampling_params.h"
 #include "queue_time.h"
 
 #define FOLIO_POLICY_MAX_INFLIGHT 2
-#define FOLIO_POLICY_MAX_STOP_IDS 32
-#define FOLIO_POLICY_MAX_LOGPROBS 20    /* top logprobs per token, as the worker gives them */
 #define FOLIO_PLAN_TOKEN_FROM_PREV (-1) /* worker/backend.h: FOLIO_TOKEN_FROM_PREV */
 
 struct folio_policy_config {
@@ -67,6 +66,9 @@ struct folio_request {
     const int32_t *stop_ids;
     int num_stop_ids;
     bool ignore_eos;
+    const struct folio_logit_bias *logit_bias;
+    int num_logit_bias;
+    bool prompt_logprobs; /* echo with logprobs: the prompt tokens' logprobs, each once */
 };
 
 /* One token event, handed to the emit callback; the arrays live until it returns. */
@@ -84,6 +86,13 @@ struct folio_token_event {
     uint32_t prompt_tokens, completion_tokens, cached_tokens;
     uint32_t retry_after_s;
     const char *message; /* NULL or NUL-terminated */
+    /* Prompt logprobs: the next prompt tokens' logprobs, in order, each once
+     * (num_top top logprobs each). */
+    int num_prompt_lp;
+    const int32_t *prompt_ids;
+    const float *prompt_logprobs;
+    const int32_t *prompt_top_ids;
+    const float *prompt_top_logprobs;
 };
 
 typedef void (*folio_emit_fn)(void *ctx, const struct folio_token_event *ev);
@@ -98,7 +107,9 @@ struct folio_policy_stats {
     uint64_t steps;
     uint64_t requests_finished, requests_rejected, requests_aborted;
     uint64_t prompt_tokens_total, generation_tokens_total;
-    uint64_t tokens_discarded; /* sampled one step past a stop */
+    uint64_t tokens_discarded;       /* sampled one step past a stop */
+    uint64_t prompt_tokens_computed; /* prompt tokens the worker ran (prefill work, recomputes
+                                        included; prefix-cache hits excluded) */
     /* submit to first admission, over folio_queue_time_bounds (+Inf last) */
     uint64_t queue_time_counts[FOLIO_QUEUE_TIME_BUCKETS + 1];
     double queue_time_sum;

@@ -23,7 +23,7 @@
 #include "log.h"
 #include "model_config.h"
 #include "policy.h"
-#include "sampler.h"
+#include "sampling_params.h"
 #include "shm_ring.h"
 #include "worker_supervisor.h"
 #include "clock.h"
@@ -78,6 +78,12 @@ static void on_event(void *ctx, const struct folio_token_event *ev)
 
 /* ---- rings ---------------------------------------------------------------- */
 
+/* Prompt logprobs (echo with logprobs) are computed by the CPU backend only. */
+static bool prompt_logprobs_supported(const struct folio_scheduler_options *o)
+{
+    return !o->simulate && o->backend && !strcmp(o->backend, "cpu");
+}
+
 static size_t pow2_at_least(size_t n)
 {
     size_t c = FOLIO_RING_MIN_CAPACITY;
@@ -93,8 +99,12 @@ static int create_rings(struct sched *s, char *err, size_t errlen)
     /* A record is at most half the ring; two plans in flight and one being
      * written must fit at once. */
     s->plan_capacity = pow2_at_least(4 * (folio_policy_max_plan_bytes(s->policy) + 64));
+    /* Prompt logprobs (only the CPU backend computes them) may come with every
+     * token of a step. */
+    int seqs = s->pcfg.max_num_seqs,
+        prompt_lps = prompt_logprobs_supported(s->o) ? s->pcfg.max_num_batched_tokens : 0;
     s->result_capacity = pow2_at_least(
-        8 * folio_result_size(s->pcfg.max_num_seqs, s->pcfg.max_num_seqs * 20) + 4096);
+        8 * folio_result_size(seqs, (seqs + prompt_lps) * FOLIO_MAX_LOGPROBS, prompt_lps) + 4096);
     folio_ring_unlink(s->plan_name, err, errlen); /* left by a crashed run */
     folio_ring_unlink(s->result_name, err, errlen);
     if (folio_ring_create(s->plan_name, s->plan_capacity, &s->plan_owner, err, errlen) != 0 ||
@@ -325,6 +335,57 @@ static void supervise(struct sched *s)
 
 /* ---- frontends: submit, abort, register, status ------------------------------- */
 
+/* Answers a Submit at once with a REJECTED event. */
+static void submit_reject(struct sched *s, const Folio__Submit *m, uint32_t status,
+                          uint32_t retry_after_s, const char *msg)
+{
+    struct folio_token_event ev = {.request_id = m->request_id,
+                                   .frontend_id = m->frontend_id,
+                                   .finish = FOLIO_FINISH_REJECTED,
+                                   .status = status,
+                                   .retry_after_s = retry_after_s,
+                                   .message = msg};
+    folio_links_send(&s->links, &ev);
+}
+
+/* Submit's sampling fields into the policy's form; proto3 sends 0 for an
+ * unset field, and 0 means "off" only where 0 is off. */
+static void submit_sampling(const Folio__Submit *m, struct folio_request *r)
+{
+    struct folio_plan_seq *sp = &r->sampling;
+    sp->top_p = 1;
+    sp->repetition_penalty = 1;
+    const Folio__SamplingParams *p = m->sampling;
+    if (!p)
+        return;
+    sp->temperature = p->temperature;
+    sp->top_k = p->top_k;
+    sp->top_p = p->top_p > 0 ? p->top_p : 1;
+    sp->min_p = p->min_p;
+    sp->repetition_penalty = p->repetition_penalty > 0 ? p->repetition_penalty : 1;
+    sp->frequency_penalty = p->frequency_penalty;
+    sp->presence_penalty = p->presence_penalty;
+    sp->seed = p->seed;
+    sp->num_logprobs = p->logprobs;
+    r->has_seed = p->has_seed;
+}
+
+/* The worker checks these too, but a bad value there fails a whole step:
+ * refuse it here, for this request alone. 0, or -1 with why. */
+static int submit_check(const struct folio_request *r, char *why, size_t len)
+{
+    const struct folio_plan_seq *sp = &r->sampling;
+    struct folio_sampling_params check = {.temperature = sp->temperature,
+                                          .top_k = sp->top_k,
+                                          .top_p = sp->top_p,
+                                          .min_p = sp->min_p,
+                                          .repetition_penalty = sp->repetition_penalty,
+                                          .frequency_penalty = sp->frequency_penalty,
+                                          .presence_penalty = sp->presence_penalty,
+                                          .num_logprobs = sp->num_logprobs};
+    return folio_sampling_params_check(&check, why, len);
+}
+
 static void handle_submit(struct sched *s, const Folio__Submit *m)
 {
     if (!folio_links_known(&s->links, m->frontend_id)) {
@@ -342,45 +403,35 @@ static void handle_submit(struct sched *s, const Folio__Submit *m)
         .stop_ids = m->stop_token_ids,
         .num_stop_ids = (int)m->n_stop_token_ids,
         .ignore_eos = m->ignore_eos,
+        .prompt_logprobs = m->prompt_logprobs,
     };
-    struct folio_plan_seq *sp = &r.sampling;
-    sp->top_p = 1;
-    sp->repetition_penalty = 1;
-    const Folio__SamplingParams *p = m->sampling;
-    if (p) {
-        /* proto3 sends 0 for an unset field: 0 means "off" where 1 is off. */
-        sp->temperature = p->temperature;
-        sp->top_k = p->top_k;
-        sp->top_p = p->top_p > 0 ? p->top_p : 1;
-        sp->min_p = p->min_p;
-        sp->repetition_penalty = p->repetition_penalty > 0 ? p->repetition_penalty : 1;
-        sp->frequency_penalty = p->frequency_penalty;
-        sp->presence_penalty = p->presence_penalty;
-        sp->seed = p->seed;
-        sp->num_logprobs = p->logprobs;
-        r.has_seed = p->has_seed;
-    }
-    /* The worker checks these too, but a bad value there fails a whole step:
-     * refuse it here, for this request alone. */
-    struct folio_sampling_params check = {.temperature = sp->temperature,
-                                          .top_k = sp->top_k,
-                                          .top_p = sp->top_p,
-                                          .min_p = sp->min_p,
-                                          .repetition_penalty = sp->repetition_penalty,
-                                          .frequency_penalty = sp->frequency_penalty,
-                                          .presence_penalty = sp->presence_penalty,
-                                          .num_logprobs = sp->num_logprobs};
+    submit_sampling(m, &r);
     char why[256];
-    if (check.num_logprobs > FOLIO_MAX_LOGPROBS || check.num_logprobs < 0)
-        check.num_logprobs = 0; /* the policy clamps it */
-    if (folio_sampling_params_check(&check, why, sizeof why) != 0) {
-        struct folio_token_event ev = {.request_id = m->request_id,
-                                       .frontend_id = m->frontend_id,
-                                       .finish = FOLIO_FINISH_REJECTED,
-                                       .status = 400,
-                                       .message = why};
-        folio_links_send(&s->links, &ev);
+    if (submit_check(&r, why, sizeof why) != 0) {
+        submit_reject(s, m, 400, 0, why);
         return;
+    }
+    if (r.prompt_logprobs && !prompt_logprobs_supported(s->o)) {
+        submit_reject(s, m, 400, 0,
+                      "'echo' with 'logprobs' (the prompt tokens' logprobs) is computed by the "
+                      "CPU backend only; this server runs another");
+        return;
+    }
+    if (m->n_logit_bias_ids != m->n_logit_bias_values) {
+        submit_reject(s, m, 400, 0, "logit_bias: as many ids as values are needed");
+        return;
+    }
+    struct folio_logit_bias *bias = NULL;
+    if (m->n_logit_bias_ids > 0) {
+        bias = malloc(m->n_logit_bias_ids * sizeof *bias);
+        if (!bias) {
+            submit_reject(s, m, 503, 1, "the scheduler is out of memory");
+            return;
+        }
+        for (size_t i = 0; i < m->n_logit_bias_ids; i++)
+            bias[i] = (struct folio_logit_bias){m->logit_bias_ids[i], m->logit_bias_values[i]};
+        r.logit_bias = bias;
+        r.num_logit_bias = (int)m->n_logit_bias_ids;
     }
     const char *refusal = NULL;
     if (s->draining)
@@ -395,18 +446,13 @@ static void handle_submit(struct sched *s, const Folio__Submit *m)
     if (refusal) {
         char msg[600];
         snprintf(msg, sizeof msg, "service unavailable: %s", refusal);
-        struct folio_token_event ev = {.request_id = m->request_id,
-                                       .frontend_id = m->frontend_id,
-                                       .finish = FOLIO_FINISH_REJECTED,
-                                       .status = 503,
-                                       .retry_after_s = 1,
-                                       .message = msg};
-        folio_links_send(&s->links, &ev);
-        return;
+        submit_reject(s, m, 503, 1, msg);
+    } else {
+        folio_log_debug(m->request_id, "submit: %d prompt tokens, max_tokens %d", r.num_prompt,
+                        r.max_tokens);
+        folio_policy_submit(s->policy, &r);
     }
-    folio_log_debug(m->request_id, "submit: %d prompt tokens, max_tokens %d", r.num_prompt,
-                    r.max_tokens);
-    folio_policy_submit(s->policy, &r);
+    free(bias);
 }
 
 static void handle_submits(struct sched *s)

@@ -218,7 +218,7 @@ def test_errors(server):
     url = server.base + "/v1/completions"
     bad = [
         (b"{not json", 400),
-        (json.dumps({"prompt": "x", "n": 2}).encode(), 400),
+        (json.dumps({"prompt": "x", "n": 2, "best_of": 3}).encode(), 400),
         (json.dumps({"prompt": "x", "model": "no-such-model"}).encode(), 404),
         (json.dumps({"prompt": "x", "max_tokens": -1}).encode(), 400),
         (b'{"prompt": "\xff\xfe"}', 400),
@@ -241,7 +241,7 @@ def test_errors(server):
     assert out.stdout == "413"
     with pytest.raises(openai.BadRequestError):
         openai.OpenAI(base_url=server.base + "/v1", api_key="x", max_retries=0).completions.create(
-            model=model_name(server), prompt="x", n=2)
+            model=model_name(server), prompt="x", n=2, best_of=3)
 
 
 def test_stop_strings(client, server):

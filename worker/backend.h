@@ -20,22 +20,9 @@
 
 #include "kv_block.h"
 #include "model.h"
+#include "sampling_params.h"
 
 #define FOLIO_TOKEN_FROM_PREV (-1)
-#define FOLIO_MAX_LOGPROBS 20
-
-struct folio_sampling_params {
-    float temperature;        /* 0: greedy */
-    int32_t top_k;            /* <= 0: off */
-    float top_p;              /* 1: off */
-    float min_p;              /* 0: off */
-    float repetition_penalty; /* 1: off */
-    float frequency_penalty;  /* 0: off */
-    float presence_penalty;   /* 0: off */
-    uint64_t seed;            /* per request; the scheduler draws one when the client gave none */
-    int32_t num_logprobs;     /* top-N logprobs to return, 0..FOLIO_MAX_LOGPROBS */
-};
-
 struct folio_step_seq {
     int32_t slot;               /* the sequence's slot, stable while it runs: [0, max_seqs) */
     int32_t num_new_tokens;     /* a prefill chunk, or 1 for a decode token */
@@ -45,6 +32,14 @@ struct folio_step_seq {
     bool sample;                /* false for a prefill chunk that does not end the prompt */
     int32_t output_index;       /* tokens sampled so far for this sequence: the RNG's counter */
     struct folio_sampling_params sampling;
+    int32_t num_bias;                    /* logit bias entries, applied when it samples */
+    const struct folio_logit_bias *bias; /* [num_bias]; NULL when 0 */
+    /* Prompt logprobs (echo with logprobs): at each of the first
+     * num_prompt_logprobs new positions, the logprob of the token that follows
+     * (the next new token; after the last new one, next_prompt_token) and the
+     * top sampling.num_logprobs. 0: none (the CUDA backend refuses them). */
+    int32_t num_prompt_logprobs;
+    int32_t next_prompt_token;
 };
 
 struct folio_step_batch {
@@ -61,8 +56,17 @@ struct folio_step_result {
     int32_t *top_ids;    /* [num_seqs * FOLIO_MAX_LOGPROBS], -1 padded */
     float *top_logprobs; /* [num_seqs * FOLIO_MAX_LOGPROBS] */
     float *logits;       /* optional, NULL to skip: [num_sampling_seqs * vocab]
-                            raw final logits of each sampling sequence, in order;
+                            final logits of each sampling sequence, in order, with
+                            its logit bias added (nothing else);
                             tests compare them with the references */
+    /* Prompt logprobs, the sequences' entries one after another in batch order
+     * (NULL to skip when no sequence asks): the token each one is for, its
+     * logprob, and the top num_logprobs of each entry at stride
+     * FOLIO_MAX_LOGPROBS. [max_num_tokens] and [max_num_tokens * FOLIO_MAX_LOGPROBS]. */
+    int32_t *prompt_ids;
+    float *prompt_logprobs;
+    int32_t *prompt_top_ids;
+    float *prompt_top_logprobs;
 };
 
 struct folio_backend_options {

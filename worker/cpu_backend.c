@@ -19,6 +19,7 @@
 #include <string.h>
 
 #include "backend.h"
+#include "cpu_prompt_logprobs.h"
 #include "sampler.h"
 
 #define FOLIO_CPU_PIPELINE_DEPTH 2
@@ -43,7 +44,8 @@ struct cpu_step_out {
     float *logprobs;    /* [max_seqs] */
     int32_t *top_ids;   /* [max_seqs * FOLIO_MAX_LOGPROBS] */
     float *top_logprobs;
-    float *logits; /* [max_seqs * vocab] */
+    float *logits;                  /* [max_seqs * vocab] */
+    struct folio_prompt_lps prompt; /* the step's prompt logprobs */
 };
 
 /* The tokens a slot's sequence has fed so far, by position (-1 where a
@@ -95,6 +97,7 @@ struct cpu_backend {
     float *scores;              /* [num_threads][scores_cap] */
     size_t scores_cap;
     struct folio_sampler **samplers; /* one per thread */
+    float *row_logits;               /* [vocab]: one prompt row's logits */
     int *sample_status;              /* [max_seqs] */
     char (*sample_err)[256];         /* [max_seqs] */
 
@@ -402,7 +405,17 @@ static int validate_batch(struct cpu_backend *b, const struct folio_step_batch *
                 return -1;
             }
         }
-        if (s->sample && folio_sampling_params_check(&s->sampling, err, errlen) != 0)
+        if (s->num_prompt_logprobs < 0 || s->num_prompt_logprobs > s->num_new_tokens ||
+            (s->num_prompt_logprobs > 0 &&
+             folio_sampling_params_check(&s->sampling, err, errlen) != 0)) {
+            if (s->num_prompt_logprobs < 0 || s->num_prompt_logprobs > s->num_new_tokens)
+                snprintf(err, errlen, "step: seq %d: %d prompt logprobs of %d new tokens", i,
+                         s->num_prompt_logprobs, s->num_new_tokens);
+            return -1;
+        }
+        if (s->sample &&
+            (folio_sampling_params_check(&s->sampling, err, errlen) != 0 ||
+             folio_logit_bias_check(s->bias, s->num_bias, c->vocab_size, err, errlen) != 0))
             return -1;
         total += s->num_new_tokens;
     }
@@ -464,6 +477,17 @@ static int ensure_scores(struct cpu_backend *b, const struct folio_step_batch *b
     return 0;
 }
 
+/* folio_row_logits_fn: token row t's final hidden state (in b->x after the
+ * layers) through the final norm and the LM head. */
+static void row_logits(void *ctx, int32_t t, float *logits)
+{
+    struct cpu_backend *b = ctx;
+    const struct folio_model_config *c = &b->cfg;
+    rmsnorm(b->final_x, b->x + (size_t)t * c->hidden_size, b->final_norm, 1, c->hidden_size,
+            c->rms_norm_eps);
+    matmul(logits, b->final_x, b->lm_head, 1, c->hidden_size, c->vocab_size, b->num_threads);
+}
+
 static int cpu_launch(struct folio_backend *base, const struct folio_step_batch *batch, char *err,
                       size_t errlen)
 {
@@ -521,10 +545,11 @@ static int cpu_launch(struct folio_backend *base, const struct folio_step_batch 
         struct folio_sample_result r;
         const struct slot_history *sh = &b->history[s->slot];
         struct folio_token_history h = {sh->ids, sh->len, s->output_index};
-        b->sample_status[j] =
-            folio_sample(b->samplers[omp_get_thread_num()], out->logits + (size_t)j * c->vocab_size,
-                         &s->sampling, (uint32_t)s->output_index, &h, &r, b->sample_err[j],
-                         sizeof b->sample_err[j]);
+        float *logits = out->logits + (size_t)j * c->vocab_size;
+        folio_logits_add_bias(logits, c->vocab_size, s->bias, s->num_bias);
+        b->sample_status[j] = folio_sample(b->samplers[omp_get_thread_num()], logits, &s->sampling,
+                                           (uint32_t)s->output_index, &h, &r, b->sample_err[j],
+                                           sizeof b->sample_err[j]);
         if (b->sample_status[j] == 0) {
             out->token_ids[i] = r.token;
             out->logprobs[i] = r.logprob;
@@ -542,6 +567,9 @@ static int cpu_launch(struct folio_backend *base, const struct folio_step_batch 
         }
         b->last_sampled[batch->seqs[i].slot] = out->token_ids[i];
     }
+    if (folio_cpu_prompt_logprobs(batch, c->vocab_size, row_logits, b, b->row_logits, &out->prompt,
+                                  err, errlen) != 0)
+        return -1;
     b->out_count++;
     return 0;
 }
@@ -564,6 +592,7 @@ static int cpu_collect(struct folio_backend *base, struct folio_step_result *res
         memcpy(res->top_ids, out->top_ids, ntop * sizeof *res->top_ids);
     if (res->top_logprobs)
         memcpy(res->top_logprobs, out->top_logprobs, ntop * sizeof *res->top_logprobs);
+    folio_prompt_lps_copy(&out->prompt, res);
     if (res->logits)
         memcpy(res->logits, out->logits,
                (size_t)out->num_logits * (size_t)b->cfg.vocab_size * sizeof *res->logits);
@@ -618,7 +647,9 @@ static void cpu_destroy(struct folio_backend *base)
         free(b->out[i].top_ids);
         free(b->out[i].top_logprobs);
         free(b->out[i].logits);
+        folio_prompt_lps_free(&b->out[i].prompt);
     }
+    free(b->row_logits);
     free(b);
 }
 
@@ -764,12 +795,13 @@ int folio_cpu_backend_create(const struct folio_model *m, const struct folio_bac
     b->final_x = alloc_floats(S * hidden);
     b->sample_seq = malloc(S * sizeof *b->sample_seq);
     b->sample_status = malloc(S * sizeof *b->sample_status);
+    b->row_logits = alloc_floats((size_t)c->vocab_size);
     b->sample_err = malloc(S * sizeof *b->sample_err);
     b->samplers = calloc((size_t)b->num_threads, sizeof *b->samplers);
     ok &= b->inv_freq && b->last_sampled && b->history && b->tokens && b->tok_pos && b->tok_seq &&
           b->x && b->xn && b->q && b->k && b->v && b->attn && b->gate && b->up && b->rope_cos &&
           b->rope_sin && b->final_x && b->sample_seq && b->sample_status && b->sample_err &&
-          b->samplers;
+          b->samplers && b->row_logits;
     for (int i = 0; ok && i < b->num_threads; i++)
         ok &= (b->samplers[i] = folio_sampler_new(c->vocab_size)) != NULL;
     for (int i = 0; i < FOLIO_CPU_PIPELINE_DEPTH; i++) {
@@ -779,7 +811,8 @@ int folio_cpu_backend_create(const struct folio_model *m, const struct folio_bac
         o->top_ids = malloc(S * FOLIO_MAX_LOGPROBS * sizeof *o->top_ids);
         o->top_logprobs = malloc(S * FOLIO_MAX_LOGPROBS * sizeof *o->top_logprobs);
         o->logits = alloc_floats(S * (size_t)c->vocab_size);
-        ok &= o->token_ids && o->logprobs && o->top_ids && o->top_logprobs && o->logits;
+        ok &= o->token_ids && o->logprobs && o->top_ids && o->top_logprobs && o->logits &&
+              folio_prompt_lps_alloc(&o->prompt, opt->max_num_tokens) == 0;
     }
     if (!ok) {
         snprintf(err, errlen,

@@ -39,6 +39,7 @@ static void cuda_destroy(struct folio_backend *b)
     }
     for (int i = 0; i < cb->num_weight_blocks; i++)
         cudaFree(cb->weight_blocks[i]);
+    folio_cuda_bias_free(&cb->bias);
     void *bufs[] = {cb->kv_pool,        cb->res,
                     cb->normed,         cb->qkv,
                     cb->attn_out,       cb->proj_out,

@@ -99,7 +99,8 @@ int cuda_warm_up_mixed_steps(struct cuda_backend *cb, char *err, size_t errlen)
     struct folio_step_seq q[8];
     int32_t out_ids[8], top_ids[8 * FOLIO_MAX_LOGPROBS];
     float out_lp[8], top_lp[8 * FOLIO_MAX_LOGPROBS];
-    struct folio_step_result res = {out_ids, out_lp, top_ids, top_lp, NULL};
+    struct folio_step_result res = {
+        .token_ids = out_ids, .logprobs = out_lp, .top_ids = top_ids, .top_logprobs = top_lp};
     int rc = ids && blocks ? 0 : -1;
     if (rc != 0)
         snprintf(err, errlen, "cuda backend: out of host memory");

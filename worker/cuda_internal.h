@@ -19,6 +19,7 @@
 #include <cuda_runtime_api.h>
 
 #include "backend.h"
+#include "cuda_logit_bias.h"
 #include "cuda_tuning.h"
 #include "folio_kernels.h"
 
@@ -183,6 +184,7 @@ struct cuda_backend {
     int32_t *d_pen_history;
     int32_t *d_pen_rebuild;
     int pen_max_ctx;
+    struct folio_cuda_bias bias; /* the logit bias of the step being queued */
     /* folio_k_sample_split's workspace; NULL (FOLIO_SAMPLE_SPLIT=0): every row
      * in sample.cu's one-CTA-a-row kernel. */
     void *d_sample_split;

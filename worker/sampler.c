@@ -58,39 +58,12 @@ void folio_sampler_free(struct folio_sampler *s)
     free(s);
 }
 
-int folio_sampling_params_check(const struct folio_sampling_params *p, char *err, size_t errlen)
+void folio_logits_add_bias(float *logits, int32_t vocab, const struct folio_logit_bias *bias,
+                           int32_t num_bias)
 {
-    if (!isfinite(p->temperature) || p->temperature < 0) {
-        snprintf(err, errlen, "sampling: temperature %g must be finite and >= 0",
-                 (double)p->temperature);
-        return -1;
-    }
-    if (!(p->top_p > 0 && p->top_p <= 1)) {
-        snprintf(err, errlen, "sampling: top_p %g must be in (0, 1] (1 = off)", (double)p->top_p);
-        return -1;
-    }
-    if (!(p->min_p >= 0 && p->min_p <= 1)) {
-        snprintf(err, errlen, "sampling: min_p %g must be in [0, 1] (0 = off)", (double)p->min_p);
-        return -1;
-    }
-    if (p->num_logprobs < 0 || p->num_logprobs > FOLIO_MAX_LOGPROBS) {
-        snprintf(err, errlen, "sampling: num_logprobs %d must be in [0, %d]", (int)p->num_logprobs,
-                 FOLIO_MAX_LOGPROBS);
-        return -1;
-    }
-    if (!isfinite(p->repetition_penalty) || p->repetition_penalty <= 0) {
-        snprintf(err, errlen, "sampling: repetition_penalty %g must be > 0 (1 = off)",
-                 (double)p->repetition_penalty);
-        return -1;
-    }
-    if (!(p->frequency_penalty >= -2 && p->frequency_penalty <= 2) ||
-        !(p->presence_penalty >= -2 && p->presence_penalty <= 2)) {
-        snprintf(err, errlen,
-                 "sampling: frequency_penalty %g and presence_penalty %g must be in [-2, 2]",
-                 (double)p->frequency_penalty, (double)p->presence_penalty);
-        return -1;
-    }
-    return 0;
+    for (int32_t i = 0; i < num_bias; i++)
+        if (bias[i].token >= 0 && bias[i].token < vocab)
+            logits[bias[i].token] += bias[i].value;
 }
 
 static int by_value_desc(const void *a, const void *b)
@@ -227,12 +200,10 @@ static void apply_penalties(struct folio_sampler *s, const float *logits,
             s->seen[h->ids[i]] = 0;
 }
 
-int folio_sample(struct folio_sampler *s, const float *logits,
-                 const struct folio_sampling_params *p, uint32_t output_index,
-                 const struct folio_token_history *history, struct folio_sample_result *out,
-                 char *err, size_t errlen)
+/* The log-sum-exp of logits[vocab] into *lse: 0, or -1 for a NaN, an
+ * infinite maximum or all -inf. */
+static int log_sum_exp(const float *logits, int32_t vocab, double *lse, char *err, size_t errlen)
 {
-    int32_t vocab = s->vocab_size;
     float max = -INFINITY;
     for (int32_t i = 0; i < vocab; i++) {
         if (isnan(logits[i])) {
@@ -249,7 +220,45 @@ int folio_sample(struct folio_sampler *s, const float *logits,
     double sum = 0;
     for (int32_t i = 0; i < vocab; i++)
         sum += exp((double)logits[i] - max);
-    double lse = max + log(sum);
+    *lse = max + log(sum);
+    return 0;
+}
+
+static void fill_top(const float *logits, int32_t vocab, int32_t num_top, double lse,
+                     struct folio_sample_result *out)
+{
+    out->num_top = top_logprobs(logits, vocab, num_top, lse, out->top_ids, out->top_logprobs);
+    for (int32_t j = out->num_top; j < FOLIO_MAX_LOGPROBS; j++) {
+        out->top_ids[j] = -1;
+        out->top_logprobs[j] = -INFINITY;
+    }
+}
+
+int folio_token_logprobs(const float *logits, int32_t vocab, int32_t token, int32_t num_top,
+                         struct folio_sample_result *out, char *err, size_t errlen)
+{
+    double lse;
+    if (token < 0 || token >= vocab) {
+        snprintf(err, errlen, "prompt logprobs: token id %d outside the vocabulary", (int)token);
+        return -1;
+    }
+    if (log_sum_exp(logits, vocab, &lse, err, errlen) != 0)
+        return -1;
+    out->token = token;
+    out->logprob = (float)((double)logits[token] - lse);
+    fill_top(logits, vocab, num_top, lse, out);
+    return 0;
+}
+
+int folio_sample(struct folio_sampler *s, const float *logits,
+                 const struct folio_sampling_params *p, uint32_t output_index,
+                 const struct folio_token_history *history, struct folio_sample_result *out,
+                 char *err, size_t errlen)
+{
+    int32_t vocab = s->vocab_size;
+    double lse;
+    if (log_sum_exp(logits, vocab, &lse, err, errlen) != 0)
+        return -1;
 
     /* The draw sees the penalized logits; logprobs report the raw ones. */
     const float *work = logits;
@@ -289,11 +298,6 @@ int folio_sample(struct folio_sampler *s, const float *logits,
     }
     out->token = token;
     out->logprob = (float)((double)logits[token] - lse);
-    out->num_top =
-        top_logprobs(logits, vocab, p->num_logprobs, lse, out->top_ids, out->top_logprobs);
-    for (int32_t j = out->num_top; j < FOLIO_MAX_LOGPROBS; j++) {
-        out->top_ids[j] = -1;
-        out->top_logprobs[j] = -INFINITY;
-    }
+    fill_top(logits, vocab, p->num_logprobs, lse, out);
     return 0;
 }

@@ -14,8 +14,9 @@
  * greedy: the argmax, the lowest id among equal logits.
  *
  * Logprobs (the sampled token's and the top-N) are taken from the log-softmax
- * of the raw logits, before temperature and filters, as OpenAI and vLLM report
- * them.
+ * of the logits before temperature, penalties and filters, as OpenAI and vLLM
+ * report them; a logit bias (folio_logits_add_bias) is part of those logits,
+ * as on the GPU.
  *
  * Penalties come first, as in vLLM: the repetition penalty over every token
  * of the prompt and output, then the frequency and presence penalties over
@@ -50,8 +51,17 @@ struct folio_sampler;
 struct folio_sampler *folio_sampler_new(int32_t vocab_size);
 void folio_sampler_free(struct folio_sampler *s);
 
-/* 0, or -1 with a message naming the field. */
-int folio_sampling_params_check(const struct folio_sampling_params *p, char *err, size_t errlen);
+/* Adds a logit bias (common/sampling_params.h) to logits[vocab] in place, as
+ * the CUDA backend does to its LM-head output: the bias is part of the logits
+ * that the sampler, the logprobs and a step's reported logits see. Ids
+ * outside the vocabulary are skipped (the backend has checked them). */
+void folio_logits_add_bias(float *logits, int32_t vocab, const struct folio_logit_bias *bias,
+                           int32_t num_bias);
+
+/* The logprob of `token` under logits[vocab] and the top num_top (a prompt
+ * token's logprob, for echo): 0, or -1 with a message. */
+int folio_token_logprobs(const float *logits, int32_t vocab, int32_t token, int32_t num_top,
+                         struct folio_sample_result *out, char *err, size_t errlen);
 
 /* Samples from logits[vocab_size] (not modified). p must have passed
  * folio_sampling_params_check; history may be NULL when p has no penalties.

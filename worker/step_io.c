@@ -4,11 +4,17 @@
 #include <stdlib.h>
 #include <string.h>
 
-int folio_step_io_init(struct folio_step_io *io, int max_seqs, char *err, size_t errlen)
+int folio_step_io_init(struct folio_step_io *io, int max_seqs, int max_num_tokens, char *err,
+                       size_t errlen)
 {
     memset(io, 0, sizeof *io);
     io->max_seqs = max_seqs;
-    size_t n = (size_t)max_seqs;
+    io->max_num_tokens = max_num_tokens;
+    size_t n = (size_t)max_seqs, t = (size_t)max_num_tokens;
+    io->res.prompt_ids = calloc(t, sizeof(int32_t));
+    io->res.prompt_logprobs = calloc(t, sizeof(float));
+    io->res.prompt_top_ids = calloc(t * FOLIO_MAX_LOGPROBS, sizeof(int32_t));
+    io->res.prompt_top_logprobs = calloc(t * FOLIO_MAX_LOGPROBS, sizeof(float));
     io->seqs = calloc(n, sizeof *io->seqs);
     io->res.token_ids = calloc(n, sizeof(int32_t));
     io->res.logprobs = calloc(n, sizeof(float));
@@ -16,10 +22,14 @@ int folio_step_io_init(struct folio_step_io *io, int max_seqs, char *err, size_t
     io->res.top_logprobs = calloc(n * FOLIO_MAX_LOGPROBS, sizeof(float));
     io->num_logprobs = calloc(n, sizeof(int32_t));
     io->sampled = calloc(n, sizeof(int32_t));
-    io->result_cap = folio_result_size(max_seqs, max_seqs * FOLIO_MAX_LOGPROBS) + 1024;
+    io->result_cap = folio_result_size(max_seqs, (max_seqs + max_num_tokens) * FOLIO_MAX_LOGPROBS,
+                                       max_num_tokens) +
+                     1024;
     io->result_buf = calloc(1, io->result_cap);
     if (!io->seqs || !io->res.token_ids || !io->res.logprobs || !io->res.top_ids ||
-        !io->res.top_logprobs || !io->num_logprobs || !io->sampled || !io->result_buf) {
+        !io->res.top_logprobs || !io->num_logprobs || !io->sampled || !io->result_buf ||
+        !io->res.prompt_ids || !io->res.prompt_logprobs || !io->res.prompt_top_ids ||
+        !io->res.prompt_top_logprobs) {
         folio_step_io_free(io);
         snprintf(err, errlen, "worker: out of memory for steps of %d sequences", max_seqs);
         return -1;
@@ -34,6 +44,10 @@ void folio_step_io_free(struct folio_step_io *io)
     free(io->res.logprobs);
     free(io->res.top_ids);
     free(io->res.top_logprobs);
+    free(io->res.prompt_ids);
+    free(io->res.prompt_logprobs);
+    free(io->res.prompt_top_ids);
+    free(io->res.prompt_top_logprobs);
     free(io->num_logprobs);
     free(io->sampled);
     free(io->result_buf);
@@ -74,7 +88,18 @@ int folio_step_io_batch(struct folio_step_io *io, const struct folio_plan_view *
                          .presence_penalty = p->presence_penalty,
                          .seed = p->seed,
                          .num_logprobs = p->num_logprobs},
+            .num_bias = p->num_bias,
+            .bias = p->num_bias ? v->bias + p->bias_offset : NULL, /* the decoder checked it */
+            .num_prompt_logprobs = p->num_prompt_lp,
+            .next_prompt_token = p->next_prompt_token,
         };
+        if (p->num_prompt_lp < 0 || p->num_prompt_lp > p->num_new_tokens) {
+            snprintf(err, errlen,
+                     "step plan %llu: sequence %d asks for %d prompt logprobs of %d "
+                     "new tokens",
+                     (unsigned long long)h->step_id, i, p->num_prompt_lp, p->num_new_tokens);
+            return -1;
+        }
         io->num_logprobs[i] = p->sample ? p->num_logprobs : 0;
         blocks += p->num_blocks; /* the decoder checked the sum */
     }
@@ -85,25 +110,53 @@ int folio_step_io_batch(struct folio_step_io *io, const struct folio_plan_view *
     return 0;
 }
 
+/* Sequence i's prompt logprobs (entries from *entry in io->res) into the
+ * record's arrays at *at and *top_at. */
+static void encode_prompt_lps(const struct folio_step_io *io, int32_t i,
+                              struct folio_result_seq *rs, int32_t *entry, int32_t *prompt_ids,
+                              float *prompt_lps, int32_t *top_ids, float *top_lps, int32_t *top_at)
+{
+    const struct folio_step_seq *q = &io->seqs[i];
+    int32_t n = q->num_prompt_logprobs, k = q->sampling.num_logprobs;
+    rs->num_prompt_lp = n;
+    rs->prompt_lp_offset = *entry;
+    rs->prompt_top_offset = *top_at;
+    rs->prompt_num_top = k;
+    for (int32_t e = 0; e < n; e++, (*entry)++) {
+        prompt_ids[*entry] = io->res.prompt_ids[*entry];
+        prompt_lps[*entry] = io->res.prompt_logprobs[*entry];
+        for (int32_t j = 0; j < k; j++, (*top_at)++) {
+            top_ids[*top_at] = io->res.prompt_top_ids[(size_t)*entry * FOLIO_MAX_LOGPROBS + j];
+            top_lps[*top_at] = io->res.prompt_top_logprobs[(size_t)*entry * FOLIO_MAX_LOGPROBS + j];
+        }
+    }
+}
+
 size_t folio_step_io_encode_result(struct folio_step_io *io, const struct folio_plan_header *plan,
                                    int32_t num_seqs, const int32_t *num_logprobs,
                                    uint64_t backend_ns)
 {
-    int32_t num_top = 0;
-    for (int32_t i = 0; i < num_seqs; i++)
-        num_top += num_logprobs[i];
+    int32_t num_top = 0, num_prompt = 0;
+    for (int32_t i = 0; i < num_seqs; i++) {
+        num_top +=
+            num_logprobs[i] + io->seqs[i].num_prompt_logprobs * io->seqs[i].sampling.num_logprobs;
+        num_prompt += io->seqs[i].num_prompt_logprobs;
+    }
     struct folio_result_header *h = io->result_buf;
     *h = (struct folio_result_header){.magic = FOLIO_RESULT_MAGIC,
                                       .num_seqs = num_seqs,
                                       .num_top = num_top,
                                       .status = 0,
+                                      .num_prompt_lp = num_prompt,
                                       .step_id = plan->step_id,
                                       .backend_ns = backend_ns,
                                       .plan_unix_ns = plan->plan_unix_ns};
     struct folio_result_seq *seqs = (struct folio_result_seq *)(h + 1);
     int32_t *top_ids = (int32_t *)(seqs + num_seqs);
     float *top_lps = (float *)(top_ids + num_top);
-    int32_t off = 0;
+    int32_t *prompt_ids = (int32_t *)(top_lps + num_top);
+    float *prompt_lps = (float *)(prompt_ids + num_prompt);
+    int32_t off = 0, entry = 0;
     for (int32_t i = 0; i < num_seqs; i++) {
         seqs[i] = (struct folio_result_seq){.token_id = io->res.token_ids[i],
                                             .logprob = io->res.logprobs[i],
@@ -113,8 +166,9 @@ size_t folio_step_io_encode_result(struct folio_step_io *io, const struct folio_
             top_ids[off] = io->res.top_ids[(size_t)i * FOLIO_MAX_LOGPROBS + k];
             top_lps[off] = io->res.top_logprobs[(size_t)i * FOLIO_MAX_LOGPROBS + k];
         }
+        encode_prompt_lps(io, i, &seqs[i], &entry, prompt_ids, prompt_lps, top_ids, top_lps, &off);
     }
-    return folio_result_size(num_seqs, num_top);
+    return folio_result_size(num_seqs, num_top, num_prompt);
 }
 
 size_t folio_step_io_encode_failure(struct folio_step_io *io, uint64_t step_id,

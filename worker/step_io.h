@@ -12,9 +12,8 @@
 #include "backend.h"
 #include "ipc_records.h"
 
-/* Buffers for steps of up to max_seqs sequences. */
 struct folio_step_io {
-    int max_seqs;
+    int max_seqs, max_num_tokens;
     struct folio_step_seq *seqs;
     struct folio_step_result res;
     int32_t *num_logprobs; /* per sequence of the step being collected */
@@ -23,7 +22,9 @@ struct folio_step_io {
     size_t result_cap;
 };
 
-int folio_step_io_init(struct folio_step_io *io, int max_seqs, char *err, size_t errlen);
+/* Buffers for steps of up to max_seqs sequences and max_num_tokens tokens. */
+int folio_step_io_init(struct folio_step_io *io, int max_seqs, int max_num_tokens, char *err,
+                       size_t errlen);
 void folio_step_io_free(struct folio_step_io *io);
 
 /* The batch for a plan (pointers into the plan record and io). Checks what

@@ -350,7 +350,7 @@ int main(int argc, char **argv)
     if (folio_ring_attach_reader(a.plan_ring, &plans, err, sizeof err) != 0 ||
         folio_ring_attach_writer(a.result_ring, &results, err, sizeof err) != 0 ||
         create_backend(&a, &model, &b, &vocab, &max_len, err, sizeof err) != 0 ||
-        folio_step_io_init(&io, (int)a.max_seqs, err, sizeof err) != 0) {
+        folio_step_io_init(&io, (int)a.max_seqs, (int)a.max_num_tokens, err, sizeof err) != 0) {
         folio_log_error(0, "load failed: %s", err);
         send_load_reply(false, err, NULL, 0, 0);
         usleep(100 * 1000); /* let the reply leave before the socket closes */

@@ -28,6 +28,8 @@ static void walk_plan(const struct folio_plan_view *v)
             acc += (uint32_t)v->block_ids[blk + j];
         tok += s->num_new_tokens;
         blk += s->num_blocks;
+        for (int32_t j = 0; j < s->num_bias; j++)
+            acc += (uint32_t)v->bias[s->bias_offset + j].token;
     }
     if (tok != v->hdr->num_tokens || blk != v->hdr->num_block_ids)
         abort();
@@ -47,6 +49,10 @@ static void walk_result(const struct folio_result_view *v)
             memcpy(&bits, &lp, 4);
             acc += bits;
         }
+        for (int32_t j = 0; j < s->num_prompt_lp; j++)
+            acc += (uint32_t)v->prompt_ids[s->prompt_lp_offset + j];
+        for (int64_t j = 0; j < (int64_t)s->num_prompt_lp * s->prompt_num_top; j++)
+            acc += (uint32_t)v->top_ids[s->prompt_top_offset + j];
     }
     sink = acc;
 }
@@ -66,6 +72,11 @@ static void walk_event(const struct folio_event_view *v)
             memcpy(&bits, &v->top_logprobs[i * k + j], 4);
             acc += bits;
         }
+    }
+    for (uint64_t i = 0; i < v->hdr->num_prompt_lp; i++) {
+        acc += (uint32_t)v->prompt_ids[i];
+        for (uint64_t j = 0; j < k; j++)
+            acc += (uint32_t)v->prompt_top_ids[i * k + j];
     }
     for (uint32_t i = 0; i < v->hdr->message_len; i++)
         acc += (unsigned char)v->message[i];

@@ -60,17 +60,26 @@ static void check_request(const struct folio_oai_request *r)
         for (size_t i = 0; i < r->num_messages; i++)
             if (!r->messages[i].role || !r->messages[i].content)
                 fail("chat message without role or content", NULL);
-    } else if (!r->prompt && r->num_prompt_ids == 0) {
+    } else if (r->num_prompts == 0 || !r->prompts) {
         fail("completion request without a prompt", NULL);
     }
-    if (r->prompt && strlen(r->prompt) != r->prompt_len)
-        fail("prompt_len is not the prompt's length", NULL);
+    for (size_t i = 0; i < r->num_prompts; i++) {
+        const struct folio_oai_prompt *p = &r->prompts[i];
+        if (p->text ? strlen(p->text) != p->len : p->num_ids == 0 || !p->ids)
+            fail("a prompt's text has the wrong length, or its ids are missing", NULL);
+    }
+    if (r->n < 1 || r->n > FOLIO_OAI_MAX_N ||
+        (r->num_prompts ? r->num_prompts : 1) * (size_t)r->n > FOLIO_OAI_MAX_CHOICES)
+        fail("n or the number of choices out of range", NULL);
+    for (size_t i = 0; i < r->num_logit_bias; i++)
+        if (r->logit_bias_ids[i] < 0 || !(fabsf(r->logit_bias_values[i]) <= 100.0f))
+            fail("logit_bias entry out of range", NULL);
     if (r->num_stop > FOLIO_OAI_MAX_STOPS)
         fail("more stop strings than allowed", NULL);
     for (size_t i = 0; i < r->num_stop; i++)
         if (!r->stop[i] || r->stop_len[i] == 0 || strlen(r->stop[i]) != r->stop_len[i])
             fail("stop string empty or of the wrong length", NULL);
-    if (r->logprobs < -1 || r->logprobs > FOLIO_OAI_MAX_LOGPROBS)
+    if (r->logprobs < -1 || r->logprobs > FOLIO_MAX_LOGPROBS)
         fail("logprobs out of range", NULL);
     if (r->max_tokens < -1 || r->min_tokens < 0 ||
         (r->max_tokens >= 0 && r->min_tokens > r->max_tokens))
@@ -90,20 +99,21 @@ static void check_response(const struct folio_oai_request *r)
     if (r->endpoint == FOLIO_OAI_CHAT) {
         text = r->messages[r->num_messages - 1].content;
         len = strlen(text);
-    } else if (r->prompt) {
-        text = r->prompt;
-        len = r->prompt_len;
+    } else if (r->prompts[0].text) {
+        text = r->prompts[0].text;
+        len = r->prompts[0].len;
     }
     char id[64];
     folio_oai_make_id(r->endpoint, 0x0001000000000001ull, 42, id, sizeof id);
     struct folio_oai_response_ctx c = {r->endpoint, id, 1700000000, r->model ? r->model : "m",
-                                       r->include_usage};
+                                       r->include_usage, 0};
     struct folio_oai_usage u = {7, 3, 1};
     struct folio_oai_token_logprob lp = {.text = text, .len = len, .logprob = -0.5f, .num_top = 1};
     lp.top[0] = (struct folio_oai_top){text, len, -0.5f};
     struct folio_jw b;
     folio_jw_init(&b);
-    folio_oai_write_response(&b, &c, text, len, "stop", r->logprobs >= 0 ? &lp : NULL, 1, &u);
+    struct folio_oai_choice ch = {text, len, "stop", r->logprobs >= 0 ? &lp : NULL, 1};
+    folio_oai_write_response(&b, &c, &ch, 1, &u);
     json_t *j = parse_written(&b, 0, "response is not valid JSON");
     json_t *choice = json_array_get(json_object_get(j, "choices"), 0);
     json_t *jt = r->endpoint == FOLIO_OAI_CHAT

@@ -11,17 +11,20 @@
  *                "block_table": [5], "sample": true, "output_index": 0,
  *                "temperature": 0, "top_k": 0, "top_p": 1, "min_p": 0,
  *                "seed": 0, "num_logprobs": 0, "repetition_penalty": 1,
- *                "frequency_penalty": 0, "presence_penalty": 0}, ...], ...]}
+ *                "frequency_penalty": 0, "presence_penalty": 0,
+ *                "logit_bias": [[token, value], ...]}, ...], ...]}
+ * (a logit_bias value null is -inf, a ban).
  * A token -1 is FOLIO_TOKEN_FROM_PREV. With launch_ahead, step N+1 is launched
  * before step N is collected (the scheduler's pipeline).
  *
  * Output: one JSON line per step on stdout,
  *   {"step": N, "token_ids": [...], "logprobs": [...], "top_ids": [[...]],
  *    "top_logprobs": [[...]]}
- * and, when LOGITS.bin is given, the raw float32 logits of every sampling
+ * and, when LOGITS.bin is given, the float32 logits (with their logit bias) of every sampling
  * sequence of every step, in order, appended to it. Errors go to stderr with
  * the step number, and the exit status is 1. */
 #include <jansson.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -34,6 +37,7 @@ struct parsed_step {
     struct folio_step_seq *seqs;
     int32_t *tokens;
     int32_t **tables;
+    struct folio_logit_bias **bias;
 };
 
 static int int_field(json_t *obj, const char *key, long long def, long long *out)
@@ -85,8 +89,38 @@ static void free_step(struct parsed_step *p)
         for (int32_t i = 0; i < p->batch.num_seqs; i++)
             free(p->tables[i]);
     free(p->tables);
+    if (p->bias)
+        for (int32_t i = 0; i < p->batch.num_seqs; i++)
+            free(p->bias[i]);
+    free(p->bias);
     free(p->seqs);
     free(p->tokens);
+}
+
+/* "logit_bias": [[token, value], ...] (a value of null is -inf: a ban). */
+static int parse_bias(json_t *js, struct folio_step_seq *s, struct folio_logit_bias **out)
+{
+    json_t *a = json_object_get(js, "logit_bias");
+    if (!a)
+        return 0;
+    if (!json_is_array(a))
+        return -1;
+    size_t n = json_array_size(a);
+    *out = calloc(n + 1, sizeof **out);
+    if (!*out)
+        return -1;
+    for (size_t k = 0; k < n; k++) {
+        json_t *e = json_array_get(a, k);
+        json_t *tok = json_array_get(e, 0), *val = json_array_get(e, 1);
+        if (!json_is_integer(tok) || !(json_is_number(val) || json_is_null(val)))
+            return -1;
+        (*out)[k] = (struct folio_logit_bias){(int32_t)json_integer_value(tok),
+                                              json_is_null(val) ? -INFINITY
+                                                                : (float)json_number_value(val)};
+    }
+    s->bias = *out;
+    s->num_bias = (int32_t)n;
+    return 0;
 }
 
 static int parse_step(json_t *jstep, struct parsed_step *p, char *err, size_t errlen)
@@ -100,11 +134,12 @@ static int parse_step(json_t *jstep, struct parsed_step *p, char *err, size_t er
     p->batch.num_seqs = nseq;
     p->seqs = calloc((size_t)nseq + 1, sizeof *p->seqs);
     p->tables = calloc((size_t)nseq + 1, sizeof *p->tables);
+    p->bias = calloc((size_t)nseq + 1, sizeof *p->bias);
     size_t total = 0;
     for (int32_t i = 0; i < nseq; i++)
         total += json_array_size(json_object_get(json_array_get(jstep, (size_t)i), "tokens"));
     p->tokens = malloc((total + 1) * sizeof *p->tokens);
-    if (!p->seqs || !p->tables || !p->tokens) {
+    if (!p->seqs || !p->tables || !p->bias || !p->tokens) {
         snprintf(err, errlen, "out of memory");
         return -1;
     }
@@ -153,6 +188,10 @@ static int parse_step(json_t *jstep, struct parsed_step *p, char *err, size_t er
             .seed = (uint64_t)seed,
             .num_logprobs = (int32_t)nlp,
         };
+        if (parse_bias(js, s, &p->bias[i]) != 0) {
+            snprintf(err, errlen, "seq %d: logit_bias must be a list of [token, value]", i);
+            return -1;
+        }
     }
     p->batch.num_tokens = (int32_t)t;
     p->batch.token_ids = p->tokens;

@@ -37,7 +37,9 @@ static void test_guidellm_completion(void)
     struct folio_oai_error e;
     CHECK(parse(FOLIO_OAI_COMPLETIONS, body, &r, &e) == 0);
     CHECK(r.model && !strcmp(r.model, "tiny"));
-    CHECK(r.prompt && r.prompt_len == 11 && !memcmp(r.prompt, "Hello world", 11));
+    CHECK(r.num_prompts == 1 && r.prompts[0].len == 11 &&
+          !memcmp(r.prompts[0].text, "Hello world", 11));
+    CHECK(r.n == 1 && !r.echo && r.num_logit_bias == 0);
     CHECK(r.max_tokens == 16);
     CHECK(r.stream && r.include_usage && r.continuous_usage && r.ignore_eos);
     CHECK(r.num_stop == 0);
@@ -53,11 +55,12 @@ static void test_defaults_and_fields(void)
     struct folio_oai_error e;
     CHECK(parse(FOLIO_OAI_COMPLETIONS, "{\"prompt\":[\"one\"]}", &r, &e) == 0);
     CHECK(r.max_tokens == 16 && !r.stream && r.temperature == 1.0f && r.skip_special_tokens);
-    CHECK(r.prompt_len == 3);
+    CHECK(r.num_prompts == 1 && r.prompts[0].len == 3);
     folio_oai_request_free(&r);
 
     CHECK(parse(FOLIO_OAI_COMPLETIONS, "{\"prompt\":[1,2,3],\"stop\":\"\\n\\n\"}", &r, &e) == 0);
-    CHECK(r.prompt == NULL && r.num_prompt_ids == 3 && r.prompt_ids[2] == 3);
+    CHECK(r.num_prompts == 1 && !r.prompts[0].text && r.prompts[0].num_ids == 3 &&
+          r.prompts[0].ids[2] == 3);
     CHECK(r.num_stop == 1 && r.stop_len[0] == 2 && !strcmp(r.stop[0], "\n\n"));
     folio_oai_request_free(&r);
 
@@ -68,13 +71,25 @@ static void test_defaults_and_fields(void)
                 "\"frequency_penalty\":-0.5,\"repetition_penalty\":1.1,\"logprobs\":3,"
                 "\"n\":1}",
                 &r, &e) == 0);
-    CHECK(r.num_prompt_ids == 2 && r.prompt_ids[0] == 5);
+    CHECK(r.num_prompts == 1 && r.prompts[0].num_ids == 2 && r.prompts[0].ids[0] == 5);
     CHECK(r.num_stop == 2 && !strcmp(r.stop[1], "bc"));
     CHECK(r.num_stop_token_ids == 2 && r.stop_token_ids[1] == 7);
     CHECK(r.min_tokens == 3 && r.max_tokens == 9);
     CHECK(r.has_seed && r.seed == UINT64_MAX);
     CHECK(r.top_k == 40 && r.top_p > 0.89f && r.min_p > 0.04f);
     CHECK(r.logprobs == 3);
+    folio_oai_request_free(&r);
+
+    /* A batch of prompts, n samples each, echo, logit_bias, vLLM's output flags. */
+    CHECK(parse(FOLIO_OAI_COMPLETIONS,
+                "{\"prompt\":[\"a\",[7,8],\"bc\"],\"n\":3,\"best_of\":3,\"echo\":true,"
+                "\"logit_bias\":{\"5\":100,\"9\":-100},\"include_stop_str_in_output\":true,"
+                "\"spaces_between_special_tokens\":false}",
+                &r, &e) == 0);
+    CHECK(r.num_prompts == 3 && r.n == 3 && r.echo);
+    CHECK(r.prompts[1].num_ids == 2 && r.prompts[1].ids[1] == 8 && r.prompts[2].len == 2);
+    CHECK(r.num_logit_bias == 2 && r.logit_bias_ids[0] == 5 && r.logit_bias_values[1] == -100);
+    CHECK(r.include_stop_str_in_output && !r.spaces_between_special_tokens);
     folio_oai_request_free(&r);
 
     /* max_tokens as 10.0 is an integer to pydantic, so it is here too. */
@@ -107,8 +122,16 @@ static void test_errors(void)
     expect_error(FOLIO_OAI_COMPLETIONS, "[1]", 400, "JSON object");
     expect_error(FOLIO_OAI_COMPLETIONS, "{\"prompt\":\"\xff\xfe\"}", 400, "not valid JSON");
     expect_error(FOLIO_OAI_COMPLETIONS, "{}", 400, "'prompt' is required");
-    expect_error(FOLIO_OAI_COMPLETIONS, "{\"prompt\":\"x\",\"n\":2}", 400, "'n' must be 1");
-    expect_error(FOLIO_OAI_COMPLETIONS, "{\"prompt\":[\"a\",\"b\"]}", 400, "only one");
+    expect_error(FOLIO_OAI_COMPLETIONS, "{\"prompt\":\"x\",\"n\":0}", 400, "'n' must be between");
+    expect_error(FOLIO_OAI_COMPLETIONS, "{\"prompt\":\"x\",\"n\":2,\"best_of\":3}", 400,
+                 "'best_of' greater than 'n' is not supported");
+    expect_error(FOLIO_OAI_COMPLETIONS, "{\"prompt\":\"x\",\"n\":2,\"best_of\":1}", 400,
+                 "at least 'n'");
+    expect_error(FOLIO_OAI_COMPLETIONS, "{\"prompt\":[\"a\",[]]}", 400, "'prompt[1]' is an empty");
+    expect_error(FOLIO_OAI_COMPLETIONS, "{\"prompt\":\"x\",\"logit_bias\":{\"a\":1}}", 400,
+                 "is not a token id");
+    expect_error(FOLIO_OAI_COMPLETIONS, "{\"prompt\":\"x\",\"logit_bias\":{\"3\":101}}", 400,
+                 "[-100, 100]");
     expect_error(FOLIO_OAI_COMPLETIONS, "{\"prompt\":5}", 400, "'prompt' must be");
     expect_error(FOLIO_OAI_COMPLETIONS, "{\"prompt\":[1,-2]}", 400, "out of range");
     expect_error(FOLIO_OAI_COMPLETIONS, "{\"prompt\":\"x\",\"max_tokens\":0}", 400,
@@ -125,7 +148,9 @@ static void test_errors(void)
     expect_error(FOLIO_OAI_COMPLETIONS, "{\"prompt\":\"x\",\"logprobs\":21}", 400, "'logprobs'");
     expect_error(FOLIO_OAI_COMPLETIONS, "{\"prompt\":\"x\",\"min_tokens\":5,\"max_tokens\":2}", 400,
                  "'min_tokens'");
-    expect_error(FOLIO_OAI_COMPLETIONS, "{\"prompt\":\"x\",\"echo\":true}", 400, "echo");
+    expect_error(FOLIO_OAI_CHAT,
+                 "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"echo\":true}", 400,
+                 "'echo' is not supported for chat");
     expect_error(FOLIO_OAI_CHAT, "{\"messages\":[]}", 400, "non-empty");
     expect_error(FOLIO_OAI_CHAT, "{\"messages\":[{\"content\":\"x\"}]}", 400, "'messages[0].role'");
     expect_error(FOLIO_OAI_CHAT,
@@ -149,7 +174,8 @@ static json_t *load_chunk(const char *s, size_t len)
 
 static void test_chunks(void)
 {
-    struct folio_oai_response_ctx c = {FOLIO_OAI_CHAT, "chatcmpl-1", 1700000000, "tiny\"m", true};
+    struct folio_oai_response_ctx c = {FOLIO_OAI_CHAT, "chatcmpl-1", 1700000000,
+                                       "tiny\"m",      true,         0};
     struct folio_jw b;
     folio_jw_init(&b);
     folio_oai_write_chunk(&b, &c, true, "", 0, NULL, NULL, 0, 0, NULL);
@@ -193,7 +219,7 @@ static void test_chunks(void)
     json_decref(j);
 
     /* Completions chunk with logprobs. */
-    struct folio_oai_response_ctx cc = {FOLIO_OAI_COMPLETIONS, "cmpl-1", 1, "m", false};
+    struct folio_oai_response_ctx cc = {FOLIO_OAI_COMPLETIONS, "cmpl-1", 1, "m", false, 0};
     struct folio_oai_token_logprob lp[2] = {
         {"He", 2, -0.5f, 1, {{"He", 2, -0.5f}}},
         {"llo", 3, -1.0f / 0.0f, 0, {{0}}},
@@ -225,9 +251,10 @@ static void test_responses(void)
     struct folio_jw b;
     folio_jw_init(&b);
     struct folio_oai_usage u = {4, 2, 0};
-    struct folio_oai_response_ctx c = {FOLIO_OAI_CHAT, "chatcmpl-x", 5, "m", false};
+    struct folio_oai_response_ctx c = {FOLIO_OAI_CHAT, "chatcmpl-x", 5, "m", false, 0};
     struct folio_oai_token_logprob lp = {"hi", 2, -0.25f, 1, {{"hi", 2, -0.25f}}};
-    folio_oai_write_response(&b, &c, "hi", 2, "length", &lp, 1, &u);
+    struct folio_oai_choice ch2[2] = {{"hi", 2, "length", &lp, 1}, {"yo", 2, "stop", &lp, 1}};
+    folio_oai_write_response(&b, &c, ch2, 2, &u);
     json_error_t jerr;
     json_t *j = json_loadb(b.data, b.len, 0, &jerr);
     CHECK(j != NULL);
@@ -238,6 +265,9 @@ static void test_responses(void)
     json_t *content = json_object_get(json_object_get(ch, "logprobs"), "content");
     CHECK(json_array_size(content) == 1);
     CHECK(json_array_size(json_object_get(json_array_get(content, 0), "bytes")) == 2);
+    json_t *second = json_array_get(json_object_get(j, "choices"), 1);
+    CHECK(json_integer_value(json_object_get(second, "index")) == 1);
+    CHECK(!strcmp(json_string_value(json_object_get(second, "finish_reason")), "stop"));
     CHECK(json_integer_value(json_object_get(json_object_get(j, "usage"), "total_tokens")) == 6);
     json_decref(j);
 

@@ -1,6 +1,7 @@
 /* The scheduler policy, step by step: pipelining with FROM_PREV tokens,
  * stops seen one step late, chunked prefill, decodes first, prefix caching,
  * preemption by recompute, admission limits, aborts and worker failure. */
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -87,9 +88,10 @@ static void answer(struct folio_policy *p, int32_t token)
     struct folio_plan_view pv;
     char err[256];
     const struct folio_plan_header *h = (const void *)plans[plans_head];
-    CHECK(folio_plan_decode(plans[plans_head],
-                            folio_plan_size(h->num_seqs, h->num_tokens, h->num_block_ids), &pv, err,
-                            sizeof err) == 0);
+    CHECK(folio_plan_decode(
+              plans[plans_head],
+              folio_plan_size(h->num_seqs, h->num_tokens, h->num_block_ids, h->num_bias), &pv, err,
+              sizeof err) == 0);
     static char buf[1 << 14];
     struct folio_result_header *rh = (void *)buf;
     *rh = (struct folio_result_header){
@@ -98,7 +100,7 @@ static void answer(struct folio_policy *p, int32_t token)
     for (int i = 0; i < h->num_seqs; i++)
         rs[i] = (struct folio_result_seq){.token_id = pv.seqs[i].sample ? token : -1};
     struct folio_result_view rv;
-    CHECK(folio_result_decode(buf, folio_result_size(h->num_seqs, 0), &rv, err, sizeof err) == 0);
+    CHECK(folio_result_decode(buf, folio_result_size(h->num_seqs, 0, 0), &rv, err, sizeof err) == 0);
     CHECK(folio_policy_apply_result(p, &rv, err, sizeof err) == 0);
     plans_head = (plans_head + 1) % 2;
     plans_count--;
@@ -175,11 +177,17 @@ static void test_min_tokens_and_stop_ids(void)
                               .stop_ids = stops,
                               .num_stop_ids = 1};
     folio_policy_submit(p, &r);
-    plan(p);
-    plan(p);
-    answer(p, 2); /* EOS before min_tokens: goes on */
+    const struct folio_plan_view *v = plan(p);
+    /* Below min_tokens EOS and the stop ids are banned in the sampler. */
+    CHECK(v->hdr->num_bias == 2 && v->seqs[0].num_bias == 2);
+    CHECK(v->bias[0].token == 2 && v->bias[1].token == 77 && isinf(v->bias[0].value) &&
+          v->bias[1].value < 0);
+    v = plan(p);
+    CHECK(v->seqs[0].output_index == 1 && v->seqs[0].num_bias == 2);
+    answer(p, 2); /* EOS before min_tokens (as if sampled anyway): goes on */
     CHECK(events[0].finish == FOLIO_FINISH_NONE);
     plan(p);
+    CHECK(plans_count == 2);
     answer(p, 77); /* stop id, min reached */
     CHECK(num_events == 2 && events[1].finish == FOLIO_FINISH_STOP && events[1].token == 77);
     answer(p, 1);
@@ -278,6 +286,48 @@ static void test_admission(void)
     folio_policy_destroy(p);
 }
 
+/* The client's logit bias rides with every sampling entry; a bad one is a 400. */
+static void test_logit_bias(void)
+{
+    struct folio_policy *p = make(4, 64, 16, 256);
+    int32_t prompt[3] = {10, 11, 12};
+    struct folio_logit_bias bias[2] = {{5, 100.0f}, {999, -100.0f}};
+    struct folio_request r = {.request_id = 1,
+                              .prompt = prompt,
+                              .num_prompt = 3,
+                              .max_tokens = 4,
+                              .logit_bias = bias,
+                              .num_logit_bias = 2};
+    folio_policy_submit(p, &r);
+    const struct folio_plan_view *v = plan(p);
+    CHECK(v->seqs[0].num_bias == 2 && v->bias[0].token == 5 && v->bias[1].value == -100.0f);
+    bias[1].token = 1000; /* the vocabulary is 1000 */
+    r.request_id = 2;
+    folio_policy_submit(p, &r);
+    CHECK(num_events == 1 && events[0].id == 2 && events[0].finish == FOLIO_FINISH_REJECTED &&
+          events[0].status == 400);
+    folio_policy_destroy(p);
+}
+
+/* Requests with one prompt admitted in one step (a request's n samples)
+ * share its full blocks: the later ones compute only the partial last block. */
+static void test_same_step_prefix_sharing(void)
+{
+    struct folio_policy *p = make(4, 256, 32, 256);
+    for (uint64_t id = 1; id <= 3; id++)
+        submit(p, id, 40, 100, 2);
+    const struct folio_plan_view *v = plan(p);
+    CHECK(v && v->hdr->num_seqs == 3 && v->hdr->num_tokens == 40 + 8 + 8);
+    CHECK(v->seqs[1].context_len == 40 && v->seqs[1].num_new_tokens == 8);
+    CHECK(v->block_ids[0] == v->block_ids[3] && v->block_ids[1] == v->block_ids[4]);
+    CHECK(v->block_ids[2] != v->block_ids[5]); /* the partial block is each one's own */
+    struct folio_policy_stats st;
+    folio_policy_stats(p, &st);
+    CHECK(st.prompt_tokens_computed == 56);
+    checked(p);
+    folio_policy_destroy(p);
+}
+
 static void test_abort_in_flight(void)
 {
     struct folio_policy *p = make(4, 64, 16, 256);
@@ -318,5 +368,7 @@ int main(void)
     test_preemption();
     test_admission();
     test_abort_in_flight();
+    test_logit_bias();
+    test_same_step_prefix_sharing();
     return check_report();
 }

@@ -299,8 +299,38 @@ static void test_penalties(void)
     folio_sampler_free(s);
 }
 
+/* A logit bias: +100 forces its token at any temperature, -inf bans the
+ * argmax, and the logprobs include the bias. */
+static void test_logit_bias(void)
+{
+    const float logits[8] = {1.0f, 4.0f, 0.5f, -2.0f, 3.5f, 0.0f, 2.0f, 1.5f};
+    struct folio_sampler *s = folio_sampler_new(8);
+    struct folio_logit_bias force = {3, 100.0f}, ban = {1, -INFINITY}, outside = {8, 100.0f};
+    float forced[8], banned[8];
+    memcpy(forced, logits, sizeof logits);
+    memcpy(banned, logits, sizeof logits);
+    folio_logits_add_bias(forced, 8, &force, 1);
+    folio_logits_add_bias(banned, 8, &ban, 1);
+    folio_logits_add_bias(banned, 8, &outside, 1); /* skipped */
+    for (uint32_t i = 0; i < 50; i++) {
+        struct folio_sampling_params p = params(i % 2 ? 1.0f : 0.0f);
+        CHECK(draw(s, forced, &p, i) == 3);
+        CHECK(draw(s, banned, &p, i) != 1);
+    }
+    struct folio_sampling_params p = params(0.0f);
+    p.num_logprobs = 2;
+    struct folio_sample_result r;
+    char err[128];
+    CHECK(folio_sample(s, banned, &p, 0, NULL, &r, err, sizeof err) == 0);
+    CHECK(r.token == 4 && r.top_ids[0] == 4 && r.top_ids[1] == 6);
+    CHECK(folio_sample(s, forced, &p, 0, NULL, &r, err, sizeof err) == 0);
+    CHECK(r.token == 3 && r.logprob > -1e-6f);
+    folio_sampler_free(s);
+}
+
 int main(void)
 {
+    test_logit_bias();
     test_penalties();
     test_greedy();
     test_filters_that_leave_the_argmax();

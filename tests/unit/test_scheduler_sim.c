@@ -178,7 +178,7 @@ static void driver_init(struct driver *d, int seqs, int budget, int blocks, int 
     so.eos_id = EOS;
     so.eos_probability = 0.02;
     CHECK(folio_sim_backend_create(&bo, &so, &d->sim, err, sizeof err) == 0);
-    CHECK(folio_step_io_init(&d->io, seqs, err, sizeof err) == 0);
+    CHECK(folio_step_io_init(&d->io, seqs, budget, err, sizeof err) == 0);
 }
 
 static void driver_free(struct driver *d)

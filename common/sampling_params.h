@@ -1,0 +1,52 @@
+/* A sequence's sampling parameters, their limits and their check: one
+ * definition that the frontend's validation, the scheduler (which refuses a
+ * bad request alone rather than fail a whole step) and every worker backend
+ * (CPU sampler, GPU sampler) share. */
+#ifndef FOLIO_SAMPLING_PARAMS_H
+#define FOLIO_SAMPLING_PARAMS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* Top logprobs per token (vLLM's default max_logprobs). */
+#define FOLIO_MAX_LOGPROBS 20
+/* OpenAI's logit_bias range; a bias of -100 bans a token in practice, +100
+ * forces it. */
+#define FOLIO_LOGIT_BIAS_MAX 100.0f
+/* Per request; beyond these a request is refused (400) naming the limit.
+ * They bound the logit bias entries a step plan carries: the client's, and
+ * the bans of EOS and stop tokens while min_tokens is not reached. */
+#define FOLIO_MAX_LOGIT_BIAS 1024
+#define FOLIO_MAX_STOP_TOKEN_IDS 1024
+
+struct folio_sampling_params {
+    float temperature;        /* 0: greedy */
+    int32_t top_k;            /* <= 0: off */
+    float top_p;              /* 1: off */
+    float min_p;              /* 0: off */
+    float repetition_penalty; /* 1: off */
+    float frequency_penalty;  /* 0: off */
+    float presence_penalty;   /* 0: off */
+    uint64_t seed;            /* per request; the scheduler draws one when the client gave none */
+    int32_t num_logprobs;     /* top-N logprobs to return, 0..FOLIO_MAX_LOGPROBS */
+};
+
+/* One additive logit bias: the client's logit_bias, or a ban (-inf) that
+ * the scheduler adds for EOS and stop tokens while min_tokens is not
+ * reached. Applied to the logits before anything else, so the reported
+ * logprobs include it (the forced token's logprob is near 0, a banned one
+ * never shows among the top logprobs) and both samplers agree. */
+struct folio_logit_bias {
+    int32_t token;
+    float value; /* [-FOLIO_LOGIT_BIAS_MAX, FOLIO_LOGIT_BIAS_MAX], or -inf */
+};
+
+/* 0, or -1 with a message naming the field. */
+int folio_sampling_params_check(const struct folio_sampling_params *p, char *err, size_t errlen);
+
+/* Checks a bias list against a vocabulary: ids in [0, vocab), values in
+ * range (or -inf). 0, or -1 with a message naming the entry. */
+int folio_logit_bias_check(const struct folio_logit_bias *b, int32_t n, int32_t vocab, char *err,
+                           size_t errlen);
+
+#endif

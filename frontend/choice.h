@@ -1,0 +1,75 @@
+/* One choice of a completion request: prompt i's sample j (index i * n + j),
+ * which the scheduler runs as a request of its own. Its text as it streams
+ * (stop strings, detokenization), its logprobs, the echoed prompt, and the
+ * SSE chunks or the text it adds to the whole response. Pure: no I/O, so the
+ * HTTP loop only routes token events to it. */
+#ifndef FOLIO_CHOICE_H
+#define FOLIO_CHOICE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "ipc_records.h"
+#include "json_writer.h"
+#include "openai_api.h"
+#include "stream.h"
+#include "tokenizer.h"
+
+struct folio_choice {
+    uint32_t index;                     /* in the response: prompt * n + sample */
+    uint32_t prompt;                    /* which prompt of the request */
+    struct folio_oai_response_ctx rctx; /* the request's, with this choice's index */
+    struct folio_text_stream ts;
+    struct folio_jw text;                /* non-streaming: the echo and the completion */
+    struct folio_oai_token_logprob *lps; /* non-streaming logprobs, texts owned */
+    size_t num_lps, cap_lps;
+    size_t text_base;   /* bytes of echoed prompt before the completion */
+    const char *finish; /* "stop" or "length" once finished, else NULL */
+    /* echo with logprobs, streaming: the echo chunk waits for the prompt's
+     * logprobs (the first token's null, then one per further token). */
+    const char *echo_text; /* borrowed from the request; NULL once written */
+    size_t echo_len;
+    struct folio_oai_token_logprob *echo_lps;
+    size_t num_echo_lps, want_echo_lps;
+};
+
+int folio_choice_init(struct folio_choice *c, const struct folio_tokenizer *t,
+                      const struct folio_oai_request *r, const struct folio_oai_response_ctx *rctx,
+                      uint32_t index, uint32_t prompt);
+void folio_choice_free(struct folio_choice *c);
+
+/* echo: the prompt's text leads the choice's text (a chunk of its own when
+ * streaming, into out). With logprobs, the prompt's tokens lead its logprobs:
+ * the first one's null (nothing precedes it), the others' as the scheduler
+ * sends them (folio_choice_prompt_lps); a streamed echo waits for them. text
+ * must outlive the choice. */
+int folio_choice_echo(struct folio_choice *c, const struct folio_tokenizer *t,
+                      const struct folio_oai_request *r, const char *text, size_t len,
+                      const int32_t *prompt_ids, size_t num_prompt_ids, struct folio_jw *out);
+
+/* An event's prompt logprobs (echo with logprobs). */
+void folio_choice_prompt_lps(struct folio_choice *c, const struct folio_tokenizer *t,
+                             const struct folio_oai_request *r, const struct folio_event_view *v,
+                             struct folio_jw *out);
+
+/* What a token event did to the choice. */
+enum folio_choice_step {
+    FOLIO_CHOICE_MORE,        /* more tokens follow */
+    FOLIO_CHOICE_FINISHED,    /* finish is set */
+    FOLIO_CHOICE_STOP_STRING, /* finished by a stop string the scheduler does not know of */
+    FOLIO_CHOICE_BAD_TOKEN,   /* a token id the tokenizer does not know */
+};
+
+/* Takes the event's tokens: streaming, a chunk into out (usage: continuous
+ * usage stats for it, or NULL); else into the choice's text and logprobs.
+ * *used: tokens taken (those after a stop string are dropped). */
+enum folio_choice_step folio_choice_event(struct folio_choice *c, const struct folio_tokenizer *t,
+                                          const struct folio_oai_request *r,
+                                          const struct folio_event_view *v, struct folio_jw *out,
+                                          const struct folio_oai_usage *usage, uint32_t *used);
+
+/* The choice as the whole response lists it. */
+struct folio_oai_choice folio_choice_result(const struct folio_choice *c, bool with_logprobs);
+
+#endif

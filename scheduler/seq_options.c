@@ -1,0 +1,101 @@
+#include "seq_options.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "policy.h"
+
+int folio_seq_options_check(const struct folio_request *r, int vocab_size, char *msg, size_t len)
+{
+    if (r->num_stop_ids > FOLIO_MAX_STOP_TOKEN_IDS || r->num_stop_ids < 0) {
+        snprintf(msg, len, "'stop_token_ids' has %d entries; at most %d are allowed",
+                 r->num_stop_ids, FOLIO_MAX_STOP_TOKEN_IDS);
+        return -1;
+    }
+    if (r->num_logit_bias > FOLIO_MAX_LOGIT_BIAS || r->num_logit_bias < 0) {
+        snprintf(msg, len, "'logit_bias' has %d entries; at most %d are allowed", r->num_logit_bias,
+                 FOLIO_MAX_LOGIT_BIAS);
+        return -1;
+    }
+    return folio_logit_bias_check(r->logit_bias, r->num_logit_bias, vocab_size, msg, len);
+}
+
+bool folio_seq_options_init(struct folio_seq_options *o, const struct folio_request *r)
+{
+    memset(o, 0, sizeof *o);
+    o->min_tokens = r->min_tokens;
+    o->ignore_eos = r->ignore_eos;
+    o->prompt_logprobs = r->prompt_logprobs;
+    if (r->num_stop_ids > 0) {
+        o->stop_ids = malloc((size_t)r->num_stop_ids * sizeof *o->stop_ids);
+        if (!o->stop_ids)
+            return false;
+        memcpy(o->stop_ids, r->stop_ids, (size_t)r->num_stop_ids * sizeof *o->stop_ids);
+        o->num_stop_ids = r->num_stop_ids;
+    }
+    if (r->num_logit_bias > 0) {
+        o->bias = malloc((size_t)r->num_logit_bias * sizeof *o->bias);
+        if (!o->bias)
+            return false;
+        memcpy(o->bias, r->logit_bias, (size_t)r->num_logit_bias * sizeof *o->bias);
+        o->num_bias = r->num_logit_bias;
+    }
+    return true;
+}
+
+void folio_seq_options_free(struct folio_seq_options *o)
+{
+    free(o->stop_ids);
+    free(o->bias);
+    memset(o, 0, sizeof *o);
+}
+
+int folio_seq_options_max_bias(int num_eos_ids)
+{
+    return FOLIO_MAX_LOGIT_BIAS + FOLIO_MAX_STOP_TOKEN_IDS + num_eos_ids;
+}
+
+int folio_seq_options_plan_bias(const struct folio_seq_options *o, const int *eos_ids,
+                                int num_eos_ids, int num_outputs, struct folio_logit_bias *out)
+{
+    int n = 0;
+    for (int i = 0; i < o->num_bias; i++, n++)
+        if (out)
+            out[n] = o->bias[i];
+    if (num_outputs >= o->min_tokens)
+        return n;
+    for (int i = 0; !o->ignore_eos && i < num_eos_ids; i++, n++)
+        if (out)
+            out[n] = (struct folio_logit_bias){eos_ids[i], -INFINITY};
+    for (int i = 0; i < o->num_stop_ids; i++, n++)
+        if (out)
+            out[n] = (struct folio_logit_bias){o->stop_ids[i], -INFINITY};
+    return n;
+}
+
+bool folio_seq_options_is_stop(const struct folio_seq_options *o, const int *eos_ids,
+                               int num_eos_ids, int32_t tok)
+{
+    for (int i = 0; !o->ignore_eos && i < num_eos_ids; i++)
+        if (eos_ids[i] == tok)
+            return true;
+    for (int i = 0; i < o->num_stop_ids; i++)
+        if (o->stop_ids[i] == tok)
+            return true;
+    return false;
+}
+
+void folio_seq_options_plan_prompt_lp(const struct folio_seq_options *o, const int32_t *tokens,
+                                      int num_prompt, int start, int n, struct folio_plan_seq *out)
+{
+    out->num_prompt_lp = 0;
+    out->next_prompt_token = -1;
+    if (!o->prompt_logprobs)
+        return;
+    int end = start + n < num_prompt - 1 ? start + n : num_prompt - 1;
+    out->num_prompt_lp = end > start ? end - start : 0;
+    if (start + n < num_prompt)
+        out->next_prompt_token = tokens[start + n];
+}
