@@ -32,6 +32,9 @@ static void usage(FILE *f)
             "  --max-waiting-requests N     beyond them, 429 (default 4096)\n"
             "  --max-pending-prompt-tokens N  beyond them, 429 (default 4194304)\n"
             "  --worker-bin PATH            folio-worker (default: beside this program)\n"
+            "  --external-worker            do not start the worker: one started elsewhere (its\n"
+            "                               own container) runs folio-worker --args-file\n"
+            "                               RUN_DIR/worker.args; heartbeats tell it lives\n"
             "  --submit-url URL --ctl-url URL --worker-url URL   nng addresses (default\n"
             "                               ipc://RUN_DIR/scheduler-submit.ipc, -ctl, worker-ctl)\n"
             "  --drain-seconds S            SIGTERM: time left to running requests (30)\n"
@@ -90,6 +93,10 @@ int main(int argc, char **argv)
         }
         if (!strcmp(k, "--simulate")) {
             o.simulate = true;
+            continue;
+        }
+        if (!strcmp(k, "--external-worker")) {
+            o.external_worker = true;
             continue;
         }
         if (i + 1 >= argc) {
@@ -203,7 +210,7 @@ int main(int argc, char **argv)
         strcpy(slash ? slash + 1 : bin_buf, "folio-worker");
         worker_bin = bin_buf;
     }
-    if (access(worker_bin, X_OK) != 0) {
+    if (!o.external_worker && access(worker_bin, X_OK) != 0) {
         fprintf(stderr, "folio-scheduler: worker binary %s is not executable\n", worker_bin);
         return 2;
     }

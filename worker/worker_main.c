@@ -53,10 +53,70 @@ static void usage(FILE *f)
                "                    [--gpu-memory-utilization F] [--cpu-kv-bytes N] [--threads N]\n"
                "                    [--sim-time-scale F] [--sim-vocab N] [--sim-eos-id N]\n"
                "                    [--sim-eos-probability F]\n"
-               "Started by folio-scheduler, which creates the rings and listens on the URL.\n");
+               "       folio-worker --args-file FILE [flags that override it]\n"
+               "Started by folio-scheduler, which creates the rings and listens on the URL;\n"
+               "or, beside folio-scheduler --external-worker (e.g. in its own container), with\n"
+               "the arguments that scheduler wrote to RUN_DIR/worker.args.\n");
 }
 
-static int parse_args(int argc, char **argv, struct worker_args *a)
+#define ARGS_FILE_WAIT_S 60
+#define ARGS_FILE_MAX_ARGS 64
+
+static char *args_file_text; /* the strings of --args-file's arguments point here */
+static char **args_file_argv;
+
+static int parse_args(int argc, char **argv, struct worker_args *a);
+
+/* --args-file: the arguments an external-worker scheduler wrote, one per
+ * line. The scheduler may still be starting (a container restarted before
+ * it), so the file is waited for. */
+static int parse_args_file(const char *path, struct worker_args *a)
+{
+    if (args_file_text) {
+        fprintf(stderr, "folio-worker: --args-file given twice\n");
+        return -1;
+    }
+    FILE *f = NULL;
+    for (int waited = 0; !(f = fopen(path, "r")) && errno == ENOENT; waited++) {
+        if (waited == 0)
+            folio_log_info(0, "waiting for %s (written by folio-scheduler --external-worker)",
+                           path);
+        if (waited >= ARGS_FILE_WAIT_S * 10)
+            break;
+        usleep(100 * 1000);
+    }
+    if (!f) {
+        fprintf(stderr, "folio-worker: --args-file %s: %s\n", path, strerror(errno));
+        return -1;
+    }
+    size_t cap = 0;
+    ssize_t n = getdelim(&args_file_text, &cap, '\0', f);
+    fclose(f);
+    args_file_argv = calloc(ARGS_FILE_MAX_ARGS + 1, sizeof *args_file_argv);
+    if (n < 0 || !args_file_argv) {
+        fprintf(stderr, "folio-worker: cannot read --args-file %s\n", path);
+        return -1;
+    }
+    int argc = 1; /* argv[0] is not in the file */
+    args_file_argv[0] = "folio-worker";
+    for (char *save = NULL, *line = strtok_r(args_file_text, "\n", &save); line;
+         line = strtok_r(NULL, "\n", &save)) {
+        if (argc == ARGS_FILE_MAX_ARGS) {
+            fprintf(stderr, "folio-worker: --args-file %s: too many arguments\n", path);
+            return -1;
+        }
+        args_file_argv[argc++] = line;
+    }
+    return parse_args(argc, args_file_argv, a);
+}
+
+static void free_args_file(void)
+{
+    free(args_file_text);
+    free(args_file_argv);
+}
+
+static void default_args(struct worker_args *a)
 {
     *a = (struct worker_args){.backend = "cpu",
                               .max_seqs = 64,
@@ -66,6 +126,12 @@ static int parse_args(int argc, char **argv, struct worker_args *a)
                               .sim_vocab = 32000,
                               .sim_eos_id = 2,
                               .sim_eos_probability = 0.01};
+}
+
+/* Later flags override earlier ones, so flags after --args-file adjust what
+ * the scheduler wrote (e.g. --threads). */
+static int parse_args(int argc, char **argv, struct worker_args *a)
+{
     for (int i = 1; i < argc; i++) {
         const char *k = argv[i];
         if (!strcmp(k, "--help") || !strcmp(k, "-h")) {
@@ -77,7 +143,10 @@ static int parse_args(int argc, char **argv, struct worker_args *a)
             return -1;
         }
         const char *v = argv[++i];
-        if (!strcmp(k, "--model"))
+        if (!strcmp(k, "--args-file")) {
+            if (parse_args_file(v, a) != 0)
+                return -1;
+        } else if (!strcmp(k, "--model"))
             a->model_dir = v;
         else if (!strcmp(k, "--backend"))
             a->backend = v;
@@ -112,6 +181,11 @@ static int parse_args(int argc, char **argv, struct worker_args *a)
             return -1;
         }
     }
+    return 0;
+}
+
+static int check_args(const struct worker_args *a)
+{
     if (!a->plan_ring || !a->result_ring || !a->ctl_url) {
         fprintf(stderr, "folio-worker: --plan-ring, --result-ring and --ctl-url are required\n");
         return -1;
@@ -207,8 +281,11 @@ static int write_result(struct folio_ring *ring, const void *rec, size_t len, ch
     }
 }
 
+/* stale_epoch: the plan ring's writer epoch when this worker attached. Plans
+ * of it were written for a predecessor (the scheduler starts a new epoch once
+ * it has this worker's LoadReply) and are skipped. */
 static int run_steps(struct folio_backend *b, struct folio_ring *plans, struct folio_ring *results,
-                     struct folio_step_io *io, char *err, size_t errlen)
+                     struct folio_step_io *io, uint32_t stale_epoch, char *err, size_t errlen)
 {
     struct launched q[PIPELINE_DEPTH];
     for (int i = 0; i < PIPELINE_DEPTH; i++) {
@@ -244,6 +321,10 @@ static int run_steps(struct folio_backend *b, struct folio_ring *plans, struct f
             }
             if (r == 0)
                 break;
+            if (rec.epoch == stale_epoch) {
+                folio_ring_release(plans);
+                continue;
+            }
             struct folio_plan_view v;
             struct folio_step_batch batch;
             struct launched *l = &q[(head + count) % PIPELINE_DEPTH];
@@ -354,8 +435,10 @@ int main(int argc, char **argv)
 {
     folio_log_init("folio-worker");
     struct worker_args a;
-    if (parse_args(argc, argv, &a) != 0) {
+    default_args(&a);
+    if (parse_args(argc, argv, &a) != 0 || check_args(&a) != 0) {
         usage(stderr);
+        free_args_file();
         return 2;
     }
     struct sigaction sa = {.sa_handler = on_term};
@@ -387,10 +470,11 @@ int main(int argc, char **argv)
     }
     folio_log_info(0, "%s backend ready: %d KV blocks, %d slots, %d tokens per step", a.backend,
                    b->num_kv_blocks, a.max_seqs, a.max_num_tokens);
+    uint32_t stale_epoch = folio_ring_writer_epoch(plans);
     send_load_reply(true, NULL, b, vocab, max_len);
     pthread_t hb;
     pthread_create(&hb, NULL, heartbeat_main, NULL);
-    if (run_steps(b, plans, results, &io, err, sizeof err) != 0) {
+    if (run_steps(b, plans, results, &io, stale_epoch, err, sizeof err) != 0) {
         folio_log_error(0, "step failed, exiting: %s", err);
     } else {
         status = 0;
@@ -406,5 +490,6 @@ out:
     folio_ring_close(plans);
     folio_ring_close(results);
     nng_close(ctl_sock);
+    free_args_file();
     return status;
 }
