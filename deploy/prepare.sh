@@ -3,7 +3,7 @@
 # (deploy/base-image.sh) and stages what the image build needs from outside
 # the repository into deploy/context/ (ignored by git): the Llama-2 tokenizer
 # and TinyLlama config the demo model is made from, out of
-# $FOLIO_SHARED/models. Idempotent.
+# $FOLIO_SHARED/models, and the CA certificates pip uses. Idempotent.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 SHARED=${FOLIO_SHARED:-$(pwd)/../shared}
@@ -14,4 +14,7 @@ for f in llama2-tokenizer/tokenizer.json llama2-tokenizer/tokenizer_config.json 
   mkdir -p "deploy/context/models/$(dirname "$f")"
   cp -u "$SHARED/models/$f" "deploy/context/models/$f"
 done
-echo "staged deploy/context/models"
+# GuideLLM's image installs from PyPI: pip there trusts the CA certificates
+# this machine trusts (a TLS-inspecting proxy's among them, where there is one).
+cp -u "${PIP_CERT:-/etc/ssl/certs/ca-certificates.crt}" deploy/context/ca-certificates.crt
+echo "staged deploy/context: models, ca-certificates.crt"
