@@ -230,8 +230,9 @@ restarts0=$(docker inspect -f '{{.RestartCount}}' "$wk")
 ready_lines() { "${DC[@]}" logs scheduler 2>/dev/null | grep -c "external worker ready"; }
 ready0=$(ready_lines)
 sleep 2
+wpid=$(docker top "$wk" -eo pid,comm | awk '$2 == "folio-worker" {print $1}')
+kill -KILL "$wpid"
 t_kill=$(now)
-kill -KILL "$(docker top "$wk" -eo pid,comm | awk '$2 == "folio-worker" {print $1}')"
 t_rec=
 for _ in $(seq 240); do
   sleep 0.5
