@@ -11,6 +11,8 @@ RUN apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq 
     /opt/guidellm/bin/pip install -q --no-cache-dir --disable-pip-version-check \
       --cert /tmp/build-ca.crt "guidellm==${GUIDELLM_VERSION}" && rm /tmp/build-ca.crt && \
     useradd --system --uid 10002 --create-home guidellm
+# The results volume takes this folder's owner when it is first mounted.
+RUN install -d -o guidellm -g guidellm /results
 # Nothing is fetched from the Hugging Face hub: the tokenizer is the served model's folder.
 ENV PATH=/opt/guidellm/bin:${PATH} HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 TRANSFORMERS_OFFLINE=1 \
     PYTHONUNBUFFERED=1
