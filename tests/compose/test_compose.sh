@@ -181,7 +181,9 @@ ok, err = len(reqs.get("successful", [])), len(reqs.get("errored", []))
 print(ok, err)' 2>/dev/null)
   read -r gok gerr <<<"${res:-0 -1}"
   [ $rc = 0 ] && [ "$gok" -ge 6 ] && [ "$gerr" = 0 ]
-  check "GuideLLM via lb (6 requests)" $? "rc $rc, $gok successful, $gerr errored, $(($(date +%s) - t)) s; $(grep -iE 'error' "$WORK/guidellm.log" | tail -1 | cut -c1-100)"
+  ok=$?
+  why=""; [ $rc = 0 ] || why="; $(grep -E 'Error|error:' "$WORK/guidellm.log" | tail -1 | cut -c1-100)"
+  check "GuideLLM via lb (6 requests)" $ok "rc $rc, $gok successful, $gerr errored, $(($(date +%s) - t)) s$why"
 fi
 
 # ---- 5. scaling under load ---------------------------------------------------------------
