@@ -21,7 +21,7 @@
  * split-KV tensor-core kernel as the worker runs it, then the reference kernel
  * as "attnref"), timed with CUDA events. FOLIO_BENCH_LOOP_S=S: then the
  * tensor-core kernel runs back to back for S seconds (a graph of 20 launches
- * replayed), for a power reading of it alone (bench/gpu/power_by_kernel.sh):
+ * replayed), for a power reading of it alone (nvidia-smi meanwhile):
  *     LOOP name=attention_bB_ctxC launches=L seconds=T ms=T/L
  *
  * sample: the sampler alone (folio_k_sample as a decode step of ROWS rows
@@ -47,6 +47,7 @@
 #include <cuda_runtime_api.h>
 
 #include "backend.h"
+#include "cuda_tuning.h"
 #include "folio_kernels.h"
 #include "l2_sweep.h"
 #include "model.h"
@@ -349,10 +350,10 @@ static int bench_attention(const struct folio_model_config *c, int batch_size, i
     CK(cudaDeviceGetAttribute(&num_sms, cudaDevAttrMultiProcessorCount, 0));
     while (bucket < batch_size)
         bucket <<= 1;
-    const char *ac = getenv("FOLIO_ATTN_WARPS_PER_SM"); /* as the backend reads it */
+    struct cuda_tuning tune; /* the switches, as the backend reads them */
+    cuda_tuning_read(&tune);
     struct folio_k_decode_plan plan = folio_k_attention_decode_plan(
-        bucket, Hkv, D, num_sms, ac && atoi(ac) > 0 ? atoi(ac) : FOLIO_K_ATTN_WARPS_PER_SM,
-        getenv("FOLIO_ATTN_CTA_WARPS") ? atoi(getenv("FOLIO_ATTN_CTA_WARPS")) : 0, 0);
+        bucket, Hkv, D, num_sms, tune.attn_warps_per_sm, tune.attn_cta_warps, 0);
     size_t ws_bytes = folio_k_attention_decode_workspace_bytes(batch_size, plan, H, D);
     void *ws = NULL;
     int *counters;

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Writes the benchmark checkpoint: a Llama model of the shape in CONFIG with seeded random bf16
+"""Writes the benchmark checkpoint: a Llama (or Qwen2) model of the shape in CONFIG with seeded random bf16
 weights, saved by transformers' save_pretrained (safetensors) next to the Llama-2 tokenizer files,
 so Folio and vLLM load exactly what a user's TinyLlama download looks like.
 
@@ -55,11 +55,13 @@ def copy_tokenizer(tokenizer_dir, out):
 
 def write_with_torch(cfg_dict, out, seed, device):
     import torch
-    from transformers import LlamaConfig, LlamaForCausalLM
+    from transformers import AutoConfig, AutoModelForCausalLM
 
     if device == "auto":
         device = "cuda" if torch.cuda.is_available() else "cpu"
-    cfg = LlamaConfig(**cfg_dict)
+    # The architecture the config names (model_type: llama, or qwen2 with its Q/K/V biases).
+    cfg_fields = {k: v for k, v in cfg_dict.items() if k != "model_type"}
+    cfg = AutoConfig.for_model(cfg_dict.get("model_type", "llama"), **cfg_fields)
     torch.manual_seed(seed)
     t0 = time.time()
     # Build directly in bf16 on the device: HF's own init runs there too, and is overwritten.
@@ -67,7 +69,7 @@ def write_with_torch(cfg_dict, out, seed, device):
     torch.set_default_dtype(torch.bfloat16)
     try:
         with torch.device(device):
-            model = LlamaForCausalLM(cfg)
+            model = AutoModelForCausalLM.from_config(cfg)
     finally:
         torch.set_default_dtype(prev)
     gen = torch.Generator(device=device).manual_seed(seed)
@@ -76,6 +78,8 @@ def write_with_torch(cfg_dict, out, seed, device):
             r = torch.randn(p.shape, generator=gen, device=device, dtype=torch.float32)
             if "norm" in name:
                 r = 1.0 + 0.1 * r
+            elif p.dim() == 1:  # a projection's bias (Qwen2's Q/K/V)
+                r = 0.5 * r
             elif "embed_tokens" not in name:
                 r = r / float(p.shape[1]) ** 0.5
             p.copy_(r.to(torch.bfloat16))

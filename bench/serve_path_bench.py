@@ -91,7 +91,7 @@ def main():
 
     port = free_port()
     folio = BUILD / "bin" / "folio"
-    server = subprocess.Popen([str(folio), "serve", "--port", str(port), "--frontends", "1",
+    server = subprocess.Popen([str(folio), "serve", "--demo", "--port", str(port), "--frontends", "1",
                                "--simulate", "--sim-time-scale", "0", "--max-num-seqs", "256"],
                               stderr=subprocess.DEVNULL, stdout=subprocess.DEVNULL)
     try:

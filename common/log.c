@@ -1,5 +1,6 @@
 #include "log.h"
 
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -15,6 +16,9 @@ static const char *const level_names[] = {"DEBUG", "INFO", "WARN", "ERROR"};
 void folio_log_init(const char *process_name)
 {
     log_process = process_name;
+    /* Logs go to stderr, often a pipe: once its reader is gone (`| head`),
+     * a write must fail with EPIPE (ignored below), not kill the process. */
+    signal(SIGPIPE, SIG_IGN);
     const char *env = getenv("FOLIO_LOG_LEVEL");
     if (!env)
         return;

@@ -78,6 +78,25 @@ static int bind_layer(const struct folio_checkpoint *ck, const struct folio_mode
         if (!*w[k].slot)
             return -1;
     }
+    if (!c->qkv_bias)
+        return 0;
+    struct {
+        const struct folio_tensor **slot;
+        const char *suffix;
+        int64_t rows;
+        const char *what;
+    } b[] = {
+        {&lw->bq, "self_attn.q_proj.bias", q_dim, "num_attention_heads*head_dim"},
+        {&lw->bk, "self_attn.k_proj.bias", kv_dim, "num_key_value_heads*head_dim"},
+        {&lw->bv, "self_attn.v_proj.bias", kv_dim, "num_key_value_heads*head_dim"},
+    };
+    for (size_t k = 0; k < sizeof b / sizeof *b; k++) {
+        char name[128];
+        snprintf(name, sizeof name, "model.layers.%d.%s", i, b[k].suffix);
+        *b[k].slot = bind(ck, name, b[k].rows, -1, b[k].what, err, errlen);
+        if (!*b[k].slot)
+            return -1;
+    }
     return 0;
 }
 

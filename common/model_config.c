@@ -1,18 +1,22 @@
 /* config.json of a Llama-family model, read the way transformers' LlamaConfig
  * reads it: the sizes are required, the rest take LlamaConfig's defaults.
- * Anything this engine would compute wrongly (biases, sliding windows, rope
- * types it does not implement) is refused with the field's name. */
+ * Anything this engine would compute wrongly (biases other than Qwen2's, rope
+ * types it does not implement; sliding windows, once the context served is
+ * known) is refused with the field's name. */
 #include "model_config.h"
 #include "error.h"
+#include "gguf.h"
 
 #include <jansson.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
-/* Model types whose checkpoints have Llama's tensors and arithmetic. */
-static const char *const llama_like_types[] = {"llama", "mistral"};
+/* Model types whose checkpoints have Llama's tensors and arithmetic; qwen2
+ * adds biases to the q, k and v projections. */
+static const char *const llama_like_types[] = {"llama", "mistral", "qwen2"};
 
 struct reader {
     const char *path;
@@ -201,8 +205,9 @@ static int read_rope_scaling(struct reader *r, struct folio_model_config *cfg)
 }
 
 /* Features of other architectures that share model_type with Llama-like
- * files; computing without them would silently give wrong logits. */
-static int refuse_unsupported(struct reader *r)
+ * files; computing without them would silently give wrong logits. Qwen2's
+ * q/k/v biases are its architecture's, not a flag. */
+static int read_architecture_flags(struct reader *r, struct folio_model_config *cfg)
 {
     const char *bias_keys[] = {"attention_bias", "mlp_bias"};
     for (size_t i = 0; i < 2; i++) {
@@ -212,21 +217,20 @@ static int refuse_unsupported(struct reader *r)
             return -1;
         }
     }
+    cfg->qkv_bias = strcmp(cfg->model_type, "qwen2") == 0;
     json_t *act = json_object_get(r->root, "hidden_act");
     if (act && !(json_is_string(act) && strcmp(json_string_value(act), "silu") == 0)) {
         folio_set_err(r->err, r->errlen, "%s: field \"hidden_act\" must be \"silu\"", r->path);
         return -1;
     }
-    json_t *sw = json_object_get(r->root, "sliding_window");
-    json_t *maxpos = json_object_get(r->root, "max_position_embeddings");
-    if (json_is_integer(sw) &&
-        !(json_is_integer(maxpos) && json_integer_value(sw) >= json_integer_value(maxpos))) {
-        folio_set_err(
-            r->err, r->errlen,
-            "%s: field \"sliding_window\" is %lld; sliding-window attention is not supported",
-            r->path, (long long)json_integer_value(sw));
+    /* Qwen2 files name a window that only use_sliding_window switches on. */
+    bool use_window = true;
+    if (cfg->qkv_bias && get_bool(r, "use_sliding_window", false, &use_window) != 0)
         return -1;
-    }
+    cfg->sliding_window = 0;
+    json_t *sw = json_object_get(r->root, "sliding_window");
+    if (use_window && sw && !json_is_null(sw))
+        return get_int(r, "sliding_window", false, 0, 1, &cfg->sliding_window);
     return 0;
 }
 
@@ -249,7 +253,7 @@ static int read_config(struct reader *r, struct folio_model_config *cfg)
         folio_set_err(
             r->err, r->errlen,
             "%s: field \"model_type\" is \"%s\", which is not supported (supported: llama, "
-            "mistral)",
+            "mistral, qwen2)",
             r->path, type);
         return -1;
     }
@@ -300,13 +304,83 @@ static int read_config(struct reader *r, struct folio_model_config *cfg)
     }
     if (read_token_ids(r, cfg) != 0 || read_rope_scaling(r, cfg) != 0)
         return -1;
-    return refuse_unsupported(r);
+    return read_architecture_flags(r, cfg);
+}
+
+/* generation_config.json's eos_token_id (a number or a list) joins config.json's:
+ * chat models end their turns with a token there (Llama-3-Instruct's
+ * <|eot_id|>) that config.json may not list. */
+static int merge_generation_eos(const char *model_dir, struct folio_model_config *cfg, char *err,
+                                size_t errlen)
+{
+    char path[4096];
+    if ((size_t)snprintf(path, sizeof path, "%s/generation_config.json", model_dir) >=
+        sizeof path) {
+        folio_set_err(err, errlen, "%s: path too long", model_dir);
+        return -1;
+    }
+    if (access(path, F_OK) != 0)
+        return 0;
+    json_error_t jerr;
+    json_t *root = json_load_file(path, 0, &jerr);
+    if (!root) {
+        folio_set_err(err, errlen, "%s: cannot read: %s (line %d, column %d)", path, jerr.text,
+                      jerr.line, jerr.column);
+        return -1;
+    }
+    struct folio_model_config gen = {.vocab_size = cfg->vocab_size};
+    struct reader r = {.path = path, .root = root, .err = err, .errlen = errlen};
+    int rc = json_is_object(root) ? read_token_ids(&r, &gen) : 0;
+    json_decref(root);
+    if (rc != 0)
+        return -1;
+    for (int i = 0; i < gen.num_eos_token_ids; i++) {
+        bool known = false;
+        for (int j = 0; j < cfg->num_eos_token_ids; j++)
+            known = known || cfg->eos_token_ids[j] == gen.eos_token_ids[i];
+        if (known)
+            continue;
+        if (cfg->num_eos_token_ids == FOLIO_MAX_EOS_IDS) {
+            folio_set_err(err, errlen,
+                          "%s: field \"eos_token_id\" brings the end-of-sequence ids to more than "
+                          "%d (with config.json's)",
+                          path, FOLIO_MAX_EOS_IDS);
+            return -1;
+        }
+        cfg->eos_token_ids[cfg->num_eos_token_ids++] = gen.eos_token_ids[i];
+    }
+    return 0;
+}
+
+int folio_model_config_check_context(const struct folio_model_config *cfg, int context_len,
+                                     char *err, size_t errlen)
+{
+    if (cfg->sliding_window > 0 && cfg->sliding_window < context_len) {
+        folio_set_err(err, errlen,
+                      "config.json: field \"sliding_window\" is %d, shorter than the %d-token "
+                      "context served; sliding-window attention is not implemented, so the "
+                      "context must be at most %d tokens",
+                      cfg->sliding_window, context_len, cfg->sliding_window);
+        return -1;
+    }
+    return 0;
 }
 
 int folio_model_config_load(const char *model_dir, struct folio_model_config *cfg, char *err,
                             size_t errlen)
 {
     char path[4096];
+    int is_gguf = folio_gguf_resolve(model_dir, path, sizeof path, err, errlen);
+    if (is_gguf < 0)
+        return -1;
+    if (is_gguf) {
+        struct folio_gguf *g;
+        if (folio_gguf_open(path, &g, err, errlen) != 0)
+            return -1;
+        int rc = folio_model_config_from_gguf(g, cfg, err, errlen);
+        folio_gguf_close(g);
+        return rc;
+    }
     if ((size_t)snprintf(path, sizeof path, "%s/config.json", model_dir) >= sizeof path) {
         folio_set_err(err, errlen, "%s: path too long", model_dir);
         return -1;
@@ -322,5 +396,7 @@ int folio_model_config_load(const char *model_dir, struct folio_model_config *cf
     struct reader r = {.path = path, .root = root, .err = err, .errlen = errlen};
     int rc = read_config(&r, cfg);
     json_decref(root);
+    if (rc == 0)
+        rc = merge_generation_eos(model_dir, cfg, err, errlen);
     return rc;
 }

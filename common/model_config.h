@@ -1,4 +1,4 @@
-/* The architecture of a Llama-family model, read from its config.json. */
+/* The architecture of a Llama-family model, read from its config.json or GGUF file. */
 #ifndef FOLIO_MODEL_CONFIG_H
 #define FOLIO_MODEL_CONFIG_H
 
@@ -22,7 +22,7 @@ struct folio_rope_scaling {
 };
 
 struct folio_model_config {
-    char model_type[32]; /* "llama" */
+    char model_type[32]; /* "llama", "mistral" or "qwen2" */
     int hidden_size;
     int intermediate_size;
     int num_layers;
@@ -35,14 +35,35 @@ struct folio_model_config {
     float rope_theta;
     struct folio_rope_scaling rope_scaling;
     bool tie_word_embeddings;
-    int bos_token_id;                  /* -1 when absent */
-    int eos_token_ids[FOLIO_MAX_EOS_IDS]; /* a number or a list in the file */
+    bool qkv_bias; /* Qwen2: the q, k and v projections add a bias */
+    /* Sliding-window attention over the last N positions (Mistral, Qwen2 with
+     * use_sliding_window); 0 when every position sees the whole context. */
+    int sliding_window;
+    int bos_token_id; /* -1 when absent */
+    /* config.json's eos_token_id (a number or a list) and then those of
+     * generation_config.json not already listed: generation stops at any. */
+    int eos_token_ids[FOLIO_MAX_EOS_IDS];
     int num_eos_token_ids;
 };
 
-/* Reads DIR/config.json. Returns 0, or -1 with a message naming the file and
- * the field in err. */
+/* Reads DIR/config.json (and DIR/generation_config.json when present), or the
+ * metadata of a GGUF file when DIR is one (or a folder holding one; see
+ * folio_gguf_resolve). Returns 0, or -1 with a message naming the file and the
+ * field or key in err. */
 int folio_model_config_load(const char *model_dir, struct folio_model_config *cfg, char *err,
                             size_t errlen);
+
+struct folio_gguf;
+/* The same from an open GGUF file's llama.* and tokenizer.ggml.* keys
+ * (model_config_gguf.c). */
+int folio_model_config_from_gguf(const struct folio_gguf *g, struct folio_model_config *cfg,
+                                 char *err, size_t errlen);
+
+/* Whether this engine computes the model exactly for sequences of up to
+ * context_len positions: a sliding window shorter than that is refused (with
+ * the field and the largest context that would be served), since full
+ * attention would silently differ from the model's own. */
+int folio_model_config_check_context(const struct folio_model_config *cfg, int context_len,
+                                     char *err, size_t errlen);
 
 #endif

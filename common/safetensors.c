@@ -5,7 +5,9 @@
  * offsets index. Nothing in the file is trusted: lengths, offsets, shapes and
  * dtypes are all checked against the file's real size. */
 #include "safetensors.h"
+#include "checkpoint_impl.h"
 #include "error.h"
+#include "gguf.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -23,22 +25,6 @@
  * a 400-shard 405B model's largest about 100 KB); refusing it bounds the
  * memory that a hostile file can make the JSON parser use. */
 #define MAX_HEADER_BYTES (100u * 1024 * 1024)
-
-struct shard {
-    char *path;
-    const unsigned char *map; /* whole file, PROT_READ */
-    size_t size;
-};
-
-struct folio_checkpoint {
-    char *source; /* model.safetensors or model.safetensors.index.json */
-    struct shard *shards;
-    size_t num_shards;
-    struct folio_tensor *tensors; /* sorted by name once every file is read */
-    size_t num_tensors, cap_tensors;
-    void **aligned_copies; /* tensors whose bytes were not aligned in the file */
-    size_t num_copies;
-};
 
 size_t folio_dtype_size(enum folio_dtype dt)
 {
@@ -238,7 +224,7 @@ static int map_file(const char *path, struct shard *sh, char *err, size_t errlen
     return 0;
 }
 
-static int push_tensor(struct folio_checkpoint *ck, const struct folio_tensor *t)
+int folio_checkpoint_push(struct folio_checkpoint *ck, const struct folio_tensor *t)
 {
     if (ck->num_tensors == ck->cap_tensors) {
         size_t cap = ck->cap_tensors ? 2 * ck->cap_tensors : 64;
@@ -408,7 +394,7 @@ static int load_file(struct folio_checkpoint *ck, struct shard *sh, char *err, s
             return -1;
         }
         t.name = strdup(name);
-        if (!t.name || push_tensor(ck, &t) != 0) {
+        if (!t.name || folio_checkpoint_push(ck, &t) != 0) {
             free((char *)t.name);
             folio_set_err(err, errlen, "%s: out of memory", sh->path);
             json_decref(root);
@@ -424,6 +410,18 @@ static int cmp_tensor_name(const void *a, const void *b)
     return strcmp(((const struct folio_tensor *)a)->name, ((const struct folio_tensor *)b)->name);
 }
 
+int folio_checkpoint_own(struct folio_checkpoint *ck, void *buf)
+{
+    void **grown = realloc(ck->owned, (ck->num_owned + 1) * sizeof *grown);
+    if (!grown) {
+        free(buf);
+        return -1;
+    }
+    ck->owned = grown;
+    ck->owned[ck->num_owned++] = buf;
+    return 0;
+}
+
 /* Backends read elements through typed pointers, so every tensor's data is
  * made aligned to its element size. Files from the reference writer always
  * are (it pads the header to 8 bytes and orders tensors by alignment); a file
@@ -434,19 +432,12 @@ static int align_tensors(struct folio_checkpoint *ck, char *err, size_t errlen)
         struct folio_tensor *t = &ck->tensors[i];
         if ((uintptr_t)t->data % folio_dtype_size(t->dtype) == 0)
             continue;
-        void **grown = realloc(ck->aligned_copies, (ck->num_copies + 1) * sizeof *grown);
-        if (!grown) {
-            folio_set_err(err, errlen, "%s: tensor '%s': out of memory", t->file, t->name);
-            return -1;
-        }
-        ck->aligned_copies = grown;
         void *copy = malloc(t->nbytes ? t->nbytes : 1);
-        if (!copy) {
+        if (!copy || folio_checkpoint_own(ck, copy) != 0) {
             folio_set_err(err, errlen, "%s: tensor '%s': out of memory", t->file, t->name);
             return -1;
         }
         memcpy(copy, t->data, t->nbytes);
-        ck->aligned_copies[ck->num_copies++] = copy;
         t->data = copy;
     }
     return 0;
@@ -590,8 +581,21 @@ int folio_checkpoint_open(const char *model_dir, struct folio_checkpoint **out, 
         folio_set_err(err, errlen, "%s: out of memory", model_dir);
         return -1;
     }
-    int rc;
-    if (access(single, F_OK) == 0) {
+    char gguf_path[4096];
+    int rc = folio_gguf_resolve(model_dir, gguf_path, sizeof gguf_path, err, errlen);
+    if (rc == 1) {
+        free(single);
+        free(index);
+        ck->source = strdup(gguf_path);
+        rc = ck->source ? folio_checkpoint_load_gguf(ck, err, errlen) : -1;
+        if (!ck->source)
+            folio_set_err(err, errlen, "%s: out of memory", gguf_path);
+        if (rc == 0)
+            rc = sort_and_check_unique(ck, err, errlen);
+    } else if (rc < 0) {
+        free(single);
+        free(index);
+    } else if (access(single, F_OK) == 0) {
         ck->source = single;
         free(index);
         struct shard *sh = add_shard(ck, strdup(single));
@@ -608,7 +612,8 @@ int folio_checkpoint_open(const char *model_dir, struct folio_checkpoint **out, 
         free(single);
         rc = open_sharded(ck, model_dir, err, errlen);
     } else {
-        folio_set_err(err, errlen, "%s: no model.safetensors or model.safetensors.index.json",
+        folio_set_err(err, errlen,
+                      "%s: no model.safetensors, model.safetensors.index.json or .gguf file",
                       model_dir);
         free(single);
         free(index);
@@ -632,9 +637,10 @@ void folio_checkpoint_close(struct folio_checkpoint *ck)
     for (size_t i = 0; i < ck->num_tensors; i++)
         free((char *)ck->tensors[i].name);
     free(ck->tensors);
-    for (size_t i = 0; i < ck->num_copies; i++)
-        free(ck->aligned_copies[i]);
-    free(ck->aligned_copies);
+    for (size_t i = 0; i < ck->num_owned; i++)
+        free(ck->owned[i]);
+    free(ck->owned);
+    folio_gguf_close(ck->gguf);
     for (size_t s = 0; s < ck->num_shards; s++) {
         if (ck->shards[s].map)
             munmap((void *)ck->shards[s].map, ck->shards[s].size);

@@ -10,7 +10,7 @@ SUDO=""
 DEB_PACKAGES=(
   build-essential cmake pkg-config clang clang-format libclang-rt-14-dev
   libh2o-evloop-dev libnng-dev libprotobuf-c-dev protobuf-c-compiler
-  libjemalloc-dev libjansson-dev libssl-dev zlib1g-dev libuv1-dev
+  libjemalloc-dev libjansson-dev libssl-dev zlib1g-dev libuv1-dev libpcre2-dev libutf8proc-dev
   nghttp2-client curl openssl python3 python3-pip
 )
 missing=()
@@ -25,6 +25,9 @@ fi
 # Python test tools: the references the C code is checked against.
 python3 -m pip install -q --disable-pip-version-check -r deploy/requirements-test.txt 2>/dev/null ||
   python3 -m pip install -q --disable-pip-version-check --break-system-packages -r deploy/requirements-test.txt
+
+# The default model `folio serve` answers with: SmolLM2-135M-Instruct, into models/smollm2/.
+deploy/fetch_smollm2.sh
 
 [ "${1:-}" = "--no-build" ] && exit 0
 cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null

@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <netdb.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -25,8 +26,10 @@
 #include "scheduler_link.h"
 #include "stream.h"
 #include "clock.h"
+#include "error_json_filter.h"
 
 #define NUM_BUCKETS 4096
+#define H2O_BODY_CAP_FACTOR 4 /* h2o buffers bodies up to this many times --max-body-bytes */
 
 /* One generation request (completion or chat) from arrival to its last byte.
  * It lives exactly as long as the h2o request: freed when h2o disposes of the
@@ -45,7 +48,9 @@ struct gen_req {
     bool sending; /* h2o_send issued, proceed not yet called */
     bool final_queued;
     bool got_event;
-    bool done; /* the last byte is handed to h2o: later events are ignored */
+    bool done;     /* the last byte is handed to h2o: later events are ignored */
+    bool rejected; /* refused by the scheduler's admission control */
+    bool counted;  /* its one finish reason is counted (it may still be sending) */
     struct folio_jw pending, inflight;
     struct folio_jw text;                /* non-streaming: the whole completion */
     struct folio_oai_token_logprob *lps; /* non-streaming logprobs, texts owned */
@@ -75,6 +80,7 @@ struct server {
     bool registered_once;
     int64_t started_unix;
     const char *model_name;
+    double last_reap;
 };
 
 static volatile sig_atomic_t stop_requested;
@@ -224,7 +230,11 @@ static void fail_request(struct gen_req *g, int status, const char *message, uin
     if (g->done || !g->req)
         return;
     struct server *s = g->srv;
-    s->metrics.finished_error++;
+    g->counted = true;
+    if (g->rejected)
+        s->metrics.finished_rejected++;
+    else
+        s->metrics.finished_error++;
     folio_log_warn(g->id, "request failed (%d): %s", status, message);
     if (g->started) {
         folio_oai_write_stream_error(&g->pending, status, message);
@@ -289,6 +299,7 @@ static void handle_event(struct gen_req *g, const struct folio_event_view *v)
     if (h->finish_reason == FOLIO_FINISH_REJECTED) {
         char msg[512];
         snprintf(msg, sizeof msg, "%.*s", (int)h->message_len, v->message);
+        g->rejected = true;
         fail_request(g, h->status ? (int)h->status : 503,
                      h->message_len ? msg : "request rejected by the scheduler", h->retry_after_s);
         return;
@@ -384,6 +395,7 @@ static void handle_event(struct gen_req *g, const struct folio_event_view *v)
     }
 
     if (finish) {
+        g->counted = true;
         s->metrics.finished_stop += finish[0] == 's';
         s->metrics.finished_length += finish[0] == 'l';
         folio_histogram_observe(&s->metrics.e2e, now - g->t_arrival);
@@ -486,12 +498,55 @@ _Static_assert(offsetof(struct folio_link_msg, loop_link) == 0 &&
 
 /* ---- generation requests ------------------------------------------------------ */
 
+/* h2o 2.2 reads nothing from an HTTP/1.1 connection while its request is
+ * being answered, so a client that hangs up before the first byte of the
+ * response (any non-streaming request, a stream still queued) would be
+ * noticed only when its response is written. POLLRDHUP tells that the peer
+ * closed without reading the socket; HTTP/2 connections are read all along
+ * and their resets end the request through on_req_dispose. */
+static bool client_hung_up(h2o_req_t *req)
+{
+    if (req->version >= 0x200 || !req->conn->callbacks->get_socket)
+        return false;
+    h2o_socket_t *sock = req->conn->callbacks->get_socket(req->conn);
+    if (!sock)
+        return false;
+    struct pollfd p = {.fd = h2o_socket_get_fd(sock), .events = POLLRDHUP};
+    return p.fd >= 0 && poll(&p, 1, 0) == 1 && (p.revents & (POLLRDHUP | POLLHUP | POLLERR));
+}
+
+/* Aborts the requests whose clients have gone without h2o noticing. The
+ * response still goes out (and fails), which closes the connection and
+ * releases the request through h2o's usual path. */
+static void reap_hung_up_clients(struct server *s)
+{
+    double now = folio_mono_s();
+    if (now - s->last_reap < 0.25 || s->num_open == 0)
+        return;
+    s->last_reap = now;
+    for (size_t b = 0; b < NUM_BUCKETS; b++)
+        for (struct gen_req *g = s->buckets[b], *next; g; g = next) {
+            next = g->next;
+            if (g->done || g->started || !g->req || !client_hung_up(g->req))
+                continue;
+            folio_log_info(g->id, "client disconnected: abort");
+            folio_link_abort(s->link, g->id);
+            s->metrics.client_disconnects++;
+            s->metrics.finished_abort++;
+            g->counted = true;
+            g->done = true;
+            send_error(s, g->req, 499, "the client closed the connection", NULL, 0);
+        }
+}
+
 static void on_req_dispose(void *p)
 {
     struct gen_req *g = *(struct gen_req **)p;
     struct server *s = g->srv;
-    if (!g->done) {
-        /* The client went away (connection closed, stream reset). */
+    if (!g->done && !g->counted) {
+        /* The client went away (connection closed, stream reset) before
+         * the request ended; one whose end is still being written has
+         * its outcome counted already. */
         folio_log_info(g->id, "client disconnected: abort");
         folio_link_abort(s->link, g->id);
         s->metrics.client_disconnects++;
@@ -575,7 +630,10 @@ static int32_t max_model_len(struct server *s)
 static void handle_generate(struct server *s, h2o_req_t *req, enum folio_oai_endpoint ep)
 {
     if (req->entity.len > s->cfg->max_body_bytes) {
-        send_error(s, req, 413, "request body is too large", NULL, 0);
+        char msg[160];
+        snprintf(msg, sizeof msg, "the request body has %zu bytes; the maximum is %zu",
+                 req->entity.len, s->cfg->max_body_bytes);
+        send_error(s, req, 413, msg, NULL, 0);
         return;
     }
     struct gen_req *g = calloc(1, sizeof *g);
@@ -664,6 +722,7 @@ static void handle_generate(struct server *s, h2o_req_t *req, enum folio_oai_end
     free(ids);
     folio_log_debug(g->id, "submitted: %zu prompt tokens, max_tokens %d", n, max_tokens);
     s->metrics.prompt_tokens += n;
+    s->metrics.requests_submitted++;
     s->metrics.requests_in_flight++;
     struct gen_req **slot = bucket(s, g->id);
     g->next = *slot;
@@ -874,11 +933,18 @@ int folio_server_run(const struct folio_server_config *cfg, char *err, size_t er
     sigaction(SIGINT, &sa, NULL);
 
     h2o_config_init(&s->config);
-    s->config.max_request_entity_size = cfg->max_body_bytes;
+    /* h2o's own limit sits above Folio's: past it, HTTP/2 gets only
+     * REFUSED_STREAM (which clients retry, uploading the body again), while
+     * a body between the two reaches handle_generate and gets a 413 with
+     * OpenAI's error JSON on either protocol. */
+    s->config.max_request_entity_size = cfg->max_body_bytes > SIZE_MAX / H2O_BODY_CAP_FACTOR
+                                            ? SIZE_MAX
+                                            : cfg->max_body_bytes * H2O_BODY_CAP_FACTOR;
     s->config.http1.upgrade_to_http2 = 1; /* h2c upgrade and prior knowledge */
     s->config.server_name = h2o_iovec_init(H2O_STRLIT("folio"));
     h2o_hostconf_t *host =
         h2o_config_register_host(&s->config, h2o_iovec_init(H2O_STRLIT("default")), 65535);
+    folio_register_error_json_filter(host);
     h2o_pathconf_t *path = h2o_config_register_path(host, "/", 0);
     struct handler *h = (struct handler *)h2o_create_handler(path, sizeof *h);
     h->super.on_req = on_req;
@@ -913,8 +979,10 @@ int folio_server_run(const struct folio_server_config *cfg, char *err, size_t er
                    cfg->host && *cfg->host ? cfg->host : "*", cfg->port,
                    cfg->tls_cert ? "HTTPS, HTTP/2 by ALPN" : "HTTP/1.1 and h2c");
 
-    while (!stop_requested)
+    while (!stop_requested) {
         h2o_evloop_run(s->ctx.loop, 200);
+        reap_hung_up_clients(s);
+    }
 
     /* Drain: stop accepting, close idle connections, let open requests end. */
     folio_log_info(0, "stopping: %zu requests open, draining up to %.0f s", s->num_open,
@@ -924,10 +992,19 @@ int folio_server_run(const struct folio_server_config *cfg, char *err, size_t er
     s->listener = NULL;
     h2o_context_request_shutdown(&s->ctx);
     double deadline = folio_mono_s() + cfg->drain_seconds;
-    while (s->num_open > 0 && folio_mono_s() < deadline)
+    while (s->num_open > 0 && folio_mono_s() < deadline) {
         h2o_evloop_run(s->ctx.loop, 100);
-    if (s->num_open > 0)
-        folio_log_warn(0, "%zu requests still open after the drain; closing", s->num_open);
+        reap_hung_up_clients(s);
+    }
+    if (s->num_open > 0) {
+        /* Each gets its one terminal outcome (an error event and [DONE], or
+         * a 503) and a moment to write it, rather than a cut connection. */
+        folio_log_warn(0, "%zu requests still open after the drain; ending them", s->num_open);
+        fail_all(s, "the server is shutting down");
+        double flushed_by = folio_mono_s() + 0.5;
+        while (s->num_open > 0 && folio_mono_s() < flushed_by)
+            h2o_evloop_run(s->ctx.loop, 50);
+    }
     rc = 0;
 out:
     if (s->link) {

@@ -146,15 +146,19 @@ void folio_metrics_render(const struct folio_metrics *m, const struct folio_link
             folio_jw_printf(b, "folio_http_responses_total{code=\"other\"} %llu\n",
                             (unsigned long long)m->responses[i]);
     }
+    metric_u(b, "folio_requests_submitted_total", "counter",
+             "Generation requests this frontend handed to the scheduler", m->requests_submitted);
     header(b, "folio_requests_finished_total", "counter",
            "Generation requests of this frontend by finish reason");
     folio_jw_printf(b,
                     "folio_requests_finished_total{reason=\"stop\"} %llu\n"
                     "folio_requests_finished_total{reason=\"length\"} %llu\n"
                     "folio_requests_finished_total{reason=\"abort\"} %llu\n"
-                    "folio_requests_finished_total{reason=\"error\"} %llu\n",
+                    "folio_requests_finished_total{reason=\"error\"} %llu\n"
+                    "folio_requests_finished_total{reason=\"rejected\"} %llu\n",
                     (unsigned long long)m->finished_stop, (unsigned long long)m->finished_length,
-                    (unsigned long long)m->finished_abort, (unsigned long long)m->finished_error);
+                    (unsigned long long)m->finished_abort, (unsigned long long)m->finished_error,
+                    (unsigned long long)m->finished_rejected);
     metric_u(b, "folio_client_disconnects_total", "counter",
              "Requests whose client went away before the end (aborted)", m->client_disconnects);
     metric_u(b, "folio_requests_in_flight", "gauge", "Generation requests open on this frontend",

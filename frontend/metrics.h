@@ -27,7 +27,8 @@ struct folio_metrics {
     uint32_t frontend_id;
     /* responses by HTTP status (the last slot counts any other) */
     uint64_t responses[FOLIO_METRICS_STATUSES];
-    uint64_t finished_stop, finished_length, finished_abort, finished_error;
+    uint64_t requests_submitted; /* handed to the scheduler; each ends in one finished_* */
+    uint64_t finished_stop, finished_length, finished_abort, finished_error, finished_rejected;
     uint64_t prompt_tokens, generation_tokens;
     uint64_t client_disconnects;
     int64_t requests_in_flight;

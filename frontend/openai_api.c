@@ -359,6 +359,17 @@ int folio_oai_parse_request(enum folio_oai_endpoint ep, const char *body, size_t
 
     json_error_t jerr;
     json_t *root = json_loadb(body, len, 0, &jerr);
+    /* U+0000 is refused rather than carried: prompts, chat messages and
+     * names travel as C strings through the chat template and the logs, so
+     * a NUL would silently cut the text after it. It has no place in text a
+     * model should read; the message says what and where, so the client can
+     * strip it (jansson's own text names a library flag instead). */
+    if (!root && json_error_code(&jerr) == json_error_null_character)
+        return fail(e, 400, NULL,
+                    "a JSON string in the request holds the character U+0000 (written \\u0000) "
+                    "at line %d, column %d; Folio does not accept NUL characters in text: "
+                    "remove them",
+                    jerr.line, jerr.column);
     if (!root)
         return fail(e, 400, NULL, "request body is not valid JSON: %s (line %d, column %d)",
                     jerr.text, jerr.line, jerr.column);

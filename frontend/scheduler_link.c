@@ -269,6 +269,8 @@ static int do_status(struct folio_link *l)
     o->requests_rejected = s->requests_rejected;
     o->prompt_tokens_total = s->prompt_tokens_total;
     o->generation_tokens_total = s->generation_tokens_total;
+    if (s->max_model_len > 0)
+        o->max_model_len = s->max_model_len;
     clock_gettime(CLOCK_MONOTONIC, &l->status_at);
     pthread_mutex_unlock(&l->mu);
     folio__envelope__free_unpacked(reply, NULL);

@@ -1,5 +1,6 @@
-/* Loading a Hugging Face tokenizer.json (+ tokenizer_config.json) and the
- * small accessors of tokenizer.h.
+/* Loading a Hugging Face tokenizer.json (+ tokenizer_config.json), or a
+ * GGUF file's tokenizer (tokenizer_gguf.c turns it into the same form), and
+ * the small accessors of tokenizer.h.
  *
  * What is supported, and what Folio does with it (each part reproduces the
  * Rust code of Hugging Face `tokenizers`, which vLLM and transformers use):
@@ -8,10 +9,13 @@
  *    unk_token, fuse_unk, byte_fallback (<0xXX> tokens), ignore_merges,
  *    continuing_subword_prefix, end_of_word_suffix. dropout is refused.
  *    Encoding: tokenizer_bpe.c (Hugging Face's heap-based merge, same order).
- *  - normalizer: null, Prepend, Replace (String pattern), Sequence of these.
- *  - pre_tokenizer: null, or Metaspace (replacement, prepend_scheme
+ *  - normalizer: null, Prepend, Replace (String pattern), NFC, Sequence of
+ *    these (tokenizer_normalize.c).
+ *  - pre_tokenizer: null; Metaspace (replacement, prepend_scheme
  *    always/first/never or the older add_prefix_space, split), alone or in
- *    a Sequence.
+ *    a Sequence; or a Sequence of Split (Regex or String; every behavior;
+ *    invert), Digits and ByteLevel (add_prefix_space, use_regex), ByteLevel
+ *    last (tokenizer_pretok.c, tokenizer_bytelevel.c).
  *  - added_tokens: matched before BPE exactly as AddedVocabulary does:
  *    normalized=false ones in the raw text, normalized=true ones (by their
  *    normalized form) in each normalized piece; leftmost-longest; lstrip and
@@ -21,7 +25,8 @@
  *  - post_processor: null, TemplateProcessing (its "single" template), or a
  *    Sequence holding one TemplateProcessing (ByteLevel members ignored: they
  *    only touch offsets).
- *  - decoder: Replace, ByteFallback, Fuse, Strip, Metaspace, Sequence; null
+ *  - decoder: Replace, ByteFallback, Fuse, Strip, Metaspace, ByteLevel,
+ *    Sequence; null
  *    joins tokens with " " as Hugging Face does. See tokenizer_decode.c.
  *  - tokenizer_config.json (optional): chat_template (a string, or a list of
  *    {name, template} from which "default" is taken), bos_token/eos_token
@@ -31,7 +36,7 @@
  *    so what vLLM serves); without them tokenizer.json's post-processor rules.
  *
  * Behaviour on odd input, chosen and tested (tests/test_tokenizer.py,
- * tests/unit/test_tokenizer.c):
+ * tests/test_tokenizer_real.py, tests/unit/test_tokenizer.c):
  *  - Invalid UTF-8: each maximal invalid subsequence becomes U+FFFD before
  *    anything else, as Rust's String::from_utf8_lossy and Python's
  *    bytes.decode("utf-8", "replace") do, so the ids are Hugging Face's ids
@@ -41,13 +46,16 @@
  *  - Decoding: an id outside [0, vocab size) is an error (NULL); Hugging Face
  *    silently drops it instead. An id inside the range that has no token is
  *    dropped, as Hugging Face does. Invalid UTF-8 made by byte tokens comes
- *    out as one U+FFFD per byte of the run, as Hugging Face's ByteFallback.
+ *    out as one U+FFFD per byte of the run, as Hugging Face's ByteFallback;
+ *    bytes of byte-level tokens that are not UTF-8 come out as U+FFFD per
+ *    maximal invalid subsequence, as the ByteLevel decoder's from_utf8_lossy.
  *  - decode(encode(x)) == x for valid UTF-8 x with the Llama-2 files: the
  *    Strip decoder removes exactly the one space the Prepend normalizer
  *    added (x's own leading spaces survive). Exceptions are Hugging Face's
  *    too: a special token's text inside x (<s>) decodes back to itself
  *    unless skip_special, and text right after an added token got its own
- *    "▁" from Prepend, which decodes as a space.
+ *    "▁" from Prepend, which decodes as a space. Byte-level BPE gives back
+ *    every x (after NFC, where the normalizer has it).
  *
  * A tokenizer is read-only after load: encode/decode may run on many
  * threads at once (each call keeps its scratch space to itself). */
@@ -56,17 +64,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "gguf.h"
 #include "tokenizer_internal.h"
-
-static char *dup_bytes(const char *s, size_t len)
-{
-    char *p = malloc(len + 1);
-    if (p) {
-        memcpy(p, s, len);
-        p[len] = 0;
-    }
-    return p;
-}
 
 /* A JSON string, or an object's "content" string (the forms of
  * tokenizer_config.json's bos_token/eos_token). */
@@ -79,9 +78,9 @@ static const char *token_string(json_t *v)
 
 /* ---- model */
 
-static int set_id_str(struct folio_tokenizer *t, int32_t id, const char *s, size_t len)
+int tok_set_id_str(struct folio_tokenizer *t, int32_t id, const char *s, size_t len)
 {
-    char *p = dup_bytes(s, len);
+    char *p = tok_dup_bytes(s, len);
     if (!p)
         return -1;
     free(t->id_str[id]);
@@ -193,7 +192,7 @@ static int optional_string(json_t *model, const char *key, char **out, char *err
         snprintf(err, errlen, "tokenizer.json: model.%s is not a string", key);
         return -1;
     }
-    *out = dup_bytes(json_string_value(v), json_string_length(v));
+    *out = tok_dup_bytes(json_string_value(v), json_string_length(v));
     return *out ? 0 : -1;
 }
 
@@ -231,6 +230,15 @@ static int load_model(struct folio_tokenizer *t, json_t *root, char *err, size_t
         optional_string(model, "end_of_word_suffix", &bpe->word_suffix, err, errlen) ||
         optional_string(model, "unk_token", &unk, err, errlen))
         return -1;
+    /* An empty prefix or suffix is none (transformers writes "" for GPT-2 style models). */
+    if (bpe->subword_prefix && !bpe->subword_prefix[0]) {
+        free(bpe->subword_prefix);
+        bpe->subword_prefix = NULL;
+    }
+    if (bpe->word_suffix && !bpe->word_suffix[0]) {
+        free(bpe->word_suffix);
+        bpe->word_suffix = NULL;
+    }
 
     /* The largest id decides the table sizes. */
     int32_t max_id = -1;
@@ -272,7 +280,7 @@ static int load_model(struct folio_tokenizer *t, json_t *root, char *err, size_t
     json_object_keylen_foreach(vocab, key, i, v)
     {
         int32_t id = (int32_t)json_integer_value(v);
-        if (set_id_str(t, id, key, i) || tok_strmap_put(&bpe->vocab, t->id_str[id], i, id)) {
+        if (tok_set_id_str(t, id, key, i) || tok_strmap_put(&bpe->vocab, t->id_str[id], i, id)) {
             snprintf(err, errlen, "tokenizer.json: out of memory");
             free(unk);
             return -1;
@@ -318,295 +326,6 @@ static int load_model(struct folio_tokenizer *t, json_t *root, char *err, size_t
         snprintf(err, errlen, "tokenizer.json: out of memory");
         return -1;
     }
-    return 0;
-}
-
-/* ---- normalizer and pre-tokenizer */
-
-static int load_normalizer(struct folio_tokenizer *t, json_t *n, char *err, size_t errlen)
-{
-    if (!n || json_is_null(n))
-        return 0;
-    const char *type = json_string_value(json_object_get(n, "type"));
-    if (!type) {
-        snprintf(err, errlen, "tokenizer.json: normalizer has no \"type\"");
-        return -1;
-    }
-    if (!strcmp(type, "Sequence")) {
-        size_t i;
-        json_t *v;
-        json_t *list = json_object_get(n, "normalizers");
-        if (!json_is_array(list)) {
-            snprintf(err, errlen, "tokenizer.json: normalizer Sequence has no \"normalizers\"");
-            return -1;
-        }
-        json_array_foreach(list, i, v) if (load_normalizer(t, v, err, errlen)) return -1;
-        return 0;
-    }
-    struct tok_norm_op op = {0};
-    json_t *a, *b = NULL;
-    if (!strcmp(type, "Prepend")) {
-        op.kind = TOK_NORM_PREPEND;
-        a = json_object_get(n, "prepend");
-    } else if (!strcmp(type, "Replace")) {
-        op.kind = TOK_NORM_REPLACE;
-        a = json_object_get(json_object_get(n, "pattern"), "String");
-        b = json_object_get(n, "content");
-        if (!json_is_string(a) || !json_string_length(a) || !json_is_string(b)) {
-            snprintf(err, errlen,
-                     "tokenizer.json: normalizer Replace needs a non-empty "
-                     "{\"String\": ...} pattern and a content (Regex is not supported)");
-            return -1;
-        }
-    } else {
-        snprintf(err, errlen, "tokenizer.json: normalizer type \"%s\" is not supported", type);
-        return -1;
-    }
-    if (!json_is_string(a)) {
-        snprintf(err, errlen, "tokenizer.json: normalizer Prepend needs a \"prepend\" string");
-        return -1;
-    }
-    op.a_len = json_string_length(a);
-    op.a = dup_bytes(json_string_value(a), op.a_len);
-    if (b) {
-        op.b_len = json_string_length(b);
-        op.b = dup_bytes(json_string_value(b), op.b_len);
-    }
-    struct tok_norm_op *ops = realloc(t->norm, (t->n_norm + 1) * sizeof *ops);
-    if (!op.a || (b && !op.b) || !ops) {
-        free(op.a);
-        free(op.b);
-        if (ops)
-            t->norm = ops;
-        snprintf(err, errlen, "tokenizer.json: out of memory");
-        return -1;
-    }
-    t->norm = ops;
-    t->norm[t->n_norm++] = op;
-    return 0;
-}
-
-static int load_pre_tokenizer(struct folio_tokenizer *t, json_t *p, char *err, size_t errlen)
-{
-    if (!p || json_is_null(p))
-        return 0;
-    const char *type = json_string_value(json_object_get(p, "type"));
-    if (type && !strcmp(type, "Sequence")) {
-        json_t *list = json_object_get(p, "pretokenizers");
-        if (json_array_size(list) == 1)
-            return load_pre_tokenizer(t, json_array_get(list, 0), err, errlen);
-        snprintf(err, errlen, "tokenizer.json: pre_tokenizer Sequence must hold one Metaspace");
-        return -1;
-    }
-    if (!type || strcmp(type, "Metaspace")) {
-        snprintf(err, errlen, "tokenizer.json: pre_tokenizer type \"%s\" is not supported",
-                 type ? type : "?");
-        return -1;
-    }
-    struct tok_metaspace *m = &t->metaspace;
-    json_t *r = json_object_get(p, "replacement");
-    const char *repl = json_string_value(r);
-    if (!repl || !json_string_length(r) ||
-        json_string_length(r) != tok_utf8_len((unsigned char)repl[0])) {
-        snprintf(err, errlen,
-                 "tokenizer.json: pre_tokenizer Metaspace needs a one-character "
-                 "\"replacement\"");
-        return -1;
-    }
-    m->repl_len = json_string_length(r);
-    memcpy(m->repl, repl, m->repl_len);
-    m->scheme = TOK_PREPEND_ALWAYS;
-    const char *scheme = json_string_value(json_object_get(p, "prepend_scheme"));
-    if (scheme && !strcmp(scheme, "first"))
-        m->scheme = TOK_PREPEND_FIRST;
-    else if (scheme && !strcmp(scheme, "never"))
-        m->scheme = TOK_PREPEND_NEVER;
-    else if (scheme && strcmp(scheme, "always")) {
-        snprintf(err, errlen, "tokenizer.json: Metaspace prepend_scheme \"%s\" is unknown", scheme);
-        return -1;
-    }
-    if (json_is_false(json_object_get(p, "add_prefix_space")))
-        m->scheme = TOK_PREPEND_NEVER;
-    json_t *split = json_object_get(p, "split");
-    m->split = !json_is_false(split);
-    t->has_metaspace = true;
-    return 0;
-}
-
-/* ---- added tokens */
-
-static int trie_node(struct tok_trie *tr, uint8_t byte)
-{
-    if (tr->n == tr->cap) {
-        size_t c = tr->cap ? tr->cap * 2 : 64;
-        struct tok_trie_node *p = realloc(tr->nodes, c * sizeof *p);
-        if (!p)
-            return -1;
-        tr->nodes = p;
-        tr->cap = c;
-    }
-    tr->nodes[tr->n] = (struct tok_trie_node){-1, -1, -1, byte};
-    return (int)tr->n++;
-}
-
-static int trie_add(struct tok_trie *tr, const char *s, size_t len, int32_t token)
-{
-    if (!tr->n && trie_node(tr, 0) < 0)
-        return -1;
-    int32_t node = 0;
-    tr->first_byte[(uint8_t)s[0] >> 3] |= (uint8_t)(1u << ((uint8_t)s[0] & 7));
-    for (size_t i = 0; i < len; i++) {
-        int32_t c = tr->nodes[node].first_child;
-        while (c >= 0 && tr->nodes[c].byte != (uint8_t)s[i])
-            c = tr->nodes[c].next_sibling;
-        if (c < 0) {
-            c = trie_node(tr, (uint8_t)s[i]);
-            if (c < 0)
-                return -1;
-            tr->nodes[c].next_sibling = tr->nodes[node].first_child;
-            tr->nodes[node].first_child = c;
-        }
-        node = c;
-    }
-    tr->nodes[node].token = token;
-    return 0;
-}
-
-/* The normalizer applied to a whole string (for normalized added tokens). */
-static int normalize_string(const struct folio_tokenizer *t, const char *s, size_t len, char **out,
-                            size_t *out_len)
-{
-    char *cur = dup_bytes(s, len);
-    size_t n = len;
-    for (size_t k = 0; cur && k < t->n_norm; k++) {
-        const struct tok_norm_op *op = &t->norm[k];
-        char *next;
-        if (op->kind == TOK_NORM_PREPEND) {
-            if (!n)
-                continue;
-            next = malloc(n + op->a_len + 1);
-            if (next) {
-                memcpy(next, op->a, op->a_len);
-                memcpy(next + op->a_len, cur, n + 1);
-                n += op->a_len;
-            }
-        } else {
-            next = malloc(n * (op->b_len + 1) + 1);
-            size_t o = 0;
-            for (size_t i = 0; next && i < n;)
-                if (i + op->a_len <= n && !memcmp(cur + i, op->a, op->a_len)) {
-                    memcpy(next + o, op->b, op->b_len);
-                    o += op->b_len;
-                    i += op->a_len;
-                } else {
-                    next[o++] = cur[i++];
-                }
-            if (next) {
-                next[o] = 0;
-                n = o;
-            }
-        }
-        free(cur);
-        cur = next;
-    }
-    *out = cur;
-    *out_len = n;
-    return cur ? 0 : -1;
-}
-
-static int load_added_tokens(struct folio_tokenizer *t, json_t *root, struct tok_strmap *added_ids,
-                             char *err, size_t errlen)
-{
-    json_t *list = json_object_get(root, "added_tokens"), *v;
-    size_t i;
-    if (list && !json_is_array(list)) {
-        snprintf(err, errlen, "tokenizer.json: \"added_tokens\" is not a list");
-        return -1;
-    }
-    t->added = calloc(json_array_size(list) + 1, sizeof *t->added);
-    if (!t->added)
-        return -1;
-    /* Hugging Face numbers added tokens that are not in the vocab from the
-     * vocab's size on (its token count, not its largest id). */
-    int32_t next_id = (int32_t)t->bpe.vocab.count;
-    json_array_foreach(list, i, v)
-    {
-        json_t *content = json_object_get(v, "content");
-        if (!json_is_string(content)) {
-            snprintf(err, errlen, "tokenizer.json: added_tokens[%zu] has no \"content\" string", i);
-            return -1;
-        }
-        size_t len = json_string_length(content);
-        const char *s = json_string_value(content);
-        if (!len)
-            continue; /* Hugging Face ignores empty added tokens */
-        struct tok_added a = {
-            .len = len,
-            .single_word = json_is_true(json_object_get(v, "single_word")),
-            .lstrip = json_is_true(json_object_get(v, "lstrip")),
-            .rstrip = json_is_true(json_object_get(v, "rstrip")),
-            .normalized = !json_is_false(json_object_get(v, "normalized")),
-            .special = json_is_true(json_object_get(v, "special")),
-        };
-        a.id = tok_strmap_get(added_ids, s, len);
-        if (a.id < 0)
-            a.id = tok_strmap_get(&t->bpe.vocab, s, len);
-        if (a.id < 0)
-            a.id = next_id++;
-        if (a.id >= t->n_ids) {
-            snprintf(err, errlen, "tokenizer.json: added_tokens[%zu] gets id %d, too large", i,
-                     a.id);
-            return -1;
-        }
-        a.content = dup_bytes(s, len);
-        if (!a.content)
-            return -1;
-        if (a.normalized) {
-            if (normalize_string(t, s, len, &a.pattern, &a.pattern_len)) {
-                free(a.content);
-                return -1;
-            }
-        } else {
-            a.pattern = dup_bytes(s, len);
-            a.pattern_len = len;
-            if (!a.pattern) {
-                free(a.content);
-                return -1;
-            }
-        }
-        if (tok_strmap_put(added_ids, a.content, len, a.id))
-            return -1;
-        t->added[t->n_added++] = a;
-    }
-    /* A later entry for the same id replaces an earlier one (a map by id). */
-    for (size_t k = 0; k < t->n_added; k++) {
-        struct tok_added *a = &t->added[k];
-        bool replaced = false;
-        for (size_t later = k + 1; later < t->n_added; later++)
-            if (t->added[later].id == a->id)
-                replaced = true;
-        if (replaced)
-            continue;
-        if (trie_add(a->normalized ? &t->norm_trie : &t->raw_trie, a->pattern, a->pattern_len,
-                     (int32_t)k))
-            return -1;
-        /* Decoding gives back what was matched: the normalized form for a
-         * normalized token (Hugging Face's simple_id_to_token). */
-        if (set_id_str(t, a->id, a->pattern, a->pattern_len))
-            return -1;
-    }
-    return 0;
-}
-
-static int mark_special(struct folio_tokenizer *t, struct tok_strmap *specials)
-{
-    for (size_t k = 0; k < t->n_added; k++)
-        if (t->added[k].special &&
-            tok_strmap_put(specials, t->added[k].content, t->added[k].len, 1))
-            return -1;
-    for (int32_t id = 0; id < t->n_ids; id++)
-        if (t->id_str[id] && tok_strmap_get(specials, t->id_str[id], t->id_len[id]) >= 0)
-            t->id_special[id] = 1;
     return 0;
 }
 
@@ -808,16 +527,64 @@ static void check_metaspace_split(struct folio_tokenizer *t, json_t *merges)
     bpe->split_at_metaspace = true;
 }
 
-int folio_tokenizer_load(const char *model_dir, struct folio_tokenizer **out, char *err,
+int tok_from_json(const void *json_root, struct folio_tokenizer **out, char *err, size_t errlen)
+{
+    json_t *root = (json_t *)json_root;
+    struct folio_tokenizer *t = calloc(1, sizeof *t);
+    *out = NULL;
+    if (!t) {
+        snprintf(err, errlen, "out of memory");
+        return -1;
+    }
+    t->bos_id = t->eos_id = -1;
+    tok_byte_level_init(t);
+    if (!json_is_object(root)) {
+        snprintf(err, errlen, "tokenizer.json: not a JSON object");
+        goto fail;
+    }
+    if (load_model(t, root, err, errlen) ||
+        tok_normalizer_parse(t, json_object_get(root, "normalizer"), err, errlen) ||
+        tok_pre_tokenizer_parse(t, json_object_get(root, "pre_tokenizer"), err, errlen) ||
+        tok_added_tokens_parse(t, root, err, errlen) ||
+        load_post_processor(t, json_object_get(root, "post_processor"), err, errlen) ||
+        tok_decoder_parse(t, json_object_get(root, "decoder"), err, errlen))
+        goto fail;
+    check_metaspace_split(t, json_object_get(json_object_get(root, "model"), "merges"));
+    /* Room was kept for added tokens past the vocab; the real size is less. */
+    t->n_ids = folio_tokenizer_vocab_size(t);
+    *out = t;
+    return 0;
+fail:
+    if (!err[0])
+        snprintf(err, errlen, "tokenizer.json: out of memory");
+    folio_tokenizer_free(t);
+    return -1;
+}
+
+void tok_set_special_ids(struct folio_tokenizer *t)
+{
+    if (t->bos_token)
+        t->bos_id = folio_tokenizer_token_id(t, t->bos_token);
+    else if (t->n_prefix)
+        t->bos_id = t->prefix_ids[0];
+    if (t->eos_token)
+        t->eos_id = folio_tokenizer_token_id(t, t->eos_token);
+}
+
+int folio_tokenizer_load(const char *model_path, struct folio_tokenizer **out, char *err,
                          size_t errlen)
 {
     char path[4096];
     json_error_t je;
-    struct tok_strmap added_ids = {0}, specials = {0};
     *out = NULL;
     if (errlen)
         err[0] = 0;
-    snprintf(path, sizeof path, "%s/tokenizer.json", model_dir);
+    int is_gguf = folio_gguf_resolve(model_path, path, sizeof path, err, errlen);
+    if (is_gguf < 0)
+        return -1;
+    if (is_gguf)
+        return tok_load_gguf(path, out, err, errlen);
+    snprintf(path, sizeof path, "%s/tokenizer.json", model_path);
     FILE *f = fopen(path, "rb");
     if (!f) {
         snprintf(err, errlen, "%s: cannot open", path);
@@ -829,50 +596,21 @@ int folio_tokenizer_load(const char *model_dir, struct folio_tokenizer **out, ch
         snprintf(err, errlen, "%s:%d:%d: invalid JSON: %s", path, je.line, je.column, je.text);
         return -1;
     }
-    struct folio_tokenizer *t = calloc(1, sizeof *t);
-    if (!t || tok_strmap_init(&added_ids, 64) || tok_strmap_init(&specials, 64)) {
-        snprintf(err, errlen, "out of memory");
-        goto fail;
-    }
-    t->bos_id = t->eos_id = -1;
     char sub[512] = "";
-    if (!json_is_object(root)) {
-        snprintf(sub, sizeof sub, "tokenizer.json: not a JSON object");
-        goto fail_sub;
-    }
-    if (load_model(t, root, sub, sizeof sub) ||
-        load_normalizer(t, json_object_get(root, "normalizer"), sub, sizeof sub) ||
-        load_pre_tokenizer(t, json_object_get(root, "pre_tokenizer"), sub, sizeof sub) ||
-        load_added_tokens(t, root, &added_ids, sub, sizeof sub) || mark_special(t, &specials) ||
-        load_post_processor(t, json_object_get(root, "post_processor"), sub, sizeof sub) ||
-        tok_decoder_parse(t, json_object_get(root, "decoder"), sub, sizeof sub))
-        goto fail_sub;
-    check_metaspace_split(t, json_object_get(json_object_get(root, "model"), "merges"));
-    /* Room was kept for added tokens past the vocab; the real size is less. */
-    t->n_ids = folio_tokenizer_vocab_size(t);
-    if (load_config(t, model_dir, err, errlen))
-        goto fail;
-    if (t->bos_token)
-        t->bos_id = folio_tokenizer_token_id(t, t->bos_token);
-    else if (t->n_prefix)
-        t->bos_id = t->prefix_ids[0];
-    if (t->eos_token)
-        t->eos_id = folio_tokenizer_token_id(t, t->eos_token);
-    tok_strmap_free(&added_ids);
-    tok_strmap_free(&specials);
+    struct folio_tokenizer *t;
+    int rc = tok_from_json(root, &t, sub, sizeof sub);
     json_decref(root);
+    if (rc) {
+        snprintf(err, errlen, "%s/%s", model_path, sub);
+        return -1;
+    }
+    if (load_config(t, model_path, err, errlen)) {
+        folio_tokenizer_free(t);
+        return -1;
+    }
+    tok_set_special_ids(t);
     *out = t;
     return 0;
-fail_sub:
-    if (!sub[0])
-        snprintf(sub, sizeof sub, "tokenizer.json: out of memory");
-    snprintf(err, errlen, "%s/%s", model_dir, sub);
-fail:
-    tok_strmap_free(&added_ids);
-    tok_strmap_free(&specials);
-    folio_tokenizer_free(t);
-    json_decref(root);
-    return -1;
 }
 
 void folio_tokenizer_free(struct folio_tokenizer *t)
@@ -902,6 +640,7 @@ void folio_tokenizer_free(struct folio_tokenizer *t)
         free(t->norm[k].b);
     }
     free(t->norm);
+    tok_pre_free(t);
     free(t->prefix_ids);
     free(t->suffix_ids);
     for (size_t k = 0; k < t->n_dec; k++) {

@@ -1,5 +1,6 @@
-/* Text to token ids and back, read from a Hugging Face tokenizer.json:
- * SentencePiece-style BPE with byte fallback (Llama-2, TinyLlama) first.
+/* Text to token ids and back, read from a Hugging Face tokenizer.json or a
+ * GGUF file: SentencePiece-style BPE with byte fallback (Llama-2, TinyLlama)
+ * and byte-level BPE (GPT-2, Llama-3, Qwen2, SmolLM2).
  * The ids are those of Hugging Face `tokenizers` on every input. */
 #ifndef FOLIO_TOKENIZER_H
 #define FOLIO_TOKENIZER_H
@@ -11,8 +12,10 @@
 struct folio_tokenizer;
 
 /* Reads DIR/tokenizer.json and, when present, DIR/tokenizer_config.json
- * (chat template, bos/eos tokens, add_bos_token). */
-int folio_tokenizer_load(const char *model_dir, struct folio_tokenizer **out, char *err,
+ * (chat template, bos/eos tokens, add_bos_token); or, when the path is a
+ * .gguf file (or a folder holding one and no config.json), the tokenizer in
+ * its metadata (tokenizer.ggml.*, tokenizer.chat_template). */
+int folio_tokenizer_load(const char *model_path, struct folio_tokenizer **out, char *err,
                          size_t errlen);
 void folio_tokenizer_free(struct folio_tokenizer *t);
 

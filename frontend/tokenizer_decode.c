@@ -112,6 +112,12 @@ static int parse_one(struct folio_tokenizer *t, json_t *d, bool *fused, char *er
         }
         op.start = (size_t)json_integer_value(start);
         op.stop = (size_t)json_integer_value(stop);
+    } else if (!strcmp(type, "ByteLevel")) {
+        op.kind = TOK_DEC_BYTE_LEVEL;
+        if (*fused) {
+            snprintf(err, errlen, "decoder: ByteLevel after Fuse is not supported");
+            return -1;
+        }
     } else if (!strcmp(type, "Metaspace")) {
         op.kind = TOK_DEC_METASPACE;
         if (dup_json_string(json_object_get(d, "replacement"), &op.a, &op.a_len) ||
@@ -166,7 +172,7 @@ struct piece_list {
 };
 
 struct stage_state {
-    unsigned char *bytes; /* ByteFallback: the pending run */
+    unsigned char *bytes; /* ByteFallback: the pending run; ByteLevel: an unfinished character */
     size_t n_bytes, bytes_cap;
     size_t tokens_seen; /* Fuse, Metaspace, join */
     size_t start_seen;  /* Strip: leading characters looked at */
@@ -281,10 +287,41 @@ static int strip_end_token(const struct tok_dec_op *op, struct stage_state *st,
     return rc;
 }
 
-static int stage_piece(const struct tok_dec_op *op, struct stage_state *st, const char *s,
-                       size_t len, bool cont, struct piece_list *out)
+/* ByteLevel: a token's characters back to bytes, which come out as text
+ * once they make whole characters. Hugging Face makes one string of all the
+ * bytes with from_utf8_lossy; holding only an unfinished tail gives the same
+ * text piece by piece, since a maximal invalid subsequence ends where a byte
+ * breaks it. */
+static int byte_level_piece(const struct folio_tokenizer *t, struct stage_state *st, const char *s,
+                            size_t len, bool finishing, struct piece_list *out)
+{
+    if (tok_grow((void **)&st->bytes, &st->bytes_cap, st->n_bytes + len + 1, 1))
+        return -1;
+    st->n_bytes += tok_byte_level_unmap(t, s, len, (char *)st->bytes + st->n_bytes);
+    size_t keep = finishing ? 0 : tok_utf8_unfinished_tail(st->bytes, st->n_bytes);
+    size_t emit = st->n_bytes - keep;
+    if (!emit)
+        return 0;
+    char *fixed;
+    size_t fixed_len;
+    if (tok_utf8_lossy((const char *)st->bytes, emit, &fixed, &fixed_len))
+        return -1;
+    /* One string, as Hugging Face's decode_chain returns: later stages see one token. */
+    int rc =
+        list_add(out, fixed ? fixed : (const char *)st->bytes, fixed_len, st->tokens_seen++ > 0);
+    free(fixed);
+    memmove(st->bytes, st->bytes + emit, keep);
+    st->n_bytes = keep;
+    return rc;
+}
+
+static int stage_piece(const struct folio_tokenizer *t, const struct tok_dec_op *op,
+                       struct stage_state *st, const char *s, size_t len, bool cont,
+                       struct piece_list *out)
 {
     switch (op->kind) {
+    case TOK_DEC_BYTE_LEVEL:
+        return byte_level_piece(t, st, s, len, false, out);
     case TOK_DEC_REPLACE: {
         if (list_add(out, "", 0, cont))
             return -1;
@@ -373,8 +410,11 @@ static int stage_piece(const struct tok_dec_op *op, struct stage_state *st, cons
     return -1;
 }
 
-static int stage_finish(const struct tok_dec_op *op, struct stage_state *st, struct piece_list *out)
+static int stage_finish(const struct folio_tokenizer *t, const struct tok_dec_op *op,
+                        struct stage_state *st, struct piece_list *out)
 {
+    if (op->kind == TOK_DEC_BYTE_LEVEL)
+        return byte_level_piece(t, st, "", 0, true, out);
     if (op->kind == TOK_DEC_BYTE_FALLBACK)
         return flush_bytes(st, out);
     if (op->kind == TOK_DEC_STRIP)
@@ -391,10 +431,10 @@ static int run_stages(struct folio_detok *d, bool finishing)
     for (size_t k = 0; k < t->n_dec; k++) {
         list_clear(out);
         for (size_t i = 0; i < in->n; i++)
-            if (stage_piece(&t->dec[k], &d->st[k], in->text + in->p[i].off, in->p[i].len,
+            if (stage_piece(t, &t->dec[k], &d->st[k], in->text + in->p[i].off, in->p[i].len,
                             in->p[i].cont, out))
                 return -1;
-        if (finishing && stage_finish(&t->dec[k], &d->st[k], out))
+        if (finishing && stage_finish(t, &t->dec[k], &d->st[k], out))
             return -1;
         struct piece_list *tmp = in;
         in = out;

@@ -2,7 +2,7 @@
  *   1. added tokens with normalized=false are found in the raw text;
  *   2. every other piece is normalized on its own (so Prepend "▁" applies
  *      to each piece), then added tokens with normalized=true are found in it;
- *   3. the pre-tokenizer (none, or Metaspace) splits what is left into words;
+ *   3. the pre-tokenizer splits what is left into words (tokenizer_pretok.c);
  *   4. the BPE model turns each word into ids;
  *   5. the post-processor adds BOS/EOS when add_special.
  * Matching of added tokens follows AddedVocabulary::find_matches: leftmost
@@ -12,21 +12,7 @@
 
 #include "tokenizer_internal.h"
 
-struct span {
-    size_t start, stop;
-    int32_t token; /* index into t->added, -1 for text */
-};
-
-struct encoder {
-    const struct folio_tokenizer *t;
-    struct tok_bpe_scratch bpe;
-    int32_t *ids;
-    size_t n, cap;
-    char *norm, *pre; /* normalized piece, pre-tokenized piece */
-    size_t norm_cap, pre_cap;
-};
-
-static int push_id(struct encoder *e, int32_t id)
+static int push_id(struct tok_encoder *e, int32_t id)
 {
     if (e->n == e->cap) {
         size_t c = e->cap ? e->cap * 2 : 256;
@@ -40,17 +26,11 @@ static int push_id(struct encoder *e, int32_t id)
     return 0;
 }
 
-static int push_span(struct span **v, size_t *n, size_t *cap, struct span s)
+int tok_span_push(struct tok_span_vec *v, struct tok_span s)
 {
-    if (*n == *cap) {
-        size_t c = *cap ? *cap * 2 : 16;
-        struct span *p = realloc(*v, c * sizeof *p);
-        if (!p)
-            return -1;
-        *v = p;
-        *cap = c;
-    }
-    (*v)[(*n)++] = s;
+    if (v->n == v->cap && tok_grow((void **)&v->v, &v->cap, v->n + 1, sizeof *v->v))
+        return -1;
+    v->v[v->n++] = s;
     return 0;
 }
 
@@ -87,10 +67,10 @@ static size_t trie_longest(const struct tok_trie *tr, const char *s, size_t len,
 
 /* AddedVocabulary::find_matches over s[0..len). */
 static int find_matches(const struct folio_tokenizer *t, const struct tok_trie *tr, const char *s,
-                        size_t len, struct span **spans, size_t *n, size_t *cap)
+                        size_t len, struct tok_span_vec *spans)
 {
     size_t start_offset = 0;
-    *n = 0;
+    spans->n = 0;
     if (tr->n > 1) {
         for (size_t pos = 0; pos < len;) {
             unsigned char b = (unsigned char)s[pos];
@@ -137,162 +117,72 @@ static int find_matches(const struct folio_tokenizer *t, const struct tok_trie *
                 }
             }
             if (start_offset < start &&
-                push_span(spans, n, cap, (struct span){start_offset, start, -1}))
+                tok_span_push(spans, (struct tok_span){start_offset, start, -1, false}))
                 return -1;
-            if (push_span(spans, n, cap, (struct span){start, stop, tok}))
+            if (tok_span_push(spans, (struct tok_span){start, stop, tok, false}))
                 return -1;
             start_offset = stop;
         }
     }
-    if (start_offset < len && push_span(spans, n, cap, (struct span){start_offset, len, -1}))
+    if (start_offset < len && tok_span_push(spans, (struct tok_span){start_offset, len, -1, false}))
         return -1;
     return 0;
 }
 
-/* Runs the normalizer over s into e->norm; returns the normalized length. */
-static int normalize(struct encoder *e, const char *s, size_t len, size_t *out_len)
-{
-    const struct folio_tokenizer *t = e->t;
-    if (tok_grow((void **)&e->norm, &e->norm_cap, len + 1, 1))
-        return -1;
-    memcpy(e->norm, s, len);
-    size_t n = len;
-    for (size_t k = 0; k < t->n_norm; k++) {
-        const struct tok_norm_op *op = &t->norm[k];
-        if (op->kind == TOK_NORM_PREPEND) {
-            if (!n)
-                continue;
-            if (tok_grow((void **)&e->norm, &e->norm_cap, n + op->a_len + 1, 1))
-                return -1;
-            memmove(e->norm + op->a_len, e->norm, n);
-            memcpy(e->norm, op->a, op->a_len);
-            n += op->a_len;
-        } else {
-            /* Replace every non-overlapping occurrence, left to right. */
-            size_t count = 0;
-            for (size_t i = 0; i + op->a_len <= n;) {
-                /* memchr finds candidates fast; most patterns are one byte. */
-                const char *hit = memchr(e->norm + i, op->a[0], n - i);
-                if (!hit || (size_t)(hit - e->norm) + op->a_len > n)
-                    break;
-                i = (size_t)(hit - e->norm);
-                if (!memcmp(hit, op->a, op->a_len)) {
-                    count++;
-                    i += op->a_len;
-                } else {
-                    i++;
-                }
-            }
-            if (!count)
-                continue;
-            size_t nn = n - count * op->a_len + count * op->b_len;
-            if (tok_grow((void **)&e->pre, &e->pre_cap, nn + 1, 1))
-                return -1;
-            size_t o = 0;
-            for (size_t i = 0; i < n;)
-                if (e->norm[i] == op->a[0] && i + op->a_len <= n &&
-                    !memcmp(e->norm + i, op->a, op->a_len)) {
-                    memcpy(e->pre + o, op->b, op->b_len);
-                    o += op->b_len;
-                    i += op->a_len;
-                } else {
-                    e->pre[o++] = e->norm[i++];
-                }
-            char *tmp = e->norm;
-            size_t tcap = e->norm_cap;
-            e->norm = e->pre;
-            e->norm_cap = e->pre_cap;
-            e->pre = tmp;
-            e->pre_cap = tcap;
-            n = nn;
-        }
-    }
-    *out_len = n;
-    return 0;
-}
-
-/* The Metaspace pre-tokenizer, then BPE on each word. */
-static int pretokenize_and_model(struct encoder *e, const char *s, size_t len, bool at_origin)
-{
-    const struct folio_tokenizer *t = e->t;
-    if (!t->has_metaspace)
-        return tok_bpe_word(&t->bpe, &e->bpe, s, len, &e->ids, &e->n, &e->cap);
-    const struct tok_metaspace *m = &t->metaspace;
-    if (tok_grow((void **)&e->pre, &e->pre_cap, (len + 1) * m->repl_len + 1, 1))
-        return -1;
-    size_t n = 0;
-    bool starts =
-        len >= 1 && (s[0] == ' ' || (len >= m->repl_len && !memcmp(s, m->repl, m->repl_len)));
-    if (!starts &&
-        (m->scheme == TOK_PREPEND_ALWAYS || (m->scheme == TOK_PREPEND_FIRST && at_origin))) {
-        memcpy(e->pre, m->repl, m->repl_len);
-        n = m->repl_len;
-    }
-    for (size_t i = 0; i < len; i++)
-        if (s[i] == ' ') {
-            memcpy(e->pre + n, m->repl, m->repl_len);
-            n += m->repl_len;
-        } else {
-            e->pre[n++] = s[i];
-        }
-    const char *w = e->pre;
-    if (!m->split)
-        return tok_bpe_word(&t->bpe, &e->bpe, w, n, &e->ids, &e->n, &e->cap);
-    /* MergedWithNext: each replacement character begins a new word. */
-    size_t start = 0;
-    for (size_t i = 1; i + m->repl_len <= n; i++)
-        if (!memcmp(w + i, m->repl, m->repl_len)) {
-            if (tok_bpe_word(&t->bpe, &e->bpe, w + start, i - start, &e->ids, &e->n, &e->cap))
-                return -1;
-            start = i;
-            i += m->repl_len - 1;
-        }
-    return tok_bpe_word(&t->bpe, &e->bpe, w + start, n - start, &e->ids, &e->n, &e->cap);
-}
-
-static int encode_piece(struct encoder *e, const char *s, size_t len, bool at_origin)
+static int encode_piece(struct tok_encoder *e, const char *s, size_t len, bool at_origin)
 {
     const struct folio_tokenizer *t = e->t;
     size_t nlen;
-    if (normalize(e, s, len, &nlen))
+    if (tok_normalize(t, s, len, &e->norm, &e->norm_cap, &e->pre, &e->pre_cap, &nlen))
         return -1;
     if (!nlen)
         return 0;
     if (t->norm_trie.n <= 1)
-        return pretokenize_and_model(e, e->norm, nlen, at_origin);
+        return tok_pretokenize_and_model(e, e->norm, nlen, at_origin);
     /* The normalized text must survive the pre-tokenizer's use of e->pre. */
-    char *norm = malloc(nlen);
-    struct span *spans = NULL;
-    size_t n_spans = 0, cap = 0;
+    char *norm = tok_dup_bytes(e->norm, nlen);
+    struct tok_span_vec spans = {0};
     int rc = -1;
     if (!norm)
         return -1;
-    memcpy(norm, e->norm, nlen);
-    if (find_matches(t, &t->norm_trie, norm, nlen, &spans, &n_spans, &cap))
+    if (find_matches(t, &t->norm_trie, norm, nlen, &spans))
         goto out;
-    for (size_t i = 0; i < n_spans; i++) {
-        if (spans[i].token >= 0) {
-            if (push_id(e, t->added[spans[i].token].id))
+    for (size_t i = 0; i < spans.n; i++) {
+        struct tok_span sp = spans.v[i];
+        if (sp.token >= 0) {
+            if (push_id(e, t->added[sp.token].id))
                 goto out;
-        } else if (pretokenize_and_model(e, norm + spans[i].start, spans[i].stop - spans[i].start,
-                                         at_origin && spans[i].start == 0)) {
+        } else if (tok_pretokenize_and_model(e, norm + sp.start, sp.stop - sp.start,
+                                             at_origin && sp.start == 0)) {
             goto out;
         }
     }
     rc = 0;
 out:
-    free(spans);
+    free(spans.v);
     free(norm);
     return rc;
+}
+
+static void encoder_free(struct tok_encoder *e)
+{
+    free(e->norm);
+    free(e->pre);
+    free(e->words.v);
+    free(e->next.v);
+    free(e->found.v);
+    free(e->prefixed);
+    free(e->mapped);
+    pcre2_match_data_free(e->md);
+    tok_bpe_scratch_free(&e->bpe);
 }
 
 int32_t *folio_tokenizer_encode(const struct folio_tokenizer *t, const char *text, size_t len,
                                 bool add_special, size_t *n)
 {
-    struct encoder e = {.t = t};
+    struct tok_encoder e = {.t = t};
     char *fixed = NULL;
-    struct span *spans = NULL;
-    size_t n_spans = 0, cap = 0;
+    struct tok_span_vec spans = {0};
     bool ok = false;
     *n = 0;
     if (tok_utf8_lossy(text, len, &fixed, &len))
@@ -303,14 +193,14 @@ int32_t *folio_tokenizer_encode(const struct folio_tokenizer *t, const char *tex
         for (size_t i = 0; i < t->n_prefix; i++)
             if (push_id(&e, t->prefix_ids[i]))
                 goto out;
-    if (find_matches(t, &t->raw_trie, text, len, &spans, &n_spans, &cap))
+    if (find_matches(t, &t->raw_trie, text, len, &spans))
         goto out;
-    for (size_t i = 0; i < n_spans; i++) {
-        if (spans[i].token >= 0) {
-            if (push_id(&e, t->added[spans[i].token].id))
+    for (size_t i = 0; i < spans.n; i++) {
+        struct tok_span sp = spans.v[i];
+        if (sp.token >= 0) {
+            if (push_id(&e, t->added[sp.token].id))
                 goto out;
-        } else if (encode_piece(&e, text + spans[i].start, spans[i].stop - spans[i].start,
-                                spans[i].start == 0)) {
+        } else if (encode_piece(&e, text + sp.start, sp.stop - sp.start, sp.start == 0)) {
             goto out;
         }
     }
@@ -325,10 +215,8 @@ int32_t *folio_tokenizer_encode(const struct folio_tokenizer *t, const char *tex
     ok = true;
 out:
     free(fixed);
-    free(spans);
-    free(e.norm);
-    free(e.pre);
-    tok_bpe_scratch_free(&e.bpe);
+    free(spans.v);
+    encoder_free(&e);
     if (!ok) {
         free(e.ids);
         return NULL;

@@ -8,6 +8,10 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
+
+#define PCRE2_CODE_UNIT_WIDTH 8
+#include <pcre2.h>
 
 #include "tokenizer.h"
 
@@ -91,6 +95,17 @@ static inline int tok_grow(void **p, size_t *cap, size_t need, size_t elem)
     return 0;
 }
 
+/* A NUL-terminated copy of len bytes (which may hold NULs); NULL when out of memory. */
+static inline char *tok_dup_bytes(const char *s, size_t len)
+{
+    char *p = malloc(len + 1);
+    if (p) {
+        memcpy(p, s, len);
+        p[len] = 0;
+    }
+    return p;
+}
+
 static inline size_t tok_pair_slot(uint64_t pair, size_t mask)
 {
     uint64_t h = pair;
@@ -127,8 +142,18 @@ struct tok_trie {
     uint8_t first_byte[32]; /* bitmap of the bytes a pattern starts with */
 };
 
+/* tokenizer_added.c: added tokens from tokenizer.json, or one at a time
+ * (GGUF) followed by tok_added_finish, which builds the matchers, gives each
+ * id its text and marks the special ones. */
+int tok_added_tokens_parse(struct folio_tokenizer *t, const void *json_root, char *err,
+                           size_t errlen);
+int tok_added_push(struct folio_tokenizer *t, struct tok_added a, const char *content, size_t len);
+int tok_added_finish(struct folio_tokenizer *t);
+/* Sets the text that id decodes from. */
+int tok_set_id_str(struct folio_tokenizer *t, int32_t id, const char *s, size_t len);
+
 /* ---- normalizer, pre-tokenizer, decoder descriptions */
-enum tok_norm_kind { TOK_NORM_PREPEND, TOK_NORM_REPLACE };
+enum tok_norm_kind { TOK_NORM_PREPEND, TOK_NORM_REPLACE, TOK_NORM_NFC };
 struct tok_norm_op {
     enum tok_norm_kind kind;
     char *a; /* prepend string, or pattern */
@@ -145,12 +170,30 @@ struct tok_metaspace {
     bool split;
 };
 
+/* Split (and Digits, which is a Split on \p{N}) and ByteLevel. */
+enum tok_split_behavior {
+    TOK_SPLIT_REMOVED,
+    TOK_SPLIT_ISOLATED,
+    TOK_SPLIT_MERGED_PREV,
+    TOK_SPLIT_MERGED_NEXT,
+    TOK_SPLIT_CONTIGUOUS,
+};
+enum tok_pre_kind { TOK_PRE_SPLIT, TOK_PRE_BYTELEVEL };
+struct tok_pre_op {
+    enum tok_pre_kind kind;
+    pcre2_code *re; /* Split: its pattern; ByteLevel: the GPT-2 regex, or NULL without use_regex */
+    enum tok_split_behavior behavior;
+    bool invert;
+    bool add_prefix_space; /* ByteLevel */
+};
+
 enum tok_dec_kind {
     TOK_DEC_REPLACE,
     TOK_DEC_BYTE_FALLBACK,
     TOK_DEC_FUSE,
     TOK_DEC_STRIP,
     TOK_DEC_METASPACE,
+    TOK_DEC_BYTE_LEVEL,
     TOK_DEC_JOIN_SPACE, /* no decoder: Hugging Face joins the tokens with " " */
 };
 struct tok_dec_op {
@@ -178,6 +221,12 @@ struct folio_tokenizer {
     size_t n_norm;
     bool has_metaspace;
     struct tok_metaspace metaspace;
+    struct tok_pre_op *pre; /* the other pre-tokenizers, in order; ByteLevel only last */
+    size_t n_pre;
+    /* GPT-2's map of bytes to printable characters (ByteLevel) and back:
+     * byte_char[b] is a code point, char_byte[cp] a byte or -1. */
+    uint16_t byte_char[256];
+    int16_t char_byte[0x144];
 
     int32_t *prefix_ids, *suffix_ids; /* post-processor, for one sequence */
     size_t n_prefix, n_suffix;
@@ -204,6 +253,73 @@ static inline size_t tok_utf8_len(unsigned char b)
 int tok_utf8_lossy(const char *s, size_t len, char **out, size_t *out_len);
 bool tok_is_word_char(uint32_t cp);  /* Rust regex \w */
 bool tok_is_whitespace(uint32_t cp); /* Rust regex \s: White_Space */
+
+/* Length of the valid but unfinished UTF-8 sequence that ends b[0..n), 0-3:
+ * bytes a streaming decoder must hold until the next ones arrive. */
+size_t tok_utf8_unfinished_tail(const unsigned char *b, size_t n);
+
+/* ---- one encode call's state (tokenizer_encode.c) */
+struct tok_span {
+    size_t start, stop;
+    int32_t token; /* added tokens: index into t->added, -1 for text */
+    bool match;    /* Split: the piece is a match of the pattern */
+};
+struct tok_span_vec {
+    struct tok_span *v;
+    size_t n, cap;
+};
+int tok_span_push(struct tok_span_vec *v, struct tok_span s);
+
+struct tok_encoder {
+    const struct folio_tokenizer *t;
+    struct tok_bpe_scratch bpe;
+    int32_t *ids;
+    size_t n, cap;
+    char *norm, *pre; /* normalized piece, pre-tokenized piece */
+    size_t norm_cap, pre_cap;
+    struct tok_span_vec words, next, found; /* Split pre-tokenizers' pieces */
+    char *prefixed, *mapped;                /* ByteLevel: prefix space added, bytes mapped */
+    size_t prefixed_cap, mapped_cap;
+    pcre2_match_data *md;
+};
+
+/* ---- normalizers (tokenizer_normalize.c) */
+int tok_normalizer_parse(struct folio_tokenizer *t, const void *json_normalizer, char *err,
+                         size_t errlen);
+/* Runs the normalizer over s[0..len) into *buf (*tmp is scratch); both
+ * buffers grow as needed and stay the caller's. */
+int tok_normalize(const struct folio_tokenizer *t, const char *s, size_t len, char **buf,
+                  size_t *cap, char **tmp, size_t *tmp_cap, size_t *out_len);
+
+/* ---- pre-tokenizers (tokenizer_pretok.c) */
+int tok_pre_tokenizer_parse(struct folio_tokenizer *t, const void *json_pre_tokenizer, char *err,
+                            size_t errlen);
+/* Appends a Split on a regex (PCRE2 syntax as Hugging Face's Oniguruma reads
+ * it) or, when literal, on a plain string. */
+int tok_pre_add_split(struct folio_tokenizer *t, const char *pattern, size_t len, bool literal,
+                      enum tok_split_behavior behavior, bool invert, char *err, size_t errlen);
+int tok_pre_add_byte_level(struct folio_tokenizer *t, bool add_prefix_space, bool use_regex,
+                           char *err, size_t errlen);
+void tok_pre_free(struct folio_tokenizer *t);
+/* Pre-tokenizes one normalized piece and appends the ids of its words. */
+int tok_pretokenize_and_model(struct tok_encoder *e, const char *s, size_t len, bool at_origin);
+
+/* ---- byte-level BPE (tokenizer_bytelevel.c) */
+void tok_byte_level_init(struct folio_tokenizer *t);
+/* Maps each byte of s to its printable character; out holds 2 * len bytes. */
+size_t tok_byte_level_map(const struct folio_tokenizer *t, const char *s, size_t len, char *out);
+/* The bytes a token's text stands for: each character mapped back, or the
+ * text itself when a character is not in the map (as Hugging Face's ByteLevel
+ * decoder does per token); out holds len bytes. */
+size_t tok_byte_level_unmap(const struct folio_tokenizer *t, const char *s, size_t len, char *out);
+
+/* ---- loading (tokenizer.c, tokenizer_gguf.c) */
+/* A tokenizer from a parsed tokenizer.json (a jansson object). */
+int tok_from_json(const void *json_root, struct folio_tokenizer **out, char *err, size_t errlen);
+/* bos_id/eos_id from bos_token/eos_token, or BOS from the post-processor. */
+void tok_set_special_ids(struct folio_tokenizer *t);
+/* A tokenizer from a GGUF file's metadata (tokenizer.ggml.*). */
+int tok_load_gguf(const char *path, struct folio_tokenizer **out, char *err, size_t errlen);
 
 /* ---- decoding (tokenizer_decode.c) */
 int tok_decoder_parse(struct folio_tokenizer *t, const void *json_decoder, char *err,

@@ -90,6 +90,22 @@ static size_t utf8_step(const unsigned char *u, size_t left, bool *valid)
     return need + 1;
 }
 
+size_t tok_utf8_unfinished_tail(const unsigned char *b, size_t n)
+{
+    for (size_t back = 1; back <= 3 && back <= n; back++) {
+        unsigned char lead = b[n - back];
+        if (lead < 0x80)
+            return 0;
+        if (lead < 0xC2 || lead > 0xF4)
+            continue; /* a continuation byte (or an invalid one): look further back */
+        bool valid;
+        size_t step = utf8_step(b + n - back, back, &valid);
+        /* Unfinished: every byte so far fits, and more are needed. */
+        return !valid && step == back ? back : 0;
+    }
+    return 0;
+}
+
 int tok_utf8_lossy(const char *s, size_t len, char **out, size_t *out_len)
 {
     const unsigned char *u = (const unsigned char *)s;

@@ -53,7 +53,7 @@ __global__ void paged_attention_kernel(folio_bf16_bits *out, const folio_bf16_bi
     for (int c = 0; c < C; c++)
         acc[c] = 0.0f;
 
-    const int64_t head_stride = (int64_t)FOLIO_K_BLOCK * D;
+    const int64_t head_stride = (int64_t)FOLIO_KV_BLOCK_SIZE * D;
     for (int t0 = 0; t0 < n_keys; t0 += TILE) {
         __syncthreads(); /* previous tile consumed, q_s written */
         /* Stage the tile: 8 bf16 (16 bytes) per access. */
@@ -62,9 +62,9 @@ __global__ void paged_attention_kernel(folio_bf16_bits *out, const folio_bf16_bi
             int key = t0 + j;
             float kf[8], vf[8];
             if (key < n_keys) {
-                int blk = table[key / FOLIO_K_BLOCK];
+                int blk = table[key / FOLIO_KV_BLOCK_SIZE];
                 int64_t off = ((int64_t)blk * num_kv_heads + kvh) * head_stride +
-                              (int64_t)(key % FOLIO_K_BLOCK) * D + d8;
+                              (int64_t)(key % FOLIO_KV_BLOCK_SIZE) * D + d8;
                 uint4 kv4 = *(const uint4 *)(k_cache + off);
                 uint4 vv4 = *(const uint4 *)(v_cache + off);
                 const folio_bf16_bits *ke = (const folio_bf16_bits *)&kv4;

@@ -1,96 +1,41 @@
 /* Paged attention of decode-only batches (token t is sequence t's one new
- * token) on the tensor cores.
- *
- * Grid: tokens x KV heads x splits; a CTA serves the group's query heads of
- * one token (GQA: every K/V load serves all of them). The keys are cut into
- * tiles of 32 (attention_load_blocks); split s takes a run of tiles of its
- * sequence and its NW warps take every NW-th tile of that run, each warp with
- * its own cp.async stages (decode_stages; folio_k_attention_decode_plan picks the shape:
- * 4-warp CTAs while they all fit on the chip at once, one-warp CTAs past
- * that, which keep the most loads in flight per SM). The warps merge their
- * (max, sum, output) through shared memory. When only one split has keys, it
- * writes the output; otherwise each split with keys writes an unnormalized
- * f32 partial, merged in a fixed order (the result does not depend on timing)
- * either by the last of those CTAs to finish (an atomic counter, reset by that
- * CTA: one launch) or by combine_kernel (plan.combine: the batch-1/2 steps,
- * where programmatic dependent launch starts the combine early and that
- * measured faster). Splits past the keys return at once.
- *
- * Launched with programmatic dependent launch (steps of 1-2 rows after the
- * QKV GEMV, and of 3-64 rows after RoPE), a CTA reads the step's metadata
- * (the block ids of all its warps' tiles included) and copies its warps'
- * first tiles, one per stage, before it waits for the kernel before: only q
- * and the new key and value (row pos) come from that kernel, and they are
- * read after the wait. On the H200 the batch-1 step took 0.836 ms against
- * 0.866, batch 2 1.019 against 1.060; batch 8 1.039 against 1.101 (that
- * launched without PDL). Reading the block ids up front, rather than before
- * each tile's copies, made batch 1 0.820 ms against 0.835 and batch 256
- * 2.416 against 2.439 (bench/results/2026-11-30-cuda-round14.md).
- *
- * The products are transposed (decode_tile): the keys are the MMA's 16 rows
- * and the group's heads its 8 columns, so a group of 8 fills the MMA. With the
- * heads as rows (attention_tile, as prefill runs it) a group of 8 left half of
- * every MMA, exp2 and rescale on empty rows. Halving them made the batch-1
- * step 0.861 ms against 0.869 on the H200 but not the kernel at batch 64 or
- * 256 faster (0.0156 / 0.0433 ms alone against 0.0150 / 0.0423): there it
- * waits on memory, not on the instructions it issues
- * (bench/results/2026-11-30-cuda-round12.md).
- *
- * RoPE here (the kernels with ROPE, given the cos/sin table): q, k and v come
- * unrotated in qkv; each lane rotates its own q values (the two halves of a
- * rotation pair lie in the same lane), and the warp whose tiles hold key pos
- * writes the new key and value into the cache before it copies that row. In
- * one-warp CTAs of one split (the plan past 64 rows) that warp instead scores
- * the new key from its registers, before its tiles, which stop short of it:
- * at 512 keys of context the step's 17th tile held that key alone. On the
- * H200 b256 steps took 1.9613 ms against 1.9720 (means), b128 1.4590 against
- * 1.4673 (bench/results/2026-12-03-cuda-round35.md).
- * The backend asks for it on the cuBLASLt path only (65-256 rows), where it
- * saves the RoPE kernel; there q comes as bf16 rows. Those kernels issue the
- * loads of q, its cos/sin, the residual row and the new key and value
- * (rope_inputs) before the first tiles' copies and use them after: issued
- * behind every warp's copies, that chain of round trips had made the kernel
- * about 4 us longer in a b256 step (44.2 us against 40.3, traced) and the
- * step about 1.5% slower (two changes, each timed against the one before it:
- * bench/results/2026-12-01-cuda-round22.md). On the TMA path q comes
- * in K slices, and every CTA summing them again cost more than the RoPE
- * kernel (bench/results/2026-12-01-cuda-round18.md). The kernels without
- * ROPE compile to the same code as before it: the rope table is a parameter
- * of its own, since decode_args grown past 112 bytes changed the code nvcc
- * made of every kernel (which then read their parameters through an address;
- * batch 64 took 1.330 ms against 1.236).
- *
- * Where one-warp CTAs of one split crowd the SMs (plan.tma: 129-256 rows for
- * TinyLlama) and the kernel does RoPE, attention_decode_tma_kernel does the
- * same work with its tiles copied by TMA tensor copies (see there).
- *
- * Measured slower on the H200 and removed (bench/results/2026-11-29-cuda-round9.md):
- * 2-warp and 16-warp CTAs, three stages per warp. */
+ * token) on the tensor cores. Grid: tokens x KV heads x splits; a CTA serves
+ * the query heads of one token's group, so every K/V load serves all of them.
+ * Split s takes a run of 32-key tiles; its NW warps take every NW-th tile, each
+ * with its own cp.async stages (folio_k_attention_decode_plan picks the shape:
+ * 4-warp CTAs while all fit on the chip, one-warp CTAs past that). Partials
+ * merge in a fixed order, by the last CTA (an atomic counter) or by
+ * combine_kernel, so the result never depends on timing. Under PDL a CTA
+ * copies its first tiles before waiting for the previous kernel: only q and
+ * the new key and value come from it. The products are transposed (keys as
+ * the MMA's rows, heads as its columns) so a GQA group of 8 fills the MMA.
+ * With the cos/sin table (ROPE) q, k and v come unrotated and the kernel does
+ * RoPE and the cache write itself, saving a kernel on the cuBLASLt path; the
+ * table is a parameter of its own because a larger decode_args made nvcc read
+ * every kernel's parameters through memory. attention_decode_tma_kernel does
+ * the same work with TMA tensor copies where one-warp CTAs crowd the SMs. */
 #include <mutex>
 
 #include "attention_tile.cuh"
 #include "mbarrier.cuh"
 #include "tensor_map.cuh"
 
-#define KT 32         /* keys per tile */
+#define KT 32 /* keys per tile */
+static_assert(KT % FOLIO_KV_BLOCK_SIZE == 0, "a tile is whole KV cache blocks");
 #define MAX_SPLITS 32 /* splits a CTA of the last-CTA merge can take */
 #define SMEM_LIMIT (227 * 1024)
 
 /* cp.async stages per warp, each a K/V tile, all issued before the PDL wait:
- * three in 4-warp CTAs, two in one-warp CTAs. On the H200 three made the
- * 4-warp steps faster (b8 1.015 ms against 1.030, b64 1.249 against 1.274)
- * and the one-warp ones slower (b1 0.837 against 0.823, b256 2.425 against
- * 2.411; bench/results/2026-11-30-cuda-round14.md). */
+ * three in 4-warp CTAs, two in one-warp CTAs, where a third stage costs more
+ * occupancy than the extra bytes in flight bring. */
 template <int NW> __host__ __device__ constexpr int decode_stages()
 {
     return NW == 1 ? 2 : 3;
 }
 
 /* The stages' rows: unpadded and swizzled (tile_layout), in 128-byte aligned
- * shared memory. On the H200 b256 steps took 2.0419 ms against 2.0906 for
- * padded rows, b64 1.1447 against 1.1610, b1 0.7728 against 0.7671
- * (bench/results/2026-12-02-cuda-round28.md). Swizzled rows in a region that
- * began 16 bytes past a line had been slower than padded ones (round 27). */
+ * shared memory, so that the copies write whole lines without bank conflicts
+ * (swizzled rows that begin past a line boundary lose that). */
 template <int D> using decode_layout = tile_layout<D, true>;
 
 template <int D, int NW> constexpr size_t decode_smem_bytes()
@@ -439,8 +384,8 @@ template <int D, int NQ, bool NORM> struct rope_inputs {
     static __device__ __forceinline__ void write_new_kv(const decode_args &a, int kvh, int pos,
                                                         int32_t block, int lane, const new_kv &n)
     {
-        const int64_t off = ((int64_t)block * a.num_kv_heads + kvh) * (FOLIO_K_BLOCK * D) +
-                            (int64_t)(pos % FOLIO_K_BLOCK) * D;
+        const int64_t off = ((int64_t)block * a.num_kv_heads + kvh) * (FOLIO_KV_BLOCK_SIZE * D) +
+                            (int64_t)(pos % FOLIO_KV_BLOCK_SIZE) * D;
         const int i = 2 * lane;
         if (i < HALF) {
             uint32_t *k = (uint32_t *)(a.k_cache + off); /* the cache is the kernel's to write */
@@ -523,8 +468,8 @@ __device__ __forceinline__ void load_key_row(folio_bf16_bits *ks, folio_bf16_bit
                                              int key, int lane)
 {
     constexpr int CHUNKS = D / 8;
-    const int64_t off = ((int64_t)block * a.num_kv_heads + kvh) * (FOLIO_K_BLOCK * D) +
-                        (int64_t)(key % FOLIO_K_BLOCK) * D;
+    const int64_t off = ((int64_t)block * a.num_kv_heads + kvh) * (FOLIO_KV_BLOCK_SIZE * D) +
+                        (int64_t)(key % FOLIO_KV_BLOCK_SIZE) * D;
     for (int c = lane; c < 2 * CHUNKS; c += 32) {
         const bool v = c >= CHUNKS;
         const int cc = v ? c - CHUNKS : c;
@@ -680,11 +625,11 @@ __global__ void __launch_bounds__(NW * 32)
          * i % BPT of tile i / BPT of the chunk); the next chunk's half way
          * through this one. So no tile's copies wait on a table read, and the
          * row of key pos goes out right after the wait. */
-        constexpr int BPT = KT / FOLIO_K_BLOCK, TPC = 32 / BPT;
+        constexpr int BPT = KT / FOLIO_KV_BLOCK_SIZE, TPC = 32 / BPT;
         auto table_chunk = [&](int c) -> int32_t {
             const int j = c * TPC + lane / BPT;
-            const int key = (t_begin + warp + j * NW) * KT + (lane % BPT) * FOLIO_K_BLOCK;
-            return j < mine && key < n_keys ? table[key / FOLIO_K_BLOCK] : 0;
+            const int key = (t_begin + warp + j * NW) * KT + (lane % BPT) * FOLIO_KV_BLOCK_SIZE;
+            return j < mine && key < n_keys ? table[key / FOLIO_KV_BLOCK_SIZE] : 0;
         };
         int32_t blk = table_chunk(0), blk_next = 0;
         auto load = [&](int j, int skip) {
@@ -728,7 +673,7 @@ __global__ void __launch_bounds__(NW * 32)
                 pos_j = j;
         }
         const int32_t pos_block =
-            __shfl_sync(0xffffffffu, blk, max(pos_j, 0) * BPT + (pos % KT) / FOLIO_K_BLOCK);
+            __shfl_sync(0xffffffffu, blk, max(pos_j, 0) * BPT + (pos % KT) / FOLIO_KV_BLOCK_SIZE);
         /* RoPE here: the warp whose tiles hold key pos writes it into the cache
          * (its block id read before the wait), then reads it back as any key,
          * or (new_key_in_regs) the CTA's one warp writes it and scores it. */
@@ -736,7 +681,7 @@ __global__ void __launch_bounds__(NW * 32)
         const bool writes_new_kv = ROPE && pos >= 0 &&
                                    (new_key_in_regs || (pos_tile >= t_begin && pos_tile < t_end &&
                                                         (pos_tile - t_begin) % NW == warp));
-        const int32_t new_block = writes_new_kv ? table[pos / FOLIO_K_BLOCK] : 0;
+        const int32_t new_block = writes_new_kv ? table[pos / FOLIO_KV_BLOCK_SIZE] : 0;
         pdl_wait();
         /* A buffer the kernels before this one were the last to read (every
          * one of them has finished now, through the waits of the chain). */
@@ -942,28 +887,18 @@ __global__ void __launch_bounds__(NW * 32)
  * them as before. Keys past the context: K rows give scores that the mask
  * drops; V rows are zeroed after the copy lands (0 * NaN would leak).
  *
- * Why: the lanes no longer issue 16 copies a tile each, and bare reads of a
- * b256 layer by bulk copies drew 386 W against 408 for cp.async at the same
- * 4.3 TB/s (bench/results/2026-12-03-cuda-round35.md), where every GEMM of a
- * b256 step runs at the card's 700 W cap. On the H200 this kernel alone took
- * 41.41 us against 42.11 (b256 step form) and, looped, drew 422 W against
- * 457 (15.2 mJ a launch against 16.5); steps of 256 rows 1.9215 ms
- * against 1.9345, of 192 rows 1.7905 against 1.7983, of 160 rows 1.7264
- * against 1.7490, of 144 rows 1.6714 against 1.7031; with 3 stages b256
- * 1.9284. At 128 rows, fewer CTAs an SM, it was slower (1.4572 against
- * 1.4474): folio_k_attention_decode_plan's tma says where it runs
- * (bench/results/2026-12-03-cuda-round36.md). Loading each lane's share of a
- * tile straight into registers as MMA fragments, without shared memory, had
- * been slower still: 48.90 us against 42.37, b256 2.0745 against 1.9827
- * (round 36). */
+ * Why: the lanes no longer issue 16 copies a tile each, and bulk copies draw
+ * less power for the same bytes, which matters where a step runs at the
+ * card's power cap. With fewer CTAs an SM the cp.async kernel is faster:
+ * folio_k_attention_decode_plan's tma says where this one runs. (Loading the
+ * tiles straight into registers as MMA fragments was slower than either.) */
 constexpr int TMA_ST = 2;                    /* stages, as the one-warp cp.async kernel */
 constexpr int TMA_BLOCK_BYTES = 16 * 64 * 2; /* one cache block of one head, K or V */
+static_assert(FOLIO_KV_BLOCK_SIZE == 16, "a TMA copy's box is one 16-row cache block");
 
 /* 16 rows from the cache (map) at row into dst, completing on bar; the lines
- * marked first to leave the L2: a layer's K/V (134 MB at b256) is read once a
- * step and would otherwise push out what the next kernels read. On the H200
- * b256 steps took 1.9528 ms against 1.9745 without the hint, 1.9937 for the
- * cp.async kernel (bench/results/2026-12-03-cuda-round36.md, call 6). */
+ * marked first to leave the L2: a layer's K/V is read once a step and would
+ * otherwise push out what the next kernels read. */
 __device__ __forceinline__ void tma_copy_rows(void *dst, const CUtensorMap *map, int row,
                                               uint64_t *bar)
 {
@@ -982,7 +917,7 @@ __global__ void __launch_bounds__(32)
                                 const __grid_constant__ CUtensorMap kmap,
                                 const __grid_constant__ CUtensorMap vmap)
 {
-    constexpr int D = 64, KS = D / 16, BK = FOLIO_K_BLOCK, LD = decode_layout<D>::LD;
+    constexpr int D = 64, KS = D / 16, BK = FOLIO_KV_BLOCK_SIZE, LD = decode_layout<D>::LD;
     constexpr bool NORM = ROPE == QKV_ROPE_NORM;
     static_assert(ROPE != QKV_ROTATED, "the kernel makes the new key itself");
     extern __shared__ __align__(1024) unsigned char smem_tma[];
@@ -1188,8 +1123,8 @@ extern "C" struct folio_k_decode_plan folio_k_attention_decode_plan(int num_toke
     if (base <= 0 || (head_dim != 64 && head_dim != 128))
         return p;
     /* PDL steps (batch 1-2 on the GEMV path): one-warp CTAs and the combine
-     * kernel, started early by PDL (b1 0.879 ms on the H200 against 0.89-0.95
-     * for 4-warp CTAs merging in the last CTA, round 9). Otherwise four warps
+     * kernel, which PDL starts early (faster there than 4-warp CTAs merging in
+     * the last CTA). Otherwise four warps
      * a CTA while every CTA fits on the chip at once; past that one warp a CTA
      * keeps the most warps resident (shared memory is the limit). */
     const int smem4 = head_dim == 64 ? smem_d<64>(4) : smem_d<128>(4);
@@ -1198,23 +1133,15 @@ extern "C" struct folio_k_decode_plan folio_k_attention_decode_plan(int num_toke
               : pdl                                  ? 1
               : base <= SMEM_LIMIT / smem4 * num_sms ? 4
                                                      : 1;
-    /* Once the keys are split at all (their partials and merge paid), a
-     * fourth warp an SM's worth of splits. For TinyLlama that changes graph
-     * bucket 16 (3 splits, not 2) and 8 (5, not 4). On the H200, 512 keys:
-     * steps of 12 rows 1.0103 ms against 1.0322, 14 rows 1.0155 against
-     * 1.0375, 16 rows 1.0259 against 1.0451, but 10 rows 1.0383 against
-     * 1.0241; 4, 8 and 20 rows as before
-     * (bench/results/2026-12-02-cuda-round28.md). */
+    /* Once the keys are split at all (their partials and merge paid), one
+     * more warp an SM's worth of splits: the extra split costs little more. */
     const int per_split = base * p.warps;
     int s = (warps_per_sm * num_sms + per_split - 1) / per_split;
     if (s >= 2)
         s = ((warps_per_sm + 1) * num_sms + per_split - 1) / per_split;
     p.splits = s < 1 ? 1 : s > MAX_SPLITS ? MAX_SPLITS : s;
-    /* TMA copies once one-warp CTAs crowd the SMs. On the H200 (512 keys)
-     * steps of 256 rows (7.8 CTAs an SM) took 1.9215 ms against 1.9345, 192
-     * rows (5.8) 1.7905 against 1.7983, 144 rows (4.4) 1.6714 against 1.7031,
-     * but 128 rows (3.9) 1.4572 against 1.4474
-     * (bench/results/2026-12-03-cuda-round36.md). */
+    /* TMA copies once one-warp CTAs crowd the SMs (more than 4 an SM); with
+     * fewer the cp.async copies win. */
     p.tma = head_dim == 64 && p.warps == 1 && p.splits == 1 && base > 4 * num_sms;
     return p;
 }

@@ -25,9 +25,8 @@ template <int D> struct tile_pitch {
  * values from the tile's start): padded rows (tile_pitch), or, SWIZZLED,
  * unpadded rows with chunk c of row r at chunk c ^ (r & 7), which keeps the
  * eight rows of an ldmatrix block in different banks too. Into padded rows
- * each 128-byte line of the cache lands across two lines of shared memory:
- * kv_read_probe's copies of a b256 decode layer took 33.3 us into padded rows
- * against 31.5 into swizzled ones (bench/results/2026-12-02-cuda-round27.md). */
+ * each 128-byte line of the cache lands across two lines of shared memory,
+ * which makes the copies slower. */
 template <int D, bool SWIZZLED> struct tile_layout {
     static_assert(!SWIZZLED || D % 64 == 0, "a swizzled row is whole 8-chunk groups");
     static constexpr int LD = SWIZZLED ? D : tile_pitch<D>::value; /* values a row */
@@ -174,13 +173,13 @@ attention_tile(const folio_bf16_bits *ks, const folio_bf16_bits *vs,
 template <int D, int KT, bool SWIZZLED = false>
 __device__ __forceinline__ void
 attention_load_blocks(folio_bf16_bits *ks, folio_bf16_bits *vs, const folio_bf16_bits *k_cache,
-                      const folio_bf16_bits *v_cache, const int32_t (&blocks)[KT / FOLIO_K_BLOCK],
-                      int kvh, int num_kv_heads, int kbase, int k_end, int thread, int count,
-                      int skip = -1)
+                      const folio_bf16_bits *v_cache,
+                      const int32_t (&blocks)[KT / FOLIO_KV_BLOCK_SIZE], int kvh, int num_kv_heads,
+                      int kbase, int k_end, int thread, int count, int skip = -1)
 {
     using layout = tile_layout<D, SWIZZLED>;
     constexpr int CHUNKS = D / 8; /* 16-byte chunks per K/V row */
-    constexpr int BK = FOLIO_K_BLOCK;
+    constexpr int BK = FOLIO_KV_BLOCK_SIZE;
     static_assert(KT % BK == 0, "a tile is whole cache blocks");
     const int per = (BK * CHUNKS + count - 1) / count; /* chunks per thread and block */
 #pragma unroll
@@ -215,7 +214,7 @@ attention_load_tile(folio_bf16_bits *ks, folio_bf16_bits *vs, const folio_bf16_b
                     const folio_bf16_bits *v_cache, const int32_t *table, int kvh, int num_kv_heads,
                     int kbase, int k_end, int thread, int count)
 {
-    constexpr int BK = FOLIO_K_BLOCK;
+    constexpr int BK = FOLIO_KV_BLOCK_SIZE;
     int32_t blocks[KT / BK];
 #pragma unroll
     for (int b = 0; b < KT / BK; b++)

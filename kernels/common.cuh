@@ -37,9 +37,8 @@ __device__ __forceinline__ float exp2_ftz(float x)
 /* x / (1 + e^-x) from the special-function unit's exp2 and reciprocal (MUFU.EX2,
  * MUFU.RCP): a few float ulps from expf and an IEEE division, which the bf16
  * rounding that always follows hides but where a value lies within them of a
- * rounding boundary (then one bf16 ulp; an estimate: every greedy token of the
- * round-29 comparisons was unchanged). The SwiGLU kernel was bound by its
- * instructions (Nsight Compute, round 29). Below about -87 the result is -0
+ * rounding boundary (then one bf16 ulp). The SwiGLU kernel is bound by its
+ * instructions, hence the short forms. Below about -87 the result is -0
  * where PyTorch's is about -1e-36. */
 __device__ __forceinline__ float silu_f32(float x)
 {

@@ -11,13 +11,13 @@
 
 #include <cuda_runtime_api.h>
 
+#include "kv_block.h" /* FOLIO_KV_BLOCK_SIZE: tokens per KV cache block */
+
 #ifdef __cplusplus
 extern "C" {
 #endif
 
 typedef uint16_t folio_bf16_bits;
-
-#define FOLIO_K_BLOCK 16 /* tokens per KV cache block (FOLIO_KV_BLOCK_SIZE) */
 
 /* What a kernel drops from the L2 without writing it back (l2_discard in
  * common.cuh), so that dead data does not cost memory traffic when other data
@@ -90,6 +90,11 @@ cudaError_t folio_k_add_rmsnorm_partials(folio_bf16_bits *out, folio_bf16_bits *
                                          int num_rows, int hidden, float eps,
                                          struct folio_k_l2_drop drop, int pdl, cudaStream_t s);
 
+/* x[r][c] = bf16(x[r][c] + bias[c]) for r < rows, c < n: a projection's bias
+ * (Qwen2's Q/K/V) on its bf16 output, before RoPE reads it. */
+cudaError_t folio_k_add_bias(folio_bf16_bits *x, const folio_bf16_bits *bias, int rows, int n,
+                             cudaStream_t s);
+
 /* Rotates q and k of qkv ([T, (H + 2*Hkv) * D], rotate-half convention, the
  * cos/sin of pos * inv_freq[i] from cos_sin, folio_k_rope_table's table over
  * every position a token may have) in place and writes k and v of each token
@@ -138,11 +143,8 @@ struct folio_k_decode_plan {
 };
 /* The warps_per_sm the backend passes (FOLIO_ATTN_WARPS_PER_SM overrides it).
  * 3 rather than 4: a split costs its partials and their merge, and at 65-128
- * rows 4 had cut the keys in two. On the H200 (TinyLlama shape, 512 keys)
- * 3 made decode steps of 128 rows 1.547 ms against 1.656, 96 rows 1.485
- * against 1.615, 32 rows 1.088 against 1.113; 8 and 256 rows as before
- * (bench/results/2026-12-02-cuda-round26.md). Once the keys are split at all,
- * the plan takes one warp an SM more (round 28). */
+ * rows 4 would cut the keys in two. Once the keys are split at all, the plan
+ * takes one warp an SM more. */
 #define FOLIO_K_ATTN_WARPS_PER_SM 3
 struct folio_k_decode_plan folio_k_attention_decode_plan(int num_tokens, int num_kv_heads,
                                                          int head_dim, int num_sms,
@@ -245,17 +247,6 @@ cudaError_t folio_k_gemm_tma(const struct folio_k_tmap *xmap, const struct folio
 
 #define FOLIO_K_GEMV_MAX_ROWS 8
 
-/* How folio_k_gemv runs. split_k: warps per output column, each over 1/split_k
- * of k (1, 2, 4, 8; 0: chosen from k). pdl: programmatic dependent launch.
- * persist: launch at most the CTAs that fit resident at once, each looping over
- * its column groups (0: one CTA per group). The results are the same bits.
- * (A variant that streamed weight rows through shared memory with cp.async
- * from resident CTAs measured slower on the H200: 1.01 vs 0.89 ms per batch-1
- * decode step.) */
-struct folio_k_gemv_opts {
-    int split_k, pdl, persist;
-};
-
 /* y[m, n] = x[m, k] . w[n, k]^T for m <= FOLIO_K_GEMV_MAX_ROWS (bf16 in, f32
  * sums, bf16 or f32 out). gate_up_silu: w is [gate; up] of 2n rows and y is
  * bf16(bf16(silu(bf16(x.gate))) * bf16(x.up)), as the GEMM + folio_k_silu_mul
@@ -265,7 +256,7 @@ struct folio_k_gemv_opts {
  * rounds them: input row r is row rows[r] of x/add (rows NULL: r). If res_out
  * != NULL (and rows NULL), bf16(x + add) is written there (a buffer other than
  * x: the other CTAs still read x). Without norm_w, x is read as is (add, rows,
- * res_out ignored). o: see struct folio_k_gemv_opts.
+ * res_out ignored). The grid is at most the CTAs that fit resident at once.
  * pdl (here and in the other kernels that take it): launch with programmatic
  * dependent launch; the kernel issues what no earlier kernel of the step
  * writes (the weight loads) before it waits for the previous kernel, so that
@@ -273,7 +264,7 @@ struct folio_k_gemv_opts {
 cudaError_t folio_k_gemv(void *y, const folio_bf16_bits *x, const folio_bf16_bits *add,
                          const folio_bf16_bits *norm_w, float eps, const int32_t *rows,
                          folio_bf16_bits *res_out, const folio_bf16_bits *w, int m, int n, int k,
-                         int out_f32, int gate_up_silu, struct folio_k_gemv_opts o, cudaStream_t s);
+                         int out_f32, int gate_up_silu, int pdl, cudaStream_t s);
 
 /* The QKV projection of b.num_tokens <= FOLIO_K_GEMV_MAX_ROWS tokens as
  * folio_k_gemv with norm_w computes it (rows NULL), with
@@ -286,8 +277,7 @@ cudaError_t folio_k_gemv_qkv_rope(folio_bf16_bits *qkv, const folio_bf16_bits *x
                                   float eps, folio_bf16_bits *res_out, const folio_bf16_bits *w,
                                   int k, folio_bf16_bits *k_cache, folio_bf16_bits *v_cache,
                                   const float *inv_freq, struct folio_k_batch b, int num_heads,
-                                  int num_kv_heads, int head_dim, struct folio_k_gemv_opts o,
-                                  cudaStream_t s);
+                                  int num_kv_heads, int head_dim, int pdl, cudaStream_t s);
 
 /* out[t, j] = bf16(bf16(silu(gu[t, j])) * gu[t, inter + j]); with norm.x,
  * gu[t, *] first scaled by token t's 1 / rms(norm.x[t]) and rounded to bf16.
@@ -372,9 +362,8 @@ cudaError_t folio_k_sample(const float *logits, int rows, int vocab,
  * (sample_split.cu); folio_k_sample does it first when given split_ws (a
  * workspace of folio_k_sample_split_bytes(n) for the n <= 8 rows of any step
  * that splits, zeroed once before its first use) and rows <=
- * FOLIO_K_SAMPLE_SPLIT_MAX_ROWS: 16 CTAs a row fill the H200's 132 SMs at 8
- * rows; at more rows they cost (b256: 2.450 vs 2.416 ms, round 15; b1 greedy
- * 0.822 vs 0.826, tempered 0.828 vs 0.844). Steps of more rows take those
+ * FOLIO_K_SAMPLE_SPLIT_MAX_ROWS: 16 CTAs a row fill an H200's SMs at 8
+ * rows; at more rows they cost more than they save. Steps of more rows take those
  * rows through folio_k_sample_rows instead, given split_ws too. */
 #define FOLIO_K_SAMPLE_SPLIT_MAX_ROWS 8
 size_t folio_k_sample_split_bytes(int rows);

@@ -1,11 +1,10 @@
 /* y[m, n] = x[m, k] . w[n, k]^T for a handful of rows m (decode at small
- * batch), where cuBLAS spends ~5 us per small GEMM whatever it reads
+ * batch), where cuBLAS pays a fixed cost per small GEMM whatever it reads
  * (shared/FLOORS.md). One warp per output column n: a lane issues all of its
- * 16-byte weight loads of a stretch of the row before any arithmetic (that is
- * what reached 3.07 TB/s in the FLOORS.md probe; the LM head streams at
- * 3.9 TB/s this way), then multiplies them with the m input rows in f32 and
- * the warp sums. (Loading the next stretch before multiplying the current one
- * made the down projection slower on the H200: fewer warps fit.)
+ * 16-byte weight loads of a stretch of the row before any arithmetic (what
+ * streams weights nearest the copy bandwidth), then multiplies them with the m
+ * input rows in f32 and the warp sums. (Loading the next stretch before
+ * multiplying the current one would cost registers, so fewer warps fit.)
  *
  * Each launch costs a ramp of a few microseconds that the small projections
  * (QKV, O: 8-10 MB) cannot amortise, so the kernel removes launches instead:
@@ -19,8 +18,7 @@
  *   before griddepcontrol.wait, so they overlap the previous kernel's tail.
  * - persistent: no more CTAs than fit at once, each looping over column
  *   groups (see gemv_kernel), so that the norm prologue, the launch and the
- *   first load latency are paid once per CTA and not once per wave: gate/up
- *   ran 2.7 waves of one group per CTA at 2.74 TB/s. */
+ *   first load latency are paid once per CTA and not once per wave. */
 #include <atomic>
 
 #include "common.cuh"
@@ -121,8 +119,7 @@ template <int M> __device__ __forceinline__ void norm_rows(const gemv_args &a, u
 
 /* Token t's position and the offset of its row in KV head 0 of its cache
  * block, read before the PDL wait (the step's metadata: no kernel writes it),
- * so that the epilogue's stores wait on no load: batch 1 took 0.798 ms against
- * 0.802 on the H200, batch 2 0.980 against 0.991 (round 15). */
+ * so that the epilogue's stores wait on no load. */
 struct rope_slot {
     int pos;
     int64_t cache_off;
@@ -132,10 +129,10 @@ __device__ __forceinline__ rope_slot rope_slot_of(const gemv_args &a, int t)
 {
     rope_slot r = {a.b.token_pos[t], 0};
     if (r.pos >= 0) {
-        const int block =
-            a.b.block_tables[(int64_t)a.b.token_seq[t] * a.b.block_stride + r.pos / FOLIO_K_BLOCK];
-        r.cache_off = (int64_t)block * a.num_kv_heads * FOLIO_K_BLOCK * a.head_dim +
-                      (int64_t)(r.pos % FOLIO_K_BLOCK) * a.head_dim;
+        const int block = a.b.block_tables[(int64_t)a.b.token_seq[t] * a.b.block_stride +
+                                           r.pos / FOLIO_KV_BLOCK_SIZE];
+        r.cache_off = (int64_t)block * a.num_kv_heads * FOLIO_KV_BLOCK_SIZE * a.head_dim +
+                      (int64_t)(r.pos % FOLIO_KV_BLOCK_SIZE) * a.head_dim;
     }
     return r;
 }
@@ -158,7 +155,7 @@ __device__ __forceinline__ void rope_pair_out(const gemv_args &a, int t, int h, 
     const bool is_k = h < a.num_heads + a.num_kv_heads;
     const int kh = h - a.num_heads - (is_k ? 0 : a.num_kv_heads);
     folio_bf16_bits *dst =
-        (is_k ? a.k_cache : a.v_cache) + slot.cache_off + (int64_t)kh * FOLIO_K_BLOCK * D;
+        (is_k ? a.k_cache : a.v_cache) + slot.cache_off + (int64_t)kh * FOLIO_KV_BLOCK_SIZE * D;
     dst[i] = x1;
     dst[i + half] = x2;
 }
@@ -210,15 +207,12 @@ template <int M, bool GLU> constexpr int gemv_min_ctas()
 }
 
 /* Persistent: the grid is at most as many CTAs as fit resident at once, and
- * CTA b computes the column groups b, b + gridDim.x, ... A grid of one CTA per
- * group ran 2.7 waves for gate/up (46 MB, 704 CTAs at 2 per SM): each later
- * wave paid its launch, the norm prologue and its first load latency without
- * overlap, and only the first wave's loads overlapped the previous kernel
- * (16.9 us, 2.74 TB/s against the 4.25 of a copy). Here the norm runs once per
+ * CTA b computes the column groups b, b + gridDim.x, ... With one CTA per group
+ * the large projections run several waves, each later one paying its launch,
+ * the norm prologue and its first load latency without overlap. Here the norm runs once per
  * CTA, and a warp issues its next group's first stretch before this group's
  * reduction and epilogue. Each output value is computed by the same float
- * operations in the same order whichever CTA computes it; gridDim.x == groups
- * (FOLIO_GEMV_PERSIST=0) is the one-group-per-CTA grid.
+ * operations in the same order whichever CTA computes it.
  * GLU: the warp reads weight rows col (gate) and n + col (up) and writes
  * bf16(bf16(silu(bf16(gate))) * bf16(up)) for its column.
  * ROPE: the CTA's warps w and w + 4 compute the columns c1 and c1 + D/2 of
@@ -255,9 +249,7 @@ __global__ void __launch_bounds__(GEMV_WARPS * 32, (gemv_min_ctas<M, GLU>()))
             freq = a.inv_freq[rope_i];
     }
     /* The norm weight, which no kernel of the step writes, is read before the
-     * wait: after it, the norm's chain of loads is one round trip shorter.
-     * With the combine kernel's loads issued at once, batch 1 took 0.802 ms
-     * against 0.822 on the H200, batch 2 0.994 against 1.018 (round 15). */
+     * wait: after it, the norm's chain of loads is one round trip shorter. */
     if (NORM) { /* cp.async: no register waits on it */
         for (int v = threadIdx.x; v < k8; v += GEMV_WARPS * 32)
             cp_async_16((folio_bf16_bits *)(xs + M * k8 + v), a.norm_w + 8 * v, 16);
@@ -270,8 +262,7 @@ __global__ void __launch_bounds__(GEMV_WARPS * 32, (gemv_min_ctas<M, GLU>()))
         /* The input rows (written by the kernel before) into shared memory,
          * all at once: read in the loop below, each stretch's loads waited
          * one after the other behind its branch (up to 8 round trips a
-         * stretch for the O and down projections). On the H200: batch 1
-         * 0.789 ms against 0.797, batch 2 0.938 against 0.984 (round 15). */
+         * stretch for the O and down projections). */
         for (int i = threadIdx.x; i < M * k8; i += GEMV_WARPS * 32) {
             const int t = i / k8, v = i - t * k8;
             cp_async_16((folio_bf16_bits *)(xs + i), a.x + (int64_t)t * a.k + 8 * v, 16);
@@ -427,7 +418,7 @@ static cudaError_t resident_ctas(size_t smem, unsigned *ctas)
 }
 
 template <int M, bool GLU, bool NORM, bool ROPE = false>
-static cudaError_t launch3(gemv_args a, bool pdl, bool persist, cudaStream_t s)
+static cudaError_t launch3(gemv_args a, bool pdl, cudaStream_t s)
 {
     const int cols = GEMV_WARPS / a.ks; /* output columns per CTA (ROPE: 4 pairs) */
     a.groups = (a.n + cols - 1) / cols;
@@ -448,60 +439,55 @@ static cudaError_t launch3(gemv_args a, bool pdl, bool persist, cudaStream_t s)
             return e;
         carveout_set.store(true);
     }
-    unsigned blocks = (unsigned)a.groups;
-    if (persist) { /* at most the CTAs that fit at once, each looping over its groups */
-        unsigned resident = 0;
-        cudaError_t e = resident_ctas<M, GLU, NORM, ROPE>(smem, &resident);
-        if (e != cudaSuccess)
-            return e;
-        if (resident > 0 && resident < blocks)
-            blocks = resident;
-    }
+    /* At most the CTAs that fit at once, each looping over its groups. */
+    unsigned blocks = (unsigned)a.groups, resident = 0;
+    cudaError_t e = resident_ctas<M, GLU, NORM, ROPE>(smem, &resident);
+    if (e != cudaSuccess)
+        return e;
+    if (resident > 0 && resident < blocks)
+        blocks = resident;
     return launch_pdl(gemv_kernel<M, GLU, NORM, ROPE>, dim3(blocks), dim3(GEMV_WARPS * 32), smem, s,
                       pdl, a);
 }
 
 template <int M>
-static cudaError_t launch_m(const gemv_args &a, bool glu, bool rope, bool pdl, bool persist,
-                            cudaStream_t s)
+static cudaError_t launch_m(const gemv_args &a, bool glu, bool rope, bool pdl, cudaStream_t s)
 {
     if (rope)
-        return launch3<M, false, true, true>(a, pdl, persist, s);
+        return launch3<M, false, true, true>(a, pdl, s);
     if (a.norm_w)
-        return glu ? launch3<M, true, true>(a, pdl, persist, s)
-                   : launch3<M, false, true>(a, pdl, persist, s);
-    return glu ? launch3<M, true, false>(a, pdl, persist, s)
-               : launch3<M, false, false>(a, pdl, persist, s);
+        return glu ? launch3<M, true, true>(a, pdl, s) : launch3<M, false, true>(a, pdl, s);
+    return glu ? launch3<M, true, false>(a, pdl, s) : launch3<M, false, false>(a, pdl, s);
 }
 
-static cudaError_t dispatch(const gemv_args &a, int m, bool glu, bool rope, bool pdl, bool persist,
+static cudaError_t dispatch(const gemv_args &a, int m, bool glu, bool rope, bool pdl,
                             cudaStream_t s)
 {
     cudaError_t e;
     switch (m) {
     case 1:
-        e = launch_m<1>(a, glu, rope, pdl, persist, s);
+        e = launch_m<1>(a, glu, rope, pdl, s);
         break;
     case 2:
-        e = launch_m<2>(a, glu, rope, pdl, persist, s);
+        e = launch_m<2>(a, glu, rope, pdl, s);
         break;
     case 3:
-        e = launch_m<3>(a, glu, rope, pdl, persist, s);
+        e = launch_m<3>(a, glu, rope, pdl, s);
         break;
     case 4:
-        e = launch_m<4>(a, glu, rope, pdl, persist, s);
+        e = launch_m<4>(a, glu, rope, pdl, s);
         break;
     case 5:
-        e = launch_m<5>(a, glu, rope, pdl, persist, s);
+        e = launch_m<5>(a, glu, rope, pdl, s);
         break;
     case 6:
-        e = launch_m<6>(a, glu, rope, pdl, persist, s);
+        e = launch_m<6>(a, glu, rope, pdl, s);
         break;
     case 7:
-        e = launch_m<7>(a, glu, rope, pdl, persist, s);
+        e = launch_m<7>(a, glu, rope, pdl, s);
         break;
     default:
-        e = launch_m<8>(a, glu, rope, pdl, persist, s);
+        e = launch_m<8>(a, glu, rope, pdl, s);
         break;
     }
     return e != cudaSuccess ? e : cudaGetLastError();
@@ -510,20 +496,18 @@ static cudaError_t dispatch(const gemv_args &a, int m, bool glu, bool rope, bool
 extern "C" cudaError_t folio_k_gemv(void *y, const folio_bf16_bits *x, const folio_bf16_bits *add,
                                     const folio_bf16_bits *norm_w, float eps, const int32_t *rows,
                                     folio_bf16_bits *res_out, const folio_bf16_bits *w, int m,
-                                    int n, int k, int out_f32, int gate_up_silu,
-                                    struct folio_k_gemv_opts o, cudaStream_t s)
+                                    int n, int k, int out_f32, int gate_up_silu, int pdl,
+                                    cudaStream_t s)
 {
     if (m <= 0)
         return cudaSuccess;
-    if (m > FOLIO_K_GEMV_MAX_ROWS || n <= 0 || k <= 0 || k % 8 != 0 || (res_out && res_out == x) ||
-        (o.split_k != 0 && o.split_k != 1 && o.split_k != 2 && o.split_k != 4 && o.split_k != 8))
+    if (m > FOLIO_K_GEMV_MAX_ROWS || n <= 0 || k <= 0 || k % 8 != 0 || (res_out && res_out == x))
         return cudaErrorInvalidValue;
-    /* Auto: enough warps per column that each loads its share of the row in one
-     * stretch (the down projection's 11 KB rows took three dependent rounds). */
-    int ks = o.split_k;
-    if (ks == 0)
-        for (ks = 1; ks < GEMV_WARPS && k / 8 > ks * 32 * GEMV_UNROLL; ks *= 2)
-            ;
+    /* Enough warps per column that each loads its share of the row in one
+     * stretch (long rows would otherwise take several dependent rounds). */
+    int ks = 1;
+    while (ks < GEMV_WARPS && k / 8 > ks * 32 * GEMV_UNROLL)
+        ks *= 2;
     gemv_args a = {};
     a.y = y;
     a.x = x;
@@ -537,7 +521,7 @@ extern "C" cudaError_t folio_k_gemv(void *y, const folio_bf16_bits *x, const fol
     a.k = k;
     a.ks = ks;
     a.out_f32 = out_f32 != 0;
-    return dispatch(a, m, gate_up_silu != 0, false, o.pdl != 0, o.persist != 0, s);
+    return dispatch(a, m, gate_up_silu != 0, false, pdl != 0, s);
 }
 
 extern "C" cudaError_t
@@ -545,8 +529,7 @@ folio_k_gemv_qkv_rope(folio_bf16_bits *qkv, const folio_bf16_bits *x, const foli
                       const folio_bf16_bits *norm_w, float eps, folio_bf16_bits *res_out,
                       const folio_bf16_bits *w, int k, folio_bf16_bits *k_cache,
                       folio_bf16_bits *v_cache, const float *inv_freq, struct folio_k_batch b,
-                      int num_heads, int num_kv_heads, int head_dim, struct folio_k_gemv_opts o,
-                      cudaStream_t s)
+                      int num_heads, int num_kv_heads, int head_dim, int pdl, cudaStream_t s)
 {
     const int m = b.num_tokens, n = (num_heads + 2 * num_kv_heads) * head_dim;
     if (m <= 0)
@@ -573,5 +556,5 @@ folio_k_gemv_qkv_rope(folio_bf16_bits *qkv, const folio_bf16_bits *x, const foli
     a.num_heads = num_heads;
     a.num_kv_heads = num_kv_heads;
     a.head_dim = head_dim;
-    return dispatch(a, m, false, true, o.pdl != 0, o.persist != 0, s);
+    return dispatch(a, m, false, true, pdl != 0, s);
 }

@@ -42,10 +42,7 @@ __device__ __forceinline__ uint32_t movmatrix_trans(uint32_t x)
 
 /* 16 bytes global -> shared; src_bytes 0 writes zeros and reads nothing.
  * L2::128B: the L2 fetches the copy's whole 128-byte line from memory at
- * once. On the H200 (bench/results/2026-12-01-cuda-round20.md, 3 rounds):
- * b256 2.3221 ms against 2.3412, b64 1.1944 against 1.2049, b1 equal; the
- * decode attention alone at b256 0.0429-0.0437 ms against 0.0436-0.0443.
- * L2::256B was slower (b64 1.2179, b1 0.8057). */
+ * once, fewer requests to memory for the same bytes (L2::256B was slower). */
 __device__ __forceinline__ void cp_async_16(folio_bf16_bits *dst, const folio_bf16_bits *src,
                                             int src_bytes)
 {

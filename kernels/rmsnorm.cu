@@ -48,7 +48,7 @@ __device__ __forceinline__ void add_vec(folio_bf16_bits *re, const folio_bf16_bi
  * 256 threads) stay in registers across the reduction, with their weights
  * loaded before it: the second pass then reads nothing, where re-reading the
  * residual and the weight after the block sum added a memory round trip to a
- * kernel that is all latency (about 3 us at batch 64 on the H200). */
+ * kernel that is all latency. */
 #define KEEP 2
 
 /* src[v] (+ the added operand) into rv; written to res[v] when rows is NULL

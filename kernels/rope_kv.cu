@@ -7,11 +7,8 @@
 
 /* Grid (token, group of ROPE_THREADS * P rotation pairs): P adjacent pairs per
  * thread (2 where head_dim / 2 is even: 4-byte loads and stores), so a token's
- * 1-2 thousand pairs do not queue behind one CTA (one CTA per token took ~7 us
- * at batch 1), and a batch of 256 tokens is one wave of CTAs, not two. On the
- * H200 two pairs a thread made the step at batch 8 1.012 ms against 1.017,
- * batch 64 1.238 against 1.246, batch 256 2.382 against 2.396 (round 15). The
- * CTAs of group 0 also copy the token's V. */
+ * 1-2 thousand pairs do not queue behind one CTA, and a batch of 256 tokens is
+ * one wave of CTAs, not two. The CTAs of group 0 also copy the token's V. */
 #define ROPE_THREADS 128
 
 /* Values col .. col + P - 1 of token t's projection: qkv itself, or
@@ -87,8 +84,7 @@ __global__ void __launch_bounds__(ROPE_THREADS)
      * read before the wait for the projection when launched with programmatic
      * dependent launch (pdl): after it, one round trip for q, k and v and no
      * sinf/cosf. Otherwise q, k and v go out with the position: two round
-     * trips in all, not three. On the H200 the early metadata made batch 8
-     * 0.999 ms against 1.009 and batch 64 1.233 against 1.238 (round 15). */
+     * trips in all, not three. */
     int pos = b.token_pos[t], seq = b.token_seq[t];
     folio_bf16_bits x1[P] = {}, x2[P] = {};
     uint32_t cs[P] = {};
@@ -103,7 +99,8 @@ __global__ void __launch_bounds__(ROPE_THREADS)
             qkv_values<P>(x2, row, prow, splits, split_stride, h * head_dim + i + half);
         }
     }
-    int block = pos >= 0 ? b.block_tables[(int64_t)seq * b.block_stride + pos / FOLIO_K_BLOCK] : 0;
+    int block =
+        pos >= 0 ? b.block_tables[(int64_t)seq * b.block_stride + pos / FOLIO_KV_BLOCK_SIZE] : 0;
     pdl_wait();
     if (pos < 0)
         return; /* padding row of a CUDA-graph bucket */
@@ -111,8 +108,8 @@ __global__ void __launch_bounds__(ROPE_THREADS)
         qkv_values<P>(x1, row, prow, splits, split_stride, h * head_dim + i);
         qkv_values<P>(x2, row, prow, splits, split_stride, h * head_dim + i + half);
     }
-    int64_t cache_base = (int64_t)block * num_kv_heads * FOLIO_K_BLOCK * head_dim +
-                         (int64_t)(pos % FOLIO_K_BLOCK) * head_dim;
+    int64_t cache_base = (int64_t)block * num_kv_heads * FOLIO_KV_BLOCK_SIZE * head_dim +
+                         (int64_t)(pos % FOLIO_KV_BLOCK_SIZE) * head_dim;
     if (pair) {
 #pragma unroll
         for (int e = 0; e < P; e++)
@@ -121,7 +118,8 @@ __global__ void __launch_bounds__(ROPE_THREADS)
         store_values<P>(x + i + half, x2);
         if (h >= num_heads) {
             int kh = h - num_heads;
-            folio_bf16_bits *dst = k_cache + cache_base + (int64_t)kh * FOLIO_K_BLOCK * head_dim;
+            folio_bf16_bits *dst =
+                k_cache + cache_base + (int64_t)kh * FOLIO_KV_BLOCK_SIZE * head_dim;
             store_values<P>(dst + i, x1);
             store_values<P>(dst + i + half, x2);
         }
@@ -135,7 +133,7 @@ __global__ void __launch_bounds__(ROPE_THREADS)
         qkv_values<P>(v, row, prow, splits, split_stride, v0 + e);
         if (prow)
             store_values<P>(row + v0 + e, v);
-        store_values<P>(v_cache + cache_base + (int64_t)kh * FOLIO_K_BLOCK * head_dim + d, v);
+        store_values<P>(v_cache + cache_base + (int64_t)kh * FOLIO_KV_BLOCK_SIZE * head_dim + d, v);
     }
 }
 

@@ -6,18 +6,15 @@
  * Why not sample.cu's kernel: it holds a 32000-entry row in the registers of
  * 1024 threads, so one CTA fills an SM and 256 rows run in two waves, and each
  * entry costs it a scalar load, its index and bound, and two passes. Here 512
- * threads a CTA (two CTAs an SM: 264 on the H200, one wave up to 256 rows) read
+ * threads a CTA (two CTAs an SM: one wave up to 256 rows on an H200) read
  * the row as float4, VEC of them a thread at a time while the next VEC are in
  * flight, and keep per thread the best entry and a running sum of exp(l - m)
  * over its own running max m (rescaled when m grows: the online softmax),
  * merged over the block at the end. sample.cu's kernel, launched after it for
  * the other rows, returns at once in the rows taken here.
  *
- * On the H200 (bench/results/2026-12-02-cuda-round31.md): 256 greedy rows
- * alone 15.6 us against 21.6 for sample.cu's kernel; in a b256 step 12.1 us
- * plus 2.2 exposed for the other kernel's early returns, against 19.9. The
- * b256 greedy step did not get faster with it (1.9788 ms against 1.9765), the
- * tempered one did (2.0049 against 2.0166).
+ * Alone it is faster than sample.cu's kernel on the same rows; in a step the
+ * gain shows on tempered rows, where sample.cu's passes cost most.
  *
  * Results: the token is sample.cu's (each thread visits its entries in
  * ascending index order through fold_ascending, and the block merges through

@@ -1,7 +1,7 @@
 /* Sampling of the common rows over several CTAs a row (sample_row_splits:
  * greedy, or tempered with no filter, without penalties or top-N logprobs),
- * where sample.cu's kernel reads a whole row in one CTA (at batch 1 that took
- * 10 us of a 0.82 ms step on the H200, round 13's profile).
+ * where sample.cu's kernel reads a whole row in one CTA (at batch 1 a visible
+ * share of the step).
  *
  * Row r is cut into SPLIT_CTAS slices of consecutive entries. sample_scan_kernel
  * takes each slice's raw best (value, lowest index) and its sum of

@@ -7,8 +7,8 @@
  * the product of two bf16 values, exact in float, is rounded by the packed bf16
  * multiply as the float multiply and a conversion would round it. With SCALE,
  * gate and up are first multiplied by inv and rounded to bf16 (the normed row's
- * GEMM output). The norm kernel was bound by instructions, not by its 8.7 MB
- * of L2 traffic (Nsight Compute, bench/results/2026-12-02-cuda-round29.md). */
+ * GEMM output). The kernel is bound by its instructions, not by its L2
+ * traffic, hence the packed conversions. */
 template <bool SCALE> __device__ __forceinline__ uint4 swiglu8(uint4 g, uint4 u, float inv)
 {
     uint4 o;

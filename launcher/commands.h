@@ -5,5 +5,6 @@
 int folio_generate_main(int argc, char **argv);
 int folio_tokenize_main(int argc, char **argv);
 int folio_serve_main(int argc, char **argv);
+int folio_chat_main(int argc, char **argv);
 
 #endif

@@ -1,6 +1,7 @@
-/* `folio generate`: complete one prompt on one backend, streaming the text to
- * stdout and the timings to stderr. The smallest end-to-end path through the
- * model directory, the tokenizer and a worker backend, with no scheduler. */
+/* `folio generate`: complete one prompt (or answer one chat message) on one
+ * backend, streaming the text to stdout and the timings to stderr. The
+ * smallest end-to-end path through the model directory, the tokenizer and a
+ * worker backend, with no scheduler. */
 #include <errno.h>
 #include <limits.h>
 #include <math.h>
@@ -10,14 +11,9 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "backend.h"
 #include "commands.h"
-#include "model.h"
-#include "tokenizer.h"
-#include "clock.h"
-
-/* Prefill chunk: bounds the step's scratch memory on long prompts. */
-#define GENERATE_PREFILL_CHUNK 512
+#include "default_model.h"
+#include "local_session.h"
 
 struct generate_args {
     const char *model_dir;
@@ -28,6 +24,9 @@ struct generate_args {
     unsigned long long seed;
     bool have_seed;
     bool ignore_eos;
+    bool demo;
+    bool chat;
+    const char *system;
     long threads;
     const char *backend;
 };
@@ -35,14 +34,18 @@ struct generate_args {
 static void usage(FILE *f)
 {
     fprintf(f,
-            "usage: folio generate --model DIR --prompt TEXT --max-tokens N [options]\n"
+            "usage: folio generate [--model DIR] --prompt TEXT --max-tokens N [options]\n"
             "\n"
-            "Completes TEXT with the model in DIR (Hugging Face layout) and prints the completion\n"
-            "to stdout as it is generated; prompt/generated token counts, prefill time and decode\n"
-            "tokens/s go to stderr.\n"
+            "Completes TEXT with the model in DIR and prints the completion to stdout as it is\n"
+            "generated; prompt/generated token counts, prefill time and decode tokens/s go to\n"
+            "stderr. Without --model: SmolLM2-135M-Instruct, fetched by deploy/setup.sh.\n"
             "\n"
-            "  --model DIR          model directory (config.json, *.safetensors, tokenizer.json)\n"
+            "  --model DIR          model directory (config.json, *.safetensors, tokenizer.json),\n"
+            "                       or a .gguf file (or a folder holding one)\n"
+            "  --demo               the random demo model made at build time (for tests)\n"
             "  --prompt TEXT        the prompt (BOS added as the tokenizer config says)\n"
+            "  --chat               TEXT is a user message, sent through the chat template\n"
+            "  --system TEXT        with --chat: a system message first\n"
             "  --max-tokens N       tokens to generate at most (>= 1)\n"
             "  --temperature T      0 (the default) is greedy\n"
             "  --top-k K            keep the K most likely tokens (0: off)\n"
@@ -92,8 +95,12 @@ static int parse_args(int argc, char **argv, struct generate_args *a)
             usage(stdout);
             return 1;
         }
-        if (!strcmp(f, "--ignore-eos")) {
-            a->ignore_eos = true;
+        bool *flag = !strcmp(f, "--ignore-eos") ? &a->ignore_eos
+                     : !strcmp(f, "--demo")     ? &a->demo
+                     : !strcmp(f, "--chat")     ? &a->chat
+                                                : NULL;
+        if (flag) {
+            *flag = true;
             continue;
         }
         if (i + 1 >= argc) {
@@ -107,6 +114,8 @@ static int parse_args(int argc, char **argv, struct generate_args *a)
             a->model_dir = v;
         } else if (!strcmp(f, "--prompt")) {
             a->prompt = v;
+        } else if (!strcmp(f, "--system")) {
+            a->system = v;
         } else if (!strcmp(f, "--max-tokens")) {
             rc = parse_long(f, v, 1, INT32_MAX / 2, &a->max_tokens);
         } else if (!strcmp(f, "--temperature")) {
@@ -132,9 +141,16 @@ static int parse_args(int argc, char **argv, struct generate_args *a)
         if (rc != 0)
             return -1;
     }
-    if (!a->model_dir || !a->prompt || a->max_tokens < 0) {
-        fprintf(stderr, "folio generate: --model, --prompt and --max-tokens are required (see "
-                        "--help)\n");
+    if (!a->prompt || a->max_tokens < 0) {
+        fprintf(stderr, "folio generate: --prompt and --max-tokens are required (see --help)\n");
+        return -1;
+    }
+    if (a->model_dir && a->demo) {
+        fprintf(stderr, "folio generate: --model and --demo exclude each other\n");
+        return -1;
+    }
+    if (a->system && !a->chat) {
+        fprintf(stderr, "folio generate: --system goes with --chat\n");
         return -1;
     }
     if (strcmp(a->backend, "cpu") && strcmp(a->backend, "cuda")) {
@@ -144,41 +160,13 @@ static int parse_args(int argc, char **argv, struct generate_args *a)
     return 0;
 }
 
-static bool is_eos(const struct folio_model_config *c, int32_t eos_tok, int32_t id)
-{
-    if (id == eos_tok)
-        return true;
-    for (int i = 0; i < c->num_eos_token_ids; i++)
-        if (c->eos_token_ids[i] == id)
-            return true;
-    return false;
-}
-
-static int create_backend(const struct generate_args *a, const struct folio_model *m,
-                          const struct folio_backend_options *opt, struct folio_backend **out,
-                          char *err, size_t errlen)
-{
-    if (!strcmp(a->backend, "cuda")) {
-#ifdef FOLIO_HAVE_CUDA
-        return folio_cuda_backend_create(m, opt, out, err, errlen);
-#else
-        snprintf(err, errlen,
-                 "--backend cuda: this folio was not built with CUDA (nvcc was not found at build "
-                 "time); use --backend cpu");
-        return -1;
-#endif
-    }
-    return folio_cpu_backend_create(m, opt, out, err, errlen);
-}
-
 /* Writes the text that became complete; stdout is flushed so that the
  * completion streams. */
-static void emit(const char *s, size_t n)
+static void emit(const char *s, size_t n, void *arg)
 {
-    if (n) {
-        fwrite(s, 1, n, stdout);
-        fflush(stdout);
-    }
+    (void)arg;
+    fwrite(s, 1, n, stdout);
+    fflush(stdout);
 }
 
 int folio_generate_main(int argc, char **argv)
@@ -189,160 +177,64 @@ int folio_generate_main(int argc, char **argv)
         return prc > 0 ? 0 : 2;
 
     char err[512];
+    if (!a.model_dir && !(a.model_dir = folio_default_model(a.demo, err, sizeof err))) {
+        fprintf(stderr, "folio generate: %s\n", err);
+        return 2;
+    }
+    size_t prompt_len = strlen(a.prompt);
+    struct folio_session_options so = {.model_dir = a.model_dir,
+                                       .backend = a.backend,
+                                       .threads = (int)a.threads,
+                                       /* room for this prompt: no more tokens than bytes, plus
+                                        * the special tokens and a chat template's frame */
+                                       .max_context = (int)(prompt_len + 256 + a.max_tokens)};
+    struct folio_session *s = NULL;
+    int32_t *ids = NULL;
+    size_t n = 0;
+    struct folio_generation g = {0};
     int rc = 1;
-    struct folio_model *model = NULL;
-    struct folio_tokenizer *tok = NULL;
-    struct folio_backend *be = NULL;
-    struct folio_detok *detok = NULL;
-    int32_t *prompt_ids = NULL, *blocks = NULL;
-    size_t n_prompt = 0;
-
-    if (folio_model_open(a.model_dir, &model, err, sizeof err) != 0) {
-        fprintf(stderr, "folio generate: %s\n", err);
-        goto done;
+    if (folio_session_open(&so, &s, err, sizeof err) != 0)
+        goto fail;
+    if (a.chat) {
+        struct folio_chat_message msgs[2] = {{"system", a.system}, {"user", a.prompt}};
+        ids = folio_session_chat_prompt(s, a.system ? msgs : msgs + 1, a.system ? 2 : 1, &n, err,
+                                        sizeof err);
+    } else {
+        ids = folio_session_encode(s, a.prompt, &n, err, sizeof err);
     }
-    if (folio_tokenizer_load(a.model_dir, &tok, err, sizeof err) != 0) {
-        fprintf(stderr, "folio generate: %s\n", err);
-        goto done;
+    if (!ids)
+        goto fail;
+    if (n == 0) {
+        snprintf(err, sizeof err,
+                 "the prompt gives no tokens (and the tokenizer adds no BOS); "
+                 "give a non-empty --prompt");
+        goto fail;
     }
-    const struct folio_model_config *cfg = &model->config;
-    prompt_ids = folio_tokenizer_encode(tok, a.prompt, strlen(a.prompt), true, &n_prompt);
-    if (!prompt_ids) {
-        fprintf(stderr, "folio generate: out of memory tokenizing the prompt\n");
-        goto done;
-    }
-    if (n_prompt == 0) {
-        fprintf(stderr, "folio generate: the prompt gives no tokens (and the tokenizer adds no "
-                        "BOS); give a non-empty --prompt\n");
-        goto done;
-    }
-    for (size_t i = 0; i < n_prompt; i++) {
-        if (prompt_ids[i] < 0 || prompt_ids[i] >= cfg->vocab_size) {
-            fprintf(stderr,
-                    "folio generate: the tokenizer gave id %d, outside the model's vocab "
-                    "of %d: tokenizer.json does not match config.json\n",
-                    prompt_ids[i], cfg->vocab_size);
-            goto done;
-        }
-    }
-    long total = (long)n_prompt + a.max_tokens;
-    if (total > cfg->max_position_embeddings) {
-        fprintf(stderr,
-                "folio generate: prompt (%zu tokens) + --max-tokens %ld exceeds the "
-                "model's max_position_embeddings %d\n",
-                n_prompt, a.max_tokens, cfg->max_position_embeddings);
-        goto done;
-    }
-
-    int32_t num_blocks = (int32_t)((total + FOLIO_KV_BLOCK_SIZE - 1) / FOLIO_KV_BLOCK_SIZE);
-    int chunk = n_prompt < GENERATE_PREFILL_CHUNK ? (int)n_prompt : GENERATE_PREFILL_CHUNK;
-    struct folio_backend_options opt = {
-        .max_seqs = 1,
-        .max_num_tokens = chunk,
-        .num_kv_blocks = num_blocks,
-        .num_threads = (int)a.threads,
-    };
-    if (create_backend(&a, model, &opt, &be, err, sizeof err) != 0) {
-        fprintf(stderr, "folio generate: %s\n", err);
-        goto done;
-    }
-    blocks = malloc((size_t)num_blocks * sizeof *blocks);
-    detok = folio_detok_new(tok, true);
-    if (!blocks || !detok) {
-        fprintf(stderr, "folio generate: out of memory\n");
-        goto done;
-    }
-    for (int32_t i = 0; i < num_blocks; i++)
-        blocks[i] = i;
-
     uint64_t seed = a.have_seed ? a.seed : (uint64_t)time(NULL) ^ ((uint64_t)getpid() << 32);
-    struct folio_step_seq seq = {
-        .slot = 0,
-        .num_blocks = num_blocks,
-        .block_table = blocks,
-        .sampling = {.temperature = (float)a.temperature,
-                     .top_k = (int32_t)a.top_k,
-                     .top_p = (float)a.top_p,
-                     .min_p = (float)a.min_p,
-                     .repetition_penalty = 1.0f,
-                     .seed = seed},
-    };
-    int32_t sampled = -1;
-    float logprob;
-    struct folio_step_result res = {.token_ids = &sampled, .logprobs = &logprob};
-    struct folio_step_batch batch = {.num_seqs = 1, .seqs = &seq};
-
-    /* Prefill, in chunks; the last one samples the first generated token. */
-    double t0 = folio_mono_s();
-    for (size_t done_tok = 0; done_tok < n_prompt;) {
-        int n = (int)(n_prompt - done_tok < (size_t)chunk ? n_prompt - done_tok : (size_t)chunk);
-        done_tok += (size_t)n;
-        seq.num_new_tokens = n;
-        seq.context_len = (int32_t)done_tok;
-        seq.sample = done_tok == n_prompt;
-        batch.num_tokens = n;
-        batch.token_ids = prompt_ids + done_tok - n;
-        if (folio_backend_step(be, &batch, &res, err, sizeof err) != 0) {
-            fprintf(stderr, "folio generate: prefill: %s\n", err);
-            goto done;
-        }
-    }
-    double t_first = folio_mono_s();
-
-    long generated = 0;
-    int32_t eos_tok = folio_tokenizer_eos_id(tok);
-    for (;;) {
-        generated++;
-        bool stop = !a.ignore_eos && is_eos(cfg, eos_tok, sampled);
-        if (!stop) {
-            char *text = NULL;
-            size_t len = 0;
-            if (folio_detok_push(detok, sampled, &text, &len) != 0) {
-                fprintf(stderr, "folio generate: token %d is outside the tokenizer's vocab\n",
-                        sampled);
-                free(text);
-                goto done;
-            }
-            emit(text, len);
-            free(text);
-        }
-        if (stop || generated == a.max_tokens)
-            break;
-        seq.num_new_tokens = 1;
-        seq.context_len = (int32_t)(n_prompt + (size_t)generated);
-        seq.sample = true;
-        seq.output_index = (int32_t)generated;
-        batch.num_tokens = 1;
-        batch.token_ids = &sampled; /* read by launch before it writes the new one */
-        if (folio_backend_step(be, &batch, &res, err, sizeof err) != 0) {
-            fprintf(stderr, "folio generate: decode step %ld: %s\n", generated, err);
-            goto done;
-        }
-    }
-    double t_end = folio_mono_s();
-    char *tail = NULL;
-    size_t tail_len = 0;
-    if (folio_detok_finish(detok, &tail, &tail_len) == 0)
-        emit(tail, tail_len);
-    free(tail);
-    emit("\n", 1);
-
-    double prefill_s = t_first - t0, decode_s = t_end - t_first;
+    struct folio_sampling_params sp = {.temperature = (float)a.temperature,
+                                       .top_k = (int32_t)a.top_k,
+                                       .top_p = (float)a.top_p,
+                                       .min_p = (float)a.min_p,
+                                       .repetition_penalty = 1.0f,
+                                       .seed = seed};
+    if (folio_session_generate(s, ids, n, a.max_tokens, &sp, a.ignore_eos, emit, NULL, &g, err,
+                               sizeof err) != 0)
+        goto fail;
+    emit("\n", 1, NULL);
     fprintf(stderr,
             "prompt tokens: %zu, generated tokens: %ld\n"
             "prefill: %.1f ms (%.1f tokens/s)\n"
             "decode: %.1f tokens/s (%ld tokens in %.1f ms after the first)\n",
-            n_prompt, generated, prefill_s * 1e3, (double)n_prompt / prefill_s,
-            generated > 1 ? (double)(generated - 1) / decode_s : 0.0, generated - 1,
-            decode_s * 1e3);
+            n, g.generated, g.prefill_s * 1e3, (double)n / g.prefill_s,
+            g.generated > 1 ? (double)(g.generated - 1) / g.decode_s : 0.0, g.generated - 1,
+            g.decode_s * 1e3);
     rc = 0;
+    goto done;
+fail:
+    fprintf(stderr, "folio generate: %s\n", err);
 done:
-    folio_detok_free(detok);
-    free(blocks);
-    free(prompt_ids);
-    if (be)
-        be->ops->destroy(be);
-    folio_tokenizer_free(tok);
-    folio_model_close(model);
+    free(g.text);
+    free(ids);
+    folio_session_close(s);
     return rc;
 }

@@ -11,6 +11,7 @@ static const struct {
 } commands[] = {
     {"serve", folio_serve_main, "serve a model over an OpenAI-compatible HTTP API"},
     {"generate", folio_generate_main, "complete one prompt and print tokens/s"},
+    {"chat", folio_chat_main, "chat with the model in the terminal, replies streamed"},
     {"tokenize", folio_tokenize_main, "JSON strings in, JSON id arrays out (--decode: reverse)"},
 };
 

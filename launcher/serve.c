@@ -26,17 +26,18 @@
 
 #include "commands.h"
 #include "clock.h"
-
-#ifndef FOLIO_DEMO_MODEL_DIR
-#define FOLIO_DEMO_MODEL_DIR ""
-#endif
+#include "default_model.h"
+#include "gguf.h"
+#include "scheduler_watch.h"
 
 #define MAX_FRONTENDS 64
 #define MAX_ARGS 96
 #define BACKOFF_MIN_S 0.1
 #define BACKOFF_MAX_S 5.0
-#define HEALTHY_AFTER_S 30.0 /* a child up this long has its back-off reset */
-#define EXIT_USAGE 2         /* a child that exits 2 was misconfigured: not restarted */
+#define HEALTHY_AFTER_S 30.0      /* a child up this long has its back-off reset */
+#define EXIT_USAGE 2              /* a child that exits 2 was misconfigured: not restarted */
+#define SCHED_SILENT_S 5.0        /* a scheduler that answered once, silent this long: restarted */
+#define SCHED_FIRST_ANSWER_S 60.0 /* the same for one that never answered since it started */
 
 struct child {
     char name[32];
@@ -51,6 +52,7 @@ struct child {
 
 struct serve_options {
     const char *model;
+    bool demo;
     const char *host;
     const char *port;
     int frontends;
@@ -82,17 +84,20 @@ static void logf_(const char *fmt, ...)
 
 static void usage(FILE *f)
 {
-    fprintf(f, "usage: folio serve [--model DIR] [--host ADDR] [--port 8000] [--frontends N]\n"
-               "                   [--backend cpu|cuda] [--tls-cert FILE --tls-key FILE]\n"
-               "                   [--served-model-name NAME] [--drain-seconds 30]\n"
-               "                   [scheduler options...]\n\n"
-               "Serves the model in DIR (Hugging Face layout) over an OpenAI-compatible API.\n"
-               "Without --model it serves the small demo model made at build time (random\n"
-               "weights: the text is noise, the serving path is real).\n"
-               "Any other --flag [VALUE] is passed to folio-scheduler as given, e.g.\n"
-               "--max-num-seqs, --max-num-batched-tokens, --num-kv-blocks,\n"
-               "--gpu-memory-utilization, --threads, --max-waiting-requests, --simulate\n"
-               "(see folio-scheduler --help).\n");
+    fprintf(
+        f, "usage: folio serve [--model DIR | --demo] [--host ADDR] [--port 8000] [--frontends N]\n"
+           "                   [--backend cpu|cuda] [--tls-cert FILE --tls-key FILE]\n"
+           "                   [--served-model-name NAME] [--drain-seconds 30]\n"
+           "                   [scheduler options...]\n\n"
+           "Serves the model in DIR (Hugging Face layout, or a .gguf file or a folder\n"
+           "holding one) over an OpenAI-compatible API.\n"
+           "Without --model it serves SmolLM2-135M-Instruct, which deploy/setup.sh fetches;\n"
+           "--demo serves the small demo model made at build time instead (random weights,\n"
+           "for tests: the text is noise, the serving path is real).\n"
+           "Any other --flag [VALUE] is passed to folio-scheduler as given, e.g.\n"
+           "--max-num-seqs, --max-num-batched-tokens, --num-kv-blocks,\n"
+           "--gpu-memory-utilization, --threads, --max-waiting-requests, --simulate\n"
+           "(see folio-scheduler --help).\n");
 }
 
 static int parse_options(int argc, char **argv, struct serve_options *o)
@@ -108,6 +113,10 @@ static int parse_options(int argc, char **argv, struct serve_options *o)
         if (strncmp(a, "--", 2) != 0) {
             fprintf(stderr, "folio serve: expected --flag [VALUE], got '%s'\n", a);
             return -1;
+        }
+        if (!strcmp(a, "--demo")) {
+            o->demo = true;
+            continue;
         }
         /* A scheduler flag without a value (--simulate) is passed alone. */
         bool has_value = i + 1 < argc && strncmp(argv[i + 1], "--", 2) != 0;
@@ -175,19 +184,32 @@ static int parse_options(int argc, char **argv, struct serve_options *o)
         fprintf(stderr, "folio serve: --tls-cert and --tls-key go together\n");
         return -1;
     }
+    if (o->model && o->demo) {
+        fprintf(stderr, "folio serve: --model and --demo exclude each other\n");
+        return -1;
+    }
     if (!o->model) {
-        o->model = FOLIO_DEMO_MODEL_DIR;
-        if (!*o->model || access(o->model, R_OK) != 0) {
-            fprintf(stderr, "folio serve: no --model given and the demo model was not built\n");
+        char err[512];
+        o->model = folio_default_model(o->demo, err, sizeof err);
+        if (!o->model) {
+            fprintf(stderr, "folio serve: %s\n", err);
             return -1;
         }
-        logf_("no --model: serving the demo model %s", o->model);
+        logf_("no --model: serving %s", o->model);
     }
-    char cfg[PATH_MAX];
+    char cfg[PATH_MAX], err[512];
+    int is_gguf = folio_gguf_resolve(o->model, cfg, sizeof cfg, err, sizeof err);
+    if (is_gguf != 0) {
+        if (is_gguf < 0)
+            fprintf(stderr, "folio serve: %s\n", err);
+        return is_gguf < 0 ? -1 : 0;
+    }
     snprintf(cfg, sizeof cfg, "%s/config.json", o->model);
     if (access(cfg, R_OK) != 0) {
-        fprintf(stderr, "folio serve: %s: %s (is --model a Hugging Face model directory?)\n", cfg,
-                strerror(errno));
+        fprintf(stderr,
+                "folio serve: %s: %s (is --model a Hugging Face model directory or a .gguf "
+                "file?)\n",
+                cfg, strerror(errno));
         return -1;
     }
     return 0;
@@ -270,8 +292,50 @@ static void cleanup(const char *run_dir, const char *instance)
     }
 }
 
+/* The children's drain, shorter than the launcher's own: they end what is
+ * still open (an error event and [DONE] for a stream) before the launcher's
+ * SIGKILL would cut it. Whole seconds: the frontend takes no fractions. */
+static int child_drain_seconds(double drain)
+{
+    return (int)(drain >= 4 ? drain - 1 : drain / 2);
+}
+
+/* The ctl URL the scheduler listens on: its default in the run directory,
+ * unless --ctl-url was passed through to it. */
+static void scheduler_ctl_url(const struct serve_options *o, const char *run_dir, char *out,
+                              size_t len)
+{
+    for (int i = 0; i + 1 < o->num_passthrough; i++)
+        if (!strcmp(o->passthrough[i], "--ctl-url")) {
+            snprintf(out, len, "%s", o->passthrough[i + 1]);
+            return;
+        }
+    snprintf(out, len, "ipc://%s/scheduler-ctl.ipc", run_dir);
+}
+
+/* A scheduler that is alive but has not answered the heartbeat for too long
+ * (stopped, deadlocked) is killed with its worker; the usual restart follows. */
+static void check_scheduler_heartbeat(struct child *s, struct folio_sched_watch *w)
+{
+    if (!w || s->pid <= 0)
+        return;
+    double now = folio_mono_s(), last = folio_sched_watch_last_answer(w);
+    bool answered = last > s->started_at;
+    double silent = now - (answered ? last : s->started_at);
+    if (silent < (answered ? SCHED_SILENT_S : SCHED_FIRST_ANSWER_S))
+        return;
+    logf_("%s pid=%d not answering for %.1f s (stopped or hung): SIGKILL and restart", s->name,
+          (int)s->pid, silent);
+    kill(-s->pid, SIGKILL);
+    kill(s->pid, SIGKILL);
+    s->started_at = now; /* no second kill while it is reaped */
+}
+
 int folio_serve_main(int argc, char **argv)
 {
+    /* A closed stdout or stderr (`folio serve | head`) must not kill the
+     * server: log writes fail with EPIPE instead. Children inherit this. */
+    signal(SIGPIPE, SIG_IGN);
     struct serve_options o;
     if (parse_options(argc, argv, &o) != 0)
         return EXIT_USAGE;
@@ -322,6 +386,9 @@ int folio_serve_main(int argc, char **argv)
     add_flag(s, "--backend", o.backend);
     add_flag(s, "--run-dir", run_dir);
     add_flag(s, "--instance", instance);
+    char child_drain[32];
+    snprintf(child_drain, sizeof child_drain, "%d", child_drain_seconds(o.drain_seconds));
+    add_flag(s, "--drain-seconds", child_drain);
     for (int i = 0; i < o.num_passthrough; i++)
         add_arg(s, o.passthrough[i]);
 
@@ -338,6 +405,7 @@ int folio_serve_main(int argc, char **argv)
         add_flag(f, "--frontend-id", id);
         add_flag(f, "--run-dir", run_dir);
         add_flag(f, "--instance", instance);
+        add_flag(f, "--drain-seconds", child_drain);
         if (o.tls_cert) {
             add_flag(f, "--tls-cert", o.tls_cert);
             add_flag(f, "--tls-key", o.tls_key);
@@ -352,6 +420,12 @@ int folio_serve_main(int argc, char **argv)
         if (start_child(&children[i]) != 0)
             rc = 1;
     }
+
+    char ctl_url[PATH_MAX + 32], werr[256];
+    scheduler_ctl_url(&o, run_dir, ctl_url, sizeof ctl_url);
+    struct folio_sched_watch *watch = NULL;
+    if (folio_sched_watch_start(ctl_url, &watch, werr, sizeof werr) != 0)
+        logf_("no heartbeat on the scheduler: %s", werr);
 
     bool stopping = rc != 0;
     double deadline = 0;
@@ -380,8 +454,11 @@ int folio_serve_main(int argc, char **argv)
             deadline = folio_mono_s() + 5;
         }
 
-        /* Sleep until a signal or the next restart. */
-        double wake = stopping ? deadline : folio_mono_s() + 3600;
+        if (!stopping)
+            check_scheduler_heartbeat(s, watch);
+
+        /* Sleep until a signal, the next restart or heartbeat check. */
+        double wake = stopping ? deadline : folio_mono_s() + 0.5;
         for (int i = 0; i < nchildren; i++)
             if (!stopping && children[i].restart_at > 0 && children[i].restart_at < wake)
                 wake = children[i].restart_at;
@@ -442,6 +519,7 @@ int folio_serve_main(int argc, char **argv)
             }
     }
 
+    folio_sched_watch_stop(watch);
     cleanup(run_dir, instance);
     for (int i = 0; i < nchildren; i++)
         for (int j = 0; j < children[i].argc; j++)

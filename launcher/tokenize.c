@@ -19,17 +19,23 @@
 
 static void usage(FILE *f)
 {
-    fprintf(f, "usage: folio tokenize --model DIR [--no-special] [--decode [--skip-special]]\n"
+    fprintf(f, "usage: folio tokenize --model PATH [--no-special] [--decode [--skip-special] "
+               "[--stream]]\n"
                "\n"
                "Reads one JSON value per line on stdin and answers one line each on stdout:\n"
                "  encode (default): a JSON string in, its token ids out as a JSON array\n"
                "  --decode:         a JSON array of ids in, the text out as a JSON string\n"
                "\n"
                "options:\n"
-               "  --model DIR      directory with tokenizer.json (and tokenizer_config.json)\n"
+               "  --model PATH     directory with tokenizer.json (and tokenizer_config.json),\n"
+               "                   or a .gguf file (or a directory holding one)\n"
                "  --no-special     encode without the special tokens (BOS) of the template\n"
                "  --decode         decode instead of encode\n"
                "  --skip-special   when decoding, leave out special tokens such as <s>\n"
+               "  --info           print the tokenizer's vocab size, BOS/EOS and chat template\n"
+               "                   as one JSON object, and read nothing\n"
+               "  --stream         when decoding, feed the ids one at a time to the streaming\n"
+               "                   detokenizer and print the JSON array of the pieces it gives\n"
                "  --help           this text\n"
                "\n"
                "A bad line is answered with null and reported on stderr; the exit status\n"
@@ -58,8 +64,34 @@ static int encode_line(const struct folio_tokenizer *t, json_t *v, bool add_spec
     return 0;
 }
 
-static int decode_line(const struct folio_tokenizer *t, json_t *v, bool skip_special, char *err,
-                       size_t errlen)
+/* The pieces the streaming detokenizer gives, one id at a time, then finish:
+ * a JSON array of strings (each whole UTF-8 characters, or the line fails). */
+static json_t *stream_pieces(const struct folio_tokenizer *t, const int32_t *ids, size_t n,
+                             bool skip_special)
+{
+    struct folio_detok *d = folio_detok_new(t, skip_special);
+    json_t *list = json_array();
+    bool ok = d && list;
+    for (size_t i = 0; ok && i <= n; i++) {
+        char *out;
+        size_t len;
+        int rc =
+            i < n ? folio_detok_push(d, ids[i], &out, &len) : folio_detok_finish(d, &out, &len);
+        json_t *s = rc ? NULL : json_stringn(out, len); /* NULL for invalid UTF-8 too */
+        ok = s && !json_array_append_new(list, s);
+        if (!rc)
+            free(out);
+    }
+    folio_detok_free(d);
+    if (!ok) {
+        json_decref(list);
+        return NULL;
+    }
+    return list;
+}
+
+static int decode_line(const struct folio_tokenizer *t, json_t *v, bool skip_special, bool stream,
+                       char *err, size_t errlen)
 {
     if (!json_is_array(v)) {
         snprintf(err, errlen, "expected a JSON array of token ids");
@@ -83,9 +115,11 @@ static int decode_line(const struct folio_tokenizer *t, json_t *v, bool skip_spe
         ids[i] = (int32_t)id;
     }
     size_t len;
-    char *text = folio_tokenizer_decode(t, ids, n, skip_special, &len);
+    char *text = stream ? NULL : folio_tokenizer_decode(t, ids, n, skip_special, &len);
+    json_t *s = stream ? stream_pieces(t, ids, n, skip_special)
+                : text ? json_stringn_nocheck(text, len)
+                       : NULL;
     free(ids);
-    json_t *s = text ? json_stringn_nocheck(text, len) : NULL;
     char *out = s ? json_dumps(s, JSON_ENCODE_ANY | JSON_COMPACT) : NULL;
     free(text);
     json_decref(s);
@@ -98,10 +132,27 @@ static int decode_line(const struct folio_tokenizer *t, json_t *v, bool skip_spe
     return 0;
 }
 
+static int print_info(const struct folio_tokenizer *t)
+{
+    const char *tmpl = folio_tokenizer_chat_template(t);
+    const char *bos = folio_tokenizer_bos_token(t), *eos = folio_tokenizer_eos_token(t);
+    json_t *o =
+        json_pack("{s:i, s:i, s:i, s:s?, s:s?, s:s?}", "vocab_size", folio_tokenizer_vocab_size(t),
+                  "bos_id", folio_tokenizer_bos_id(t), "eos_id", folio_tokenizer_eos_id(t),
+                  "bos_token", bos, "eos_token", eos, "chat_template", tmpl);
+    char *s = o ? json_dumps(o, JSON_COMPACT) : NULL;
+    json_decref(o);
+    if (!s)
+        return 1;
+    puts(s);
+    free(s);
+    return 0;
+}
+
 int folio_tokenize_main(int argc, char **argv)
 {
     const char *model = NULL;
-    bool add_special = true, decode = false, skip_special = false;
+    bool add_special = true, decode = false, skip_special = false, stream = false, info = false;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
             usage(stdout);
@@ -114,6 +165,10 @@ int folio_tokenize_main(int argc, char **argv)
             decode = true;
         } else if (!strcmp(argv[i], "--skip-special")) {
             skip_special = true;
+        } else if (!strcmp(argv[i], "--info")) {
+            info = true;
+        } else if (!strcmp(argv[i], "--stream")) {
+            stream = true;
         } else {
             fprintf(stderr, "folio tokenize: unknown or incomplete option '%s'\n", argv[i]);
             usage(stderr);
@@ -121,12 +176,12 @@ int folio_tokenize_main(int argc, char **argv)
         }
     }
     if (!model) {
-        fprintf(stderr, "folio tokenize: --model DIR is required\n");
+        fprintf(stderr, "folio tokenize: --model PATH is required\n");
         usage(stderr);
         return 2;
     }
-    if (skip_special && !decode) {
-        fprintf(stderr, "folio tokenize: --skip-special only applies to --decode\n");
+    if ((skip_special || stream) && !decode) {
+        fprintf(stderr, "folio tokenize: --skip-special and --stream only apply to --decode\n");
         return 2;
     }
     char err[1024];
@@ -134,6 +189,11 @@ int folio_tokenize_main(int argc, char **argv)
     if (folio_tokenizer_load(model, &t, err, sizeof err)) {
         fprintf(stderr, "folio tokenize: %s\n", err);
         return 1;
+    }
+    if (info) {
+        int rc = print_info(t);
+        folio_tokenizer_free(t);
+        return rc;
     }
     char *line = NULL;
     size_t cap = 0;
@@ -148,7 +208,7 @@ int folio_tokenize_main(int argc, char **argv)
             snprintf(err, sizeof err, "invalid JSON: %s", je.text);
             rc = -1;
         } else if (decode) {
-            rc = decode_line(t, v, skip_special, err, sizeof err);
+            rc = decode_line(t, v, skip_special, stream, err, sizeof err);
         } else {
             rc = encode_line(t, v, add_special, err, sizeof err);
         }

@@ -10,7 +10,7 @@ struct block {
     int prev, next; /* free-list links, -1 at the ends; used only when refcount == 0 */
     bool cached;
     uint64_t hash, parent;
-    int32_t tokens[FOLIO_BLOCK_TOKENS];
+    int32_t tokens[FOLIO_KV_BLOCK_SIZE];
 };
 
 struct folio_block_manager {
@@ -124,22 +124,22 @@ void folio_bm_stats(const struct folio_block_manager *bm, struct folio_block_sta
     s->evictions = bm->evictions;
 }
 
-uint64_t folio_bm_hash(uint64_t parent, const int32_t tokens[FOLIO_BLOCK_TOKENS])
+uint64_t folio_bm_hash(uint64_t parent, const int32_t tokens[FOLIO_KV_BLOCK_SIZE])
 {
     uint64_t h = folio_splitmix64(parent ^ 0x666f6c696f6b7631ull);
-    for (int i = 0; i < FOLIO_BLOCK_TOKENS; i++)
+    for (int i = 0; i < FOLIO_KV_BLOCK_SIZE; i++)
         h = folio_splitmix64(h ^ (uint32_t)tokens[i]);
     return h;
 }
 
 static bool block_matches(const struct block *k, uint64_t h, uint64_t parent,
-                          const int32_t tokens[FOLIO_BLOCK_TOKENS])
+                          const int32_t tokens[FOLIO_KV_BLOCK_SIZE])
 {
     return k->hash == h && k->parent == parent && !memcmp(k->tokens, tokens, sizeof k->tokens);
 }
 
 int folio_bm_lookup(const struct folio_block_manager *bm, uint64_t h, uint64_t parent,
-                    const int32_t tokens[FOLIO_BLOCK_TOKENS])
+                    const int32_t tokens[FOLIO_KV_BLOCK_SIZE])
 {
     for (size_t i = h & bm->table_mask;; i = (i + 1) & bm->table_mask) {
         int e = bm->table[i];
@@ -180,7 +180,7 @@ static void table_rebuild(struct folio_block_manager *bm)
 }
 
 bool folio_bm_register(struct folio_block_manager *bm, int b, uint64_t h, uint64_t parent,
-                       const int32_t tokens[FOLIO_BLOCK_TOKENS])
+                       const int32_t tokens[FOLIO_KV_BLOCK_SIZE])
 {
     struct block *k = &bm->blocks[b];
     if (k->cached || folio_bm_lookup(bm, h, parent, tokens) >= 0)

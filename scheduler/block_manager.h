@@ -19,7 +19,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#define FOLIO_BLOCK_TOKENS 16
+#include "kv_block.h"
 
 struct folio_block_manager;
 
@@ -50,17 +50,17 @@ void folio_bm_release(struct folio_block_manager *bm, int b);
 int folio_bm_refcount(const struct folio_block_manager *bm, int b);
 
 /* The chain hash of a full block whose predecessor hashed to parent. */
-uint64_t folio_bm_hash(uint64_t parent, const int32_t tokens[FOLIO_BLOCK_TOKENS]);
+uint64_t folio_bm_hash(uint64_t parent, const int32_t tokens[FOLIO_KV_BLOCK_SIZE]);
 
 /* The block caching (parent, tokens), whose hash is h; -1 when none. */
 int folio_bm_lookup(const struct folio_block_manager *bm, uint64_t h, uint64_t parent,
-                    const int32_t tokens[FOLIO_BLOCK_TOKENS]);
+                    const int32_t tokens[FOLIO_KV_BLOCK_SIZE]);
 
 /* Records that block b (held, full, its KV written or being written by a step
  * already planned) caches (parent, tokens) with hash h. Returns false when
  * another block already caches it, or b already caches something: b then
  * stays as it is. */
 bool folio_bm_register(struct folio_block_manager *bm, int b, uint64_t h, uint64_t parent,
-                       const int32_t tokens[FOLIO_BLOCK_TOKENS]);
+                       const int32_t tokens[FOLIO_KV_BLOCK_SIZE]);
 
 #endif

@@ -93,7 +93,7 @@ struct folio_policy {
 
 static int ceil_blocks(int tokens)
 {
-    return (tokens + FOLIO_BLOCK_TOKENS - 1) / FOLIO_BLOCK_TOKENS;
+    return (tokens + FOLIO_KV_BLOCK_SIZE - 1) / FOLIO_KV_BLOCK_SIZE;
 }
 
 static size_t map_index(const struct folio_policy *p, uint64_t id)
@@ -203,11 +203,11 @@ static void seq_free(struct folio_policy *p, struct seq *s)
 static void seq_cache_full_blocks(struct folio_policy *p, struct seq *s)
 {
     int limit = s->num_computed < s->num_tokens ? s->num_computed : s->num_tokens;
-    int full = limit / FOLIO_BLOCK_TOKENS;
+    int full = limit / FOLIO_KV_BLOCK_SIZE;
     if (full > s->num_blocks)
         full = s->num_blocks;
     for (; s->num_hashed < full; s->num_hashed++) {
-        const int32_t *t = s->tokens + (size_t)s->num_hashed * FOLIO_BLOCK_TOKENS;
+        const int32_t *t = s->tokens + (size_t)s->num_hashed * FOLIO_KV_BLOCK_SIZE;
         uint64_t h = folio_bm_hash(s->last_hash, t);
         folio_bm_register(p->bm, s->blocks[s->num_hashed], h, s->last_hash, t);
         s->last_hash = h;
@@ -276,8 +276,8 @@ int folio_policy_create(const struct folio_policy_config *cfg, folio_emit_fn emi
     }
     p->cfg = *cfg;
     /* A sequence longer than the pool could never run, even alone. */
-    if (p->cfg.max_model_len > cfg->num_kv_blocks * FOLIO_BLOCK_TOKENS)
-        p->cfg.max_model_len = cfg->num_kv_blocks * FOLIO_BLOCK_TOKENS;
+    if (p->cfg.max_model_len > cfg->num_kv_blocks * FOLIO_KV_BLOCK_SIZE)
+        p->cfg.max_model_len = cfg->num_kv_blocks * FOLIO_KV_BLOCK_SIZE;
     p->emit = emit;
     p->emit_ctx = emit_ctx;
     p->bm = folio_bm_create(cfg->num_kv_blocks);
@@ -361,6 +361,18 @@ void folio_policy_submit(struct folio_policy *p, const struct folio_request *r)
                      : "the prompt has %d tokens; this model takes at most %d (with room for "
                        "one generated token)",
                  r->num_prompt, room);
+        p->st.requests_rejected++;
+        emit_simple(p, NULL, r->request_id, r->frontend_id, FOLIO_FINISH_REJECTED, 400, 0, msg);
+        return;
+    }
+    if (r->max_tokens > 0 && (int64_t)r->num_prompt + r->max_tokens > p->cfg.max_model_len) {
+        /* It could never finish: its KV would outgrow the pool (or the model). */
+        snprintf(msg, sizeof msg,
+                 "This model's maximum context length is %d tokens. However, you requested %lld "
+                 "tokens (%d in the prompt, %d for the completion). Please reduce the length of "
+                 "the prompt or completion.",
+                 p->cfg.max_model_len, (long long)r->num_prompt + r->max_tokens, r->num_prompt,
+                 r->max_tokens);
         p->st.requests_rejected++;
         emit_simple(p, NULL, r->request_id, r->frontend_id, FOLIO_FINISH_REJECTED, 400, 0, msg);
         return;
@@ -575,7 +587,7 @@ static int plan_running_prefills(struct folio_policy *p, int budget)
                 break;
             preempt(p, victim);
         }
-        int fits = s->num_blocks * FOLIO_BLOCK_TOKENS - s->num_computed;
+        int fits = s->num_blocks * FOLIO_KV_BLOCK_SIZE - s->num_computed;
         if (n > fits)
             n = fits;
         if (n <= 0)
@@ -596,12 +608,12 @@ static int match_prefix(struct folio_policy *p, const struct seq *s, int *num_fr
     const struct folio_plan_seq *sp = &s->sampling;
     bool penalized = sp->repetition_penalty != 1.0f || sp->frequency_penalty != 0.0f ||
                      sp->presence_penalty != 0.0f;
-    int max_blocks = penalized ? 0 : (s->num_tokens - 1) / FOLIO_BLOCK_TOKENS;
+    int max_blocks = penalized ? 0 : (s->num_tokens - 1) / FOLIO_KV_BLOCK_SIZE;
     uint64_t parent = 0;
     int m = 0;
     *num_free_matched = 0;
     for (; m < max_blocks; m++) {
-        const int32_t *t = s->tokens + (size_t)m * FOLIO_BLOCK_TOKENS;
+        const int32_t *t = s->tokens + (size_t)m * FOLIO_KV_BLOCK_SIZE;
         uint64_t h = folio_bm_hash(parent, t);
         int b = folio_bm_lookup(p->bm, h, parent, t);
         if (b < 0)
@@ -628,13 +640,13 @@ static int plan_admissions(struct folio_policy *p, int budget)
         int free_matched;
         int m = match_prefix(p, s, &free_matched);
         int length = seq_length(s);
-        int n = length - m * FOLIO_BLOCK_TOKENS;
+        int n = length - m * FOLIO_KV_BLOCK_SIZE;
         if (n > budget)
             n = budget;
         int available = folio_bm_num_free(p->bm) - free_matched - watermark;
-        int new_blocks = ceil_blocks(m * FOLIO_BLOCK_TOKENS + n) - m;
+        int new_blocks = ceil_blocks(m * FOLIO_KV_BLOCK_SIZE + n) - m;
         if (new_blocks > available) {
-            n = available * FOLIO_BLOCK_TOKENS;
+            n = available * FOLIO_KV_BLOCK_SIZE;
             new_blocks = available;
         }
         if (n <= 0)
@@ -648,7 +660,7 @@ static int plan_admissions(struct folio_policy *p, int budget)
             s->blocks[i] = p->scratch_blocks[i];
         }
         s->num_blocks = m;
-        s->num_computed = m * FOLIO_BLOCK_TOKENS;
+        s->num_computed = m * FOLIO_KV_BLOCK_SIZE;
         s->num_hashed = 0;
         s->last_hash = 0;
         seq_cache_full_blocks(p, s); /* recomputes the chain hash of the matched blocks */
@@ -990,4 +1002,9 @@ out:
     free(refs);
     free(slot_used);
     return rc;
+}
+
+int folio_policy_max_model_len(const struct folio_policy *p)
+{
+    return p->cfg.max_model_len;
 }

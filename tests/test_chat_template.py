@@ -427,3 +427,80 @@ def test_mutated_templates_match_jinja2():
                       "vars": {"tools": [{"type": "function", "function": {"name": "f"}}]}})
     failures = compare(cases, [f"mutation {i}" for i in range(len(cases))])
     assert not failures, "\n".join(failures[:5])
+
+
+# ---- the families' templates against transformers itself ----
+
+FAMILY_CONVERSATIONS = ["user", "system_user", "turns", "system_turns", "empty_content", "unicode",
+                        "whitespace", "long", "not_alternating", "assistant_first", "system_only"]
+
+
+def smollm2_template():
+    """SmolLM2-Instruct's ChatML template and special tokens, from the GGUF's metadata."""
+    from conftest import smollm2_gguf
+    from gguf_metadata import read_gguf_metadata
+
+    meta = read_gguf_metadata(smollm2_gguf())
+    tokens = meta["tokenizer.ggml.tokens"]
+    return (meta["tokenizer.chat_template"], tokens[meta["tokenizer.ggml.bos_token_id"]],
+            tokens[meta["tokenizer.ggml.eos_token_id"]])
+
+
+def family_templates():
+    """(name, template, bos_token, eos_token) as each family's tokenizer_config.json has them."""
+    fixture = ROOT / "tests" / "fixtures" / "chat_templates"
+    out = [
+        ("llama3_instruct", (fixture / "llama3_instruct.jinja").read_text(),
+         "<|begin_of_text|>", "<|eot_id|>"),
+        ("llama31_instruct", (fixture / "llama31_instruct.jinja").read_text(),
+         "<|begin_of_text|>", "<|eot_id|>"),
+        ("qwen25_chatml", (fixture / "qwen25_chatml.jinja").read_text(), None, "<|im_end|>"),
+        ("mistral_instruct_v01", (fixture / "mistral_instruct_v01.jinja").read_text(),
+         "<s>", "</s>"),
+        ("mistral_instruct_v03", (fixture / "mistral_instruct_v03.jinja").read_text(),
+         "<s>", "</s>"),
+    ]
+    out.append(("smollm2_gguf", *smollm2_template()))
+    return out
+
+
+def test_family_templates_match_transformers():
+    """Each family's template as transformers' own apply_chat_template renders it (a tokenizer
+    object carries the template and the special tokens; its one-word vocabulary plays no part
+    when tokenize=False), for conversations with and without a system prompt, multi-turn, and with
+    add_generation_prompt both ways; where transformers raises, Folio must fail with the same
+    message."""
+    import tokenizers
+    import transformers
+
+    carrier = tokenizers.Tokenizer(tokenizers.models.WordLevel({"<unk>": 0}, unk_token="<unk>"))
+    cases, names, wants = [], [], []
+    for name, src, bos, eos in family_templates():
+        tok = transformers.PreTrainedTokenizerFast(tokenizer_object=carrier, bos_token=bos,
+                                                   eos_token=eos, chat_template=src)
+        for conv_name in FAMILY_CONVERSATIONS:
+            for agp in (True, False):
+                conv = CONVERSATIONS[conv_name]
+                try:
+                    want = ("output", tok.apply_chat_template(conv, tokenize=False,
+                                                              add_generation_prompt=agp))
+                except jinja2.exceptions.TemplateError as e:
+                    want = ("raised", str(e))
+                case = {"template": src, "messages": conv, "add_generation_prompt": agp}
+                if bos is not None:
+                    case["bos_token"] = bos
+                case["eos_token"] = eos
+                cases.append(case)
+                names.append(f"{name}/{conv_name}/agp={agp}")
+                wants.append(want)
+    failures = []
+    rendered = 0
+    for name, (kind, want), got in zip(names, wants, render_batch(cases)):
+        if kind == "output":
+            rendered += 1
+            if got.get("output") != want:
+                failures.append(f"{name}: transformers {want!r}\n   folio {got!r}")
+        elif got.get("error") != want:
+            failures.append(f"{name}: transformers raised {want!r}, folio {got!r}")
+    assert not failures, "\n".join(failures[:10])
+    assert rendered >= len(cases) // 2  # most conversations render; a few are refused

@@ -6,7 +6,7 @@ prefill and 32 decode steps with identical greedy tokens; a prompt in one go = i
 16-token block boundaries) = token by token; sequences batched together (different lengths, mixed
 prefill and decode, shuffled non-contiguous blocks) = each alone; the checkpoint variants (bf16,
 f16, f32, shards, GQA, MHA, MQA, llama3 and linear rope scaling, tied embeddings, explicit
-head_dim); and clear errors for bad steps.
+head_dim, Qwen2's q/k/v biases); and clear errors for bad steps.
 """
 
 import json
@@ -191,6 +191,8 @@ VARIANTS = {
     "llama3-rope": dict(rope_scaling_llama3=True, rope_theta=500000.0, max_pos=512),
     "linear-rope": dict(),
     "3-layers-wide": dict(layers=3, hidden=96, heads=6, kv_heads=2, intermediate=200),
+    "qwen2-biases": dict(qwen2=True, heads=4, kv_heads=2, rope_theta=1000000.0,
+                         tie_embeddings=True),
 }
 
 

@@ -54,7 +54,8 @@ def test_help():
 
 
 BAD_ARGS = {
-    "no model": (["--prompt", "hi", "--max-tokens", 3], "required"),
+    "model and demo": (["--demo", "--prompt", "hi", "--max-tokens", 3], "exclude each other"),
+    "system without chat": (["--prompt", "hi", "--max-tokens", 3, "--system", "s"], "--chat"),
     "no prompt": (["--max-tokens", 3], "required"),
     "zero max tokens": (["--prompt", "hi", "--max-tokens", 0], "--max-tokens"),
     "non-numeric max tokens": (["--prompt", "hi", "--max-tokens", "ten"], "--max-tokens"),
@@ -70,8 +71,7 @@ BAD_ARGS = {
 @pytest.mark.parametrize("name", sorted(BAD_ARGS))
 def test_bad_arguments(tiny_model, name):
     args, message = BAD_ARGS[name]
-    if name != "no model":
-        args = ["--model", tiny_model, *args]
+    args = ["--model", tiny_model, *args]
     proc = generate(*args)
     assert proc.returncode == 2, proc.stderr
     assert message in proc.stderr, proc.stderr

@@ -1,6 +1,6 @@
-"""The GPU correctness check's penalties section (bench/gpu/check_cuda.py --penalties), run with
+"""The GPU correctness check's penalties section (tests/gpu/check_cuda.py --penalties), run with
 the CPU backend on both sides. On the H200 that section judges CPU-vs-CUDA divergences with NumPy
-ports of both samplers (bench/gpu/sampler_ref.py); the ports are only worth that if the CPU port
+ports of both samplers (tests/gpu/sampler_ref.py); the ports are only worth that if the CPU port
 reproduces every token the C sampler draws, which this test holds in CI: greedy and seeded
 sampling, with top-k/top-p/min-p, every penalty alone and together, across a preemption by
 recompute and a reused slot, and the launch-ahead pipeline. It also holds that the penalties
@@ -14,13 +14,13 @@ from conftest import REPO, bin_path
 def test_penalties_section_cpu_against_itself(tmp_path):
     from make_tiny_model import make_tiny_model
 
-    # The fixture the GPU check uses (bench/gpu/check_and_time.sh).
+    # The fixture the GPU check uses (tests/gpu/run.sh).
     fx = make_tiny_model(tmp_path / "fx", layers=2, hidden=256, heads=4, kv_heads=2,
                          intermediate=512, seed=3)
     work = tmp_path / "work"
     work.mkdir()
     r = subprocess.run(
-        [sys.executable, str(REPO / "bench" / "gpu" / "check_cuda.py"), "--penalties",
+        [sys.executable, str(REPO / "tests" / "gpu" / "check_cuda.py"), "--penalties",
          str(bin_path("step_driver")), str(fx), str(work), "cpu"],
         capture_output=True, text=True, timeout=900)
     out = r.stdout + r.stderr

@@ -48,14 +48,14 @@ def children(pid):
 
 
 class Server:
-    def __init__(self, model, port):
+    def __init__(self, model, port, *extra):
         self.model = model
         self.port = port
         self.base = f"http://127.0.0.1:{port}"
         self.log = open(Path(model).parent / f"serve-{port}.log", "w+")
         self.proc = subprocess.Popen(
             [str(bin_path("folio")), "serve", "--model", str(model), "--port", str(port),
-             "--frontends", "2", "--backend", "cpu", "--drain-seconds", "10"],
+             "--frontends", "2", "--backend", "cpu", "--drain-seconds", "10", *extra],
             stdout=self.log, stderr=subprocess.STDOUT)
 
     def logs(self):
@@ -88,6 +88,21 @@ class Server:
         m = re.search(rf"^{name} ([0-9.e+-]+)$", text, re.M)
         return float(m.group(1)) if m else None
 
+    def stop(self):
+        """SIGTERM; it must exit 0 within 60 s and leave no shared memory or run directory."""
+        pid = self.proc.pid
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+        try:
+            rc = self.proc.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            pytest.fail("folio serve did not stop within 60 s of SIGTERM:\n" + self.logs())
+        assert rc == 0, self.logs()
+        left = [f for f in os.listdir("/dev/shm") if f.startswith(f"folio-{pid}-")]
+        assert left == [], f"shared memory left behind: {left}"
+        assert not Path(f"/tmp/folio-{pid}").exists(), "run directory left behind"
+
     def child_pids(self, name):
         return [p for p, cmd in children(self.proc.pid) if name in cmd.split()[0]]
 
@@ -99,18 +114,7 @@ def server(tiny_model):
         s.wait_health(200)
         yield s
     finally:
-        pid = s.proc.pid
-        if s.proc.poll() is None:
-            s.proc.send_signal(signal.SIGTERM)
-        try:
-            rc = s.proc.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            s.proc.kill()
-            pytest.fail("folio serve did not stop within 60 s of SIGTERM:\n" + s.logs())
-        assert rc == 0, s.logs()
-        left = [f for f in os.listdir("/dev/shm") if f.startswith(f"folio-{pid}-")]
-        assert left == [], f"shared memory left behind: {left}"
-        assert not Path(f"/tmp/folio-{pid}").exists(), "run directory left behind"
+        s.stop()
 
 
 @pytest.fixture(scope="module")
@@ -434,18 +438,20 @@ def test_kill_scheduler_mid_stream(server):
 
 
 def test_scheduler_stalls_then_resumes(server):
-    """A scheduler that stops answering (SIGSTOP) for longer than the frontends wait (5 s) is
-    counted lost: /health goes 503 and the frontends keep trying to register. Once it runs
-    again (its worker restarted: no heartbeat for 8 s), every frontend is back and serves."""
+    """A scheduler that stops answering (SIGSTOP) for less than the launcher's heartbeat limit
+    (5 s; past it, test_reliability shows the restart) but longer than /health trusts a status
+    (1 s): /health goes 503. Once it runs again, the same scheduler is back, every frontend
+    with it, and serves."""
     server.wait_health(200, timeout=MAX_WAIT_S)
     sched = server.child_pids("folio-scheduler")[0]
     os.kill(sched, signal.SIGSTOP)
     try:
-        time.sleep(8)
+        time.sleep(3.8)
         assert server.health() == 503
     finally:
         os.kill(sched, signal.SIGCONT)
     server.wait_health(200, timeout=MAX_WAIT_S)
+    assert server.child_pids("folio-scheduler") == [sched]
     for i in range(8):
         r = httpx.post(server.base + "/v1/completions", timeout=60,
                        json={"model": model_name(server), "prompt": f"back {i}", "max_tokens": 2})

@@ -18,9 +18,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "kv_block.h"
 #include "model.h"
 
-#define FOLIO_KV_BLOCK_SIZE 16
 #define FOLIO_TOKEN_FROM_PREV (-1)
 #define FOLIO_MAX_LOGPROBS 20
 

@@ -29,6 +29,7 @@
 
 struct cpu_layer {
     float *attn_norm, *wq, *wk, *wv, *wo;
+    float *bq, *bk, *bv; /* Qwen2's projection biases; NULL when the model has none */
     float *mlp_norm, *w_gate, *w_up, *w_down;
     float *k_cache; /* [num_kv_blocks][16][kv_heads][head_dim] */
     float *v_cache;
@@ -203,6 +204,14 @@ static void matmul(float *y, const float *x, const float *w, int ntok, int in, i
     }
 }
 
+/* y[t][o] += bias[o]: Qwen2's q/k/v biases, added before RoPE as transformers does. */
+static void add_bias(float *y, const float *bias, int ntok, int out)
+{
+    for (int t = 0; t < ntok; t++)
+        for (int o = 0; o < out; o++)
+            y[(size_t)t * out + o] += bias[o];
+}
+
 static void rmsnorm(float *y, const float *x, const float *w, int ntok, int n, float eps)
 {
     for (int t = 0; t < ntok; t++) {
@@ -304,6 +313,11 @@ static void forward_layer(struct cpu_backend *b, const struct folio_step_batch *
     matmul(b->q, b->xn, L->wq, ntok, hidden, qdim, nt);
     matmul(b->k, b->xn, L->wk, ntok, hidden, kvdim, nt);
     matmul(b->v, b->xn, L->wv, ntok, hidden, kvdim, nt);
+    if (L->bq) {
+        add_bias(b->q, L->bq, ntok, qdim);
+        add_bias(b->k, L->bk, ntok, kvdim);
+        add_bias(b->v, L->bv, ntok, kvdim);
+    }
     for (int t = 0; t < ntok; t++) {
         const float *cs = b->rope_cos + (size_t)t * half, *sn = b->rope_sin + (size_t)t * half;
         rope(b->q + (size_t)t * qdim, c->num_heads, c->head_dim, cs, sn);
@@ -570,8 +584,9 @@ static void cpu_destroy(struct folio_backend *base)
     if (b->layers) {
         for (int l = 0; l < b->cfg.num_layers; l++) {
             struct cpu_layer *L = &b->layers[l];
-            float *all[] = {L->attn_norm, L->wq,     L->wk,     L->wv,      L->wo,     L->mlp_norm,
-                            L->w_up,      L->w_gate, L->w_down, L->k_cache, L->v_cache};
+            float *all[] = {L->attn_norm, L->wq,     L->wk,      L->wv,       L->wo,
+                            L->bq,        L->bk,     L->bv,      L->mlp_norm, L->w_up,
+                            L->w_gate,    L->w_down, L->k_cache, L->v_cache};
             for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
                 free(all[i]);
         }
@@ -662,6 +677,10 @@ static int convert_weights(struct cpu_backend *b, const struct folio_model *m, c
             convert_tensor(w->w_gate, inter * hidden, "gate_proj", &L->w_gate, err, errlen) ||
             convert_tensor(w->w_up, inter * hidden, "up_proj", &L->w_up, err, errlen) ||
             convert_tensor(w->w_down, hidden * inter, "down_proj", &L->w_down, err, errlen))
+            return -1;
+        if (w->bq && (convert_tensor(w->bq, qdim, "q_proj.bias", &L->bq, err, errlen) ||
+                      convert_tensor(w->bk, kvdim, "k_proj.bias", &L->bk, err, errlen) ||
+                      convert_tensor(w->bv, kvdim, "v_proj.bias", &L->bv, err, errlen)))
             return -1;
     }
     return 0;

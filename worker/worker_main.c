@@ -30,7 +30,7 @@
 #include "log.h"
 #include "model.h"
 #include "shm_ring.h"
-#include "sim_worker.h"
+#include "sim_backend.h"
 #include "step_io.h"
 #include "clock.h"
 

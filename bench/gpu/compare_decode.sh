@@ -9,13 +9,8 @@
 #     nosplitk_b64 decode_bench 64 FOLIO_SPLITK_O=1 FOLIO_SPLITK_DOWN=1" bash bench/gpu/compare_decode.sh
 # FOLIO_COMPARE_ROUNDS (default 3), FOLIO_COMPARE_STEPS (default 200), context 512.
 set -uo pipefail
-OUT=${OUT:-/tmp/folio-out}
-mkdir -p "$OUT"
-ROOT=$(pwd)
-B=$ROOT/bundle/bin
-export LD_LIBRARY_PATH=$ROOT/bundle/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
-[ -f /tmp/tl/config.json ] || python3 bench/make_checkpoint.py /tmp/tl --config bundle/models/tinyllama-1.1b-shape/config.json \
-  --tokenizer-dir bundle/models/llama2-tokenizer --device cuda >/dev/null || exit 1
+source bench/gpu/common.sh
+folio_tinyllama || exit 1
 ROUNDS=${FOLIO_COMPARE_ROUNDS:-3}
 STEPS=${FOLIO_COMPARE_STEPS:-200}
 LOG=$OUT/compare.log

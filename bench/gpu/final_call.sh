@@ -1,18 +1,51 @@
 #!/usr/bin/env bash
-# A session's last kernel call: the latest build against the previous one (bundle/bin/decode_bench_base)
-# in interleaved rounds, then check_and_time.sh in full (correctness, timings against the floors,
-# serve smoke, compute-sanitizer). Run from the repo root on the GPU machine after deploy/bundle.sh
-# (bundle/ carried):   bash bench/gpu/final_call.sh
+# One device call (about 8 minutes) that shows a change altered no behaviour: the new build's
+# decode steps against the previous build's (bundle/bin/decode_bench_base, when there) at b1, b64
+# and b256 in interleaved rounds; the GPU correctness suite (tests/gpu/run.sh, sanitizers off
+# unless FOLIO_SANITIZE_RUN=1); check_and_time's timing part (decode b1, b64, b256 over 1000
+# steps against the card's floors); and GuideLLM's rate2 workload (when the wheels are staged).
+# Run from the repo root on the GPU machine after, here: deploy/bundle.sh, the baseline binary
+# (docs/benchmarks.md), bench/fetch_guidellm_wheels.sh, `bash bench/gpu/guidellm_bench.sh --stage`
+# and deploy/pack.sh (carry build-pack):
+#     tar xJf build-pack/carry.tar.xz && bash bench/gpu/final_call.sh
+# Prints a summary; every log comes back in $OUT/final_call.tgz. FOLIO_FINAL_BUDGET (default 560
+# s): a part that would no longer fit is skipped, so the call ends inside the device's 10 minutes.
 set -uo pipefail
-export OUT=${OUT:-/tmp/folio-out}
-mkdir -p "$OUT"
-C=""
-for b in ${FOLIO_FINAL_BATCHES:-1 8 64 256}; do
-  C+="new_b$b decode_bench $b"$'\n'"base_b$b decode_bench_base $b"$'\n'
-done
-FOLIO_COMPARE="$C" FOLIO_COMPARE_ROUNDS=2 bash bench/gpu/compare_decode.sh 2>&1 | tail -10
-OUT=/tmp/ct FOLIO_PREFILL_SIZES="512 4096" FOLIO_CUBLAS_BATCHES= FOLIO_SANITIZE_TIMEOUT=60 \
-  bash bench/gpu/check_and_time.sh >/tmp/ct.log 2>&1
-tail -40 /tmp/ct.log | cut -c1-220
-cp /tmp/ct.log "$OUT/"
-tar czf "$OUT/check_and_time.tgz" -C /tmp ct
+BUDGET=${FOLIO_FINAL_BUDGET:-560}
+left() { echo $((BUDGET - SECONDS)); }
+source bench/gpu/common.sh
+W=/tmp/fc
+mkdir -p "$W"
+folio_env_report >"$W/env.txt" 2>&1
+folio_tinyllama || exit 1
+
+if [ -x "$B/decode_bench_base" ]; then
+  C=""
+  for b in 1 64 256; do
+    C+="new_b$b decode_bench $b"$'\n'"base_b$b decode_bench_base $b"$'\n'
+  done
+  echo "== new build against the previous one (interleaved, 2 rounds of 200 steps)"
+  OUT=$W FOLIO_COMPARE="$C" FOLIO_COMPARE_ROUNDS=2 timeout 120 bash bench/gpu/compare_decode.sh 2>&1 |
+    tee "$W/compare.txt" | grep -E "^\||FAIL"
+fi
+
+echo "== GPU correctness suite"
+OUT=$W/tests FOLIO_SANITIZE_RUN=${FOLIO_SANITIZE_RUN:-0} timeout $(($(left) - 280)) bash tests/gpu/run.sh \
+  >"$W/tests.log" 2>&1
+echo "tests/gpu/run.sh exit $?"
+grep -E "^(FAIL|correctness|qwen2:|gpu tests)" "$W/tests.log"
+
+echo "== decode timings (check_and_time's timing part)"
+OUT=$W/ct FOLIO_SKIP_CHECKS=1 FOLIO_SKIP_SERVE=1 FOLIO_DECODE_BATCHES="1 64 256" \
+  FOLIO_PREFILL_SIZES= FOLIO_CUBLAS_BATCHES= timeout 120 bash bench/gpu/check_and_time.sh \
+  >"$W/ct.log" 2>&1
+grep -E "^(GPU|what|decode)" "$W/ct/table.txt" 2>/dev/null || tail -5 "$W/ct.log"
+
+if [ -d .whl ] && [ "$(left)" -gt 120 ]; then
+  echo "== GuideLLM rate2 ($(left) s left)"
+  OUT=$W/guidellm timeout $(($(left) - 10)) bash bench/gpu/guidellm_bench.sh --workloads rate2 \
+    --budget-s $(($(left) - 20)) \
+    >"$W/guidellm.log" 2>&1
+  tail -12 "$W/guidellm.log"
+fi
+tar czf "$OUT/final_call.tgz" -C /tmp fc

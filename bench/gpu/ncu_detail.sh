@@ -9,14 +9,9 @@
 # step's first, default below); one text report per line in $OUT/detail_LABEL.txt, and a digest
 # (per kernel: duration, DRAM GB/s, achieved occupancy, top stall reasons) printed last.
 set -uo pipefail
-OUT=${OUT:-/tmp/folio-out}
-mkdir -p "$OUT"
-ROOT=$(pwd)
-B=$ROOT/bundle/bin
-export LD_LIBRARY_PATH=$ROOT/bundle/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+source bench/gpu/common.sh
 cat "$ROOT/bundle/SOURCE.txt"
-[ -f /tmp/tl/config.json ] || python3 bench/make_checkpoint.py /tmp/tl --config bundle/models/tinyllama-1.1b-shape/config.json \
-  --tokenizer-dir bundle/models/llama2-tokenizer --device cuda >/dev/null || exit 1
+folio_tinyllama || exit 1
 NCU=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)
 CONFIGS=${FOLIO_NCU_DETAIL:-"b1 1 10
 b64 64 12

@@ -7,15 +7,10 @@
 #     bash bench/gpu/profile_decode.sh
 # FOLIO_PROFILE_CONFIGS: lines of "LABEL BATCH ENV..." (default below).
 set -uo pipefail
-OUT=${OUT:-/tmp/folio-out}
-mkdir -p "$OUT"
-ROOT=$(pwd)
-B=$ROOT/bundle/bin
-export LD_LIBRARY_PATH=$ROOT/bundle/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+source bench/gpu/common.sh
 cat "$ROOT/bundle/SOURCE.txt" | tee "$OUT/profile_env.txt"
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv | tee -a "$OUT/profile_env.txt"
-[ -f /tmp/tl/config.json ] || python3 bench/make_checkpoint.py /tmp/tl --config bundle/models/tinyllama-1.1b-shape/config.json \
-  --tokenizer-dir bundle/models/llama2-tokenizer --device cuda >/dev/null || exit 1
+folio_tinyllama || exit 1
 
 CONFIGS=${FOLIO_PROFILE_CONFIGS:-"default_b1 1
 default_b8 8

@@ -3,20 +3,19 @@
 # one non-streaming and one penalized, seeded /v1/completions request with curl (printed), then
 # SIGTERM and wait.
 #     bash bench/gpu/serve_smoke.sh MODEL_DIR [BACKEND [SCHEDULER OPTIONS...]]
-# (from the repo root, bundle/ built). Without MODEL_DIR ("") it serves the build's demo model.
+# (from the repo root, bundle/ built). Without MODEL_DIR ("") it serves the build's demo model
+# (--demo).
 # The server log goes to $OUT/serve.log, the responses to /tmp/folio-smoke.
 set -uo pipefail
 MODEL=${1:-}
 BACKEND=${2:-cuda}
 shift $(($# < 2 ? $# : 2))
 PORT=${FOLIO_SMOKE_PORT:-8765}
-OUT=${OUT:-/tmp/folio-out}
+source bench/gpu/common.sh
 SMOKE=/tmp/folio-smoke
-mkdir -p "$OUT" "$SMOKE"
-ROOT=$(pwd)
-export LD_LIBRARY_PATH=$ROOT/bundle/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+mkdir -p "$SMOKE"
 args=(serve --backend "$BACKEND" --port "$PORT" --host 127.0.0.1 --drain-seconds 5)
-[ -n "$MODEL" ] && args+=(--model "$MODEL")
+if [ -n "$MODEL" ]; then args+=(--model "$MODEL"); else args+=(--demo); fi
 args+=("$@")
 "$ROOT/bundle/bin/folio" "${args[@]}" >"$OUT/serve.log" 2>&1 &
 pid=$!

@@ -209,6 +209,70 @@ def chat_template():
     write("fuzz_chat_template", "crash_deep_filter", "{{ 1" + "|abs" * n + " }}")
 
 
+def gguf():
+    """Small GGUF files built with struct (no gguf package needed): a Llama-shaped one with
+    every metadata kind and tensors of several types, and a few nearly valid ones."""
+    def string(s):
+        b = s.encode("utf-8") if isinstance(s, str) else s
+        return struct.pack("<Q", len(b)) + b
+
+    def value(vtype, v):
+        fmt = {0: "B", 1: "b", 2: "H", 3: "h", 4: "I", 5: "i", 6: "f", 7: "?", 10: "Q", 11: "q",
+               12: "d"}
+        if vtype == 8:
+            return string(v)
+        if vtype == 9:
+            et, items = v
+            return struct.pack("<IQ", et, len(items)) + b"".join(value(et, x) for x in items)
+        return struct.pack("<" + fmt[vtype], v)
+
+    def gguf_file(kvs, tensors, align=32, version=3):
+        out = b"GGUF" + struct.pack("<IQQ", version, len(tensors), len(kvs))
+        for key, vtype, v in kvs:
+            out += string(key) + struct.pack("<I", vtype) + value(vtype, v)
+        data, infos = b"", b""
+        for name, ggml_type, ne, blob in tensors:
+            data += b"\0" * (-len(data) % align)
+            infos += string(name) + struct.pack("<I", len(ne)) + struct.pack(f"<{len(ne)}Q", *ne)
+            infos += struct.pack("<IQ", ggml_type, len(data))
+            data += blob
+        out += infos
+        return out + b"\0" * (-len(out) % align) + data
+
+    q8 = struct.pack("<e", 0.5) + bytes(range(32))
+    q4_1 = struct.pack("<ee", 0.25, -1.0) + bytes(range(16))
+    llama_kvs = [
+        ("general.architecture", 8, "llama"), ("general.alignment", 4, 32),
+        ("llama.block_count", 4, 1), ("llama.context_length", 4, 128),
+        ("llama.embedding_length", 4, 32), ("llama.feed_forward_length", 4, 64),
+        ("llama.attention.head_count", 4, 4), ("llama.attention.head_count_kv", 4, 2),
+        ("llama.rope.freq_base", 6, 10000.0),
+        ("llama.attention.layer_norm_rms_epsilon", 6, 1e-5),
+        ("tokenizer.ggml.model", 8, "gpt2"),
+        ("tokenizer.ggml.tokens", 9, (8, ["<s>", "</s>", "\u0120a", "b"])),
+        ("tokenizer.ggml.token_type", 9, (5, [3, 3, 1, 1])),
+        ("tokenizer.ggml.scores", 9, (6, [0.0, -1.5, 2.0, 3.0])),
+        ("tokenizer.ggml.bos_token_id", 4, 0), ("tokenizer.ggml.eos_token_id", 4, 1),
+        ("t.all", 9, (9, [(0, [1, 2]), (8, ["x"])])), ("t.bool", 7, True), ("t.i64", 11, -5),
+        ("t.f64", 12, 0.5), ("t.u16", 2, 7), ("t.i8", 1, -1),
+    ]
+    tensors = [
+        ("token_embd.weight", 8, [32, 4], q8 * 4),
+        ("output_norm.weight", 0, [32], struct.pack("<32f", *range(32))),
+        ("blk.0.attn_q.weight", 3, [32, 32], q4_1 * 32),
+        ("blk.0.attn_norm.weight", 1, [32], struct.pack("<32e", *range(32))),
+        ("blk.0.ffn_up.weight", 30, [32, 2], bytes(128)),
+        ("blk.0.ffn_down.weight", 2, [64, 1], (struct.pack("<e", 1.0) + bytes(16)) * 2),
+    ]
+    write("fuzz_gguf", "llama", gguf_file(llama_kvs, tensors))
+    write("fuzz_gguf", "v2_align64", gguf_file(llama_kvs[:1] + [("general.alignment", 4, 64)],
+                                               tensors[:2], align=64, version=2))
+    write("fuzz_gguf", "empty", gguf_file([], []))
+    good = gguf_file(llama_kvs, tensors)
+    write("fuzz_gguf", "truncated", good[: len(good) - 40])
+    write("fuzz_gguf", "bad_type", gguf_file(llama_kvs[:3], [("x", 99, [32], bytes(64))]))
+
+
 def main():
     for t in os.listdir(CORPUS) if os.path.isdir(CORPUS) else []:
         if t.startswith("fuzz_"):
@@ -219,6 +283,7 @@ def main():
     config()
     ipc_records()
     chat_template()
+    gguf()
     return 0
 
 

@@ -8,7 +8,7 @@
 
 static void fill(int32_t *t, int base)
 {
-    for (int i = 0; i < FOLIO_BLOCK_TOKENS; i++)
+    for (int i = 0; i < FOLIO_KV_BLOCK_SIZE; i++)
         t[i] = base + i;
 }
 

@@ -17,7 +17,7 @@
 #include "check.h"
 #include "ipc_records.h"
 #include "policy.h"
-#include "sim_worker.h"
+#include "sim_backend.h"
 #include "step_io.h"
 
 #define NUM_REQUESTS 10000

@@ -232,6 +232,80 @@ static int load_text(const char *dir, const char *json_text, char *err, size_t e
     return rc;
 }
 
+/* Loads a one-token BPE with the given pre_tokenizer JSON; returns the error. */
+static int load_pre(const char *dir, const char *pre, char *err, size_t errlen)
+{
+    char text[1024];
+    snprintf(text, sizeof text,
+             "{\"pre_tokenizer\": %s, \"model\": {\"type\": \"BPE\", \"vocab\": {\"a\": 0}, "
+             "\"merges\": []}}",
+             pre);
+    return load_text(dir, text, err, errlen);
+}
+
+static void test_bad_pre_tokenizers(const char *dir)
+{
+    char err[512];
+    CHECK(load_pre(dir, "{\"type\": \"Whitespace\"}", err, sizeof err) == -1 &&
+          strstr(err, "\"Whitespace\" is not supported"));
+    CHECK(load_pre(dir,
+                   "{\"type\": \"Split\", \"pattern\": {\"Regex\": \"(a\"}, "
+                   "\"behavior\": \"Isolated\"}",
+                   err, sizeof err) == -1 &&
+          strstr(err, "does not compile") && strstr(err, "(a"));
+    CHECK(load_pre(dir,
+                   "{\"type\": \"Split\", \"pattern\": {\"Regex\": \"[^\\\\S]\"}, "
+                   "\"behavior\": \"Isolated\"}",
+                   err, sizeof err) == -1 &&
+          strstr(err, "\\S inside [...]"));
+    CHECK(load_pre(dir,
+                   "{\"type\": \"Split\", \"pattern\": {\"Regex\": \"a\"}, "
+                   "\"behavior\": \"Sideways\"}",
+                   err, sizeof err) == -1 &&
+          strstr(err, "Sideways"));
+    CHECK(load_pre(dir,
+                   "{\"type\": \"Sequence\", \"pretokenizers\": [{\"type\": \"ByteLevel\"}, "
+                   "{\"type\": \"Digits\"}]}",
+                   err, sizeof err) == -1 &&
+          strstr(err, "ByteLevel must come last"));
+    CHECK(load_pre(dir,
+                   "{\"type\": \"Sequence\", \"pretokenizers\": [{\"type\": \"Digits\"}, "
+                   "{\"type\": \"Metaspace\", \"replacement\": \"_\"}]}",
+                   err, sizeof err) == -1 &&
+          strstr(err, "Metaspace with Split"));
+    /* The behaviours on "a1b22" split by digits (HF's NormalizedString::split). */
+    static const struct {
+        const char *behavior, *ids;
+    } cases[] = {{"Removed", "0 2"},
+                 {"Isolated", "0 1 2 3 3"},
+                 {"MergedWithPrevious", "4 6 3"},
+                 {"MergedWithNext", "0 5 3 3"},
+                 {"Contiguous", "0 1 2 7"}};
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        char text[1024];
+        snprintf(text, sizeof text,
+                 "{\"pre_tokenizer\": {\"type\": \"Split\", \"pattern\": {\"Regex\": "
+                 "\"\\\\d\"}, \"behavior\": \"%s\"}, \"model\": {\"type\": \"BPE\", "
+                 "\"vocab\": {\"a\": 0, \"1\": 1, \"b\": 2, \"2\": 3, \"a1\": 4, \"1b\": 5, "
+                 "\"b2\": 6, \"22\": 7, \"b22\": 8, \"a1b22\": 9}, \"merges\": [\"a 1\", \"1 b\", "
+                 "\"b 2\", \"2 2\", \"b 22\"]}}",
+                 cases[k].behavior);
+        CHECK(load_text(dir, text, err, sizeof err) == 0);
+        struct folio_tokenizer *t;
+        CHECK(folio_tokenizer_load(dir, &t, err, sizeof err) == 0);
+        size_t n;
+        int32_t *ids = folio_tokenizer_encode(t, "a1b22", 5, false, &n);
+        char got[64] = "";
+        for (size_t i = 0; ids && i < n; i++)
+            snprintf(got + strlen(got), sizeof got - strlen(got), i ? " %d" : "%d", ids[i]);
+        if (strcmp(got, cases[k].ids))
+            printf("Split %s: got %s, want %s\n", cases[k].behavior, got, cases[k].ids);
+        CHECK(!strcmp(got, cases[k].ids));
+        free(ids);
+        folio_tokenizer_free(t);
+    }
+}
+
 static void test_bad_files(void)
 {
     char err[512];
@@ -266,6 +340,7 @@ static void test_bad_files(void)
                     "\"vocab\": {\"a\": 0}, \"merges\": []}}",
                     err, sizeof err) == -1 &&
           strstr(err, "NFKC"));
+    test_bad_pre_tokenizers(dir);
     CHECK(load_text(dir,
                     "{\"model\": {\"type\": \"BPE\", \"vocab\": {\"a\": 0}, \"merges\": [], "
                     "\"unk_token\": \"<unk>\"}}",

@@ -1,1 +1,0 @@
-tar xJf build-pack/carry.tar.xz && export OUT && FOLIO_COMMIT=6267fb2 bash bench/gpu/guidellm_bench.sh --budget-s 330   # carry ["build-pack"], after deploy/bundle.sh && bash bench/gpu/guidellm_bench.sh --stage && deploy/pack.sh

@@ -1,0 +1,328 @@
+"""`folio serve` against a hostile client and a careless operator, on the CPU backend: a client
+that hangs up on a non-streaming request, SIGTERM with a short --drain-seconds, a log pipe that
+closes, request bodies over the limit on HTTP/1.1 and HTTP/2, a scheduler that is stopped
+(SIGSTOP), a JSON string holding \\u0000, and a KV pool too small for the prompts it is given.
+
+Most tests run against the simulated worker slowed down (--sim-time-scale), so that a request
+lasts long enough to be interrupted; the KV tests use the real CPU worker on the tiny model."""
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+
+from conftest import bin_path
+
+MAX_WAIT_S = 60
+SLOW_SIM = ["--simulate", "--sim-time-scale", "20"]  # about 12 ms a token
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def child_pids(pid, name):
+    out = []
+    for d in Path("/proc").iterdir():
+        if not d.name.isdigit():
+            continue
+        try:
+            ppid = int((d / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            cmd = (d / "cmdline").read_bytes().split(b"\0")[0].decode()
+        except (OSError, ValueError, IndexError):
+            continue
+        if ppid == pid and name in cmd:
+            out.append(int(d.name))
+    return out
+
+
+def wait_until(pred, timeout, what):
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        if pred():
+            return
+        time.sleep(0.1)
+    pytest.fail(f"{what} within {timeout} s")
+
+
+class Served:
+    """One `folio serve` with one frontend; logs to a file unless told otherwise."""
+
+    def __init__(self, tmp, *args, model=None, stdout=None):
+        self.port = free_port()
+        self.base = f"http://127.0.0.1:{self.port}"
+        self.logpath = Path(tmp) / f"serve-{self.port}.log"
+        self.log = None if stdout else open(self.logpath, "w+")
+        cmd = [str(bin_path("folio")), "serve", "--port", str(self.port), "--host", "127.0.0.1",
+               "--frontends", "1", *args]
+        if model:
+            cmd += ["--model", str(model)]
+        self.proc = subprocess.Popen(cmd, stdout=stdout or self.log, stderr=subprocess.STDOUT)
+        self.run_dir = Path(f"/tmp/folio-{self.proc.pid}")
+
+    def logs(self):
+        return self.logpath.read_text()[-6000:] if self.log else "(log piped)"
+
+    def health(self):
+        try:
+            return httpx.get(self.base + "/health", timeout=2).status_code
+        except httpx.HTTPError:
+            return None
+
+    def wait_health(self, timeout=MAX_WAIT_S):
+        deadline = time.time() + timeout
+        while time.time() < deadline:
+            assert self.proc.poll() is None, "folio serve exited:\n" + self.logs()
+            if self.health() == 200:
+                return
+            time.sleep(0.1)
+        pytest.fail(f"/health did not become 200 within {timeout} s:\n" + self.logs())
+
+    def metric(self, name):
+        text = httpx.get(self.base + "/metrics", timeout=5).text
+        for line in text.splitlines():
+            if line.startswith(name + " "):
+                return float(line.split()[1])
+        return None
+
+    def complete(self, **kw):
+        body = {"prompt": "Hello", "max_tokens": 4, **kw}
+        return httpx.post(self.base + "/v1/completions", json=body, timeout=120)
+
+    def stop(self):
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+        try:
+            return self.proc.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            pytest.fail("folio serve did not stop within 60 s of SIGTERM:\n" + self.logs())
+
+    def assert_clean(self):
+        left = [f for f in os.listdir("/dev/shm") if f.startswith(f"folio-{self.proc.pid}-")]
+        assert left == [], f"shared memory left behind: {left}"
+        assert not self.run_dir.exists(), "run directory left behind"
+
+
+@pytest.fixture(scope="module")
+def sim(tmp_path_factory):
+    s = Served(tmp_path_factory.mktemp("rel"), *SLOW_SIM)
+    try:
+        s.wait_health()
+        yield s
+    finally:
+        rc = s.stop()
+        assert rc == 0, s.logs()
+        s.assert_clean()
+
+
+def raw_post(port, body):
+    """A POST /v1/completions on a plain socket, left open."""
+    data = json.dumps(body).encode()
+    sock = socket.create_connection(("127.0.0.1", port), timeout=10)
+    sock.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                 b"Content-Length: %d\r\n\r\n%s" % (len(data), data))
+    return sock
+
+
+def test_nonstreaming_disconnect_is_aborted(sim):
+    """A client that hangs up on a non-streaming request stops its generation (defect 1)."""
+    before = sim.metric("folio_client_disconnects_total")
+    sock = raw_post(sim.port, {"prompt": "Hello", "max_tokens": 1500, "ignore_eos": True})
+    wait_until(lambda: sim.metric("folio_num_requests_running") == 1, 10,
+               "the request never showed as running")
+    sock.close()
+    # 1500 tokens take about 18 s here: an abort ends it long before.
+    wait_until(lambda: sim.metric("folio_num_requests_running") == 0, 8,
+               "the abandoned non-streaming request was not aborted")
+    assert sim.metric("folio_client_disconnects_total") == before + 1
+    assert sim.complete().status_code == 200
+
+
+def test_body_over_the_limit_is_413_json_on_h1_and_h2(sim, tmp_path):
+    """Over HTTP/2 a body over --max-body-bytes (16 MiB) gets a 413, not REFUSED_STREAM; the
+    413 is OpenAI's error JSON on both protocols (defect 4)."""
+    big = json.dumps({"prompt": "x" * (17 << 20), "max_tokens": 1}).encode()
+    r = httpx.post(sim.base + "/v1/completions", content=big, timeout=60)
+    assert r.status_code == 413
+    assert r.headers["content-type"].startswith("application/json")
+    assert "max" in r.json()["error"]["message"]
+    body = tmp_path / "big.json"
+    body.write_bytes(big)
+    out = subprocess.run(["nghttp", "-v", "-d", str(body), sim.base + "/v1/completions"],
+                         capture_output=True, timeout=60)
+    text = out.stdout.decode(errors="replace")
+    assert ":status: 413" in text, text[-3000:]
+    assert "REFUSED_STREAM" not in text
+    assert '"error"' in text and "invalid_request_error" in text
+    # A length far past what the frontend would even read: h2o's own 413, as JSON too.
+    sock = socket.create_connection(("127.0.0.1", sim.port), timeout=10)
+    sock.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                 b"Content-Length: 100000000000\r\n\r\n{")
+    reply = b""
+    while b"\r\n\r\n" not in reply or not reply.rstrip().endswith(b"}"):
+        chunk = sock.recv(65536)
+        if not chunk:
+            break
+        reply += chunk
+    sock.close()
+    head, _, payload = reply.partition(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 413"), head
+    assert b"application/json" in head.lower(), head
+    assert json.loads(payload)["error"]["code"] == 413
+
+
+def test_nul_in_a_json_string_is_a_clear_400(sim):
+    """Folio rejects U+0000 in request strings with a message that says what and where
+    (defect 6), not the JSON library's flag name."""
+    r = httpx.post(sim.base + "/v1/completions", timeout=30,
+                   content=b'{"prompt": "a\\u0000b", "max_tokens": 2}')
+    assert r.status_code == 400
+    msg = r.json()["error"]["message"]
+    assert "JSON_ALLOW_NUL" not in msg
+    assert "U+0000" in msg and "column" in msg
+
+
+def test_stopped_scheduler_is_restarted(sim):
+    """A scheduler that stops answering (SIGSTOP) is killed and restarted by the launcher's
+    heartbeat, and service comes back while the old one is still stopped (defect 5)."""
+    old = child_pids(sim.proc.pid, "folio-scheduler")
+    assert len(old) == 1
+    os.kill(old[0], signal.SIGSTOP)
+    try:
+        wait_until(lambda: child_pids(sim.proc.pid, "folio-scheduler") not in ([], old), 30,
+                   "the stopped scheduler was not replaced")
+        sim.wait_health(timeout=MAX_WAIT_S)
+        deadline = time.time() + 15
+        while (r := sim.complete()).status_code == 503 and time.time() < deadline:
+            time.sleep(0.2)
+        assert r.status_code == 200, r.text
+    finally:
+        try:
+            os.kill(old[0], signal.SIGCONT)
+        except ProcessLookupError:
+            pass
+    assert "not answering" in sim.logs()
+
+
+def test_drain_seconds_reach_the_children(tmp_path):
+    """`folio serve --drain-seconds 2` tells its children, and on SIGTERM an open stream ends
+    with an error event and [DONE] before the launcher stops them (defect 2)."""
+    s = Served(tmp_path, *SLOW_SIM, "--drain-seconds", "2")
+    try:
+        s.wait_health()
+        body = {"prompt": "Go", "max_tokens": 1900, "ignore_eos": True, "stream": True}
+        with httpx.stream("POST", s.base + "/v1/completions", json=body, timeout=30) as r:
+            lines = r.iter_lines()
+            for line in lines:
+                if line.startswith("data: "):
+                    break
+            t0 = time.time()
+            s.proc.send_signal(signal.SIGTERM)
+            rest = [line[6:] for line in lines if line.startswith("data: ")]
+        assert rest and rest[-1] == "[DONE]", rest[-3:]
+        assert "error" in json.loads(rest[-2])
+        assert s.proc.wait(timeout=20) == 0, s.logs()
+        assert time.time() - t0 < 4
+        log = s.logs()
+        assert "draining up to 30" not in log and "SIGKILL" not in log, log
+        s.assert_clean()
+    finally:
+        s.stop()
+
+
+def test_closed_log_pipe_does_not_kill_the_server(tmp_path):
+    """`folio serve ... 2>&1 | head -c 10`: once the pipe's reader is gone, every log write
+    fails with EPIPE and nothing dies of SIGPIPE (defect 3)."""
+    s = Served(tmp_path, "--simulate", stdout=subprocess.PIPE)
+    try:
+        s.proc.stdout.read(10)
+        s.proc.stdout.close()  # the reader goes away, as head does
+        s.wait_health()
+        # Events that each process logs: a frontend killed (the launcher says so and restarts
+        # it), requests served, a worker killed (the scheduler restarts it).
+        fe = child_pids(s.proc.pid, "folio-frontend")
+        os.kill(fe[0], signal.SIGKILL)
+        wait_until(lambda: child_pids(s.proc.pid, "folio-frontend") not in ([], fe), 20,
+                   "the killed frontend was not restarted")
+        s.wait_health()
+        sched = child_pids(s.proc.pid, "folio-scheduler")[0]
+        for w in child_pids(sched, "folio-worker"):
+            os.kill(w, signal.SIGKILL)
+        time.sleep(1)
+        s.wait_health()
+        for _ in range(5):
+            assert s.complete().status_code == 200
+        assert s.proc.poll() is None
+    finally:
+        rc = s.stop()
+    assert rc == 0
+    s.assert_clean()
+
+
+@pytest.fixture(scope="module")
+def kv_model(tmp_path_factory):
+    from make_tiny_model import make_tiny_model
+
+    out = tmp_path_factory.mktemp("kv-model")
+    make_tiny_model(str(out))
+    return out
+
+
+PROMPTS = [f"Story {i}: once upon a time in a land far away" for i in range(8)]
+
+
+def greedy(s, prompt, n=96):
+    r = s.complete(prompt=prompt, max_tokens=n, temperature=0, ignore_eos=True)
+    assert r.status_code == 200, r.text
+    return r.json()["choices"][0]["text"]
+
+
+def test_kv_exhaustion_preempts_by_recompute_with_the_same_tokens(tmp_path, kv_model):
+    """8 prompts of ~110 tokens each need ~56 blocks; a pool of 16 holds two or three: the
+    scheduler preempts by recompute, and the greedy tokens are those of each prompt alone."""
+    s = Served(tmp_path, "--num-kv-blocks", "16", "--threads", "1", model=kv_model)
+    try:
+        s.wait_health()
+        alone = [greedy(s, p) for p in PROMPTS]
+        assert s.metric("folio_num_preemptions_total") == 0
+        from concurrent.futures import ThreadPoolExecutor
+
+        with ThreadPoolExecutor(len(PROMPTS)) as ex:
+            together = list(ex.map(lambda p: greedy(s, p), PROMPTS))
+        assert s.metric("folio_num_preemptions_total") > 0
+        assert together == alone
+        wait_until(lambda: s.metric("folio_kv_blocks_used") == 0, 10, "KV blocks not freed")
+    finally:
+        assert s.stop() == 0, s.logs()
+    s.assert_clean()
+
+
+def test_request_that_can_never_fit_gets_400(tmp_path, kv_model):
+    """A pool of 8 blocks holds 128 tokens: a request that needs more is refused at admission
+    with the context-length message, and one without max_tokens gets what fits."""
+    s = Served(tmp_path, "--num-kv-blocks", "8", "--threads", "1", model=kv_model)
+    try:
+        s.wait_health()
+        r = s.complete(prompt="Hello there", max_tokens=200)
+        assert r.status_code == 400, r.text
+        assert "maximum context length is 128 tokens" in r.json()["error"]["message"]
+        r = s.complete(prompt="word " * 200, max_tokens=1)
+        assert r.status_code == 400, r.text
+        r = s.complete(prompt="Hello there", max_tokens=None, ignore_eos=True)
+        assert r.status_code == 200, r.text
+        usage = r.json()["usage"]
+        assert usage["prompt_tokens"] + usage["completion_tokens"] == 128
+        m = httpx.get(s.base + "/v1/models", timeout=5).json()
+        assert m["data"][0]["max_model_len"] == 128
+    finally:
+        assert s.stop() == 0, s.logs()
+    s.assert_clean()

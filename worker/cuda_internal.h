@@ -1,0 +1,282 @@
+/* What the files of the CUDA backend share: the backend's state, the step
+ * buffer's layout and the functions one file calls in another.
+ *   cuda_backend.c  create and destroy: tuning, streams, activations, KV pool
+ *   cuda_weights.c  weights: check, upload to bf16, fuse QKV and gate/up, fold norms
+ *   cuda_gemm.c     GEMMs: cuBLASLt plans, split-K, the TMA GEMM's tensor maps
+ *   cuda_forward.c  the forward pass of one step, by regime
+ *   cuda_graphs.c   decode graphs and the start-up warm-up
+ *   cuda_step.c     the launch/collect pipeline: validate, pack, copy, collect
+ * Any CUDA or cuBLAS error returns -1 with a message (CUDA_CHECK). */
+#ifndef FOLIO_CUDA_INTERNAL_H
+#define FOLIO_CUDA_INTERNAL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include <cublasLt.h>
+#include <cuda_runtime_api.h>
+
+#include "backend.h"
+#include "cuda_tuning.h"
+#include "folio_kernels.h"
+
+#define MAX_INFLIGHT 2
+#define GEMM_CACHE_SIZE 1024 /* open-addressed, power of two */
+#define WORKSPACE_BYTES (32u << 20)
+#define NUM_GRAPH_BUCKETS 16
+/* Split-K of the O and down projections: batches of at most this many rows (the
+ * decode graph buckets) on the cuBLASLt path. */
+#define SPLITK_MAX_ROWS 256
+
+#define CUDA_CHECK(call)                                                                           \
+    do {                                                                                           \
+        cudaError_t e_ = (call);                                                                   \
+        if (e_ != cudaSuccess) {                                                                   \
+            snprintf(err, errlen, "cuda backend: %s failed: %s (%s:%d)", #call,                    \
+                     cudaGetErrorString(e_), __FILE__, __LINE__);                                  \
+            return -1;                                                                             \
+        }                                                                                          \
+    } while (0)
+
+#define CUBLAS_CHECK(call)                                                                         \
+    do {                                                                                           \
+        cublasStatus_t s_ = (call);                                                                \
+        if (s_ != CUBLAS_STATUS_SUCCESS) {                                                         \
+            snprintf(err, errlen, "cuda backend: %s failed: %s (%s:%d)", #call,                    \
+                     cublasLtGetStatusString(s_), __FILE__, __LINE__);                             \
+            return -1;                                                                             \
+        }                                                                                          \
+    } while (0)
+
+typedef folio_bf16_bits bf16;
+
+/* One cached GEMM shape: y[M, N] = x[M, K] * w[N, K]^T, algorithm picked once.
+ * splits > 1: a strided-batched matmul over that many slices of K, f32 partial
+ * results [splits][M][N]; align: the byte alignment its slices keep. */
+struct gemm_plan {
+    bool used;
+    int m, n, k;
+    bool out_f32;
+    int splits;
+    unsigned align;
+    cublasLtMatmulDesc_t desc;
+    cublasLtMatrixLayout_t a, b, c;
+    cublasLtMatmulAlgo_t algo;
+};
+
+/* One layer's weights. The norms' weights are folded into the columns of the
+ * projections that read them (wqkv, w_gate_up) at load, and attn_norm and
+ * mlp_norm hold ones: the norm kernels then compute x / rms(x), and the
+ * fused cuBLASLt path can leave the norm to the kernels after those
+ * projections. */
+struct cuda_layer {
+    bf16 *attn_norm, *wqkv, *wo, *mlp_norm, *w_gate_up, *w_down;
+    bf16 *bqkv; /* Q/K/V biases [qkv_dim] (Qwen2); NULL: none */
+};
+
+/* Byte offsets of the sections of a step's buffer, for T token rows and S
+ * sequence rows (a graph bucket uses T = S = bucket): the metadata the host
+ * packs (inputs, up to `inputs`), then what the sampler writes for S rows
+ * (outputs, up to `total`). Each in-flight slot has the buffer twice, pinned
+ * on the host and on the device: one copy in, one copy out a step. */
+struct step_layout {
+    size_t token_ids, token_slot, token_seq, token_pos, seq_ctx, sample_rows, params, tables,
+        attn_tiles, pen_seqs;
+    size_t inputs;
+    size_t out_tokens, out_logprobs, out_top_ids, out_top_logprobs;
+    size_t total;
+};
+
+/* The dead buffers that decode steps on the cuBLASLt paths drop from the L2
+ * without write-back (l2_discard in kernels/common.cuh): left there, they are
+ * written back when the next layers' weights and keys evict them, traffic
+ * that lands on the kernels reading memory then. Other steps drop only the
+ * logits that one CTA a row samples. */
+enum {
+    L2_DROP_GATE_UP = 1,   /* gate/up's output, by SiLU once read */
+    L2_DROP_ACT = 2,       /* SiLU's output once the down GEMM read it: by decode
+                              attention (fused path), else by the next add_rmsnorm */
+    L2_DROP_LOGITS = 4,    /* by the sampler (logits_unread) */
+    L2_DROP_QKV = 8,       /* q, k and v, by decode attention once read (fused path) */
+    L2_DROP_ATTN_OUT = 16, /* attention's output once O read it: by SiLU (fused
+                              path), else by the next add_rmsnorm */
+    L2_DROP_NORMED = 32,   /* the norm's output once a projection read it: by
+                              decode attention (after QKV) and SiLU (after gate/up) */
+    L2_DROP_ADD = 64,      /* what add_rmsnorm adds (O's or down's output or its
+                              K slices), once added */
+    L2_DROP_ALL = 127,
+};
+
+/* A step between launch and collect. Its slot's buffers and graphs are its
+ * own while it is in flight, so the next step's metadata goes up (upload
+ * stream) while this one computes, and this one's results come down
+ * (download stream) while the next computes: the compute stream runs step
+ * after step with nothing between them. */
+struct inflight {
+    cudaEvent_t uploaded;   /* upload stream: the metadata is on the device */
+    cudaEvent_t computed;   /* compute stream: the step's kernels are done */
+    cudaEvent_t done;       /* download stream: the results are on the host */
+    unsigned char *staging; /* pinned: the step's buffer (struct step_layout) */
+    unsigned char *d_step;  /* the same on the device */
+    int32_t *h_tokens;      /* the outputs in staging */
+    float *h_logprobs;
+    int32_t *h_top_ids;
+    float *h_top_logprobs;
+    int num_seqs;
+    int num_attn_tiles; /* prefill attention tiles of the step; -1: decode-only step */
+    int *seq_row;       /* [max_seqs]: sampling row of each sequence, -1 if none */
+    int num_sample_rows;
+    bool logits_on_device; /* the rows live in d_logits until a later step */
+    float *d_logits_keep;  /* FOLIO_CUDA_KEEP_LOGITS: a copy that outlives the next launch */
+    bool logits_kept;
+};
+
+/* A bucket's decode graph, one per in-flight slot (each reads and writes its
+ * slot's step buffer). */
+struct graph_entry {
+    int bucket;
+    bool captured[MAX_INFLIGHT];
+    cudaGraphExec_t exec[MAX_INFLIGHT];
+};
+
+struct cuda_backend {
+    struct folio_backend base;
+    bool failed;
+    struct cuda_tuning tune;
+
+    /* model shape */
+    int hidden, inter, layers, heads, kv_heads, head_dim, vocab, qkv_dim;
+    float eps;
+    bool qkv_bias; /* the QKV projection has a bias (Qwen2): cuda_layer.bqkv */
+
+    cudaStream_t stream;           /* compute: every kernel */
+    cudaStream_t upload, download; /* the step buffers' copies in and out */
+    cublasLtHandle_t lt;
+    void *workspace;
+    struct gemm_plan *plans;
+    int num_plans;
+
+    /* weights */
+    bf16 *embed, *final_norm, *lm_head;
+    struct cuda_layer *lw;
+    float *inv_freq;
+    uint32_t *rope_cos_sin; /* folio_k_rope_table: [max context][head_dim / 2] */
+    void *weight_blocks[8]; /* allocations to free */
+    int num_weight_blocks;
+
+    /* KV pool: [layer][K|V][block][kv_head][16][head_dim] */
+    bf16 *kv_pool;
+    size_t kv_layer_stride; /* elements of one layer's K (or V) */
+
+    /* activations, [max_num_tokens, ...] */
+    bf16 *res, *res2, *normed, *qkv, *attn_out, *proj_out, *gate_up, *act, *final_h;
+    float *d_logits;         /* [max_seqs, vocab] */
+    int32_t *d_last_sampled; /* [max_seqs], by slot */
+    unsigned char *d_meta;   /* the step being queued: its slot's d_step */
+    int block_stride;        /* block-table entries per sequence */
+    /* Penalties (folio_k_penalty_update): per slot, a state word per token
+     * [max_seqs, vocab], the tokens by position [max_seqs, pen_max_ctx], and
+     * a rebuild flag [max_seqs]. */
+    uint32_t *d_pen_state;
+    int32_t *d_pen_history;
+    int32_t *d_pen_rebuild;
+    int pen_max_ctx;
+    /* folio_k_sample_split's workspace; NULL (FOLIO_SAMPLE_SPLIT=0): every row
+     * in sample.cu's one-CTA-a-row kernel. */
+    void *d_sample_split;
+
+    struct inflight fl[MAX_INFLIGHT];
+    int fl_head, fl_count;
+
+    /* attention: tensor-core kernels unless the shape needs the reference one */
+    int attn_tile_tokens; /* query tokens per prefill tile; 0: reference kernel */
+    int num_sms;
+    void *attn_workspace; /* split-KV partials of the decode kernel */
+    size_t attn_workspace_bytes;
+    int *attn_counters; /* its per-(token, KV head) counters, zero between launches */
+    bool pdl_step;      /* this step's GEMVs use PDL (set by the forward) */
+    /* The f32 K-slice partial sums of a split projection ([S][m][n]), summed by
+     * the kernel that reads them (add_rmsnorm, or RoPE for QKV). */
+    float *splitk_partials;
+    /* The TMA + wgmma GEMM (folio_k_gemm_tma) for the projections of steps of
+     * gemv_max_rows < m <= FOLIO_K_TMA_MAX_ROWS rows, where the shapes and the
+     * driver allow it: the tensor maps of each layer's four weights and of the
+     * activations they read. O, down and QKV write K slices (more for down's
+     * long k at up to TMA_SMALL_ROWS rows) so that more CTAs stream weights. */
+    bool tma;
+    struct folio_k_tmap *tmaps; /* [layers][TMA_WEIGHTS], then [TMA_XS], then the LM head */
+    int tma_split_qkv, tma_split_o, tma_split_down;
+    int tma_split_down_small; /* down's K slices at up to TMA_SMALL_ROWS rows */
+    bool tma_lm_head;         /* the LM head on the TMA GEMM too (vocab fills whole CTAs) */
+    /* Dead intermediate buffers dropped from the L2 without write-back, bits
+     * L2_DROP_* (all but the logits when a caller reads them). */
+    int l2_drop;
+
+    struct graph_entry graphs[NUM_GRAPH_BUCKETS];
+    int num_graphs;
+};
+
+/* The TMA GEMM's tensor maps: the weights of each layer, and the activations. */
+enum { TMA_QKV, TMA_O, TMA_GATE_UP, TMA_DOWN, TMA_WEIGHTS };
+#define TMA_SLICES 4
+/* Steps of up to TMA_SMALL_ROWS rows run the down projection (whose k is
+ * several times the others') in TMA_SLICES_SMALL K slices: twice the CTAs,
+ * all resident, twice the weight bytes in flight, while the partials the next
+ * add_rmsnorm reads are still few. Above that the extra partials cost more
+ * than the extra CTAs bring. */
+#define TMA_SLICES_SMALL 8
+#define TMA_SMALL_ROWS 8
+enum { TMA_X_NORMED, TMA_X_ATTN_OUT, TMA_X_ACT, TMA_X_FINAL, TMA_XS };
+
+/* cuda_step.c */
+void cuda_layout_for(int t_rows, int s_rows, int stride, struct step_layout *l);
+int cuda_pack_step(struct cuda_backend *cb, const struct folio_step_batch *batch, int t_rows,
+                   int s_rows, bool row_per_seq, const struct step_layout *l, struct inflight *fl);
+int cuda_launch(struct folio_backend *b, const struct folio_step_batch *batch, char *err,
+                size_t errlen);
+int cuda_collect(struct folio_backend *b, struct folio_step_result *res, char *err, size_t errlen);
+
+/* cuda_gemm.c */
+void cuda_gemm_plans_clear(struct cuda_backend *cb);
+cudaError_t cuda_gemv(struct cuda_backend *cb, void *y, const bf16 *x, const bf16 *add,
+                      const bf16 *norm_w, const int32_t *rows, bf16 *res_out, const bf16 *w, int m,
+                      int n, int k, bool out_f32, bool gate_up_silu);
+int cuda_gemm_lt(struct cuda_backend *cb, const bf16 *x, const bf16 *w, void *y, int m, int n,
+                 int k, bool out_f32, float beta, char *err, size_t errlen);
+int cuda_gemm(struct cuda_backend *cb, const bf16 *x, const bf16 *w, void *y, int m, int n, int k,
+              bool out_f32, char *err, size_t errlen);
+int cuda_gemm_splitk(struct cuda_backend *cb, const bf16 *x, const bf16 *w, float *partials, int m,
+                     int n, int k, int splits, char *err, size_t errlen);
+int cuda_splitk_slices(int forced, int m, int k);
+void cuda_tma_setup(struct cuda_backend *cb, size_t max_rows, size_t max_seqs);
+const struct folio_k_tmap *cuda_tma_wmap(const struct cuda_backend *cb, int li, int which);
+const struct folio_k_tmap *cuda_tma_xmap(const struct cuda_backend *cb, int which);
+const struct folio_k_tmap *cuda_tma_lm_head_map(const struct cuda_backend *cb);
+
+/* cuda_forward.c */
+struct folio_k_decode_plan cuda_decode_plan(const struct cuda_backend *cb, int n);
+int cuda_forward(struct cuda_backend *cb, const struct step_layout *l, int t_rows, int s_rows,
+                 int n_sample, int num_tiles, char *err, size_t errlen);
+
+/* cuda_graphs.c */
+int cuda_run_decode_graph(struct cuda_backend *cb, int bucket, int slot,
+                          const struct step_layout *l, char *err, size_t errlen);
+int cuda_capture_decode_graphs(struct cuda_backend *cb, char *err, size_t errlen);
+int cuda_warm_up_mixed_steps(struct cuda_backend *cb, char *err, size_t errlen);
+
+/* cuda_weights.c */
+int cuda_load_weights(struct cuda_backend *cb, const struct folio_model *m, char *err,
+                      size_t errlen);
+
+/* The decode graph bucket of n rows: the next power of two. */
+static inline int cuda_graph_bucket(int n)
+{
+    int b = 1;
+    while (b < n)
+        b <<= 1;
+    return b;
+}
+
+#endif

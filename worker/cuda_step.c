@@ -1,0 +1,354 @@
+/* The launch/collect pipeline of the CUDA backend.
+ *
+ * A step is queued on one stream: one host-to-device copy of the step's
+ * metadata (packed in pinned memory), the forward pass, sampling, and one
+ * device-to-host copy per result array into pinned memory, then an event.
+ * collect() waits on the event of the oldest step. Up to two steps are in
+ * flight, each with its own pinned staging, so step N+1 is queued before N's
+ * results are read; FOLIO_TOKEN_FROM_PREV ids are read on the GPU from the ids
+ * each slot sampled last (the embedding kernel does it), never from the host.
+ *
+ * Any CUDA or cuBLAS error returns -1 with a message and marks the backend
+ * failed: the worker exits and the scheduler starts a fresh one. */
+#include <math.h>
+#include <string.h>
+
+#include "cuda_internal.h"
+
+static size_t align_up(size_t x, size_t a)
+{
+    return (x + a - 1) / a * a;
+}
+
+void cuda_layout_for(int t_rows, int s_rows, int stride, struct step_layout *l)
+{
+    size_t o = 0;
+    l->token_ids = o;
+    o = align_up(o + sizeof(int32_t) * t_rows, 16);
+    l->token_slot = o;
+    o = align_up(o + sizeof(int32_t) * t_rows, 16);
+    l->token_seq = o;
+    o = align_up(o + sizeof(int32_t) * t_rows, 16);
+    l->token_pos = o;
+    o = align_up(o + sizeof(int32_t) * t_rows, 16);
+    l->seq_ctx = o;
+    o = align_up(o + sizeof(int32_t) * s_rows, 16);
+    l->sample_rows = o;
+    o = align_up(o + sizeof(int32_t) * s_rows, 16);
+    l->params = o;
+    o = align_up(o + sizeof(struct folio_k_sample_params) * s_rows, 16);
+    l->tables = o;
+    o = align_up(o + sizeof(int32_t) * (size_t)s_rows * stride, 16);
+    l->attn_tiles = o; /* at most one prefill tile per token */
+    o = align_up(o + sizeof(int32_t) * 2 * (size_t)t_rows, 16);
+    l->pen_seqs = o;
+    o = align_up(o + sizeof(struct folio_k_penalty_seq) * s_rows, 16);
+    l->inputs = o;
+    l->out_tokens = o;
+    o = align_up(o + sizeof(int32_t) * s_rows, 16);
+    l->out_logprobs = o;
+    o = align_up(o + sizeof(float) * s_rows, 16);
+    l->out_top_ids = o;
+    o = align_up(o + sizeof(int32_t) * (size_t)s_rows * FOLIO_MAX_LOGPROBS, 16);
+    l->out_top_logprobs = o;
+    o = align_up(o + sizeof(float) * (size_t)s_rows * FOLIO_MAX_LOGPROBS, 16);
+    l->total = o;
+}
+
+static int validate_batch(const struct cuda_backend *cb, const struct folio_step_batch *batch,
+                          char *err, size_t errlen)
+{
+    const struct folio_backend *b = &cb->base;
+    if (batch->num_seqs <= 0 || batch->num_seqs > b->max_seqs) {
+        snprintf(err, errlen, "step: num_seqs %d outside 1..%d", batch->num_seqs, b->max_seqs);
+        return -1;
+    }
+    if (batch->num_tokens <= 0 || batch->num_tokens > b->max_num_tokens) {
+        snprintf(err, errlen, "step: num_tokens %d outside 1..%d", batch->num_tokens,
+                 b->max_num_tokens);
+        return -1;
+    }
+    int sum = 0;
+    for (int i = 0; i < batch->num_seqs; i++) {
+        const struct folio_step_seq *q = &batch->seqs[i];
+        if (q->slot < 0 || q->slot >= b->max_seqs) {
+            snprintf(err, errlen, "step: seq %d: slot %d outside 0..%d", i, q->slot,
+                     b->max_seqs - 1);
+            return -1;
+        }
+        if (q->num_new_tokens < 1 || q->context_len < q->num_new_tokens) {
+            snprintf(err, errlen, "step: seq %d: num_new_tokens %d, context_len %d", i,
+                     q->num_new_tokens, q->context_len);
+            return -1;
+        }
+        int need = (q->context_len + FOLIO_KV_BLOCK_SIZE - 1) / FOLIO_KV_BLOCK_SIZE;
+        if (need > cb->block_stride || q->num_blocks < need || !q->block_table) {
+            snprintf(err, errlen,
+                     "step: seq %d: context_len %d needs %d blocks (has %d, at most %d)", i,
+                     q->context_len, need, q->num_blocks, cb->block_stride);
+            return -1;
+        }
+        for (int j = 0; j < need; j++)
+            if (q->block_table[j] < 0 || q->block_table[j] >= b->num_kv_blocks) {
+                snprintf(err, errlen, "step: seq %d: block_table[%d] = %d outside 0..%d", i, j,
+                         q->block_table[j], b->num_kv_blocks - 1);
+                return -1;
+            }
+        if (q->sampling.num_logprobs < 0 || q->sampling.num_logprobs > FOLIO_MAX_LOGPROBS) {
+            snprintf(err, errlen, "step: seq %d: num_logprobs %d outside 0..%d", i,
+                     q->sampling.num_logprobs, FOLIO_MAX_LOGPROBS);
+            return -1;
+        }
+        sum += q->num_new_tokens;
+    }
+    if (sum != batch->num_tokens) {
+        snprintf(err, errlen, "step: num_tokens %d but the sequences bring %d", batch->num_tokens,
+                 sum);
+        return -1;
+    }
+    for (int t = 0; t < batch->num_tokens; t++) {
+        int id = batch->token_ids[t];
+        if (id != FOLIO_TOKEN_FROM_PREV && (id < 0 || id >= cb->vocab)) {
+            snprintf(err, errlen, "step: token_ids[%d] = %d outside 0..%d", t, id, cb->vocab - 1);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+/* Writes the step's metadata into fl->staging; rows beyond the batch (a graph
+ * bucket's padding) read as padding. Returns the number of LM-head rows. */
+int cuda_pack_step(struct cuda_backend *cb, const struct folio_step_batch *batch, int t_rows,
+                   int s_rows, bool row_per_seq, const struct step_layout *l, struct inflight *fl)
+{
+    unsigned char *st = fl->staging;
+    int32_t *ids = (int32_t *)(st + l->token_ids), *slot = (int32_t *)(st + l->token_slot);
+    int32_t *tseq = (int32_t *)(st + l->token_seq), *tpos = (int32_t *)(st + l->token_pos);
+    int32_t *ctx = (int32_t *)(st + l->seq_ctx), *srows = (int32_t *)(st + l->sample_rows);
+    struct folio_k_sample_params *prm = (struct folio_k_sample_params *)(st + l->params);
+    int32_t *tables = (int32_t *)(st + l->tables);
+
+    int32_t *tiles = (int32_t *)(st + l->attn_tiles);
+    struct folio_k_penalty_seq *pen = (struct folio_k_penalty_seq *)(st + l->pen_seqs);
+    int t = 0, n_sample = 0, n_tiles = 0, per_tile = cb->attn_tile_tokens;
+    for (int i = 0; i < batch->num_seqs; i++) {
+        const struct folio_step_seq *q = &batch->seqs[i];
+        int start = q->context_len - q->num_new_tokens;
+        for (int j = 0; per_tile > 0 && j < q->num_new_tokens; j += per_tile, n_tiles++) {
+            tiles[2 * n_tiles] = t + j;
+            tiles[2 * n_tiles + 1] =
+                q->num_new_tokens - j < per_tile ? q->num_new_tokens - j : per_tile;
+        }
+        for (int j = 0; j < q->num_new_tokens; j++, t++) {
+            ids[t] = batch->token_ids[t];
+            slot[t] = q->slot;
+            tseq[t] = i;
+            tpos[t] = start + j;
+        }
+        ctx[i] = q->context_len;
+        const struct folio_sampling_params *sp = &q->sampling;
+        bool penalized = sp->repetition_penalty != 1.0f || sp->frequency_penalty != 0.0f ||
+                         sp->presence_penalty != 0.0f;
+        pen[i] = (struct folio_k_penalty_seq){
+            .flags = penalized ? FOLIO_K_PEN_TRACK | (q->sample ? FOLIO_K_PEN_SAMPLES : 0) : 0,
+            .slot = q->slot,
+            .first_token = t - q->num_new_tokens,
+            .num_new = q->num_new_tokens,
+            .context_len = q->context_len,
+            .output_index = q->output_index,
+        };
+        int need = (q->context_len + FOLIO_KV_BLOCK_SIZE - 1) / FOLIO_KV_BLOCK_SIZE;
+        memcpy(tables + (size_t)i * cb->block_stride, q->block_table, sizeof(int32_t) * need);
+        fl->seq_row[i] = -1;
+        int row = row_per_seq ? i : n_sample;
+        if (q->sample || row_per_seq) {
+            srows[row] = t - 1;
+            struct folio_k_sample_params *p = &prm[row];
+            memset(p, 0, sizeof(*p));
+            p->temperature = q->sampling.temperature;
+            p->top_k = q->sampling.top_k;
+            p->top_p = q->sampling.top_p;
+            p->min_p = q->sampling.min_p;
+            p->seed = q->sampling.seed;
+            p->output_index = q->output_index;
+            p->num_logprobs = q->sampling.num_logprobs;
+            p->repetition_penalty = sp->repetition_penalty;
+            p->frequency_penalty = sp->frequency_penalty;
+            p->presence_penalty = sp->presence_penalty;
+            p->slot = q->sample ? q->slot : -1;
+            if (q->sample)
+                fl->seq_row[i] = row;
+            n_sample = row + 1;
+        }
+    }
+    for (; t < t_rows; t++) { /* padding tokens: one per padding sequence */
+        ids[t] = 0;
+        slot[t] = -1;
+        tseq[t] = t < s_rows ? t : 0;
+        tpos[t] = -1;
+    }
+    for (int i = batch->num_seqs; i < s_rows; i++) {
+        ctx[i] = 0;
+        memset(&pen[i], 0, sizeof(pen[i]));
+        memset(tables + (size_t)i * cb->block_stride, 0, sizeof(int32_t) * cb->block_stride);
+        if (row_per_seq) {
+            srows[i] = 0;
+            memset(&prm[i], 0, sizeof(prm[i]));
+            prm[i].slot = -1;
+            n_sample = i + 1;
+        }
+    }
+    fl->num_attn_tiles = n_tiles;
+    return n_sample;
+}
+
+int cuda_launch(struct folio_backend *b, const struct folio_step_batch *batch, char *err,
+                size_t errlen)
+{
+    struct cuda_backend *cb = (struct cuda_backend *)b;
+    if (cb->failed) {
+        snprintf(err, errlen, "cuda backend: unusable after an earlier CUDA error");
+        return -1;
+    }
+    if (cb->fl_count == MAX_INFLIGHT) {
+        snprintf(err, errlen, "cuda backend: %d steps already in flight; collect first",
+                 MAX_INFLIGHT);
+        return -1;
+    }
+    if (validate_batch(cb, batch, err, errlen) != 0)
+        return -1;
+    /* An earlier step's logits stay readable only until the next launch,
+     * unless FOLIO_CUDA_KEEP_LOGITS asks for a copy (off the hot path). */
+    for (int i = 0; i < cb->fl_count; i++) {
+        struct inflight *prev = &cb->fl[(cb->fl_head + i) % MAX_INFLIGHT];
+        if (prev->logits_on_device && cb->tune.keep_logits && prev->num_sample_rows > 0) {
+            cb->failed = true;
+            CUDA_CHECK(cudaMemcpyAsync(prev->d_logits_keep, cb->d_logits,
+                                       sizeof(float) * prev->num_sample_rows * cb->vocab,
+                                       cudaMemcpyDeviceToDevice, cb->stream));
+            cb->failed = false;
+            prev->logits_kept = true;
+        }
+        prev->logits_on_device = false;
+    }
+
+    const int slot = (cb->fl_head + cb->fl_count) % MAX_INFLIGHT;
+    struct inflight *fl = &cb->fl[slot];
+    bool decode_only = batch->num_tokens == batch->num_seqs;
+    int bucket = cuda_graph_bucket(batch->num_seqs);
+    bool use_graph = cb->tune.graphs && decode_only && bucket <= cb->base.max_seqs &&
+                     bucket <= cb->base.max_num_tokens;
+    int t_rows = use_graph ? bucket : batch->num_tokens;
+    int s_rows = use_graph ? bucket : batch->num_seqs;
+    struct step_layout l;
+    cuda_layout_for(t_rows, s_rows, cb->block_stride, &l);
+    int n_sample = cuda_pack_step(cb, batch, t_rows, s_rows, use_graph, &l, fl);
+    fl->num_seqs = batch->num_seqs;
+    fl->num_sample_rows = n_sample;
+    fl->logits_on_device = true;
+    fl->logits_kept = false;
+
+    cb->failed = true; /* until the step is queued */
+    /* The slot's buffer is free: its last step was collected before this launch. */
+    CUDA_CHECK(
+        cudaMemcpyAsync(fl->d_step, fl->staging, l.inputs, cudaMemcpyHostToDevice, cb->upload));
+    CUDA_CHECK(cudaEventRecord(fl->uploaded, cb->upload));
+    CUDA_CHECK(cudaStreamWaitEvent(cb->stream, fl->uploaded, 0));
+    cb->d_meta = fl->d_step;
+    if (use_graph) {
+        if (cuda_run_decode_graph(cb, bucket, slot, &l, err, errlen) != 0)
+            return -1;
+    } else if (cuda_forward(cb, &l, t_rows, s_rows, n_sample, decode_only ? -1 : fl->num_attn_tiles,
+                            err, errlen) != 0) {
+        return -1;
+    }
+    CUDA_CHECK(cudaEventRecord(fl->computed, cb->stream));
+    CUDA_CHECK(cudaStreamWaitEvent(cb->download, fl->computed, 0));
+    fl->h_tokens = (int32_t *)(fl->staging + l.out_tokens);
+    fl->h_logprobs = (float *)(fl->staging + l.out_logprobs);
+    fl->h_top_ids = (int32_t *)(fl->staging + l.out_top_ids);
+    fl->h_top_logprobs = (float *)(fl->staging + l.out_top_logprobs);
+    if (n_sample > 0)
+        CUDA_CHECK(cudaMemcpyAsync(fl->staging + l.inputs, fl->d_step + l.inputs,
+                                   l.total - l.inputs, cudaMemcpyDeviceToHost, cb->download));
+    CUDA_CHECK(cudaEventRecord(fl->done, cb->download));
+    cb->failed = false;
+    cb->fl_count++;
+    return 0;
+}
+
+int cuda_collect(struct folio_backend *b, struct folio_step_result *res, char *err, size_t errlen)
+{
+    struct cuda_backend *cb = (struct cuda_backend *)b;
+    if (cb->failed) {
+        snprintf(err, errlen, "cuda backend: unusable after an earlier CUDA error");
+        return -1;
+    }
+    if (cb->fl_count == 0) {
+        snprintf(err, errlen, "cuda backend: collect without a launched step");
+        return -1;
+    }
+    struct inflight *fl = &cb->fl[cb->fl_head];
+    cudaError_t e = cudaEventSynchronize(fl->done);
+    if (e != cudaSuccess) {
+        cb->failed = true;
+        snprintf(err, errlen, "cuda backend: step failed on the GPU: %s", cudaGetErrorString(e));
+        return -1;
+    }
+    cb->fl_head = (cb->fl_head + 1) % MAX_INFLIGHT;
+    cb->fl_count--;
+
+    /* The sampler's logprob is NaN exactly when the row's logits hold a NaN, a
+     * +inf, or are all -inf (its log-sum-exp is then NaN): the cases where
+     * worker/sampler.c refuses to sample. The step fails as it does on the CPU
+     * backend, rather than hand out a token drawn from garbage. */
+    for (int i = 0; i < fl->num_seqs; i++) {
+        int row = fl->seq_row[i];
+        if (row >= 0 && isnan(fl->h_logprobs[row])) {
+            snprintf(err, errlen,
+                     "step: seq %d: sampling: the logits are not finite (a NaN, +inf, or all "
+                     "-inf)",
+                     i);
+            return -1;
+        }
+    }
+    int out = 0;
+    for (int i = 0; i < fl->num_seqs; i++) {
+        int row = fl->seq_row[i];
+        if (res->token_ids)
+            res->token_ids[i] = row < 0 ? -1 : fl->h_tokens[row];
+        if (res->logprobs)
+            res->logprobs[i] = row < 0 ? 0.0f : fl->h_logprobs[row];
+        for (int n = 0; n < FOLIO_MAX_LOGPROBS; n++) {
+            size_t o = (size_t)i * FOLIO_MAX_LOGPROBS + n,
+                   ro = (size_t)row * FOLIO_MAX_LOGPROBS + n;
+            if (res->top_ids)
+                res->top_ids[o] = row < 0 ? -1 : fl->h_top_ids[ro];
+            if (res->top_logprobs)
+                res->top_logprobs[o] = row < 0 ? -INFINITY : fl->h_top_logprobs[ro];
+        }
+        if (res->logits && row >= 0) {
+            const float *src = fl->logits_kept ? fl->d_logits_keep : cb->d_logits;
+            if (cb->l2_drop & L2_DROP_LOGITS) {
+                snprintf(err, errlen,
+                         "cuda backend: created with logits_unread, the logits are not kept");
+                return -1;
+            }
+            if (!fl->logits_on_device && !fl->logits_kept) {
+                snprintf(err, errlen,
+                         "cuda backend: logits are kept only for the latest step; collect "
+                         "before launching the next one when you need them");
+                return -1;
+            }
+            cb->failed = true;
+            /* Stream-ordered: a kept copy is queued behind this step's event. */
+            CUDA_CHECK(cudaMemcpyAsync(res->logits + (size_t)out * cb->vocab,
+                                       src + (size_t)row * cb->vocab, sizeof(float) * cb->vocab,
+                                       cudaMemcpyDeviceToHost, cb->stream));
+            CUDA_CHECK(cudaStreamSynchronize(cb->stream));
+            cb->failed = false;
+            out++;
+        }
+    }
+    return 0;
+}
