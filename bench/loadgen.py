@@ -30,14 +30,15 @@ def folio_bin(build):
 
 
 class Server:
-    """`folio serve` in its own session, logging to a file."""
+    """`folio serve` in its own session, logging to a file; the demo model unless args name
+    a --model."""
 
     def __init__(self, build, args, log_path, env=None):
         self.port = free_port()
         self.log_path = Path(log_path)
         self.log = open(self.log_path, "w")
         cmd = [str(folio_bin(build)), "serve", "--host", "127.0.0.1", "--port", str(self.port),
-               *args]
+               *args, *([] if "--model" in args else ["--demo"])]
         self.proc = subprocess.Popen(cmd, stdout=self.log, stderr=subprocess.STDOUT,
                                      start_new_session=True, env={**os.environ, **(env or {})})
         self.started = time.time()

@@ -55,13 +55,18 @@ def copy_tokenizer(tokenizer_dir, out):
 
 def write_with_torch(cfg_dict, out, seed, device):
     import torch
-    from transformers import AutoConfig, AutoModelForCausalLM
+    from transformers import AutoConfig, AutoModelForCausalLM, LlamaConfig, LlamaForCausalLM
 
     if device == "auto":
         device = "cuda" if torch.cuda.is_available() else "cpu"
-    # The architecture the config names (model_type: llama, or qwen2 with its Q/K/V biases).
-    cfg_fields = {k: v for k, v in cfg_dict.items() if k != "model_type"}
-    cfg = AutoConfig.for_model(cfg_dict.get("model_type", "llama"), **cfg_fields)
+    # The architecture the config names: Llama as it always was built (the benchmark checkpoint's
+    # bytes stay the same), others (qwen2, with its Q/K/V biases) through the Auto classes.
+    llama = cfg_dict.get("model_type", "llama") == "llama"
+    if llama:
+        cfg = LlamaConfig(**cfg_dict)
+    else:
+        cfg_fields = {k: v for k, v in cfg_dict.items() if k != "model_type"}
+        cfg = AutoConfig.for_model(cfg_dict["model_type"], **cfg_fields)
     torch.manual_seed(seed)
     t0 = time.time()
     # Build directly in bf16 on the device: HF's own init runs there too, and is overwritten.
@@ -69,7 +74,7 @@ def write_with_torch(cfg_dict, out, seed, device):
     torch.set_default_dtype(torch.bfloat16)
     try:
         with torch.device(device):
-            model = AutoModelForCausalLM.from_config(cfg)
+            model = LlamaForCausalLM(cfg) if llama else AutoModelForCausalLM.from_config(cfg)
     finally:
         torch.set_default_dtype(prev)
     gen = torch.Generator(device=device).manual_seed(seed)

@@ -89,6 +89,7 @@ async def main_async(a, server):
     sampler = asyncio.create_task(sample_rss(server, stop, samples))
     before = await steady(port, rate, 8, body)
     over = await steady(port, rate * a.factor, a.seconds, body)
+    await asyncio.sleep(2)  # the last admitted requests have ended; connections closed
     after = await steady(port, rate, 8, body)
     stop.set()
     await sampler

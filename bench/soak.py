@@ -16,7 +16,7 @@ At the end, with the server idle, it checks and prints (a short table last):
 Bounded by --max-seconds (default 1500): if the time runs out first, the run stops there and
 says how many requests it sent. Traffic goes to 127.0.0.1 only.
 
-    python3 bench/soak.py [--build build-cpu] [-n 1000000] [--procs 2] [--lanes 48]
+    python3 bench/soak.py [--build build-cpu] [-n 1000000] [--procs 3] [--lanes 64]
 """
 import argparse
 import asyncio
@@ -203,7 +203,8 @@ def client_proc(port, n, lanes, seed, deadline, out_q):
 
 def run_clients(port, n, procs, lanes, seed, deadline):
     q = mp.Queue()
-    ps = [mp.Process(target=client_proc, args=(port, n // procs, lanes, seed + i, deadline, q))
+    ps = [mp.Process(target=client_proc,
+                     args=(port, n // procs + (i < n % procs), lanes, seed + i, deadline, q))
           for i in range(procs)]
     for p in ps:
         p.start()
@@ -246,8 +247,8 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--build", default=os.environ.get("FOLIO_BUILD", "build-cpu"))
     ap.add_argument("-n", type=int, default=1_000_000)
-    ap.add_argument("--procs", type=int, default=2)
-    ap.add_argument("--lanes", type=int, default=48, help="concurrent clients per process")
+    ap.add_argument("--procs", type=int, default=3)
+    ap.add_argument("--lanes", type=int, default=64, help="concurrent clients per process")
     ap.add_argument("--max-seconds", type=float, default=1500)
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--log", default="/tmp/folio-soak.log")

@@ -35,7 +35,10 @@ enum folio_ggml_type {
     FOLIO_GGML_Q5_0 = 6,
     FOLIO_GGML_Q5_1 = 7,
     FOLIO_GGML_Q8_0 = 8,
+    FOLIO_GGML_Q2_K = 10,
+    FOLIO_GGML_Q3_K = 11,
     FOLIO_GGML_Q4_K = 12,
+    FOLIO_GGML_Q5_K = 13,
     FOLIO_GGML_Q6_K = 14,
     FOLIO_GGML_BF16 = 30,
 };

@@ -131,6 +131,74 @@ static void dq_q4_k(const unsigned char *b, float *y)
     }
 }
 
+/* Q5_K: Q4_K with a fifth bit per value: d, dmin, 12 bytes of scales/mins,
+ * 32 bytes of high bits (bit pair 2k, 2k+1 for sub-blocks 2k, 2k+1), 128 of
+ * nibbles. */
+static void dq_q5_k(const unsigned char *b, float *y)
+{
+    float d = f16_at(b), dmin = f16_at(b + 2);
+    const unsigned char *scales = b + 4, *qh = b + 16, *ql = b + 48;
+    unsigned u1 = 1, u2 = 2;
+    for (int j = 0, is = 0; j < 256; j += 64, is += 2, ql += 32, u1 <<= 2, u2 <<= 2) {
+        int sc, m;
+        scale_min_k4(is, scales, &sc, &m);
+        float d1 = d * (float)sc, m1 = dmin * (float)m;
+        scale_min_k4(is + 1, scales, &sc, &m);
+        float d2 = d * (float)sc, m2 = dmin * (float)m;
+        for (int l = 0; l < 32; l++) {
+            y[j + l] = d1 * (float)((ql[l] & 0xf) + (qh[l] & u1 ? 16 : 0)) - m1;
+            y[j + 32 + l] = d2 * (float)((ql[l] >> 4) + (qh[l] & u2 ? 16 : 0)) - m2;
+        }
+    }
+}
+
+/* Q2_K: 16 bytes of 4-bit scale/min pairs, 64 bytes of 2-bit values, d, dmin;
+ * 16 sub-blocks of 16, each x = d*sc*q - dmin*m. */
+static void dq_q2_k(const unsigned char *b, float *y)
+{
+    const unsigned char *scales = b, *q = b + 16;
+    float d = f16_at(b + 80), dmin = f16_at(b + 82);
+    int is = 0;
+    for (int n = 0; n < 256; n += 128, q += 32) {
+        for (int shift = 0; shift < 8; shift += 2) {
+            for (int half = 0; half < 2; half++) {
+                unsigned sc = scales[is++];
+                float dl = d * (float)(sc & 0xf), ml = dmin * (float)(sc >> 4);
+                for (int l = 0; l < 16; l++)
+                    *y++ = dl * (float)((q[l + 16 * half] >> shift) & 3) - ml;
+            }
+        }
+    }
+}
+
+/* Q3_K: 32 bytes of high-bit masks, 64 of 2-bit values, 12 bytes packing
+ * sixteen 6-bit scales (low nibbles in bytes 0-7, high pairs in 8-11), d; 16
+ * sub-blocks of 16, each x = d*(sc-32)*(q - (high bit clear ? 4 : 0)). */
+static void dq_q3_k(const unsigned char *b, float *y)
+{
+    const unsigned char *hm = b, *q = b + 32, *packed = b + 96;
+    float d = f16_at(b + 108);
+    int sc[16];
+    for (int k = 0; k < 16; k++) {
+        int low = k < 8 ? packed[k] & 0xf : packed[k - 8] >> 4;
+        int high = (packed[8 + k % 4] >> (2 * (k / 4))) & 3;
+        sc[k] = (low | high << 4) - 32;
+    }
+    int is = 0;
+    unsigned m = 1;
+    for (int n = 0; n < 256; n += 128, q += 32) {
+        for (int shift = 0; shift < 8; shift += 2, m <<= 1) {
+            for (int half = 0; half < 2; half++) {
+                float dl = d * (float)sc[is++];
+                for (int l = 0; l < 16; l++) {
+                    int i = l + 16 * half;
+                    *y++ = dl * (float)((int)((q[i] >> shift) & 3) - (hm[i] & m ? 0 : 4));
+                }
+            }
+        }
+    }
+}
+
 /* Q6_K: 128 bytes of low nibbles, 64 of high 2-bit pairs, 16 int8 scales, d. */
 static void dq_q6_k(const unsigned char *b, float *y)
 {
@@ -186,6 +254,15 @@ static void dequantize_block(uint32_t type, const unsigned char *b, float *y)
     case FOLIO_GGML_Q4_K:
         dq_q4_k(b, y);
         return;
+    case FOLIO_GGML_Q5_K:
+        dq_q5_k(b, y);
+        return;
+    case FOLIO_GGML_Q2_K:
+        dq_q2_k(b, y);
+        return;
+    case FOLIO_GGML_Q3_K:
+        dq_q3_k(b, y);
+        return;
     case FOLIO_GGML_Q6_K:
         dq_q6_k(b, y);
         return;
@@ -203,7 +280,10 @@ bool folio_ggml_can_dequantize(uint32_t type)
     case FOLIO_GGML_Q5_0:
     case FOLIO_GGML_Q5_1:
     case FOLIO_GGML_Q8_0:
+    case FOLIO_GGML_Q2_K:
+    case FOLIO_GGML_Q3_K:
     case FOLIO_GGML_Q4_K:
+    case FOLIO_GGML_Q5_K:
     case FOLIO_GGML_Q6_K:
         return true;
     }
@@ -216,7 +296,7 @@ int folio_gguf_dequantize(const struct folio_gguf_tensor *t, uint64_t first, uin
     if (!folio_ggml_can_dequantize(t->type)) {
         folio_set_err(err, errlen,
                       "%s: tensor '%s': ggml type %s cannot be dequantized (supported: F32, F16, "
-                      "BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q6_K)",
+                      "BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K)",
                       t->file, t->name, folio_ggml_type_name(t->type));
         return -1;
     }

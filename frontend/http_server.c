@@ -19,9 +19,12 @@
 #include "h2o/http1.h"
 #include "h2o/http2.h"
 
+#include "api_routes.h"
+#include "chat_prompt.h"
 #include "ipc_records.h"
 #include "log.h"
 #include "metrics.h"
+#include "metrics_shared.h"
 #include "openai_api.h"
 #include "scheduler_link.h"
 #include "stream.h"
@@ -73,6 +76,7 @@ struct server {
     h2o_multithread_receiver_t receiver;
     struct folio_link *link;
     struct folio_metrics metrics;
+    struct folio_metrics_block *metrics_block; /* every frontend's counters; NULL: own only */
     struct gen_req *buckets[NUM_BUCKETS];
     size_t num_open;
     uint64_t next_seq, id_salt;
@@ -126,6 +130,8 @@ static const char *reason_of(int status)
         return "OK";
     case 400:
         return "Bad Request";
+    case 401:
+        return "Unauthorized";
     case 404:
         return "Not Found";
     case 405:
@@ -396,9 +402,9 @@ static void handle_event(struct gen_req *g, const struct folio_event_view *v)
 
     if (finish) {
         g->counted = true;
-        s->metrics.finished_stop += finish[0] == 's';
-        s->metrics.finished_length += finish[0] == 'l';
-        folio_histogram_observe(&s->metrics.e2e, now - g->t_arrival);
+        folio_metrics_request_finished(&s->metrics, finish, now - g->t_arrival, g->prompt_tokens,
+                                       g->ts.num_tokens);
+
         if (!g->oai.stream) {
             struct folio_jw b;
             folio_jw_init(&b);
@@ -547,7 +553,8 @@ static void on_req_dispose(void *p)
         /* The client went away (connection closed, stream reset) before
          * the request ended; one whose end is still being written has
          * its outcome counted already. */
-        folio_log_info(g->id, "client disconnected: abort");
+        folio_log(s->cfg->log_requests ? FOLIO_LOG_INFO : FOLIO_LOG_DEBUG, g->id,
+                  "client disconnected: abort");
         folio_link_abort(s->link, g->id);
         s->metrics.client_disconnects++;
         s->metrics.finished_abort++;
@@ -587,37 +594,8 @@ static int32_t *prompt_ids(struct server *s, const struct folio_oai_request *r, 
         }
         return folio_tokenizer_encode(t, r->prompt, r->prompt_len, true, n);
     }
-    if (!s->cfg->chat_template) {
-        snprintf(err, errlen,
-                 "this model has no chat template (tokenizer_config.json has no "
-                 "chat_template); use /v1/completions");
-        return NULL;
-    }
-    struct folio_chat_message *msgs = calloc(r->num_messages, sizeof *msgs);
-    if (!msgs) {
-        snprintf(err, errlen, "out of memory");
-        return NULL;
-    }
-    for (size_t i = 0; i < r->num_messages; i++) {
-        msgs[i].role = r->messages[i].role;
-        msgs[i].content = r->messages[i].content;
-    }
-    char *text = NULL;
-    size_t len = 0;
-    const char *bos = folio_tokenizer_bos_token(t);
-    int rc = folio_chat_template_render(s->cfg->chat_template, msgs, r->num_messages,
-                                        r->add_generation_prompt, bos, folio_tokenizer_eos_token(t),
-                                        &text, &len, err, errlen);
-    free(msgs);
-    if (rc != 0)
-        return NULL;
-    /* A template that writes the BOS text itself must not get a second BOS
-     * from the tokenizer (HF renders, then tokenizes without special tokens
-     * in that case); one that does not gets the tokenizer's BOS. */
-    bool has_bos = bos && *bos && len >= strlen(bos) && !memcmp(text, bos, strlen(bos));
-    int32_t *ids = folio_tokenizer_encode(t, text, len, !has_bos, n);
-    free(text);
-    return ids;
+    return folio_chat_prompt_ids(t, s->cfg->chat_template, r->messages, r->num_messages,
+                                 r->add_generation_prompt, true, n, err, errlen);
 }
 
 static int32_t max_model_len(struct server *s)
@@ -653,6 +631,12 @@ static void handle_generate(struct server *s, h2o_req_t *req, enum folio_oai_end
     if (!model_matches(s, g->oai.model)) {
         snprintf(err, sizeof err, "The model `%s` does not exist.", g->oai.model);
         send_error(s, req, 404, err, "model", 0);
+        goto fail;
+    }
+    if (g->oai.logprobs > s->cfg->max_logprobs) {
+        snprintf(err, sizeof err, "at most %d logprobs may be asked for (--max-logprobs), got %d",
+                 s->cfg->max_logprobs, g->oai.logprobs);
+        send_error(s, req, 400, err, ep == FOLIO_OAI_CHAT ? "top_logprobs" : "logprobs", 0);
         goto fail;
     }
     struct folio_link_status st;
@@ -720,7 +704,9 @@ static void handle_generate(struct server *s, h2o_req_t *req, enum folio_oai_end
         goto fail;
     }
     free(ids);
-    folio_log_debug(g->id, "submitted: %zu prompt tokens, max_tokens %d", n, max_tokens);
+    folio_log(s->cfg->log_requests ? FOLIO_LOG_INFO : FOLIO_LOG_DEBUG, g->id,
+              "request: %s, %zu prompt tokens, max_tokens %d",
+              ep == FOLIO_OAI_CHAT ? "chat" : "completion", n, max_tokens);
     s->metrics.prompt_tokens += n;
     s->metrics.requests_submitted++;
     s->metrics.requests_in_flight++;
@@ -760,9 +746,11 @@ static void handle_metrics(struct server *s, h2o_req_t *req)
 {
     struct folio_link_status st;
     folio_link_get_status(s->link, &st);
+    struct folio_metrics total;
+    folio_metrics_block_total(s->metrics_block, &s->metrics, &total);
     struct folio_jw b;
     folio_jw_init(&b);
-    folio_metrics_render(&s->metrics, &st, &b);
+    folio_metrics_render(&total, &st, s->model_name, &b);
     if (b.failed)
         send_error(s, req, 500, "out of memory", NULL, 0);
     else
@@ -779,6 +767,98 @@ static void handle_models(struct server *s, h2o_req_t *req)
     folio_jw_free(&b);
 }
 
+static bool route_model_ok(void *arg, const char *model)
+{
+    return model_matches(arg, model);
+}
+
+/* /tokenize, /detokenize, /version and /v1/models/{id}: api_routes.c answers
+ * from in (the body, or the id). */
+static void handle_api_route(struct server *s, h2o_req_t *req, enum folio_api_route route,
+                             const char *in, size_t len)
+{
+    struct folio_api_text_ctx c = {
+        .tokenizer = s->cfg->tokenizer,
+        .chat_template = s->cfg->chat_template,
+        .max_model_len = max_model_len(s),
+        .model_ok = route_model_ok,
+        .model_ok_arg = s,
+        .model_name = s->model_name,
+        .created = s->started_unix,
+    };
+    struct folio_oai_error e;
+    struct folio_jw b;
+    folio_jw_init(&b);
+    if (folio_api_answer(&c, route, in ? in : "", len, &b, &e) != 0)
+        send_error(s, req, e.status, e.message, e.param, 0);
+    else if (b.failed)
+        send_error(s, req, 500, "out of memory", NULL, 0);
+    else
+        send_body(s, req, 200, "application/json", b.data, b.len);
+    folio_jw_free(&b);
+}
+
+/* With API keys set, a guarded route (api_keys.h) needs one. */
+static bool authorized(struct server *s, h2o_req_t *req, h2o_iovec_t path)
+{
+    const struct folio_api_keys *k = s->cfg->api_keys;
+    if (!k || !folio_api_keys_guard(k, path.base, path.len, s->cfg->metrics_require_key))
+        return true;
+    ssize_t i = h2o_find_header(&req->headers, H2O_TOKEN_AUTHORIZATION, -1);
+    if (i >= 0 && folio_api_keys_allow(k, req->headers.entries[i].value.base,
+                                       req->headers.entries[i].value.len))
+        return true;
+    h2o_add_header(&req->pool, &req->res.headers, H2O_TOKEN_WWW_AUTHENTICATE, NULL,
+                   H2O_STRLIT("Bearer"));
+    send_error(s, req, 401,
+               i >= 0 ? "Incorrect API key provided."
+                      : "Missing API key: send the header 'Authorization: Bearer KEY'.",
+               NULL, 0);
+    return false;
+}
+
+enum route_kind {
+    ROUTE_COMPLETIONS,
+    ROUTE_CHAT,
+    ROUTE_MODELS,
+    ROUTE_HEALTH,
+    ROUTE_METRICS,
+    ROUTE_TOKENIZE,
+    ROUTE_DETOKENIZE,
+    ROUTE_VERSION,
+    ROUTE_PING,
+};
+
+static void dispatch(struct server *s, h2o_req_t *req, enum route_kind kind)
+{
+    switch (kind) {
+    case ROUTE_COMPLETIONS:
+        handle_generate(s, req, FOLIO_OAI_COMPLETIONS);
+        break;
+    case ROUTE_CHAT:
+        handle_generate(s, req, FOLIO_OAI_CHAT);
+        break;
+    case ROUTE_MODELS:
+        handle_models(s, req);
+        break;
+    case ROUTE_HEALTH:
+    case ROUTE_PING: /* vLLM's /ping (SageMaker's probe) is /health */
+        handle_health(s, req);
+        break;
+    case ROUTE_METRICS:
+        handle_metrics(s, req);
+        break;
+    case ROUTE_TOKENIZE:
+    case ROUTE_DETOKENIZE:
+        handle_api_route(s, req, kind == ROUTE_TOKENIZE ? FOLIO_API_TOKENIZE : FOLIO_API_DETOKENIZE,
+                         req->entity.base, req->entity.len);
+        break;
+    case ROUTE_VERSION:
+        handle_api_route(s, req, FOLIO_API_VERSION, NULL, 0);
+        break;
+    }
+}
+
 static int on_req(h2o_handler_t *self, h2o_req_t *req)
 {
     struct server *s = ((struct handler *)self)->srv;
@@ -788,39 +868,43 @@ static int on_req(h2o_handler_t *self, h2o_req_t *req)
     bool post = h2o_memis(req->method.base, req->method.len, H2O_STRLIT("POST"));
     static const struct {
         const char *path;
-        int kind; /* 0 completions, 1 chat, 2 models, 3 health, 4 metrics */
-        bool is_post;
+        enum route_kind kind;
+        bool takes_get, takes_post;
     } routes[] = {
-        {"/v1/completions", 0, true}, {"/v1/chat/completions", 1, true},
-        {"/v1/models", 2, false},     {"/health", 3, false},
-        {"/metrics", 4, false},
+        {"/v1/completions", ROUTE_COMPLETIONS, false, true},
+        {"/v1/chat/completions", ROUTE_CHAT, false, true},
+        {"/v1/models", ROUTE_MODELS, true, false},
+        {"/health", ROUTE_HEALTH, true, false},
+        {"/metrics", ROUTE_METRICS, true, false},
+        {"/tokenize", ROUTE_TOKENIZE, false, true},
+        {"/detokenize", ROUTE_DETOKENIZE, false, true},
+        {"/version", ROUTE_VERSION, true, false},
+        {"/ping", ROUTE_PING, true, true},
     };
+    if (!authorized(s, req, p))
+        return 0;
+    static const char model_prefix[] = "/v1/models/";
+    if (p.len > sizeof model_prefix - 1 && !memcmp(p.base, model_prefix, sizeof model_prefix - 1)) {
+        if (!get)
+            send_error(s, req, 405, "/v1/models/{model} takes GET", NULL, 0);
+        else
+            handle_api_route(s, req, FOLIO_API_MODEL, p.base + sizeof model_prefix - 1,
+                             p.len - (sizeof model_prefix - 1));
+        return 0;
+    }
     for (size_t i = 0; i < sizeof routes / sizeof *routes; i++) {
         if (!h2o_memis(p.base, p.len, routes[i].path, strlen(routes[i].path)))
             continue;
-        if (routes[i].is_post ? !post : !get) {
+        if (!((get && routes[i].takes_get) || (post && routes[i].takes_post))) {
             char msg[128];
             snprintf(msg, sizeof msg, "%s takes %s", routes[i].path,
-                     routes[i].is_post ? "POST" : "GET");
+                     routes[i].takes_get && routes[i].takes_post ? "GET or POST"
+                     : routes[i].takes_post                      ? "POST"
+                                                                 : "GET");
             send_error(s, req, 405, msg, NULL, 0);
             return 0;
         }
-        switch (routes[i].kind) {
-        case 0:
-            handle_generate(s, req, FOLIO_OAI_COMPLETIONS);
-            break;
-        case 1:
-            handle_generate(s, req, FOLIO_OAI_CHAT);
-            break;
-        case 2:
-            handle_models(s, req);
-            break;
-        case 3:
-            handle_health(s, req);
-            break;
-        default:
-            handle_metrics(s, req);
-        }
+        dispatch(s, req, routes[i].kind);
         return 0;
     }
     char msg[256];
@@ -911,6 +995,13 @@ static int setup_tls(struct server *s, char *err, size_t errlen)
     return 0;
 }
 
+/* An error h2o answered by itself (a body past its limit...): counted like
+ * Folio's own responses. */
+static void count_h2o_error(void *arg, int status)
+{
+    folio_metrics_count_response(&((struct server *)arg)->metrics, status);
+}
+
 /* ---- run ---------------------------------------------------------------------------- */
 
 int folio_server_run(const struct folio_server_config *cfg, char *err, size_t errlen)
@@ -926,6 +1017,13 @@ int folio_server_run(const struct folio_server_config *cfg, char *err, size_t er
     s->started_unix = (int64_t)time(NULL);
     s->id_salt = ((uint64_t)getpid() << 32) ^ (uint64_t)time(NULL) ^ cfg->frontend_id;
     folio_metrics_init(&s->metrics, cfg->frontend_id);
+    if (cfg->metrics_shm_name) {
+        char merr[256];
+        s->metrics_block = folio_metrics_block_attach(cfg->metrics_shm_name, cfg->frontend_id,
+                                                      &s->metrics, merr, sizeof merr);
+        if (!s->metrics_block)
+            folio_log_warn(0, "/metrics shows this frontend's counters only: %s", merr);
+    }
 
     signal(SIGPIPE, SIG_IGN);
     struct sigaction sa = {.sa_handler = on_signal};
@@ -944,7 +1042,7 @@ int folio_server_run(const struct folio_server_config *cfg, char *err, size_t er
     s->config.server_name = h2o_iovec_init(H2O_STRLIT("folio"));
     h2o_hostconf_t *host =
         h2o_config_register_host(&s->config, h2o_iovec_init(H2O_STRLIT("default")), 65535);
-    folio_register_error_json_filter(host);
+    folio_register_error_json_filter(host, count_h2o_error, s);
     h2o_pathconf_t *path = h2o_config_register_path(host, "/", 0);
     struct handler *h = (struct handler *)h2o_create_handler(path, sizeof *h);
     h->super.on_req = on_req;
@@ -982,6 +1080,7 @@ int folio_server_run(const struct folio_server_config *cfg, char *err, size_t er
     while (!stop_requested) {
         h2o_evloop_run(s->ctx.loop, 200);
         reap_hung_up_clients(s);
+        folio_metrics_block_maybe_publish(s->metrics_block, &s->metrics);
     }
 
     /* Drain: stop accepting, close idle connections, let open requests end. */
@@ -1005,6 +1104,7 @@ int folio_server_run(const struct folio_server_config *cfg, char *err, size_t er
         while (s->num_open > 0 && folio_mono_s() < flushed_by)
             h2o_evloop_run(s->ctx.loop, 50);
     }
+    folio_metrics_block_publish(s->metrics_block, &s->metrics); /* what the drain ended */
     rc = 0;
 out:
     if (s->link) {

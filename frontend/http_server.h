@@ -1,15 +1,18 @@
 /* The frontend's HTTP server on h2o's own event loop (libh2o-evloop):
  * HTTP/1.1 with keep-alive, h2c with prior knowledge (and the h2c upgrade),
  * HTTP/2 over TLS with ALPN when a certificate is given; SO_REUSEPORT so any
- * number of frontends share one port. Routes the OpenAI endpoints, /health
- * and /metrics, and runs each generation request: tokenize, Submit, turn
+ * number of frontends share one port. Routes the OpenAI endpoints, vLLM's
+ * /tokenize, /detokenize, /version and /ping, /health and /metrics (with the
+ * API keys' check where keys are set), and runs each generation request: tokenize, Submit, turn
  * token events into SSE chunks or one response, Abort when the client goes. */
 #ifndef FOLIO_HTTP_SERVER_H
 #define FOLIO_HTTP_SERVER_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
+#include "api_keys.h"
 #include "chat_template.h"
 #include "tokenizer.h"
 
@@ -28,6 +31,11 @@ struct folio_server_config {
     double drain_seconds; /* on SIGTERM: wait this long for open requests */
     const struct folio_tokenizer *tokenizer;
     const struct folio_chat_template *chat_template; /* NULL: chat requests get 400 */
+    const struct folio_api_keys *api_keys;           /* none: every route is open */
+    bool metrics_require_key;                        /* /metrics needs a key too */
+    const char *metrics_shm_name; /* the counters all frontends share (NULL: private) */
+    int32_t max_logprobs;         /* a request asking for more gets 400 */
+    bool log_requests;            /* one info line per request (else debug) */
 };
 
 /* Serves until SIGTERM/SIGINT, then stops accepting, lets open requests

@@ -12,126 +12,107 @@
 #include "chat_template.h"
 #include "http_server.h"
 #include "log.h"
+#include "options.h"
+#include "program_flags.h"
 #include "model_config.h"
 #include "tokenizer.h"
 
 #define EXIT_USAGE 2 /* folio serve does not restart a misconfigured child */
 
-static void usage(FILE *f)
+/* The chat template: --chat-template FILE when given, else the one of
+ * tokenizer_config.json (NULL when neither: chat requests get 400). */
+static int load_template(const char *prog, const char *model, const char *file,
+                         const struct folio_tokenizer *tok, struct folio_chat_template **out)
 {
-    fprintf(f,
-            "usage: folio-frontend --model DIR [--host ADDR] [--port 8000] [--frontend-id N]\n"
-            "                      [--run-dir DIR] [--instance NAME] [--served-model-name NAME]\n"
-            "                      [--tls-cert FILE --tls-key FILE] [--scheduler-url URL]\n"
-            "                      [--scheduler-ctl-url URL] [--max-body-bytes N]\n"
-            "                      [--event-ring-bytes N] [--drain-seconds S]\n"
-            "\n"
-            "Serves /v1/completions, /v1/chat/completions, /v1/models, /health and /metrics.\n"
-            "--run-dir holds the scheduler's ipc sockets (default /tmp/folio-UID); --instance\n"
-            "prefixes the shared-memory names (default folio-UID). --scheduler-url and\n"
-            "--scheduler-ctl-url replace the ipc:// defaults (e.g. tcp://host:port).\n");
-}
-
-static int parse_size(const char *flag, const char *v, long long lo, long long hi, long long *out)
-{
-    char *end;
+    char err[1024];
+    char *text = NULL;
+    const char *src = folio_tokenizer_chat_template(tok);
     errno = 0;
-    long long x = strtoll(v, &end, 10);
-    if (errno || *end || end == v || x < lo || x > hi) {
-        fprintf(stderr, "folio-frontend: %s must be an integer in [%lld, %lld], got '%s'\n", flag,
-                lo, hi, v);
-        return -1;
+    if (file) {
+        FILE *f = fopen(file, "rb");
+        long n = -1;
+        if (f && fseek(f, 0, SEEK_END) == 0 && (n = ftell(f)) >= 0 && fseek(f, 0, SEEK_SET) == 0 &&
+            (text = malloc((size_t)n + 1)) && fread(text, 1, (size_t)n, f) == (size_t)n)
+            text[n] = 0;
+        else {
+            fprintf(stderr, "%s: --chat-template %s: %s\n", prog, file,
+                    errno ? strerror(errno) : "cannot read it");
+            free(text);
+            if (f)
+                fclose(f);
+            return -1;
+        }
+        fclose(f);
+        src = text;
     }
-    *out = x;
-    return 0;
+    int rc = 0;
+    if (src && folio_chat_template_compile(src, out, err, sizeof err) != 0) {
+        if (file)
+            fprintf(stderr, "%s: --chat-template %s: %s\n", prog, file, err);
+        else
+            fprintf(stderr, "%s: %s/tokenizer_config.json: chat_template: %s\n", prog, model, err);
+        rc = -1;
+    }
+    free(text);
+    return rc;
 }
 
 int main(int argc, char **argv)
 {
     folio_log_init("folio-frontend");
-    const char *model = NULL, *host = NULL, *run_dir = NULL, *instance = NULL;
-    const char *served = NULL, *cert = NULL, *key = NULL, *submit_url = NULL, *ctl_url = NULL;
-    long long port = 8000, id = 0, max_body = 16ll << 20, ring_bytes = 8ll << 20, drain = 30;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-            usage(stdout);
-            return 0;
-        }
-        if (strncmp(a, "--", 2) != 0 || i + 1 >= argc) {
-            fprintf(stderr, "folio-frontend: expected --flag VALUE, got '%s'\n", a);
-            usage(stderr);
-            return EXIT_USAGE;
-        }
-        const char *v = argv[++i];
-        int bad = 0;
-        if (!strcmp(a, "--model"))
-            model = v;
-        else if (!strcmp(a, "--host"))
-            host = v;
-        else if (!strcmp(a, "--port"))
-            bad = parse_size(a, v, 0, 65535, &port);
-        else if (!strcmp(a, "--frontend-id"))
-            bad = parse_size(a, v, 0, 65535, &id);
-        else if (!strcmp(a, "--run-dir"))
-            run_dir = v;
-        else if (!strcmp(a, "--instance"))
-            instance = v;
-        else if (!strcmp(a, "--served-model-name"))
-            served = v;
-        else if (!strcmp(a, "--tls-cert"))
-            cert = v;
-        else if (!strcmp(a, "--tls-key"))
-            key = v;
-        else if (!strcmp(a, "--scheduler-url"))
-            submit_url = v;
-        else if (!strcmp(a, "--scheduler-ctl-url"))
-            ctl_url = v;
-        else if (!strcmp(a, "--max-body-bytes"))
-            bad = parse_size(a, v, 1024, 1ll << 30, &max_body);
-        else if (!strcmp(a, "--event-ring-bytes"))
-            bad = parse_size(a, v, 1 << 16, 1ll << 30, &ring_bytes);
-        else if (!strcmp(a, "--drain-seconds"))
-            bad = parse_size(a, v, 0, 3600, &drain);
-        else {
-            fprintf(stderr, "folio-frontend: unknown flag '%s'\n", a);
-            usage(stderr);
-            return EXIT_USAGE;
-        }
-        if (bad)
-            return EXIT_USAGE;
-    }
+    const char *prog = folio_opts_prog("folio-frontend");
+    struct folio_common_flags cf = {0};
+    struct folio_http_flags hf = {0};
+    struct folio_frontend_internal_flags ff = {0};
+    struct folio_opt_group groups[] = {
+        {NULL, folio_common_flag_table, folio_common_flag_count, &cf, NULL},
+        {NULL, folio_http_flag_table, folio_http_flag_count, &hf, NULL},
+        {"set by folio serve", folio_frontend_internal_flag_table,
+         folio_frontend_internal_flag_count, &ff, NULL},
+    };
+    int prc = folio_opts_parse(prog,
+                               "usage: folio-frontend --model DIR [options]\n\n"
+                               "Serves /v1/completions, /v1/chat/completions, /v1/models, "
+                               "/tokenize, /detokenize,\n/version, /ping, /health and /metrics.",
+                               groups, sizeof groups / sizeof *groups, argc, argv);
+    if (prc != 0)
+        return prc > 0 ? 0 : EXIT_USAGE;
+    const char *model = cf.model, *run_dir = ff.run_dir, *instance = ff.instance;
+    const char *served = hf.served_model_name, *submit_url = ff.scheduler_url,
+               *ctl_url = ff.scheduler_ctl_url;
+    long long id = ff.frontend_id;
     if (!model) {
-        fprintf(stderr, "folio-frontend: --model DIR is required\n");
-        usage(stderr);
+        fprintf(stderr, "%s: --model DIR is required\n", prog);
         return EXIT_USAGE;
     }
-    if (!cert != !key) {
-        fprintf(stderr, "folio-frontend: --tls-cert and --tls-key go together\n");
+    if (!hf.tls_cert != !hf.tls_key) {
+        fprintf(stderr, "%s: --tls-cert and --tls-key go together\n", prog);
         return EXIT_USAGE;
     }
-
     char err[1024];
+    struct folio_api_keys keys;
+    if (folio_api_keys_init(&keys, hf.api_key.v, (size_t)hf.api_key.n, getenv("FOLIO_API_KEY"), err,
+                            sizeof err) != 0) {
+        fprintf(stderr, "%s: --api-key: %s\n", prog, err);
+        return EXIT_USAGE;
+    }
     struct folio_model_config mc;
     if (folio_model_config_load(model, &mc, err, sizeof err) != 0) {
-        fprintf(stderr, "folio-frontend: %s\n", err);
+        fprintf(stderr, "%s: %s\n", prog, err);
         return EXIT_USAGE;
     }
     struct folio_tokenizer *tok = NULL;
     if (folio_tokenizer_load(model, &tok, err, sizeof err) != 0) {
-        fprintf(stderr, "folio-frontend: %s\n", err);
+        fprintf(stderr, "%s: %s\n", prog, err);
         return EXIT_USAGE;
     }
     struct folio_chat_template *tmpl = NULL;
-    const char *src = folio_tokenizer_chat_template(tok);
-    if (src && folio_chat_template_compile(src, &tmpl, err, sizeof err) != 0) {
-        fprintf(stderr, "folio-frontend: %s/tokenizer_config.json: chat_template: %s\n", model,
-                err);
+    if (load_template(prog, model, hf.chat_template, tok, &tmpl) != 0) {
         folio_tokenizer_free(tok);
         return EXIT_USAGE;
     }
 
-    char default_run_dir[64], default_instance[64], ring[300], sub[PATH_MAX + 32],
+    char default_run_dir[64], default_instance[64], ring[300], metrics_shm[300], sub[PATH_MAX + 32],
         ctl[PATH_MAX + 32], base[PATH_MAX];
     snprintf(default_run_dir, sizeof default_run_dir, "/tmp/folio-%d", (int)getuid());
     snprintf(default_instance, sizeof default_instance, "folio-%d", (int)getuid());
@@ -140,6 +121,7 @@ int main(int argc, char **argv)
     if (!instance)
         instance = default_instance;
     snprintf(ring, sizeof ring, "/%s-events-fe%lld", instance, id);
+    snprintf(metrics_shm, sizeof metrics_shm, "/%s-metrics", instance);
     if (!submit_url) {
         snprintf(sub, sizeof sub, "ipc://%s/scheduler-submit.ipc", run_dir);
         submit_url = sub;
@@ -159,10 +141,10 @@ int main(int argc, char **argv)
     }
 
     struct folio_server_config cfg = {
-        .host = host,
-        .port = (int)port,
-        .tls_cert = cert,
-        .tls_key = key,
+        .host = hf.host,
+        .port = (int)hf.port,
+        .tls_cert = hf.tls_cert,
+        .tls_key = hf.tls_key,
         .served_model_name = served,
         .model_dir = model,
         .max_model_len = mc.max_position_embeddings,
@@ -170,15 +152,20 @@ int main(int argc, char **argv)
         .submit_url = submit_url,
         .ctl_url = ctl_url,
         .ring_name = ring,
-        .ring_bytes = (size_t)ring_bytes,
-        .max_body_bytes = (size_t)max_body,
-        .drain_seconds = (double)drain,
+        .ring_bytes = (size_t)hf.event_ring_bytes,
+        .max_body_bytes = (size_t)hf.max_body_bytes,
+        .drain_seconds = cf.drain_seconds,
         .tokenizer = tok,
         .chat_template = tmpl,
+        .api_keys = &keys,
+        .metrics_require_key = hf.metrics_require_key,
+        .metrics_shm_name = metrics_shm,
+        .max_logprobs = (int32_t)hf.max_logprobs,
+        .log_requests = !hf.disable_log_requests,
     };
     int rc = folio_server_run(&cfg, err, sizeof err);
     if (rc != 0)
-        fprintf(stderr, "folio-frontend: %s\n", err);
+        fprintf(stderr, "%s: %s\n", prog, err);
     folio_chat_template_free(tmpl);
     folio_tokenizer_free(tok);
     return rc == 0 ? 0 : 1;

@@ -10,8 +10,8 @@
 extern int mallctl(const char *name, void *oldp, size_t *oldlenp, void *newp, size_t newlen)
     __attribute__((weak));
 
-static const int statuses[FOLIO_METRICS_STATUSES - 1] = {200, 400, 404, 405, 413,
-                                                         429, 500, 503, 504};
+static const int statuses[FOLIO_METRICS_STATUSES - 1] = {200, 400, 401, 404, 405,
+                                                         413, 429, 500, 503, 504};
 
 static void hist_init(struct folio_histogram *h, const char *name, const char *help,
                       const double *bounds, int n)
@@ -45,6 +45,25 @@ void folio_metrics_init(struct folio_metrics *m, uint32_t frontend_id)
     hist_init(&m->queue, "folio_request_first_event_seconds",
               "Time from submit to the scheduler's first answer", ttft,
               (int)(sizeof ttft / sizeof *ttft));
+    static const double tokens[] = {1,     2,      5,      10,     20,     50,    100,
+                                    200,   500,    1000,   2000,   5000,   10000, 20000,
+                                    50000, 100000, 200000, 500000, 1000000};
+    hist_init(&m->request_prompt_tokens, "folio_request_prompt_tokens",
+              "Prompt tokens of each finished request", tokens,
+              (int)(sizeof tokens / sizeof *tokens));
+    hist_init(&m->request_generation_tokens, "folio_request_generation_tokens",
+              "Generated tokens of each finished request", tokens,
+              (int)(sizeof tokens / sizeof *tokens));
+}
+
+void folio_metrics_request_finished(struct folio_metrics *m, const char *reason, double e2e,
+                                    uint32_t prompt_tokens, uint32_t generation_tokens)
+{
+    m->finished_stop += reason[0] == 's';
+    m->finished_length += reason[0] == 'l';
+    folio_histogram_observe(&m->e2e, e2e);
+    folio_histogram_observe(&m->request_prompt_tokens, prompt_tokens);
+    folio_histogram_observe(&m->request_generation_tokens, generation_tokens);
 }
 
 void folio_metrics_count_response(struct folio_metrics *m, int status)
@@ -86,19 +105,115 @@ static void metric_d(struct folio_jw *b, const char *name, const char *type, con
     folio_jw_printf(b, "%s %.9g\n", name, v);
 }
 
-static void render_hist(struct folio_jw *b, const struct folio_histogram *h)
+/* labels: "" or a label set without braces (model_name="...") */
+static void render_hist_as(struct folio_jw *b, const struct folio_histogram *h, const char *name,
+                           const char *labels)
 {
-    header(b, h->name, "histogram", h->help);
+    header(b, name, "histogram", h->help);
+    const char *sep = *labels ? "," : "";
     uint64_t cum = 0;
     for (int i = 0; i < h->num_bounds; i++) {
         cum += h->counts[i];
-        folio_jw_printf(b, "%s_bucket{le=\"%g\"} %llu\n", h->name, h->bounds[i],
+        folio_jw_printf(b, "%s_bucket{%s%sle=\"%g\"} %llu\n", name, labels, sep, h->bounds[i],
                         (unsigned long long)cum);
     }
     cum += h->counts[h->num_bounds];
-    folio_jw_printf(b, "%s_bucket{le=\"+Inf\"} %llu\n%s_sum %.9g\n%s_count %llu\n", h->name,
-                    (unsigned long long)cum, h->name, h->sum, h->name,
-                    (unsigned long long)h->count);
+    folio_jw_printf(b, "%s_bucket{%s%sle=\"+Inf\"} %llu\n", name, labels, sep,
+                    (unsigned long long)cum);
+    if (*labels)
+        folio_jw_printf(b, "%s_sum{%s} %.9g\n%s_count{%s} %llu\n", name, labels, h->sum, name,
+                        labels, (unsigned long long)h->count);
+    else
+        folio_jw_printf(b, "%s_sum %.9g\n%s_count %llu\n", name, h->sum, name,
+                        (unsigned long long)h->count);
+}
+
+static void render_hist(struct folio_jw *b, const struct folio_histogram *h)
+{
+    render_hist_as(b, h, h->name, "");
+}
+
+static void vllm_u(struct folio_jw *b, const char *name, const char *type, const char *help,
+                   const char *labels, uint64_t v)
+{
+    header(b, name, type, help);
+    folio_jw_printf(b, "%s{%s} %llu\n", name, labels, (unsigned long long)v);
+}
+
+static void vllm_d(struct folio_jw *b, const char *name, const char *type, const char *help,
+                   const char *labels, double v)
+{
+    header(b, name, type, help);
+    folio_jw_printf(b, "%s{%s} %.9g\n", name, labels, v);
+}
+
+/* model_name="NAME", with Prometheus' escapes (backslash, quote, newline). */
+static void model_label(const char *model, char *out, size_t len)
+{
+    size_t o = (size_t)snprintf(out, len, "model_name=\"");
+    for (const char *p = model; *p && o + 4 < len; p++) {
+        if (*p == '\\' || *p == '"')
+            out[o++] = '\\', out[o++] = *p;
+        else if (*p == '\n')
+            out[o++] = '\\', out[o++] = 'n';
+        else
+            out[o++] = *p;
+    }
+    snprintf(out + o, len - o, "\"");
+}
+
+/* vLLM's names and label for the series a vLLM dashboard reads. */
+static void render_vllm(const struct folio_metrics *m, const struct folio_link_status *s,
+                        const char *model, struct folio_jw *b)
+{
+    char l[400], l2[480];
+    model_label(model, l, sizeof l);
+    render_hist_as(b, &m->ttft, "vllm:time_to_first_token_seconds", l);
+    render_hist_as(b, &m->itl, "vllm:inter_token_latency_seconds", l);
+    render_hist_as(b, &m->itl, "vllm:time_per_output_token_seconds", l); /* its older name */
+    render_hist_as(b, &m->e2e, "vllm:e2e_request_latency_seconds", l);
+    render_hist_as(b, &m->request_prompt_tokens, "vllm:request_prompt_tokens", l);
+    render_hist_as(b, &m->request_generation_tokens, "vllm:request_generation_tokens", l);
+    if (s->valid) {
+        /* the scheduler's: from submit to first admission, all frontends */
+        struct folio_histogram q;
+        hist_init(&q, NULL, "Time requests waited for their first admission",
+                  folio_queue_time_bounds, FOLIO_QUEUE_TIME_BUCKETS);
+        for (int i = 0; i <= FOLIO_QUEUE_TIME_BUCKETS; i++) {
+            q.counts[i] = s->queue_time_counts[i];
+            q.count += q.counts[i];
+        }
+        q.sum = s->queue_time_sum;
+        render_hist_as(b, &q, "vllm:request_queue_time_seconds", l);
+    }
+    vllm_u(b, "vllm:prompt_tokens_total", "counter", "Prompt tokens of all requests", l,
+           m->prompt_tokens);
+    vllm_u(b, "vllm:generation_tokens_total", "counter", "Tokens generated for all requests", l,
+           m->generation_tokens);
+    header(b, "vllm:request_success_total", "counter", "Finished requests by finish reason");
+    const char *reasons[] = {"stop", "length", "abort"};
+    const uint64_t counts[] = {m->finished_stop, m->finished_length, m->finished_abort};
+    for (int i = 0; i < 3; i++) {
+        snprintf(l2, sizeof l2, "%s,finished_reason=\"%s\"", l, reasons[i]);
+        folio_jw_printf(b, "vllm:request_success_total{%s} %llu\n", l2,
+                        (unsigned long long)counts[i]);
+    }
+    if (!s->valid)
+        return;
+    double usage = s->kv_blocks_total ? (double)s->kv_blocks_used / s->kv_blocks_total : 0.0;
+    vllm_u(b, "vllm:num_requests_running", "gauge", "Requests being generated", l, s->num_running);
+    vllm_u(b, "vllm:num_requests_waiting", "gauge", "Requests waiting for admission", l,
+           s->num_waiting);
+    vllm_d(b, "vllm:kv_cache_usage_perc", "gauge", "Fraction of KV cache blocks in use (0-1)", l,
+           usage);
+    vllm_d(b, "vllm:gpu_cache_usage_perc", "gauge", "Fraction of KV cache blocks in use (0-1)", l,
+           usage);
+    vllm_u(b, "vllm:prefix_cache_queries_total", "counter",
+           "Prompt tokens looked up in the prefix cache", l, s->prefix_cache_queries);
+    vllm_u(b, "vllm:prefix_cache_hits_total", "counter", "Prompt tokens found in the prefix cache",
+           l, s->prefix_cache_hits);
+    vllm_u(b, "vllm:num_preemptions_total", "counter", "Sequences preempted", l,
+           s->num_preemptions);
 }
 
 static uint64_t rss_bytes(void)
@@ -135,9 +250,9 @@ static void render_jemalloc(struct folio_jw *b)
 }
 
 void folio_metrics_render(const struct folio_metrics *m, const struct folio_link_status *s,
-                          struct folio_jw *b)
+                          const char *model_name, struct folio_jw *b)
 {
-    header(b, "folio_http_responses_total", "counter", "HTTP responses of this frontend by status");
+    header(b, "folio_http_responses_total", "counter", "HTTP responses of all frontends by status");
     for (int i = 0; i < FOLIO_METRICS_STATUSES; i++) {
         if (i < FOLIO_METRICS_STATUSES - 1)
             folio_jw_printf(b, "folio_http_responses_total{code=\"%d\"} %llu\n", statuses[i],
@@ -147,9 +262,9 @@ void folio_metrics_render(const struct folio_metrics *m, const struct folio_link
                             (unsigned long long)m->responses[i]);
     }
     metric_u(b, "folio_requests_submitted_total", "counter",
-             "Generation requests this frontend handed to the scheduler", m->requests_submitted);
+             "Generation requests the frontends handed to the scheduler", m->requests_submitted);
     header(b, "folio_requests_finished_total", "counter",
-           "Generation requests of this frontend by finish reason");
+           "Generation requests of all frontends by finish reason");
     folio_jw_printf(b,
                     "folio_requests_finished_total{reason=\"stop\"} %llu\n"
                     "folio_requests_finished_total{reason=\"length\"} %llu\n"
@@ -161,16 +276,19 @@ void folio_metrics_render(const struct folio_metrics *m, const struct folio_link
                     (unsigned long long)m->finished_rejected);
     metric_u(b, "folio_client_disconnects_total", "counter",
              "Requests whose client went away before the end (aborted)", m->client_disconnects);
-    metric_u(b, "folio_requests_in_flight", "gauge", "Generation requests open on this frontend",
+    metric_u(b, "folio_requests_in_flight", "gauge", "Generation requests open on all frontends",
              (uint64_t)(m->requests_in_flight < 0 ? 0 : m->requests_in_flight));
-    metric_u(b, "folio_prompt_tokens_total", "counter", "Prompt tokens of this frontend's requests",
+    metric_u(b, "folio_prompt_tokens_total", "counter", "Prompt tokens of all requests",
              m->prompt_tokens);
-    metric_u(b, "folio_generation_tokens_total", "counter",
-             "Tokens generated for this frontend's requests", m->generation_tokens);
+    metric_u(b, "folio_generation_tokens_total", "counter", "Tokens generated for all requests",
+             m->generation_tokens);
     render_hist(b, &m->ttft);
     render_hist(b, &m->itl);
     render_hist(b, &m->e2e);
     render_hist(b, &m->queue);
+    render_hist(b, &m->request_prompt_tokens);
+    render_hist(b, &m->request_generation_tokens);
+    render_vllm(m, s, model_name, b);
 
     /* The scheduler's view, from the last StatusReply. */
     metric_u(b, "folio_scheduler_up", "gauge", "1 when the scheduler answered within 1 s",

@@ -1,7 +1,11 @@
-/* The frontend's /metrics in the Prometheus text format: its own request
- * counters and latency histograms, the scheduler's and worker's figures from
- * the latest StatusReply, and the process's memory (RSS and jemalloc's
- * statistics). Updated and rendered on the HTTP loop thread only. */
+/* The frontend's /metrics in the Prometheus text format: the request
+ * counters and latency histograms (of every frontend, summed through
+ * metrics_shared.h), the scheduler's and worker's figures from the latest
+ * StatusReply, and the process's memory (RSS and jemalloc's statistics).
+ * Each series is written under Folio's name (folio_*) and, where vLLM has
+ * the same series, under vLLM's name and model_name label as well, so that
+ * dashboards built for vLLM read Folio unchanged. Updated and rendered on the
+ * HTTP loop thread only. */
 #ifndef FOLIO_METRICS_H
 #define FOLIO_METRICS_H
 
@@ -21,7 +25,7 @@ struct folio_histogram {
     uint64_t count;
 };
 
-#define FOLIO_METRICS_STATUSES 10
+#define FOLIO_METRICS_STATUSES 11
 
 struct folio_metrics {
     uint32_t frontend_id;
@@ -33,13 +37,18 @@ struct folio_metrics {
     uint64_t client_disconnects;
     int64_t requests_in_flight;
     struct folio_histogram ttft, itl, e2e, queue;
+    struct folio_histogram request_prompt_tokens, request_generation_tokens;
 };
 
 void folio_metrics_init(struct folio_metrics *m, uint32_t frontend_id);
 void folio_metrics_count_response(struct folio_metrics *m, int status);
 void folio_histogram_observe(struct folio_histogram *h, double seconds);
-/* Appends the whole exposition to b. */
+/* A generation request ended: reason "stop" or "length", its end-to-end
+ * seconds, prompt and generated tokens. */
+void folio_metrics_request_finished(struct folio_metrics *m, const char *reason, double e2e,
+                                    uint32_t prompt_tokens, uint32_t generation_tokens);
+/* Appends the whole exposition to b; model_name labels vLLM's series. */
 void folio_metrics_render(const struct folio_metrics *m, const struct folio_link_status *s,
-                          struct folio_jw *b);
+                          const char *model_name, struct folio_jw *b);
 
 #endif

@@ -1,4 +1,5 @@
 #include "openai_api.h"
+#include "openai_fields.h"
 
 #include <jansson.h>
 #include <math.h>
@@ -9,10 +10,7 @@
 
 /* ---- parsing ------------------------------------------------------------ */
 
-static int fail(struct folio_oai_error *e, int status, const char *param, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-
-static int fail(struct folio_oai_error *e, int status, const char *param, const char *fmt, ...)
+int folio_oai_fail(struct folio_oai_error *e, int status, const char *param, const char *fmt, ...)
 {
     e->status = status;
     snprintf(e->param, sizeof e->param, "%s", param ? param : "");
@@ -22,6 +20,8 @@ static int fail(struct folio_oai_error *e, int status, const char *param, const 
     va_end(ap);
     return -1;
 }
+
+#define fail folio_oai_fail
 
 /* Absent and null both mean "use the default", as in OpenAI's schema. */
 static json_t *field(json_t *obj, const char *key)
@@ -349,7 +349,7 @@ int folio_oai_parse_request(enum folio_oai_endpoint ep, const char *body, size_t
     memset(e, 0, sizeof *e);
     r->endpoint = ep;
     r->add_generation_prompt = true;
-    r->max_tokens = -1;
+    r->max_tokens = folio_oai_default_max_tokens(ep);
     r->skip_special_tokens = true;
     r->temperature = 1.0f;
     r->top_p = 1.0f;
@@ -376,6 +376,8 @@ int folio_oai_parse_request(enum folio_oai_endpoint ep, const char *body, size_t
     int rc = 0;
     if (!json_is_object(root))
         rc = fail(e, 400, NULL, "request body must be a JSON object");
+    else if (folio_oai_check_fields(ep, root, e) != 0)
+        rc = -1;
     else
         rc = parse_fields(root, r, e);
     json_decref(root);

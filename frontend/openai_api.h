@@ -28,6 +28,10 @@ struct folio_oai_error {
     char param[64];
 };
 
+/* Fills e (param NULL: none) and returns -1, for `return folio_oai_fail(...)`. */
+int folio_oai_fail(struct folio_oai_error *e, int status, const char *param, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
 struct folio_oai_message {
     char *role;
     char *content; /* the text parts joined; "" for null content */
@@ -51,7 +55,7 @@ struct folio_oai_request {
     bool include_usage;    /* stream_options.include_usage */
     bool continuous_usage; /* stream_options.continuous_usage_stats */
 
-    int32_t max_tokens; /* -1: not given (the model's context minus the prompt) */
+    int32_t max_tokens; /* -1: to the end of the context (chat's default) */
     int32_t min_tokens;
     char **stop; /* stop strings, each non-empty UTF-8 */
     size_t *stop_len;
@@ -71,10 +75,10 @@ struct folio_oai_request {
     int32_t logprobs;
 };
 
-/* Parses and validates a request body. Unknown fields are ignored (as vLLM
- * does); invalid JSON, invalid UTF-8, wrong types and out-of-range values
- * give -1 with e filled (status 400). The request owns its strings; free it
- * with folio_oai_request_free (also after a failed parse). */
+/* Parses and validates a request body. A field Folio does not implement is
+ * a 400 naming it (openai_fields.h); invalid JSON, invalid UTF-8, wrong types and out-of-range
+ * values give -1 with e filled (status 400). The request owns its strings; free it with
+ * folio_oai_request_free (also after a failed parse). */
 int folio_oai_parse_request(enum folio_oai_endpoint ep, const char *body, size_t len,
                             struct folio_oai_request *r, struct folio_oai_error *e);
 void folio_oai_request_free(struct folio_oai_request *r);

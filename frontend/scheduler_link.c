@@ -269,6 +269,10 @@ static int do_status(struct folio_link *l)
     o->requests_rejected = s->requests_rejected;
     o->prompt_tokens_total = s->prompt_tokens_total;
     o->generation_tokens_total = s->generation_tokens_total;
+    memset(o->queue_time_counts, 0, sizeof o->queue_time_counts);
+    for (size_t i = 0; i < s->n_queue_time_counts && i <= FOLIO_QUEUE_TIME_BUCKETS; i++)
+        o->queue_time_counts[i] = s->queue_time_counts[i];
+    o->queue_time_sum = s->queue_time_sum;
     if (s->max_model_len > 0)
         o->max_model_len = s->max_model_len;
     clock_gettime(CLOCK_MONOTONIC, &l->status_at);

@@ -23,6 +23,7 @@
 #include <stdint.h>
 
 #include "openai_api.h"
+#include "queue_time.h"
 
 enum folio_link_msg_kind {
     FOLIO_LINK_EVENTS,     /* records from the event ring */
@@ -59,6 +60,8 @@ struct folio_link_status {
     uint32_t worker_restarts;
     uint64_t requests_finished, requests_rejected;
     uint64_t prompt_tokens_total, generation_tokens_total;
+    uint64_t queue_time_counts[FOLIO_QUEUE_TIME_BUCKETS + 1]; /* submit to admission */
+    double queue_time_sum;
     /* from RegisterReply */
     uint32_t scheduler_epoch;
     char model_name[128];

@@ -80,10 +80,24 @@ static const char *token_string(json_t *v)
 
 int tok_set_id_str(struct folio_tokenizer *t, int32_t id, const char *s, size_t len)
 {
+    char *old = t->id_str[id];
+    if (old && t->id_len[id] == len && !memcmp(old, s, len))
+        return 0;
     char *p = tok_dup_bytes(s, len);
     if (!p)
         return -1;
-    free(t->id_str[id]);
+    if (old && t->bpe.vocab.slots && tok_strmap_get(&t->bpe.vocab, old, t->id_len[id]) >= 0) {
+        /* The vocab's key is this very string: it lives on until the tokenizer goes. */
+        char **r = realloc(t->retired, (t->n_retired + 1) * sizeof *r);
+        if (!r) {
+            free(p);
+            return -1;
+        }
+        t->retired = r;
+        t->retired[t->n_retired++] = old;
+    } else {
+        free(old);
+    }
     t->id_str[id] = p;
     t->id_len[id] = (uint32_t)len;
     return 0;
@@ -620,6 +634,9 @@ void folio_tokenizer_free(struct folio_tokenizer *t)
     for (int32_t i = 0; t->id_str && i < t->n_ids; i++)
         free(t->id_str[i]);
     free(t->id_str);
+    for (size_t i = 0; i < t->n_retired; i++)
+        free(t->retired[i]);
+    free(t->retired);
     free(t->id_len);
     free(t->id_special);
     tok_strmap_free(&t->bpe.vocab);

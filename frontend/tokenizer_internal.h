@@ -212,6 +212,8 @@ struct folio_tokenizer {
     char **id_str; /* the string each id decodes from; NULL for holes */
     uint32_t *id_len;
     uint8_t *id_special; /* skipped by skip_special */
+    char **retired;      /* id strings replaced while the vocab's keys still point at them */
+    size_t n_retired;
 
     struct tok_added *added;
     size_t n_added;

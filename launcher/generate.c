@@ -14,134 +14,69 @@
 #include "commands.h"
 #include "default_model.h"
 #include "local_session.h"
+#include "options.h"
 
 struct generate_args {
     const char *model_dir;
     const char *prompt;
-    long max_tokens;
+    int64_t max_tokens;
     double temperature, top_p, min_p;
-    long top_k;
-    unsigned long long seed;
+    int64_t top_k;
+    int64_t seed;
     bool have_seed;
     bool ignore_eos;
     bool demo;
     bool chat;
     const char *system;
-    long threads;
+    int64_t threads;
     const char *backend;
 };
 
-static void usage(FILE *f)
-{
-    fprintf(f,
-            "usage: folio generate [--model DIR] --prompt TEXT --max-tokens N [options]\n"
-            "\n"
-            "Completes TEXT with the model in DIR and prints the completion to stdout as it is\n"
-            "generated; prompt/generated token counts, prefill time and decode tokens/s go to\n"
-            "stderr. Without --model: SmolLM2-135M-Instruct, fetched by deploy/setup.sh.\n"
-            "\n"
-            "  --model DIR          model directory (config.json, *.safetensors, tokenizer.json),\n"
-            "                       or a .gguf file (or a folder holding one)\n"
-            "  --demo               the random demo model made at build time (for tests)\n"
-            "  --prompt TEXT        the prompt (BOS added as the tokenizer config says)\n"
-            "  --chat               TEXT is a user message, sent through the chat template\n"
-            "  --system TEXT        with --chat: a system message first\n"
-            "  --max-tokens N       tokens to generate at most (>= 1)\n"
-            "  --temperature T      0 (the default) is greedy\n"
-            "  --top-k K            keep the K most likely tokens (0: off)\n"
-            "  --top-p P            nucleus sampling, in (0, 1] (1: off)\n"
-            "  --min-p M            drop tokens below M times the most likely one (0: off)\n"
-            "  --seed S             sampling seed (default: drawn from the clock)\n"
-            "  --ignore-eos         go on past the end-of-sequence token\n"
-            "  --threads N          CPU threads (0: all cores; the default)\n"
-            "  --backend cpu|cuda   the worker backend (default cpu)\n");
-}
-
-static int parse_long(const char *flag, const char *s, long lo, long hi, long *out)
-{
-    char *end;
-    errno = 0;
-    long v = strtol(s, &end, 10);
-    if (errno || end == s || *end || v < lo || v > hi) {
-        fprintf(stderr, "folio generate: %s needs an integer in [%ld, %ld], got '%s'\n", flag, lo,
-                hi, s);
-        return -1;
-    }
-    *out = v;
-    return 0;
-}
-
-static int parse_double(const char *flag, const char *s, double lo, double hi, double *out)
-{
-    char *end;
-    errno = 0;
-    double v = strtod(s, &end);
-    if (errno || end == s || *end || !(v >= lo && v <= hi)) {
-        fprintf(stderr, "folio generate: %s needs a number in [%g, %g], got '%s'\n", flag, lo, hi,
-                s);
-        return -1;
-    }
-    *out = v;
-    return 0;
-}
+#define G(f) FOLIO_OPT_FIELD(struct generate_args, f)
+static const struct folio_opt generate_flags[] = {
+    {"--model", FOLIO_OPT_STR, G(model_dir), NULL, 0, 0, NULL,
+     "model directory (config.json, *.safetensors, tokenizer.json), or a .gguf file (or a "
+     "folder holding one) (default: SmolLM2-135M-Instruct, fetched by deploy/setup.sh)"},
+    {"--demo", FOLIO_OPT_BOOL, G(demo), "false", 0, 0, NULL,
+     "the random demo model made at build time (for tests)"},
+    {"--prompt", FOLIO_OPT_STR, G(prompt), NULL, 0, 0, NULL,
+     "the prompt (BOS added as the tokenizer config says); required"},
+    {"--chat", FOLIO_OPT_BOOL, G(chat), "false", 0, 0, NULL,
+     "the prompt is a user message, sent through the chat template"},
+    {"--system", FOLIO_OPT_STR, G(system), NULL, 0, 0, NULL, "with --chat: a system message first"},
+    {"--max-tokens", FOLIO_OPT_INT, G(max_tokens), NULL, 1, INT32_MAX / 2, NULL,
+     "tokens to generate at most; required"},
+    {"--temperature", FOLIO_OPT_NUM, G(temperature), "0", 0, 1e6, NULL, "0 is greedy"},
+    {"--top-k", FOLIO_OPT_INT, G(top_k), "0", -1, INT32_MAX, NULL,
+     "keep the K most likely tokens (0 or -1: off)"},
+    {"--top-p", FOLIO_OPT_NUM, G(top_p), "1", 1e-9, 1, NULL, "nucleus sampling (1: off)"},
+    {"--min-p", FOLIO_OPT_NUM, G(min_p), "0", 0, 1, NULL,
+     "drop tokens below M times the most likely one (0: off)"},
+    {"--seed", FOLIO_OPT_INT, G(seed), NULL, 0, 9e18, NULL,
+     "sampling seed (default: drawn from the clock)"},
+    {"--ignore-eos", FOLIO_OPT_BOOL, G(ignore_eos), "false", 0, 0, NULL,
+     "go on past the end-of-sequence token"},
+    {"--threads", FOLIO_OPT_INT, G(threads), "0", 0, 4096, NULL, "CPU threads (0: all cores)"},
+    {"--backend", FOLIO_OPT_CHOICE, G(backend), "cpu", 0, 0, "cpu|cuda", "the worker backend"},
+};
 
 /* Returns 0 to go on, 1 after --help, -1 on a bad argument. */
 static int parse_args(int argc, char **argv, struct generate_args *a)
 {
-    *a = (struct generate_args){.max_tokens = -1, .top_p = 1.0, .backend = "cpu"};
-    for (int i = 1; i < argc; i++) {
-        const char *f = argv[i];
-        if (!strcmp(f, "--help") || !strcmp(f, "-h")) {
-            usage(stdout);
-            return 1;
-        }
-        bool *flag = !strcmp(f, "--ignore-eos") ? &a->ignore_eos
-                     : !strcmp(f, "--demo")     ? &a->demo
-                     : !strcmp(f, "--chat")     ? &a->chat
-                                                : NULL;
-        if (flag) {
-            *flag = true;
-            continue;
-        }
-        if (i + 1 >= argc) {
-            fprintf(stderr, "folio generate: %s needs a value (see --help)\n", f);
-            return -1;
-        }
-        const char *v = argv[++i];
-        long seed_hi;
-        int rc = 0;
-        if (!strcmp(f, "--model")) {
-            a->model_dir = v;
-        } else if (!strcmp(f, "--prompt")) {
-            a->prompt = v;
-        } else if (!strcmp(f, "--system")) {
-            a->system = v;
-        } else if (!strcmp(f, "--max-tokens")) {
-            rc = parse_long(f, v, 1, INT32_MAX / 2, &a->max_tokens);
-        } else if (!strcmp(f, "--temperature")) {
-            rc = parse_double(f, v, 0, 1e6, &a->temperature);
-        } else if (!strcmp(f, "--top-p")) {
-            rc = parse_double(f, v, 1e-9, 1, &a->top_p);
-        } else if (!strcmp(f, "--min-p")) {
-            rc = parse_double(f, v, 0, 1, &a->min_p);
-        } else if (!strcmp(f, "--top-k")) {
-            rc = parse_long(f, v, -1, INT32_MAX, &a->top_k);
-        } else if (!strcmp(f, "--seed")) {
-            rc = parse_long(f, v, 0, LONG_MAX, &seed_hi);
-            a->seed = (unsigned long long)seed_hi;
-            a->have_seed = true;
-        } else if (!strcmp(f, "--threads")) {
-            rc = parse_long(f, v, 0, 4096, &a->threads);
-        } else if (!strcmp(f, "--backend")) {
-            a->backend = v;
-        } else {
-            fprintf(stderr, "folio generate: unknown option '%s' (see --help)\n", f);
-            return -1;
-        }
-        if (rc != 0)
-            return -1;
-    }
-    if (!a->prompt || a->max_tokens < 0) {
+    enum { NUM_FLAGS = sizeof generate_flags / sizeof *generate_flags };
+    const char *given[NUM_FLAGS];
+    memset(a, 0, sizeof *a);
+    struct folio_opt_group g = {NULL, generate_flags, NUM_FLAGS, a, given};
+    int rc = folio_opts_parse(
+        "folio generate",
+        "usage: folio generate [--model DIR] --prompt TEXT --max-tokens N [options]\n\n"
+        "Completes TEXT with the model in DIR and prints the completion to stdout as it is\n"
+        "generated; prompt/generated token counts, prefill time and decode tokens/s go to\n"
+        "stderr.",
+        &g, 1, argc, argv);
+    if (rc != 0)
+        return rc;
+    if (!a->prompt || !a->max_tokens) {
         fprintf(stderr, "folio generate: --prompt and --max-tokens are required (see --help)\n");
         return -1;
     }
@@ -153,10 +88,9 @@ static int parse_args(int argc, char **argv, struct generate_args *a)
         fprintf(stderr, "folio generate: --system goes with --chat\n");
         return -1;
     }
-    if (strcmp(a->backend, "cpu") && strcmp(a->backend, "cuda")) {
-        fprintf(stderr, "folio generate: --backend must be cpu or cuda, got '%s'\n", a->backend);
-        return -1;
-    }
+    for (size_t i = 0; i < NUM_FLAGS; i++)
+        if (!strcmp(generate_flags[i].name, "--seed"))
+            a->have_seed = given[i] != NULL;
     return 0;
 }
 
@@ -210,7 +144,8 @@ int folio_generate_main(int argc, char **argv)
                  "give a non-empty --prompt");
         goto fail;
     }
-    uint64_t seed = a.have_seed ? a.seed : (uint64_t)time(NULL) ^ ((uint64_t)getpid() << 32);
+    uint64_t seed =
+        a.have_seed ? (uint64_t)a.seed : (uint64_t)time(NULL) ^ ((uint64_t)getpid() << 32);
     struct folio_sampling_params sp = {.temperature = (float)a.temperature,
                                        .top_k = (int32_t)a.top_k,
                                        .top_p = (float)a.top_p,

@@ -20,7 +20,8 @@ static void usage(FILE *f)
     fprintf(f, "usage: folio COMMAND [options]\n\ncommands:\n");
     for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
         fprintf(f, "  %-10s %s\n", commands[i].name, commands[i].help);
-    fprintf(f, "\n`folio COMMAND --help` describes a command's options.\n");
+    fprintf(f, "\n`folio COMMAND --help` describes a command's options; `folio --version` says "
+               "which Folio this is.\n");
 }
 
 int main(int argc, char **argv)
@@ -28,6 +29,10 @@ int main(int argc, char **argv)
     if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
         usage(argc < 2 ? stderr : stdout);
         return argc < 2 ? 2 : 0;
+    }
+    if (!strcmp(argv[1], "--version") || !strcmp(argv[1], "-V")) {
+        printf("folio %s\n", FOLIO_VERSION);
+        return 0;
     }
     for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
         if (!strcmp(argv[1], commands[i].name))

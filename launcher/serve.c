@@ -13,6 +13,7 @@
 #include <poll.h>
 #include <signal.h>
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -24,13 +25,15 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "commands.h"
 #include "clock.h"
+#include "commands.h"
 #include "default_model.h"
 #include "gguf.h"
+#include "model_config.h"
+#include "options.h"
+#include "program_flags.h"
 #include "scheduler_watch.h"
 
-#define MAX_FRONTENDS 64
 #define MAX_ARGS 96
 #define BACKOFF_MIN_S 0.1
 #define BACKOFF_MAX_S 5.0
@@ -50,19 +53,24 @@ struct child {
     bool failed;       /* misconfigured: stays down */
 };
 
+/* Every flag of `folio serve`: its own, then the ones it checks and hands on
+ * to the scheduler (engine) and to each frontend (http), as given. */
 struct serve_options {
-    const char *model;
+    int64_t frontends;
     bool demo;
-    const char *host;
-    const char *port;
-    int frontends;
-    const char *backend;
-    const char *tls_cert;
-    const char *tls_key;
-    const char *served_model_name;
-    double drain_seconds;
-    const char *passthrough[MAX_ARGS]; /* scheduler flags, passed as given */
-    int num_passthrough;
+    struct folio_common_flags common;
+    struct folio_engine_flags engine;
+    struct folio_http_flags http;
+    const char *common_given[8], *engine_given[32], *http_given[32];
+    const char *model;   /* --model, or the default model */
+    char api_keys[4096]; /* --api-key values and FOLIO_API_KEY, one a line */
+};
+
+static const struct folio_opt serve_flag_table[] = {
+    {"--frontends", FOLIO_OPT_INT, FOLIO_OPT_FIELD(struct serve_options, frontends), "1", 1,
+     FOLIO_MAX_FRONTENDS, NULL, "HTTP frontend processes sharing the port (SO_REUSEPORT)"},
+    {"--demo", FOLIO_OPT_BOOL, FOLIO_OPT_FIELD(struct serve_options, demo), "false", 0, 0, NULL,
+     "serve the random demo model made at build time (for tests), not the default model"},
 };
 
 static void logf_(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
@@ -82,109 +90,97 @@ static void logf_(const char *fmt, ...)
     fputc('\n', stderr);
 }
 
-static void usage(FILE *f)
+/* --api-key values and FOLIO_API_KEY as the frontends read them (one key a
+ * line), so that no key is on a command line that other users can read. */
+static int collect_api_keys(struct serve_options *o)
 {
-    fprintf(
-        f, "usage: folio serve [--model DIR | --demo] [--host ADDR] [--port 8000] [--frontends N]\n"
-           "                   [--backend cpu|cuda] [--tls-cert FILE --tls-key FILE]\n"
-           "                   [--served-model-name NAME] [--drain-seconds 30]\n"
-           "                   [scheduler options...]\n\n"
-           "Serves the model in DIR (Hugging Face layout, or a .gguf file or a folder\n"
-           "holding one) over an OpenAI-compatible API.\n"
-           "Without --model it serves SmolLM2-135M-Instruct, which deploy/setup.sh fetches;\n"
-           "--demo serves the small demo model made at build time instead (random weights,\n"
-           "for tests: the text is noise, the serving path is real).\n"
-           "Any other --flag [VALUE] is passed to folio-scheduler as given, e.g.\n"
-           "--max-num-seqs, --max-num-batched-tokens, --num-kv-blocks,\n"
-           "--gpu-memory-utilization, --threads, --max-waiting-requests, --simulate\n"
-           "(see folio-scheduler --help).\n");
-}
-
-static int parse_options(int argc, char **argv, struct serve_options *o)
-{
-    *o = (struct serve_options){
-        .host = "0.0.0.0", .port = "8000", .frontends = 1, .backend = "cpu", .drain_seconds = 30};
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-            usage(stdout);
-            exit(0);
-        }
-        if (strncmp(a, "--", 2) != 0) {
-            fprintf(stderr, "folio serve: expected --flag [VALUE], got '%s'\n", a);
+    size_t len = 0;
+    const char *env = getenv("FOLIO_API_KEY");
+    for (int i = -1; i < o->http.api_key.n; i++) {
+        const char *k = i < 0 ? env : o->http.api_key.v[i];
+        if (!k || !*k)
+            continue;
+        if (strchr(k, '\n') || len + strlen(k) + 2 > sizeof o->api_keys) {
+            fprintf(stderr, "folio serve: --api-key: a key holds a newline, or the keys are "
+                            "too long\n");
             return -1;
         }
-        if (!strcmp(a, "--demo")) {
-            o->demo = true;
-            continue;
-        }
-        /* A scheduler flag without a value (--simulate) is passed alone. */
-        bool has_value = i + 1 < argc && strncmp(argv[i + 1], "--", 2) != 0;
-        static const char *const own_flags[] = {
-            "--model",   "--host",      "--port",          "--backend",          "--tls-cert",
-            "--tls-key", "--frontends", "--drain-seconds", "--served-model-name"};
-        for (size_t k = 0; !has_value && k < sizeof own_flags / sizeof own_flags[0]; k++)
-            if (!strcmp(a, own_flags[k])) {
-                fprintf(stderr, "folio serve: %s needs a value\n", a);
-                return -1;
-            }
-        if (!has_value) {
-            if (o->num_passthrough + 1 > MAX_ARGS - 32) {
-                fprintf(stderr, "folio serve: too many options\n");
-                return -1;
-            }
-            o->passthrough[o->num_passthrough++] = a;
-            continue;
-        }
-        const char *v = argv[++i];
-        if (!strcmp(a, "--model"))
-            o->model = v;
-        else if (!strcmp(a, "--host"))
-            o->host = v;
-        else if (!strcmp(a, "--port"))
-            o->port = v;
-        else if (!strcmp(a, "--backend"))
-            o->backend = v;
-        else if (!strcmp(a, "--tls-cert"))
-            o->tls_cert = v;
-        else if (!strcmp(a, "--tls-key"))
-            o->tls_key = v;
-        else if (!strcmp(a, "--served-model-name"))
-            o->served_model_name = v;
-        else if (!strcmp(a, "--frontends")) {
-            char *end;
-            long n = strtol(v, &end, 10);
-            if (*end || n < 1 || n > MAX_FRONTENDS) {
-                fprintf(stderr, "folio serve: --frontends must be 1..%d, got '%s'\n", MAX_FRONTENDS,
-                        v);
-                return -1;
-            }
-            o->frontends = (int)n;
-        } else if (!strcmp(a, "--drain-seconds")) {
-            char *end;
-            o->drain_seconds = strtod(v, &end);
-            if (*end || o->drain_seconds < 0) {
-                fprintf(stderr, "folio serve: bad --drain-seconds '%s'\n", v);
-                return -1;
-            }
-        } else {
-            if (o->num_passthrough + 2 > MAX_ARGS - 32) {
-                fprintf(stderr, "folio serve: too many options\n");
-                return -1;
-            }
-            o->passthrough[o->num_passthrough++] = a;
-            o->passthrough[o->num_passthrough++] = v;
-        }
+        len += (size_t)snprintf(o->api_keys + len, sizeof o->api_keys - len, "%s%s",
+                                len ? "\n" : "", k);
     }
-    if (strcmp(o->backend, "cpu") && strcmp(o->backend, "cuda")) {
-        fprintf(stderr, "folio serve: --backend must be cpu or cuda, got '%s'\n", o->backend);
+    o->http.api_key.n = 0; /* handed on through the environment only */
+    return 0;
+}
+
+/* What only the model knows: --max-model-len within its context. */
+static int check_against_model(struct serve_options *o)
+{
+    char cfg[PATH_MAX], err[512];
+    snprintf(cfg, sizeof cfg, "%s/config.json", o->model);
+    if (access(cfg, R_OK) != 0) {
+        fprintf(stderr,
+                "folio serve: %s: %s (is --model a Hugging Face model directory or a .gguf "
+                "file?)\n",
+                cfg, strerror(errno));
         return -1;
     }
-    if (!o->tls_cert != !o->tls_key) {
+    struct folio_model_config mc;
+    if (folio_model_config_load(o->model, &mc, err, sizeof err) != 0) {
+        fprintf(stderr, "folio serve: --model %s: %s\n", o->model, err);
+        return -1;
+    }
+    if (o->engine.max_model_len > mc.max_position_embeddings) {
+        fprintf(stderr,
+                "folio serve: --max-model-len must be in 16..%d (the model's context), got "
+                "%lld\n",
+                mc.max_position_embeddings, (long long)o->engine.max_model_len);
+        return -1;
+    }
+    return 0;
+}
+
+/* 0 to serve, 1 when --help was printed, -1 on a bad flag (printed). */
+static int parse_options(int argc, char **argv, struct serve_options *o)
+{
+    memset(o, 0, sizeof *o);
+    o->engine.step_timeout = -1;
+    struct folio_opt_group groups[] = {
+        {NULL, serve_flag_table, sizeof serve_flag_table / sizeof *serve_flag_table, o, NULL},
+        {NULL, folio_common_flag_table, folio_common_flag_count, &o->common, o->common_given},
+        {"engine (folio-scheduler and its worker)", folio_engine_flag_table,
+         folio_engine_flag_count, &o->engine, o->engine_given},
+        {"HTTP (each folio-frontend)", folio_http_flag_table, folio_http_flag_count, &o->http,
+         o->http_given},
+    };
+    _Static_assert(sizeof o->engine_given / sizeof *o->engine_given >= 20 &&
+                       sizeof o->http_given / sizeof *o->http_given >= 14,
+                   "room for every flag's given text");
+    int rc = folio_opts_parse(
+        "folio serve",
+        "usage: folio serve [--model DIR | --demo] [options]\n\n"
+        "Serves the model in DIR (Hugging Face layout, or a .gguf file or a folder holding one)\n"
+        "over an OpenAI-compatible API. Without --model it serves SmolLM2-135M-Instruct, which\n"
+        "deploy/setup.sh fetches; --demo serves the small demo model made at build time\n"
+        "(random weights, for tests). The server listens on every interface\n"
+        "(--host 0.0.0.0) unless --host says otherwise: set --api-key (or FOLIO_API_KEY) or\n"
+        "--host 127.0.0.1 on a machine others can reach.",
+        groups, sizeof groups / sizeof *groups, argc, argv);
+    if (rc != 0)
+        return rc;
+    if (!o->http.tls_cert != !o->http.tls_key) {
         fprintf(stderr, "folio serve: --tls-cert and --tls-key go together\n");
         return -1;
     }
-    if (o->model && o->demo) {
+    const char *files[][2] = {{"--chat-template", o->http.chat_template},
+                              {"--tls-cert", o->http.tls_cert},
+                              {"--tls-key", o->http.tls_key}};
+    for (size_t i = 0; i < sizeof files / sizeof *files; i++)
+        if (files[i][1] && access(files[i][1], R_OK) != 0) {
+            fprintf(stderr, "folio serve: %s %s: %s\n", files[i][0], files[i][1], strerror(errno));
+            return -1;
+        }
+    o->model = o->common.model;
+    if (o->common.model && o->demo) {
         fprintf(stderr, "folio serve: --model and --demo exclude each other\n");
         return -1;
     }
@@ -197,22 +193,16 @@ static int parse_options(int argc, char **argv, struct serve_options *o)
         }
         logf_("no --model: serving %s", o->model);
     }
-    char cfg[PATH_MAX], err[512];
-    int is_gguf = folio_gguf_resolve(o->model, cfg, sizeof cfg, err, sizeof err);
-    if (is_gguf != 0) {
+    if (collect_api_keys(o) != 0)
+        return -1;
+    char path[PATH_MAX], err[512];
+    int is_gguf = folio_gguf_resolve(o->model, path, sizeof path, err, sizeof err);
+    if (is_gguf != 0) { /* the scheduler checks --max-model-len against its metadata */
         if (is_gguf < 0)
             fprintf(stderr, "folio serve: %s\n", err);
         return is_gguf < 0 ? -1 : 0;
     }
-    snprintf(cfg, sizeof cfg, "%s/config.json", o->model);
-    if (access(cfg, R_OK) != 0) {
-        fprintf(stderr,
-                "folio serve: %s: %s (is --model a Hugging Face model directory or a .gguf "
-                "file?)\n",
-                cfg, strerror(errno));
-        return -1;
-    }
-    return 0;
+    return check_against_model(o);
 }
 
 static void add_arg(struct child *c, const char *a)
@@ -225,6 +215,17 @@ static void add_flag(struct child *c, const char *flag, const char *value)
 {
     add_arg(c, flag);
     add_arg(c, value);
+}
+
+/* The flags of one table that the user gave, as given. */
+static void add_forwarded(struct child *c, const struct folio_opt *table, size_t n, void *values,
+                          const char **given)
+{
+    struct folio_opt_group g = {NULL, table, n, values, given};
+    const char *args[64];
+    int k = folio_opts_forward(&g, args, 64);
+    for (int i = 0; i < k && c->argc + 1 < MAX_ARGS; i++)
+        add_arg(c, args[i]);
 }
 
 static int start_child(struct child *c)
@@ -300,16 +301,12 @@ static int child_drain_seconds(double drain)
     return (int)(drain >= 4 ? drain - 1 : drain / 2);
 }
 
-/* The ctl URL the scheduler listens on: its default in the run directory,
- * unless --ctl-url was passed through to it. */
+/* The ctl URL the scheduler listens on: its default in the run directory
+ * (folio serve passes it no --ctl-url). */
 static void scheduler_ctl_url(const struct serve_options *o, const char *run_dir, char *out,
                               size_t len)
 {
-    for (int i = 0; i + 1 < o->num_passthrough; i++)
-        if (!strcmp(o->passthrough[i], "--ctl-url")) {
-            snprintf(out, len, "%s", o->passthrough[i + 1]);
-            return;
-        }
+    (void)o;
     snprintf(out, len, "ipc://%s/scheduler-ctl.ipc", run_dir);
 }
 
@@ -336,9 +333,16 @@ int folio_serve_main(int argc, char **argv)
     /* A closed stdout or stderr (`folio serve | head`) must not kill the
      * server: log writes fail with EPIPE instead. Children inherit this. */
     signal(SIGPIPE, SIG_IGN);
-    struct serve_options o;
-    if (parse_options(argc, argv, &o) != 0)
-        return EXIT_USAGE;
+    static struct serve_options o;
+    int prc = parse_options(argc, argv, &o);
+    if (prc != 0)
+        return prc > 0 ? 0 : EXIT_USAGE;
+    char child_drain[32];
+    snprintf(child_drain, sizeof child_drain, "%d", child_drain_seconds(o.common.drain_seconds));
+    /* The children's flags came from this command line: their errors name it. */
+    setenv("FOLIO_PROG", "folio serve", 1);
+    if (o.api_keys[0])
+        setenv("FOLIO_API_KEY", o.api_keys, 1);
 
     char self[PATH_MAX];
     ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
@@ -372,7 +376,7 @@ int folio_serve_main(int argc, char **argv)
         return 1;
     }
 
-    int nchildren = 1 + o.frontends;
+    int nchildren = 1 + (int)o.frontends;
     struct child *children = calloc(nchildren, sizeof *children);
     if (!children)
         return 1;
@@ -383,16 +387,12 @@ int folio_serve_main(int argc, char **argv)
     snprintf(path, sizeof path, "%s/folio-scheduler", self);
     add_arg(s, path);
     add_flag(s, "--model", o.model);
-    add_flag(s, "--backend", o.backend);
     add_flag(s, "--run-dir", run_dir);
     add_flag(s, "--instance", instance);
-    char child_drain[32];
-    snprintf(child_drain, sizeof child_drain, "%d", child_drain_seconds(o.drain_seconds));
     add_flag(s, "--drain-seconds", child_drain);
-    for (int i = 0; i < o.num_passthrough; i++)
-        add_arg(s, o.passthrough[i]);
+    add_forwarded(s, folio_engine_flag_table, folio_engine_flag_count, &o.engine, o.engine_given);
 
-    for (int i = 0; i < o.frontends; i++) {
+    for (int i = 0; i < (int)o.frontends; i++) {
         struct child *f = &children[1 + i];
         char id[16];
         snprintf(id, sizeof id, "%d", i);
@@ -400,18 +400,11 @@ int folio_serve_main(int argc, char **argv)
         snprintf(path, sizeof path, "%s/folio-frontend", self);
         add_arg(f, path);
         add_flag(f, "--model", o.model);
-        add_flag(f, "--host", o.host);
-        add_flag(f, "--port", o.port);
         add_flag(f, "--frontend-id", id);
         add_flag(f, "--run-dir", run_dir);
         add_flag(f, "--instance", instance);
         add_flag(f, "--drain-seconds", child_drain);
-        if (o.tls_cert) {
-            add_flag(f, "--tls-cert", o.tls_cert);
-            add_flag(f, "--tls-key", o.tls_key);
-        }
-        if (o.served_model_name)
-            add_flag(f, "--served-model-name", o.served_model_name);
+        add_forwarded(f, folio_http_flag_table, folio_http_flag_count, &o.http, o.http_given);
     }
 
     int rc = 0;
@@ -438,7 +431,7 @@ int folio_serve_main(int argc, char **argv)
             break;
 
         if (stopping && deadline == 0) {
-            deadline = folio_mono_s() + o.drain_seconds;
+            deadline = folio_mono_s() + o.common.drain_seconds;
             for (int i = 0; i < nchildren; i++)
                 if (children[i].pid > 0)
                     kill(children[i].pid, SIGTERM);
@@ -447,7 +440,7 @@ int folio_serve_main(int argc, char **argv)
             for (int i = 0; i < nchildren; i++)
                 if (children[i].pid > 0) {
                     logf_("%s did not stop within %.0f s: SIGKILL", children[i].name,
-                          o.drain_seconds);
+                          o.common.drain_seconds);
                     kill(-children[i].pid, SIGKILL);
                     kill(children[i].pid, SIGKILL);
                 }

@@ -15,32 +15,31 @@
 #include <string.h>
 
 #include "commands.h"
+#include "options.h"
 #include "tokenizer.h"
 
-static void usage(FILE *f)
-{
-    fprintf(f, "usage: folio tokenize --model PATH [--no-special] [--decode [--skip-special] "
-               "[--stream]]\n"
-               "\n"
-               "Reads one JSON value per line on stdin and answers one line each on stdout:\n"
-               "  encode (default): a JSON string in, its token ids out as a JSON array\n"
-               "  --decode:         a JSON array of ids in, the text out as a JSON string\n"
-               "\n"
-               "options:\n"
-               "  --model PATH     directory with tokenizer.json (and tokenizer_config.json),\n"
-               "                   or a .gguf file (or a directory holding one)\n"
-               "  --no-special     encode without the special tokens (BOS) of the template\n"
-               "  --decode         decode instead of encode\n"
-               "  --skip-special   when decoding, leave out special tokens such as <s>\n"
-               "  --info           print the tokenizer's vocab size, BOS/EOS and chat template\n"
-               "                   as one JSON object, and read nothing\n"
-               "  --stream         when decoding, feed the ids one at a time to the streaming\n"
-               "                   detokenizer and print the JSON array of the pieces it gives\n"
-               "  --help           this text\n"
-               "\n"
-               "A bad line is answered with null and reported on stderr; the exit status\n"
-               "is 1 when any line was bad.\n");
-}
+struct tokenize_args {
+    const char *model;
+    bool special, decode, skip_special, info, stream;
+};
+
+#define T(f) FOLIO_OPT_FIELD(struct tokenize_args, f)
+static const struct folio_opt tokenize_flags[] = {
+    {"--model", FOLIO_OPT_STR, T(model), NULL, 0, 0, NULL,
+     "directory with tokenizer.json (and tokenizer_config.json), or a .gguf file (or a "
+     "directory holding one); required"},
+    {"--special", FOLIO_OPT_BOOL, T(special), "true", 0, 0, NULL,
+     "encode with the special tokens (BOS) of the template"},
+    {"--decode", FOLIO_OPT_BOOL, T(decode), "false", 0, 0, NULL, "decode instead of encode"},
+    {"--skip-special", FOLIO_OPT_BOOL, T(skip_special), "false", 0, 0, NULL,
+     "when decoding, leave out special tokens such as <s>"},
+    {"--info", FOLIO_OPT_BOOL, T(info), "false", 0, 0, NULL,
+     "print the tokenizer's vocab size, BOS/EOS and chat template as one JSON object, and "
+     "read nothing"},
+    {"--stream", FOLIO_OPT_BOOL, T(stream), "false", 0, 0, NULL,
+     "when decoding, feed the ids one at a time to the streaming detokenizer and print the "
+     "JSON array of the pieces it gives"},
+};
 
 static int encode_line(const struct folio_tokenizer *t, json_t *v, bool add_special, char *err,
                        size_t errlen)
@@ -151,33 +150,26 @@ static int print_info(const struct folio_tokenizer *t)
 
 int folio_tokenize_main(int argc, char **argv)
 {
-    const char *model = NULL;
-    bool add_special = true, decode = false, skip_special = false, stream = false, info = false;
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
-            usage(stdout);
-            return 0;
-        } else if (!strcmp(argv[i], "--model") && i + 1 < argc) {
-            model = argv[++i];
-        } else if (!strcmp(argv[i], "--no-special")) {
-            add_special = false;
-        } else if (!strcmp(argv[i], "--decode")) {
-            decode = true;
-        } else if (!strcmp(argv[i], "--skip-special")) {
-            skip_special = true;
-        } else if (!strcmp(argv[i], "--info")) {
-            info = true;
-        } else if (!strcmp(argv[i], "--stream")) {
-            stream = true;
-        } else {
-            fprintf(stderr, "folio tokenize: unknown or incomplete option '%s'\n", argv[i]);
-            usage(stderr);
-            return 2;
-        }
-    }
+    struct tokenize_args ta;
+    struct folio_opt_group g = {NULL, tokenize_flags,
+                                sizeof tokenize_flags / sizeof *tokenize_flags, &ta, NULL};
+    int prc = folio_opts_parse(
+        "folio tokenize",
+        "usage: folio tokenize --model PATH [--no-special] [--decode [--skip-special] "
+        "[--stream]]\n\n"
+        "Reads one JSON value per line on stdin and answers one line each on stdout:\n"
+        "  encode (default): a JSON string in, its token ids out as a JSON array\n"
+        "  --decode:         a JSON array of ids in, the text out as a JSON string\n"
+        "A bad line is answered with null and reported on stderr; the exit status is 1 when\n"
+        "any line was bad.",
+        &g, 1, argc, argv);
+    if (prc != 0)
+        return prc > 0 ? 0 : 2;
+    const char *model = ta.model;
+    bool add_special = ta.special, decode = ta.decode, skip_special = ta.skip_special;
+    bool stream = ta.stream, info = ta.info;
     if (!model) {
-        fprintf(stderr, "folio tokenize: --model PATH is required\n");
-        usage(stderr);
+        fprintf(stderr, "folio tokenize: --model PATH is required (see --help)\n");
         return 2;
     }
     if ((skip_special || stream) && !decode) {

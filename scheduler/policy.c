@@ -28,6 +28,7 @@ struct seq {
     int inflight;      /* steps in flight that include this sequence */
     int cached_tokens; /* prompt tokens the first admission found cached */
     bool admitted_once;
+    double submitted_at; /* cfg.clock() at submit, for the queue-time histogram */
     struct folio_plan_seq sampling;
     int min_tokens;
     bool ignore_eos;
@@ -196,6 +197,15 @@ static void seq_free(struct folio_policy *p, struct seq *s)
     free(s->tokens);
     free(s->blocks);
     free(s);
+}
+
+static void observe_queue_time(struct folio_policy *p, double seconds)
+{
+    int i = 0;
+    while (i < FOLIO_QUEUE_TIME_BUCKETS && seconds > folio_queue_time_bounds[i])
+        i++;
+    p->st.queue_time_counts[i]++;
+    p->st.queue_time_sum += seconds;
 }
 
 /* Registers the sequence's full blocks whose tokens are all known and whose
@@ -408,6 +418,7 @@ void folio_policy_submit(struct folio_policy *p, const struct folio_request *r)
     struct seq *s = calloc(1, sizeof *s);
     int cap = r->num_prompt + 16;
     if (s) {
+        s->submitted_at = p->cfg.clock ? p->cfg.clock() : 0;
         s->tokens = malloc((size_t)cap * sizeof *s->tokens);
         s->cap_blocks = p->max_blocks_per_seq;
         s->blocks = malloc((size_t)s->cap_blocks * sizeof *s->blocks);
@@ -608,7 +619,8 @@ static int match_prefix(struct folio_policy *p, const struct seq *s, int *num_fr
     const struct folio_plan_seq *sp = &s->sampling;
     bool penalized = sp->repetition_penalty != 1.0f || sp->frequency_penalty != 0.0f ||
                      sp->presence_penalty != 0.0f;
-    int max_blocks = penalized ? 0 : (s->num_tokens - 1) / FOLIO_KV_BLOCK_SIZE;
+    int max_blocks =
+        penalized || p->cfg.disable_prefix_caching ? 0 : (s->num_tokens - 1) / FOLIO_KV_BLOCK_SIZE;
     uint64_t parent = 0;
     int m = 0;
     *num_free_matched = 0;
@@ -671,6 +683,8 @@ static int plan_admissions(struct folio_policy *p, int budget)
         if (!s->admitted_once) {
             s->cached_tokens = s->num_computed;
             s->admitted_once = true;
+            if (p->cfg.clock)
+                observe_queue_time(p, p->cfg.clock() - s->submitted_at);
         }
         s->slot = p->free_slots[--p->num_free_slots];
         s->state = SEQ_RUNNING;

@@ -32,6 +32,7 @@
 #include <stdint.h>
 
 #include "ipc_records.h"
+#include "queue_time.h"
 
 #define FOLIO_POLICY_MAX_INFLIGHT 2
 #define FOLIO_POLICY_MAX_STOP_IDS 32
@@ -48,7 +49,9 @@ struct folio_policy_config {
     int64_t max_pending_prompt_tokens; /* sum over waiting requests */
     int eos_ids[8];
     int num_eos_ids;
-    uint64_t seed; /* draws the seeds of requests that bring none */
+    uint64_t seed;               /* draws the seeds of requests that bring none */
+    bool disable_prefix_caching; /* every prompt is computed whole */
+    double (*clock)(void);       /* seconds, for queue times; NULL: none kept */
 };
 
 /* A request as Submit carries it (the caller keeps the arrays). */
@@ -96,6 +99,9 @@ struct folio_policy_stats {
     uint64_t requests_finished, requests_rejected, requests_aborted;
     uint64_t prompt_tokens_total, generation_tokens_total;
     uint64_t tokens_discarded; /* sampled one step past a stop */
+    /* submit to first admission, over folio_queue_time_bounds (+Inf last) */
+    uint64_t queue_time_counts[FOLIO_QUEUE_TIME_BUCKETS + 1];
+    double queue_time_sum;
 };
 
 struct folio_policy;

@@ -539,6 +539,9 @@ static void handle_status(struct sched *s)
     r.requests_rejected = st.requests_rejected;
     r.prompt_tokens_total = st.prompt_tokens_total;
     r.generation_tokens_total = st.generation_tokens_total;
+    r.n_queue_time_counts = FOLIO_QUEUE_TIME_BUCKETS + 1;
+    r.queue_time_counts = st.queue_time_counts;
+    r.queue_time_sum = st.queue_time_sum;
     r.max_model_len = s->ws.ever_ready ? served_max_model_len(s) : 0;
     Folio__Envelope env = FOLIO__ENVELOPE__INIT;
     env.body_case = FOLIO__ENVELOPE__BODY_STATUS_REPLY;
@@ -714,6 +717,8 @@ static int load_model_config(struct sched *s, char *err, size_t errlen)
     c->max_waiting_requests = o->max_waiting_requests;
     c->max_pending_prompt_tokens = o->max_pending_prompt_tokens;
     c->seed = o->seed;
+    c->disable_prefix_caching = o->disable_prefix_caching;
+    c->clock = folio_mono_s;
     struct folio_model_config mc;
     if (o->model_dir) {
         if (folio_model_config_load(o->model_dir, &mc, err, errlen) != 0)
@@ -735,7 +740,12 @@ static int load_model_config(struct sched *s, char *err, size_t errlen)
         c->num_eos_ids = 1;
         snprintf(s->model_name, sizeof s->model_name, "simulated");
     }
-    if (o->max_model_len > 0 && o->max_model_len < c->max_model_len)
+    if (o->max_model_len > c->max_model_len) {
+        snprintf(err, errlen, "--max-model-len %d is beyond the model's context (%d tokens)",
+                 o->max_model_len, c->max_model_len);
+        return -1;
+    }
+    if (o->max_model_len > 0)
         c->max_model_len = o->max_model_len;
     /* Only now is the context served known, against which a sliding window is checked. */
     if (o->model_dir && folio_model_config_check_context(&mc, c->max_model_len, err, errlen) != 0) {

@@ -47,6 +47,7 @@ struct folio_scheduler_options {
     double heartbeat_timeout_seconds;
     double step_timeout_seconds; /* a step running longer means a hung worker; 0: no limit */
     uint64_t seed;
+    bool disable_prefix_caching; /* --no-enable-prefix-caching */
 };
 
 /* Runs until SIGTERM/SIGINT (then drains) or a fatal error. Returns the

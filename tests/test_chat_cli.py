@@ -4,16 +4,19 @@ The chat is driven by piping lines to its stdin: each reply must be the NumPy re
 continuation of the whole conversation as transformers renders it through the model's chat
 template (so the second turn checks that the history and the KV cache kept between turns are
 right); /exit and end of input end it. The demo model (--demo) stands in for a trained one here;
-SmolLM2, the real default, answers a real question."""
+SmolLM2, the real default, answers a real question through `folio generate --chat` and through
+`folio serve` with no --model."""
 
 import json
 import subprocess
 
+import openai
 import pytest
 from tokenizers import Tokenizer
 
 from conftest import BUILD, bin_path, smollm2_gguf
 from llama_numpy import LlamaNumpy
+from test_serve_e2e import Server, free_port
 
 REPLY_TOKENS = 6
 
@@ -104,3 +107,22 @@ def test_smollm2_answers_in_english():
                  "--max-tokens", 32, "--temperature", 0, timeout=600)
     assert proc.returncode == 0, proc.stderr
     assert "Paris" in proc.stdout, proc.stdout
+
+
+def test_serve_without_model_serves_smollm2():
+    """`folio serve` alone: the README's first command answers a real question."""
+    smollm2_gguf()
+    server = Server(None, free_port())
+    try:
+        server.wait_health(200)
+        client = openai.OpenAI(base_url=server.base + "/v1", api_key="none", max_retries=0,
+                               timeout=300)
+        name = client.models.list().data[0].id
+        assert "SmolLM2" in name
+        r = client.chat.completions.create(
+            model=name, messages=[{"role": "user", "content": "What is the capital of France?"}],
+            max_tokens=24, temperature=0)
+        assert "Paris" in r.choices[0].message.content, r.choices[0].message.content
+        assert r.choices[0].finish_reason == "stop"  # <|im_end|>, SmolLM2's EOS
+    finally:
+        server.stop()

@@ -10,6 +10,7 @@ generation_config.json for Qwen2), with the text the NumPy reference's greedy to
 and the same request with ignore_eos running on to max_tokens, which shows the stop came from the
 EOS list."""
 
+import functools
 import hashlib
 import json
 import shutil
@@ -40,6 +41,7 @@ CHATS = [
      {"role": "assistant", "content": "4"}, {"role": "user", "content": "And 3+3? 🙂"}],
 ]
 SOURCES = ["tests/fixtures/make_family_models.py", "tests/fixtures/make_tiny_model.py",
+           "tests/tokenizer_refs.py",
            "tests/reference/llama_numpy.py", "tests/fixtures/chat_templates/llama3_instruct.jinja",
            "tests/fixtures/chat_templates/qwen25_chatml.jinja"]
 
@@ -73,20 +75,27 @@ def family(request):
                                timeout=120)
         name = client.models.list().data[0].id
         plants = json.loads((model / "plants.json").read_text())
-        tok = Tokenizer.from_file(str(model / "tokenizer.json"))
+        tok = hf_tokenizers(model)[1]
         yield dict(name=request.param, model=model, server=server, client=client, id=name,
                    plants=plants, tok=tok)
     finally:
         server.stop()
 
 
-def hf_chat_ids(model, messages):
+@functools.lru_cache(maxsize=None)
+def hf_tokenizers(model):
+    """(transformers' tokenizer, Hugging Face tokenizers' Tokenizer) of the model folder."""
     import transformers
 
-    hf = transformers.AutoTokenizer.from_pretrained(str(model))
+    return (transformers.AutoTokenizer.from_pretrained(str(model)),
+            Tokenizer.from_file(str(model / "tokenizer.json")))
+
+
+def hf_chat_ids(model, messages):
+    """The ids transformers' apply_chat_template gives (it tokenizes without special tokens)."""
+    hf, tok = hf_tokenizers(model)
     text = hf.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
-    return Tokenizer.from_file(str(model / "tokenizer.json")).encode(
-        text, add_special_tokens=False).ids
+    return tok.encode(text, add_special_tokens=False).ids
 
 
 def test_completion_prompt_tokens_match_hf(family):

@@ -19,13 +19,14 @@ import gguf  # noqa: E402  (deploy/requirements-test.txt)
 Q = gguf.GGMLQuantizationType
 
 # The types Folio dequantizes, and one it does not (its data must still be size-checked).
-DEQUANT_TYPES = [Q.F32, Q.F16, Q.BF16, Q.Q8_0, Q.Q4_0, Q.Q4_1, Q.Q5_0, Q.Q5_1, Q.Q4_K, Q.Q6_K]
-UNSUPPORTED = Q.Q2_K
+DEQUANT_TYPES = [Q.F32, Q.F16, Q.BF16, Q.Q8_0, Q.Q4_0, Q.Q4_1, Q.Q5_0, Q.Q5_1, Q.Q2_K, Q.Q3_K,
+                 Q.Q4_K, Q.Q5_K, Q.Q6_K]
+UNSUPPORTED = Q.IQ4_NL
 
 # Byte offsets of the f16 scales in each block type; the test fills them with finite values
 # (random bits would give inf/NaN scales, which prove nothing).
 F16_FIELDS = {Q.Q8_0: [0], Q.Q4_0: [0], Q.Q4_1: [0, 2], Q.Q5_0: [0], Q.Q5_1: [0, 2],
-              Q.Q4_K: [0, 2], Q.Q6_K: [208], Q.Q2_K: [80, 82]}
+              Q.Q4_K: [0, 2], Q.Q5_K: [0, 2], Q.Q6_K: [208], Q.Q2_K: [80, 82], Q.Q3_K: [108], Q.IQ4_NL: [0]}
 
 
 def random_tensor(rng, qtype, rows, cols):
@@ -131,5 +132,5 @@ def test_dequantize_equals_gguf_package(written, qtype):
 def test_unsupported_type_is_an_error_naming_tensor_and_type(written):
     dump, _, _ = written
     (entry,) = [t for t in dump["tensors"] if t["name"] == f"tensor.{UNSUPPORTED.name}"]
-    assert "tensor.Q2_K" in entry["error"] and "Q2_K" in entry["error"]
+    assert "tensor.IQ4_NL" in entry["error"] and "type IQ4_NL" in entry["error"]
     assert "cannot be dequantized" in entry["error"]

@@ -18,15 +18,10 @@ import httpx
 import pytest
 
 from conftest import bin_path
+from test_serve_e2e import free_port, wait_until
 
 MAX_WAIT_S = 60
 SLOW_SIM = ["--simulate", "--sim-time-scale", "20"]  # about 12 ms a token
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def child_pids(pid, name):
@@ -44,15 +39,6 @@ def child_pids(pid, name):
     return out
 
 
-def wait_until(pred, timeout, what):
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        if pred():
-            return
-        time.sleep(0.1)
-    pytest.fail(f"{what} within {timeout} s")
-
-
 class Served:
     """One `folio serve` with one frontend; logs to a file unless told otherwise."""
 
@@ -63,8 +49,7 @@ class Served:
         self.log = None if stdout else open(self.logpath, "w+")
         cmd = [str(bin_path("folio")), "serve", "--port", str(self.port), "--host", "127.0.0.1",
                "--frontends", "1", *args]
-        if model:
-            cmd += ["--model", str(model)]
+        cmd += ["--model", str(model)] if model else ["--demo"]
         self.proc = subprocess.Popen(cmd, stdout=stdout or self.log, stderr=subprocess.STDOUT)
         self.run_dir = Path(f"/tmp/folio-{self.proc.pid}")
 
@@ -308,7 +293,8 @@ def test_kv_exhaustion_preempts_by_recompute_with_the_same_tokens(tmp_path, kv_m
 
 def test_request_that_can_never_fit_gets_400(tmp_path, kv_model):
     """A pool of 8 blocks holds 128 tokens: a request that needs more is refused at admission
-    with the context-length message, and one without max_tokens gets what fits."""
+    with the context-length message; a chat request without max_tokens gets what fits (a
+    completion without one gets OpenAI's default of 16)."""
     s = Served(tmp_path, "--num-kv-blocks", "8", "--threads", "1", model=kv_model)
     try:
         s.wait_health()
@@ -318,6 +304,11 @@ def test_request_that_can_never_fit_gets_400(tmp_path, kv_model):
         r = s.complete(prompt="word " * 200, max_tokens=1)
         assert r.status_code == 400, r.text
         r = s.complete(prompt="Hello there", max_tokens=None, ignore_eos=True)
+        assert r.status_code == 200, r.text
+        assert r.json()["usage"]["completion_tokens"] == 16
+        r = httpx.post(s.base + "/v1/chat/completions", timeout=120,
+                       json={"messages": [{"role": "user", "content": "Hello there"}],
+                             "ignore_eos": True})
         assert r.status_code == 200, r.text
         usage = r.json()["usage"]
         assert usage["prompt_tokens"] + usage["completion_tokens"] == 128

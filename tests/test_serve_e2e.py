@@ -19,7 +19,7 @@ import httpx
 import openai
 import pytest
 
-from conftest import bin_path
+from conftest import BUILD, bin_path
 
 MAX_WAIT_S = 90
 
@@ -49,13 +49,15 @@ def children(pid):
 
 class Server:
     def __init__(self, model, port, *extra):
+        """model None: no --model, so folio serve picks its default."""
         self.model = model
         self.port = port
         self.base = f"http://127.0.0.1:{port}"
-        self.log = open(Path(model).parent / f"serve-{port}.log", "w+")
+        self.log = open((Path(model).parent if model else BUILD) / f"serve-{port}.log", "w+")
         self.proc = subprocess.Popen(
-            [str(bin_path("folio")), "serve", "--model", str(model), "--port", str(port),
-             "--frontends", "2", "--backend", "cpu", "--drain-seconds", "10", *extra],
+            [str(bin_path("folio")), "serve", *(["--model", str(model)] if model else []),
+             "--port", str(port), "--frontends", "2", "--backend", "cpu", "--drain-seconds", "10",
+             *extra],
             stdout=self.log, stderr=subprocess.STDOUT)
 
     def logs(self):

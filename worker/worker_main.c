@@ -29,6 +29,7 @@
 #include "ipc_records.h"
 #include "log.h"
 #include "model.h"
+#include "options.h"
 #include "shm_ring.h"
 #include "sim_backend.h"
 #include "step_io.h"
@@ -38,44 +39,87 @@
 
 struct worker_args {
     const char *model_dir, *backend, *plan_ring, *result_ring, *ctl_url;
-    int max_seqs, max_num_tokens, num_kv_blocks, threads;
-    float gpu_memory_utilization;
-    size_t cpu_kv_bytes;
+    int64_t max_seqs, max_num_tokens, num_kv_blocks, threads;
+    double gpu_memory_utilization;
+    int64_t cpu_kv_bytes;
     double sim_time_scale, sim_eos_probability;
-    int sim_vocab, sim_eos_id;
+    int64_t sim_vocab, sim_eos_id;
 };
 
-static void usage(FILE *f)
+#define W(f) FOLIO_OPT_FIELD(struct worker_args, f)
+static const struct folio_opt worker_flags[] = {
+    {"--plan-ring", FOLIO_OPT_STR, W(plan_ring), NULL, 0, 0, NULL, "step-plan ring (required)"},
+    {"--result-ring", FOLIO_OPT_STR, W(result_ring), NULL, 0, 0, NULL,
+     "step-result ring (required)"},
+    {"--ctl-url", FOLIO_OPT_STR, W(ctl_url), NULL, 0, 0, NULL,
+     "the scheduler's worker socket (required)"},
+    {"--model", FOLIO_OPT_STR, W(model_dir), NULL, 0, 0, NULL, "model directory"},
+    {"--backend", FOLIO_OPT_CHOICE, W(backend), "cpu", 0, 0, "cpu|cuda|sim", "backend"},
+    {"--max-seqs", FOLIO_OPT_INT, W(max_seqs), "64", 1, 4096, NULL, "sequence slots"},
+    {"--max-num-tokens", FOLIO_OPT_INT, W(max_num_tokens), "2048", 16, 1 << 20, NULL,
+     "tokens of one step"},
+    {"--num-kv-blocks", FOLIO_OPT_INT, W(num_kv_blocks), "0", 0, 1 << 24, NULL,
+     "KV pool blocks (0: sized from memory)"},
+    {"--gpu-memory-utilization", FOLIO_OPT_NUM, W(gpu_memory_utilization), "0.9", 0.05, 1, NULL,
+     "cuda: share of the GPU's memory"},
+    {"--cpu-kv-bytes", FOLIO_OPT_INT, W(cpu_kv_bytes), "1073741824", 1 << 20, 1ll << 40, NULL,
+     "cpu: KV pool bytes"},
+    {"--threads", FOLIO_OPT_INT, W(threads), "0", 0, 1024, NULL, "cpu threads (0: all cores)"},
+    {"--sim-time-scale", FOLIO_OPT_NUM, W(sim_time_scale), "0", 0, 1e9, NULL,
+     "sim: scale of the modelled step time"},
+    {"--sim-vocab", FOLIO_OPT_INT, W(sim_vocab), "32000", 2, 1 << 24, NULL, "sim: vocabulary"},
+    {"--sim-eos-id", FOLIO_OPT_INT, W(sim_eos_id), "2", -1, 1 << 24, NULL,
+     "sim: EOS id (-1: none)"},
+    {"--sim-eos-probability", FOLIO_OPT_NUM, W(sim_eos_probability), "0.01", 0, 1, NULL,
+     "sim: chance of EOS"},
+};
+
+/* 0, 1 after --help, -1 on a bad flag (printed). The scheduler passes these
+ * flags, not a user, so errors name folio-worker itself. */
+static int parse_args(int argc, char **argv, struct worker_args *a)
 {
-    fprintf(f, "usage: folio-worker --plan-ring NAME --result-ring NAME --ctl-url URL\n"
-               "                    [--model DIR] [--backend cpu|cuda|sim] [--max-seqs N]\n"
-               "                    [--max-num-tokens N] [--num-kv-blocks N]\n"
-               "                    [--gpu-memory-utilization F] [--cpu-kv-bytes N] [--threads N]\n"
-               "                    [--sim-time-scale F] [--sim-vocab N] [--sim-eos-id N]\n"
-               "                    [--sim-eos-probability F]\n"
-               "       folio-worker --args-file FILE [flags that override it]\n"
-               "Started by folio-scheduler, which creates the rings and listens on the URL;\n"
-               "or, beside folio-scheduler --external-worker (e.g. in its own container), with\n"
-               "the arguments that scheduler wrote to RUN_DIR/worker.args.\n");
+    memset(a, 0, sizeof *a);
+    struct folio_opt_group g = {NULL, worker_flags, sizeof worker_flags / sizeof *worker_flags, a,
+                                NULL};
+    int rc = folio_opts_parse("folio-worker",
+                              "usage: folio-worker --plan-ring NAME --result-ring NAME --ctl-url "
+                              "URL [options]\n       folio-worker --args-file FILE "
+                              "[options that override it]\nStarted by folio-scheduler, which "
+                              "creates the rings and listens on the URL; or, beside "
+                              "folio-scheduler --external-worker (its own container), with the "
+                              "arguments it wrote to RUN_DIR/worker.args.",
+                              &g, 1, argc, argv);
+    if (rc != 0)
+        return rc;
+    if (!a->plan_ring || !a->result_ring || !a->ctl_url) {
+        fprintf(stderr, "folio-worker: --plan-ring, --result-ring and --ctl-url are required\n");
+        return -1;
+    }
+    return 0;
 }
+
+/* ---- --args-file ------------------------------------------------------------ */
 
 #define ARGS_FILE_WAIT_S 60
 #define ARGS_FILE_MAX_ARGS 64
 
-static char *args_file_text; /* the strings of --args-file's arguments point here */
-static char **args_file_argv;
+static char *args_file_text; /* the expanded argv's strings from the file point here */
+static char **expanded_argv;
 
-static int parse_args(int argc, char **argv, struct worker_args *a);
-
-/* --args-file: the arguments an external-worker scheduler wrote, one per
- * line. The scheduler may still be starting (a container restarted before
- * it), so the file is waited for. */
-static int parse_args_file(const char *path, struct worker_args *a)
+/* `--args-file FILE`: the arguments an external-worker scheduler wrote, one
+ * per line, in place of the flag; later flags override them (e.g. --threads).
+ * The scheduler may still be starting (a container restarted before it), so
+ * the file is waited for. Returns 0 (argc and argv replaced) or -1. */
+static int expand_args_file(int *argcp, char ***argvp)
 {
-    if (args_file_text) {
-        fprintf(stderr, "folio-worker: --args-file given twice\n");
-        return -1;
-    }
+    int argc = *argcp, at = -1;
+    char **argv = *argvp;
+    for (int i = 1; i + 1 < argc; i++)
+        if (!strcmp(argv[i], "--args-file"))
+            at = i;
+    if (at < 0)
+        return 0;
+    const char *path = argv[at + 1];
     FILE *f = NULL;
     for (int waited = 0; !(f = fopen(path, "r")) && errno == ENOENT; waited++) {
         if (waited == 0)
@@ -92,109 +136,33 @@ static int parse_args_file(const char *path, struct worker_args *a)
     size_t cap = 0;
     ssize_t n = getdelim(&args_file_text, &cap, '\0', f);
     fclose(f);
-    args_file_argv = calloc(ARGS_FILE_MAX_ARGS + 1, sizeof *args_file_argv);
-    if (n < 0 || !args_file_argv) {
+    expanded_argv = calloc((size_t)argc + ARGS_FILE_MAX_ARGS + 1, sizeof *expanded_argv);
+    if (n < 0 || !expanded_argv) {
         fprintf(stderr, "folio-worker: cannot read --args-file %s\n", path);
         return -1;
     }
-    int argc = 1; /* argv[0] is not in the file */
-    args_file_argv[0] = "folio-worker";
+    int out = 0;
+    for (int i = 0; i < at; i++)
+        expanded_argv[out++] = argv[i];
     for (char *save = NULL, *line = strtok_r(args_file_text, "\n", &save); line;
          line = strtok_r(NULL, "\n", &save)) {
-        if (argc == ARGS_FILE_MAX_ARGS) {
+        if (out == at + ARGS_FILE_MAX_ARGS) {
             fprintf(stderr, "folio-worker: --args-file %s: too many arguments\n", path);
             return -1;
         }
-        args_file_argv[argc++] = line;
+        expanded_argv[out++] = line;
     }
-    return parse_args(argc, args_file_argv, a);
+    for (int i = at + 2; i < argc; i++)
+        expanded_argv[out++] = argv[i];
+    *argcp = out;
+    *argvp = expanded_argv;
+    return 0;
 }
 
 static void free_args_file(void)
 {
     free(args_file_text);
-    free(args_file_argv);
-}
-
-static void default_args(struct worker_args *a)
-{
-    *a = (struct worker_args){.backend = "cpu",
-                              .max_seqs = 64,
-                              .max_num_tokens = 2048,
-                              .gpu_memory_utilization = 0.9f,
-                              .cpu_kv_bytes = (size_t)1 << 30,
-                              .sim_vocab = 32000,
-                              .sim_eos_id = 2,
-                              .sim_eos_probability = 0.01};
-}
-
-/* Later flags override earlier ones, so flags after --args-file adjust what
- * the scheduler wrote (e.g. --threads). */
-static int parse_args(int argc, char **argv, struct worker_args *a)
-{
-    for (int i = 1; i < argc; i++) {
-        const char *k = argv[i];
-        if (!strcmp(k, "--help") || !strcmp(k, "-h")) {
-            usage(stdout);
-            exit(0);
-        }
-        if (i + 1 >= argc) {
-            fprintf(stderr, "folio-worker: %s needs a value\n", k);
-            return -1;
-        }
-        const char *v = argv[++i];
-        if (!strcmp(k, "--args-file")) {
-            if (parse_args_file(v, a) != 0)
-                return -1;
-        } else if (!strcmp(k, "--model"))
-            a->model_dir = v;
-        else if (!strcmp(k, "--backend"))
-            a->backend = v;
-        else if (!strcmp(k, "--plan-ring"))
-            a->plan_ring = v;
-        else if (!strcmp(k, "--result-ring"))
-            a->result_ring = v;
-        else if (!strcmp(k, "--ctl-url"))
-            a->ctl_url = v;
-        else if (!strcmp(k, "--max-seqs"))
-            a->max_seqs = atoi(v);
-        else if (!strcmp(k, "--max-num-tokens"))
-            a->max_num_tokens = atoi(v);
-        else if (!strcmp(k, "--num-kv-blocks"))
-            a->num_kv_blocks = atoi(v);
-        else if (!strcmp(k, "--threads"))
-            a->threads = atoi(v);
-        else if (!strcmp(k, "--gpu-memory-utilization"))
-            a->gpu_memory_utilization = strtof(v, NULL);
-        else if (!strcmp(k, "--cpu-kv-bytes"))
-            a->cpu_kv_bytes = strtoull(v, NULL, 10);
-        else if (!strcmp(k, "--sim-time-scale"))
-            a->sim_time_scale = strtod(v, NULL);
-        else if (!strcmp(k, "--sim-vocab"))
-            a->sim_vocab = atoi(v);
-        else if (!strcmp(k, "--sim-eos-id"))
-            a->sim_eos_id = atoi(v);
-        else if (!strcmp(k, "--sim-eos-probability"))
-            a->sim_eos_probability = strtod(v, NULL);
-        else {
-            fprintf(stderr, "folio-worker: unknown option %s\n", k);
-            return -1;
-        }
-    }
-    return 0;
-}
-
-static int check_args(const struct worker_args *a)
-{
-    if (!a->plan_ring || !a->result_ring || !a->ctl_url) {
-        fprintf(stderr, "folio-worker: --plan-ring, --result-ring and --ctl-url are required\n");
-        return -1;
-    }
-    if (a->max_seqs <= 0 || a->max_num_tokens <= 0) {
-        fprintf(stderr, "folio-worker: --max-seqs and --max-num-tokens must be positive\n");
-        return -1;
-    }
-    return 0;
+    free(expanded_argv);
 }
 
 /* ---- control socket: LoadReply and heartbeats ----------------------------- */
@@ -281,7 +249,7 @@ static int write_result(struct folio_ring *ring, const void *rec, size_t len, ch
     }
 }
 
-/* stale_epoch: the plan ring's writer epoch when this worker attached. Plans
+/* stale_epoch: the plan ring's writer epoch when this worker loaded. Plans
  * of it were written for a predecessor (the scheduler starts a new epoch once
  * it has this worker's LoadReply) and are skipped. */
 static int run_steps(struct folio_backend *b, struct folio_ring *plans, struct folio_ring *results,
@@ -389,21 +357,21 @@ static int create_backend(const struct worker_args *a, struct folio_model **mode
                           struct folio_backend **b, int *vocab, int *max_len, char *err,
                           size_t errlen)
 {
-    struct folio_backend_options opt = {.max_seqs = a->max_seqs,
-                                        .max_num_tokens = a->max_num_tokens,
-                                        .num_kv_blocks = a->num_kv_blocks,
-                                        .gpu_memory_utilization = a->gpu_memory_utilization,
-                                        .cpu_kv_bytes = a->cpu_kv_bytes,
-                                        .num_threads = a->threads,
+    struct folio_backend_options opt = {.max_seqs = (int)a->max_seqs,
+                                        .max_num_tokens = (int)a->max_num_tokens,
+                                        .num_kv_blocks = (int)a->num_kv_blocks,
+                                        .gpu_memory_utilization = (float)a->gpu_memory_utilization,
+                                        .cpu_kv_bytes = (size_t)a->cpu_kv_bytes,
+                                        .num_threads = (int)a->threads,
                                         .logits_unread = true};
     if (!strcmp(a->backend, "sim")) {
         struct folio_sim_options so;
         folio_sim_options_default(&so);
-        so.vocab_size = a->sim_vocab;
-        so.eos_id = a->sim_eos_id;
+        so.vocab_size = (int)a->sim_vocab;
+        so.eos_id = (int)a->sim_eos_id;
         so.eos_probability = a->sim_eos_probability;
         so.time_scale = a->sim_time_scale;
-        *vocab = a->sim_vocab;
+        *vocab = (int)a->sim_vocab;
         *max_len = 1 << 20;
         return folio_sim_backend_create(&opt, &so, b, err, errlen);
     }
@@ -435,11 +403,10 @@ int main(int argc, char **argv)
 {
     folio_log_init("folio-worker");
     struct worker_args a;
-    default_args(&a);
-    if (parse_args(argc, argv, &a) != 0 || check_args(&a) != 0) {
-        usage(stderr);
+    int prc = expand_args_file(&argc, &argv) != 0 ? -1 : parse_args(argc, argv, &a);
+    if (prc != 0) {
         free_args_file();
-        return 2;
+        return prc > 0 ? 0 : 2;
     }
     struct sigaction sa = {.sa_handler = on_term};
     sigaction(SIGTERM, &sa, NULL);
@@ -451,6 +418,7 @@ int main(int argc, char **argv)
         rv = nng_dial(ctl_sock, a.ctl_url, NULL, 0);
     if (rv != 0) {
         folio_log_error(0, "cannot dial the scheduler at %s: %s", a.ctl_url, nng_strerror(rv));
+        free_args_file();
         return 1;
     }
     char err[1024];
@@ -462,14 +430,14 @@ int main(int argc, char **argv)
     if (folio_ring_attach_reader(a.plan_ring, &plans, err, sizeof err) != 0 ||
         folio_ring_attach_writer(a.result_ring, &results, err, sizeof err) != 0 ||
         create_backend(&a, &model, &b, &vocab, &max_len, err, sizeof err) != 0 ||
-        folio_step_io_init(&io, a.max_seqs, err, sizeof err) != 0) {
+        folio_step_io_init(&io, (int)a.max_seqs, err, sizeof err) != 0) {
         folio_log_error(0, "load failed: %s", err);
         send_load_reply(false, err, NULL, 0, 0);
         usleep(100 * 1000); /* let the reply leave before the socket closes */
         goto out;
     }
     folio_log_info(0, "%s backend ready: %d KV blocks, %d slots, %d tokens per step", a.backend,
-                   b->num_kv_blocks, a.max_seqs, a.max_num_tokens);
+                   b->num_kv_blocks, (int)a.max_seqs, (int)a.max_num_tokens);
     uint32_t stale_epoch = folio_ring_writer_epoch(plans);
     send_load_reply(true, NULL, b, vocab, max_len);
     pthread_t hb;

@@ -3,7 +3,8 @@
 # decode steps against the previous build's (bundle/bin/decode_bench_base, when there) at b1, b64
 # and b256 in interleaved rounds; the GPU correctness suite (tests/gpu/run.sh, sanitizers off
 # unless FOLIO_SANITIZE_RUN=1); check_and_time's timing part (decode b1, b64, b256 over 1000
-# steps against the card's floors); and GuideLLM's rate2 workload (when the wheels are staged).
+# steps against the card's floors) with the greedy tokens' hashes against the expected ones;
+# and GuideLLM's rate2 workload (when the wheels are staged).
 # Run from the repo root on the GPU machine after, here: deploy/bundle.sh, the baseline binary
 # (docs/benchmarks.md), bench/fetch_guidellm_wheels.sh, `bash bench/gpu/guidellm_bench.sh --stage`
 # and deploy/pack.sh (carry build-pack):
@@ -40,6 +41,13 @@ OUT=$W/ct FOLIO_SKIP_CHECKS=1 FOLIO_SKIP_SERVE=1 FOLIO_DECODE_BATCHES="1 64 256"
   FOLIO_PREFILL_SIZES= FOLIO_CUBLAS_BATCHES= timeout 120 bash bench/gpu/check_and_time.sh \
   >"$W/ct.log" 2>&1
 grep -E "^(GPU|what|decode)" "$W/ct/table.txt" 2>/dev/null || tail -5 "$W/ct.log"
+# The greedy tokens of decode_bench's steps (seeded checkpoint, fixed contexts) are the same on
+# every card; these are the hashes every build printed from round 34 to 73aa2ed. A change that
+# alters no behaviour prints them again (FOLIO_EXPECT_HASHES: NAME=HASH pairs).
+for pair in ${FOLIO_EXPECT_HASHES-decode_b1_ctx512=a8625191 decode_b64_ctx512=f163e4c4 decode_b256_ctx512=390fcfbb}; do
+  got=$(grep -o "name=${pair%%=*} .*tokens_hash=[0-9a-f]*" "$W/ct/timings.log" 2>/dev/null | sed 's/.*tokens_hash=//')
+  echo "tokens_hash ${pair%%=*}: ${got:-missing} (expected ${pair#*=}: $([ "$got" = "${pair#*=}" ] && echo same || echo DIFFERENT))"
+done
 
 if [ -d .whl ] && [ "$(left)" -gt 120 ]; then
   echo "== GuideLLM rate2 ($(left) s left)"

@@ -209,6 +209,66 @@ def chat_template():
     write("fuzz_chat_template", "crash_deep_filter", "{{ 1" + "|abs" * n + " }}")
 
 
+def text_stream():
+    # settings byte: number of stops (low 3 bits, mod 5), min_tokens (bits 3-4), skip_special
+    # (bit 7); then each stop string and a 0 byte; then little-endian 16-bit token ids.
+    def ids(*xs):
+        return b"".join(struct.pack("<H", x) for x in xs)
+
+    hello = ids(1, 15043, 3186, 29991, 13, 450, 4996, 17354, 1701, 29916, 2)
+    write("fuzz_text_stream", "no_stops", b"\x00" + hello)
+    write("fuzz_text_stream", "no_stops_skip_special", b"\x80" + hello)
+    write("fuzz_text_stream", "one_stop", b"\x01world\x00" + hello)
+    write("fuzz_text_stream", "two_stops_overlap", b"\x02lo w\x00o\x00" + hello)
+    write("fuzz_text_stream", "stop_min_tokens", b"\x09Hello\x00" + hello)
+    # byte-fallback pieces of one multi-byte character (U+00E9 is <0xC3><0xA9>)
+    write("fuzz_text_stream", "utf8_bytes", b"\x01\xc3\xa9\x00" + ids(198, 172, 29871, 198, 172))
+    write("fuzz_text_stream", "unknown_id", b"\x00" + ids(15043, 40000, 3186))
+
+
+def ipc_proto():
+    # Protocol Buffers wire format by hand (no protobuf package needed): the first byte picks
+    # the message (its index in fuzz_ipc_proto.c's table), the rest is the encoding.
+    def varint(x):
+        out = b""
+        while True:
+            b = x & 0x7F
+            x >>= 7
+            out += bytes([b | (0x80 if x else 0)])
+            if not x:
+                return out
+
+    def f_varint(field, x):
+        return varint(field << 3) + varint(x)
+
+    def f_bytes(field, data):
+        return varint(field << 3 | 2) + varint(len(data)) + data
+
+    def f_float(field, x):
+        return varint(field << 3 | 5) + struct.pack("<f", x)
+
+    sampling = f_float(1, 0.7) + f_varint(2, 40) + f_float(3, 0.9) + f_varint(8, 1) + f_varint(9, 7)
+    submit = (f_varint(1, 0x1000000000005) + f_varint(2, 1) +
+              f_bytes(3, b"".join(varint(t) for t in (1, 15043, 3186))) + f_bytes(4, sampling) +
+              f_varint(5, 16) + f_bytes(7, varint(2)) + f_varint(8, 1))
+    register = f_varint(1, 1) + f_varint(2, 3) + f_varint(3, 4242) + f_varint(4, 9) + \
+        f_bytes(5, b"0.1.0") + f_bytes(6, b"/folio-1-events-fe3")
+    status = f_varint(1, 1) + f_bytes(2, b"ready") + f_varint(3, 2) + f_varint(5, 512) + \
+        varint(11 << 3 | 1) + struct.pack("<d", 1.5) + f_varint(19, 2048)
+    load = f_bytes(1, b"/models/x") + f_bytes(2, b"cpu") + f_varint(3, 64) + f_varint(5, 100)
+    write("fuzz_ipc_proto", "sampling", b"\x00" + sampling)
+    write("fuzz_ipc_proto", "submit", b"\x01" + submit)
+    write("fuzz_ipc_proto", "abort", b"\x02" + f_varint(1, 77) + f_varint(2, 1))
+    write("fuzz_ipc_proto", "register", b"\x03" + register)
+    write("fuzz_ipc_proto", "register_reply", b"\x04" + f_varint(1, 1) + f_varint(3, 5) +
+          f_bytes(4, b"tiny") + f_varint(5, 2048) + f_varint(6, 32000))
+    write("fuzz_ipc_proto", "status_reply", b"\x07" + status)
+    write("fuzz_ipc_proto", "load", b"\x08" + load)
+    write("fuzz_ipc_proto", "envelope_submit", b"\x0a" + f_bytes(1, submit))
+    write("fuzz_ipc_proto", "envelope_register", b"\x0a" + f_bytes(3, register))
+    write("fuzz_ipc_proto", "truncated", b"\x01" + submit[:-3])
+
+
 def gguf():
     """Small GGUF files built with struct (no gguf package needed): a Llama-shaped one with
     every metadata kind and tensors of several types, and a few nearly valid ones."""
@@ -271,6 +331,10 @@ def gguf():
     good = gguf_file(llama_kvs, tensors)
     write("fuzz_gguf", "truncated", good[: len(good) - 40])
     write("fuzz_gguf", "bad_type", gguf_file(llama_kvs[:3], [("x", 99, [32], bytes(64))]))
+    # One block of each k-quant (Q2_K..Q6_K), bytes that vary.
+    kquants = [(f"k{t}", t, [256], bytes((i * 37 + t) & 255 for i in range(size)))
+               for t, size in ((10, 84), (11, 110), (12, 144), (13, 176), (14, 210))]
+    write("fuzz_gguf", "kquants", gguf_file(llama_kvs[:2], kquants))
 
 
 def main():
@@ -283,6 +347,8 @@ def main():
     config()
     ipc_records()
     chat_template()
+    text_stream()
+    ipc_proto()
     gguf()
     return 0
 

@@ -134,7 +134,8 @@ class LlamaNumpy:
             h = self.rmsnorm(x, w("input_layernorm.weight"))
             q, k, v = (h @ w(f"self_attn.{n}_proj.weight").T for n in "qkv")
             if self.qkv_bias:
-                q, k, v = (x + w(f"self_attn.{n}_proj.bias") for x, n in zip((q, k, v), "qkv"))
+                q, k, v = (t + w(f"self_attn.{n}_proj.bias")
+                           for t, n in zip((q, k, v), "qkv"))
             q = q.reshape(T, self.n_heads, self.head_dim)
             k = k.reshape(T, self.n_kv, self.head_dim)
             v = v.reshape(T, self.n_kv, self.head_dim)
