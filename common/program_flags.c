@@ -70,6 +70,9 @@ const struct folio_opt folio_scheduler_internal_flag_table[] = {
      "nng address for control (default ipc://RUN_DIR/scheduler-ctl.ipc)"},
     {"--worker-url", FOLIO_OPT_STR, SI(worker_url), NULL, 0, 0, NULL,
      "nng address of the worker (default ipc://RUN_DIR/worker-ctl.ipc)"},
+    {"--external-worker", FOLIO_OPT_BOOL, SI(external_worker), NULL, 0, 0, NULL,
+     "do not start the worker: one started elsewhere (its own container) runs "
+     "folio-worker --args-file RUN_DIR/worker.args; heartbeats tell it lives"},
 };
 const size_t folio_scheduler_internal_flag_count = N(folio_scheduler_internal_flag_table);
 

@@ -37,6 +37,7 @@ extern const size_t folio_engine_flag_count;
 
 struct folio_scheduler_internal_flags {
     const char *run_dir, *instance, *worker_bin, *submit_url, *ctl_url, *worker_url;
+    bool external_worker; /* started elsewhere with --args-file RUN_DIR/worker.args */
 };
 extern const struct folio_opt folio_scheduler_internal_flag_table[];
 extern const size_t folio_scheduler_internal_flag_count;

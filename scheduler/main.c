@@ -110,7 +110,7 @@ int main(int argc, char **argv)
         strcpy(slash ? slash + 1 : bin_buf, "folio-worker");
         worker_bin = bin_buf;
     }
-    if (access(worker_bin, X_OK) != 0) {
+    if (!sf.external_worker && access(worker_bin, X_OK) != 0) {
         fprintf(stderr, "%s: worker binary %s is not executable\n", prog, worker_bin);
         return 2;
     }
@@ -129,6 +129,7 @@ int main(int argc, char **argv)
     o.run_dir = run_dir;
     o.instance = instance;
     o.worker_bin = worker_bin;
+    o.external_worker = sf.external_worker;
     o.submit_url = submit_url;
     o.ctl_url = ctl_url;
     o.worker_url = worker_url;

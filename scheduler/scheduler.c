@@ -167,6 +167,23 @@ static void build_worker_argv(struct sched *s)
     }
 }
 
+/* A new plan-ring writer epoch: plans written before it are stale to the
+ * worker (the ring drops them, and a worker skips the epoch it found when it
+ * attached). Returns -1, having ended the loop, when the ring is gone. */
+static int new_plan_epoch(struct sched *s)
+{
+    char err[256];
+    folio_ring_close(s->plan_writer);
+    s->plan_writer = NULL;
+    if (folio_ring_attach_writer(s->plan_name, &s->plan_writer, err, sizeof err) != 0) {
+        folio_log_error(0, "cannot re-attach the plan ring: %s", err);
+        s->exit_status = 1;
+        s->done = true;
+        return -1;
+    }
+    return 0;
+}
+
 /* The worker is gone: end what it had, drop its stale records, back off. */
 static void worker_lost(struct sched *s, const char *why)
 {
@@ -175,20 +192,14 @@ static void worker_lost(struct sched *s, const char *why)
     snprintf(msg, sizeof msg, "%s", why);
     folio_policy_fail_all(s->policy, 503, msg);
     s->timing_count = 0;
-    /* Results the dead worker left are void; a new plan-ring writer epoch
-     * makes the plans it had not read stale for the next worker. */
+    /* Results the dead worker left are void, and so are the plans it had
+     * not read. */
     char err[256];
     struct folio_ring_record rec;
     while (folio_ring_peek(s->result_reader, &rec, err, sizeof err) == 1)
         folio_ring_release(s->result_reader);
-    folio_ring_close(s->plan_writer);
-    s->plan_writer = NULL;
-    if (folio_ring_attach_writer(s->plan_name, &s->plan_writer, err, sizeof err) != 0) {
-        folio_log_error(0, "cannot re-attach the plan ring: %s", err);
-        s->exit_status = 1;
-        s->done = true;
+    if (new_plan_epoch(s) != 0)
         return;
-    }
     if (s->draining) {
         s->done = true; /* nothing left to drain */
         return;
@@ -209,8 +220,17 @@ static void worker_kill_and_lose(struct sched *s, const char *why)
 
 static void handle_load_reply(struct sched *s, const Folio__LoadReply *r)
 {
-    if (s->ws.state != FOLIO_WORKER_STARTING)
-        return;
+    if (s->ws.state != FOLIO_WORKER_STARTING) {
+        /* An external worker's restart can be quicker than the heartbeat
+         * timeout: a LoadReply while one is ready means it was replaced. */
+        if (!s->ws.external || s->ws.state == FOLIO_WORKER_STOPPED || s->draining)
+            return;
+        if (s->ws.state == FOLIO_WORKER_READY)
+            worker_lost(s, "a new worker connected: the previous one is gone");
+        char err[256];
+        if (s->done || folio_ws_start(&s->ws, folio_mono_ns(), err, sizeof err) != 0)
+            return;
+    }
     if (!r->ok) {
         char why[600];
         snprintf(why, sizeof why, "worker failed to load: %s", r->error ? r->error : "?");
@@ -263,10 +283,18 @@ static void handle_load_reply(struct sched *s, const Folio__LoadReply *r)
         s->policy = np;
         s->pcfg = cfg;
     }
+    /* The worker skips plans of the epoch it attached in: an external
+     * worker may attach while its predecessor's plans are still written. */
+    if (new_plan_epoch(s) != 0)
+        return;
     folio_ws_ready(&s->ws);
     folio_ws_heartbeat(&s->ws, folio_mono_ns());
-    folio_log_info(0, "worker pid %d ready: %d KV blocks (%d tokens)", (int)s->ws.pid,
-                   r->num_kv_blocks, r->num_kv_blocks * 16);
+    if (s->ws.external)
+        folio_log_info(0, "external worker ready: %d KV blocks (%d tokens)", r->num_kv_blocks,
+                       r->num_kv_blocks * 16);
+    else
+        folio_log_info(0, "worker pid %d ready: %d KV blocks (%d tokens)", (int)s->ws.pid,
+                       r->num_kv_blocks, r->num_kv_blocks * 16);
 }
 
 static void handle_worker_ctl(struct sched *s)
@@ -285,7 +313,7 @@ static void handle_worker_ctl(struct sched *s)
         if (env->body_case == FOLIO__ENVELOPE__BODY_LOAD_REPLY)
             handle_load_reply(s, env->load_reply);
         else if (env->body_case == FOLIO__ENVELOPE__BODY_HEARTBEAT &&
-                 (pid_t)env->heartbeat->pid == s->ws.pid)
+                 folio_ws_heartbeat_is_ours(&s->ws, env->heartbeat->pid))
             folio_ws_heartbeat(&s->ws, folio_mono_ns());
         folio__envelope__free_unpacked(env, NULL);
     }
@@ -842,6 +870,11 @@ int folio_scheduler_run(const struct folio_scheduler_options *o)
     s->sig_fd = signalfd(-1, &sigs, SFD_NONBLOCK | SFD_CLOEXEC);
 
     folio_ws_init(&s->ws, (uint64_t)(o->heartbeat_timeout_seconds * 1e9));
+    if (o->external_worker) {
+        char args_path[PATH_MAX + 32];
+        snprintf(args_path, sizeof args_path, "%s/worker.args", o->run_dir);
+        folio_ws_set_external(&s->ws, args_path);
+    }
     build_worker_argv(s);
     if (folio_ws_start(&s->ws, folio_mono_ns(), err, sizeof err) != 0) {
         folio_log_error(0, "cannot start the worker: %s", err);

@@ -29,6 +29,7 @@ struct folio_scheduler_options {
     const char *run_dir;
     const char *instance;
     const char *worker_bin;
+    bool external_worker; /* started elsewhere with --args-file RUN_DIR/worker.args */
     const char *submit_url, *ctl_url, *worker_url; /* default ipc:// in run_dir */
     int max_num_seqs;
     int max_num_batched_tokens;

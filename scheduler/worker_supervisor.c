@@ -48,9 +48,50 @@ void folio_ws_free(struct folio_worker_supervisor *ws)
     ws->argc = 0;
 }
 
+void folio_ws_set_external(struct folio_worker_supervisor *ws, const char *args_path)
+{
+    ws->external = true;
+    snprintf(ws->args_path, sizeof ws->args_path, "%s", args_path);
+    unlink(ws->args_path);
+}
+
+/* Written to a temporary name and renamed, so a worker never reads half. */
+static int write_args_file(struct folio_worker_supervisor *ws, char *err, size_t errlen)
+{
+    char tmp[sizeof ws->args_path + 8];
+    snprintf(tmp, sizeof tmp, "%s.tmp", ws->args_path);
+    FILE *f = fopen(tmp, "w");
+    if (!f) {
+        snprintf(err, errlen, "%s: %s", tmp, strerror(errno));
+        return -1;
+    }
+    for (int i = 1; i < ws->argc; i++)
+        fprintf(f, "%s\n", ws->argv[i]);
+    if (fclose(f) != 0 || rename(tmp, ws->args_path) != 0) {
+        snprintf(err, errlen, "%s: %s", ws->args_path, strerror(errno));
+        unlink(tmp);
+        return -1;
+    }
+    return 0;
+}
+
+static int expect_external(struct folio_worker_supervisor *ws, uint64_t now_ns, char *err,
+                           size_t errlen)
+{
+    if (write_args_file(ws, err, errlen) != 0)
+        return -1;
+    ws->state = FOLIO_WORKER_STARTING;
+    ws->started_ns = ws->last_heartbeat_ns = now_ns;
+    snprintf(ws->state_text, sizeof ws->state_text, "waiting for the worker to connect");
+    folio_log_info(0, "waiting for an external worker: folio-worker --args-file %s", ws->args_path);
+    return 0;
+}
+
 int folio_ws_start(struct folio_worker_supervisor *ws, uint64_t now_ns, char *err, size_t errlen)
 {
     ws->argv[ws->argc] = NULL;
+    if (ws->external)
+        return expect_external(ws, now_ns, err, errlen);
     pid_t parent = getpid();
     pid_t pid = fork();
     if (pid < 0) {
@@ -106,8 +147,12 @@ void folio_ws_schedule_restart(struct folio_worker_supervisor *ws, uint64_t now_
 {
     ws->state = FOLIO_WORKER_BACKOFF;
     ws->restart_at_ns = now_ns + ws->backoff_ns;
-    folio_log_warn(0, "%s; restarting in %llu ms", why,
-                   (unsigned long long)(ws->backoff_ns / 1000000));
+    if (ws->external)
+        folio_log_warn(0, "%s; expecting a new worker in %llu ms", why,
+                       (unsigned long long)(ws->backoff_ns / 1000000));
+    else
+        folio_log_warn(0, "%s; restarting in %llu ms", why,
+                       (unsigned long long)(ws->backoff_ns / 1000000));
     snprintf(ws->state_text, sizeof ws->state_text, "restarting: %s", why);
     ws->backoff_ns *= 2;
     if (ws->backoff_ns > BACKOFF_MAX_NS)
@@ -128,10 +173,15 @@ void folio_ws_heartbeat(struct folio_worker_supervisor *ws, uint64_t now_ns)
     ws->last_heartbeat_ns = now_ns;
 }
 
+bool folio_ws_heartbeat_is_ours(const struct folio_worker_supervisor *ws, uint32_t pid)
+{
+    return ws->external || (pid_t)pid == ws->pid;
+}
+
 bool folio_ws_silent(const struct folio_worker_supervisor *ws, uint64_t now_ns)
 {
     /* Loading may take minutes; heartbeats start once the worker is ready. */
-    return ws->state == FOLIO_WORKER_READY && ws->pid > 0 &&
+    return ws->state == FOLIO_WORKER_READY && (ws->pid > 0 || ws->external) &&
            now_ns - ws->last_heartbeat_ns > ws->heartbeat_timeout_ns;
 }
 
@@ -154,6 +204,8 @@ void folio_ws_stop(struct folio_worker_supervisor *ws, int grace_ms)
             ws->pid = -1;
         }
     }
+    if (ws->external)
+        unlink(ws->args_path);
     ws->state = FOLIO_WORKER_STOPPED;
     snprintf(ws->state_text, sizeof ws->state_text, "stopped");
 }

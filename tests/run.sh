@@ -7,6 +7,7 @@
 # sanitized binaries too). Prints "N passed, N failed" last.
 #
 # Usage: tests/run.sh [normal|asan|fuzz]...   (default: all three)
+# FOLIO_TEST_COMPOSE=1 adds tests/compose/test_compose.sh (needs docker).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 repo=$(pwd)
@@ -63,6 +64,17 @@ for suite in "${suites[@]}"; do
     [ $rc -eq 0 ] || [ $rc -eq 1 ] || [ $rc -eq 5 ] || failed=$((failed + 1)) # 5: none collected
     add_junit "$dir/pytest.xml"
 done
+
+# The compose deployment (docker, minutes): only when asked for.
+if [ "${FOLIO_TEST_COMPOSE:-0}" = 1 ]; then
+    echo "=== compose: tests/compose/test_compose.sh"
+    mkdir -p build
+    bash tests/compose/test_compose.sh 2>&1 | tee build/compose-test.log
+    read -r p _ f _ < <(tail -1 build/compose-test.log)
+    [[ "$p" =~ ^[0-9]+$ && "$f" =~ ^[0-9]+$ ]] || { p=0; f=1; }
+    passed=$((passed + p))
+    failed=$((failed + f))
+fi
 
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]

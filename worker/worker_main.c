@@ -83,8 +83,11 @@ static int parse_args(int argc, char **argv, struct worker_args *a)
                                 NULL};
     int rc = folio_opts_parse("folio-worker",
                               "usage: folio-worker --plan-ring NAME --result-ring NAME --ctl-url "
-                              "URL [options]\nStarted by folio-scheduler, which creates the "
-                              "rings and listens on the URL.",
+                              "URL [options]\n       folio-worker --args-file FILE "
+                              "[options that override it]\nStarted by folio-scheduler, which "
+                              "creates the rings and listens on the URL; or, beside "
+                              "folio-scheduler --external-worker (its own container), with the "
+                              "arguments it wrote to RUN_DIR/worker.args.",
                               &g, 1, argc, argv);
     if (rc != 0)
         return rc;
@@ -93,6 +96,73 @@ static int parse_args(int argc, char **argv, struct worker_args *a)
         return -1;
     }
     return 0;
+}
+
+/* ---- --args-file ------------------------------------------------------------ */
+
+#define ARGS_FILE_WAIT_S 60
+#define ARGS_FILE_MAX_ARGS 64
+
+static char *args_file_text; /* the expanded argv's strings from the file point here */
+static char **expanded_argv;
+
+/* `--args-file FILE`: the arguments an external-worker scheduler wrote, one
+ * per line, in place of the flag; later flags override them (e.g. --threads).
+ * The scheduler may still be starting (a container restarted before it), so
+ * the file is waited for. Returns 0 (argc and argv replaced) or -1. */
+static int expand_args_file(int *argcp, char ***argvp)
+{
+    int argc = *argcp, at = -1;
+    char **argv = *argvp;
+    for (int i = 1; i + 1 < argc; i++)
+        if (!strcmp(argv[i], "--args-file"))
+            at = i;
+    if (at < 0)
+        return 0;
+    const char *path = argv[at + 1];
+    FILE *f = NULL;
+    for (int waited = 0; !(f = fopen(path, "r")) && errno == ENOENT; waited++) {
+        if (waited == 0)
+            folio_log_info(0, "waiting for %s (written by folio-scheduler --external-worker)",
+                           path);
+        if (waited >= ARGS_FILE_WAIT_S * 10)
+            break;
+        usleep(100 * 1000);
+    }
+    if (!f) {
+        fprintf(stderr, "folio-worker: --args-file %s: %s\n", path, strerror(errno));
+        return -1;
+    }
+    size_t cap = 0;
+    ssize_t n = getdelim(&args_file_text, &cap, '\0', f);
+    fclose(f);
+    expanded_argv = calloc((size_t)argc + ARGS_FILE_MAX_ARGS + 1, sizeof *expanded_argv);
+    if (n < 0 || !expanded_argv) {
+        fprintf(stderr, "folio-worker: cannot read --args-file %s\n", path);
+        return -1;
+    }
+    int out = 0;
+    for (int i = 0; i < at; i++)
+        expanded_argv[out++] = argv[i];
+    for (char *save = NULL, *line = strtok_r(args_file_text, "\n", &save); line;
+         line = strtok_r(NULL, "\n", &save)) {
+        if (out == at + ARGS_FILE_MAX_ARGS) {
+            fprintf(stderr, "folio-worker: --args-file %s: too many arguments\n", path);
+            return -1;
+        }
+        expanded_argv[out++] = line;
+    }
+    for (int i = at + 2; i < argc; i++)
+        expanded_argv[out++] = argv[i];
+    *argcp = out;
+    *argvp = expanded_argv;
+    return 0;
+}
+
+static void free_args_file(void)
+{
+    free(args_file_text);
+    free(expanded_argv);
 }
 
 /* ---- control socket: LoadReply and heartbeats ----------------------------- */
@@ -179,8 +249,11 @@ static int write_result(struct folio_ring *ring, const void *rec, size_t len, ch
     }
 }
 
+/* stale_epoch: the plan ring's writer epoch when this worker loaded. Plans
+ * of it were written for a predecessor (the scheduler starts a new epoch once
+ * it has this worker's LoadReply) and are skipped. */
 static int run_steps(struct folio_backend *b, struct folio_ring *plans, struct folio_ring *results,
-                     struct folio_step_io *io, char *err, size_t errlen)
+                     struct folio_step_io *io, uint32_t stale_epoch, char *err, size_t errlen)
 {
     struct launched q[PIPELINE_DEPTH];
     for (int i = 0; i < PIPELINE_DEPTH; i++) {
@@ -216,6 +289,10 @@ static int run_steps(struct folio_backend *b, struct folio_ring *plans, struct f
             }
             if (r == 0)
                 break;
+            if (rec.epoch == stale_epoch) {
+                folio_ring_release(plans);
+                continue;
+            }
             struct folio_plan_view v;
             struct folio_step_batch batch;
             struct launched *l = &q[(head + count) % PIPELINE_DEPTH];
@@ -326,9 +403,11 @@ int main(int argc, char **argv)
 {
     folio_log_init("folio-worker");
     struct worker_args a;
-    int prc = parse_args(argc, argv, &a);
-    if (prc != 0)
+    int prc = expand_args_file(&argc, &argv) != 0 ? -1 : parse_args(argc, argv, &a);
+    if (prc != 0) {
+        free_args_file();
         return prc > 0 ? 0 : 2;
+    }
     struct sigaction sa = {.sa_handler = on_term};
     sigaction(SIGTERM, &sa, NULL);
     sigaction(SIGINT, &sa, NULL);
@@ -339,6 +418,7 @@ int main(int argc, char **argv)
         rv = nng_dial(ctl_sock, a.ctl_url, NULL, 0);
     if (rv != 0) {
         folio_log_error(0, "cannot dial the scheduler at %s: %s", a.ctl_url, nng_strerror(rv));
+        free_args_file();
         return 1;
     }
     char err[1024];
@@ -358,10 +438,11 @@ int main(int argc, char **argv)
     }
     folio_log_info(0, "%s backend ready: %d KV blocks, %d slots, %d tokens per step", a.backend,
                    b->num_kv_blocks, (int)a.max_seqs, (int)a.max_num_tokens);
+    uint32_t stale_epoch = folio_ring_writer_epoch(plans);
     send_load_reply(true, NULL, b, vocab, max_len);
     pthread_t hb;
     pthread_create(&hb, NULL, heartbeat_main, NULL);
-    if (run_steps(b, plans, results, &io, err, sizeof err) != 0) {
+    if (run_steps(b, plans, results, &io, stale_epoch, err, sizeof err) != 0) {
         folio_log_error(0, "step failed, exiting: %s", err);
     } else {
         status = 0;
@@ -377,5 +458,6 @@ out:
     folio_ring_close(plans);
     folio_ring_close(results);
     nng_close(ctl_sock);
+    free_args_file();
     return status;
 }
