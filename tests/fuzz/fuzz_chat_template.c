@@ -1,4 +1,4 @@
-/* Fuzzes frontend/chat_template.h: arbitrary bytes as a chat template's
+/* Fuzzes text/chat_template.h: arbitrary bytes as a chat template's
  * source, compiled and (when it compiles) rendered with a fixed conversation.
  * Compile and render either succeed or fail with a message; nothing may crash,
  * leak or run away. The render runs under tight limits (output, memory, steps,

@@ -1,4 +1,4 @@
-/* Fuzzes frontend/tokenizer.h with the real Llama-2 tokenizer
+/* Fuzzes text/tokenizer.h with the real Llama-2 tokenizer
  * ($FOLIO_SHARED/models/llama2-tokenizer, default ../shared): arbitrary bytes
  * are encoded, every id is in the vocabulary, the ids decode, and streaming
  * detokenization (one id at a time, then finish) gives exactly the one-shot

@@ -1,5 +1,5 @@
 /* The parts of struct folio_tokenizer that tokenizer*.c share: the loaded
- * tables and pipeline descriptions. Nothing outside frontend/tokenizer*.c
+ * tables and pipeline descriptions. Nothing outside text/tokenizer*.c
  * includes this; the public interface is tokenizer.h. */
 #ifndef FOLIO_TOKENIZER_INTERNAL_H
 #define FOLIO_TOKENIZER_INTERNAL_H
