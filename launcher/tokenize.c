@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "commands.h"
+#include "default_model.h"
 #include "options.h"
 #include "tokenizer.h"
 
@@ -27,7 +28,7 @@ struct tokenize_args {
 static const struct folio_opt tokenize_flags[] = {
     {"--model", FOLIO_OPT_STR, T(model), NULL, 0, 0, NULL,
      "directory with tokenizer.json (and tokenizer_config.json), or a .gguf file (or a "
-     "directory holding one); required"},
+     "directory holding one); default: SmolLM2-135M-Instruct, fetched by deploy/setup.sh"},
     {"--special", FOLIO_OPT_BOOL, T(special), "true", 0, 0, NULL,
      "encode with the special tokens (BOS) of the template"},
     {"--decode", FOLIO_OPT_BOOL, T(decode), "false", 0, 0, NULL, "decode instead of encode"},
@@ -155,7 +156,7 @@ int folio_tokenize_main(int argc, char **argv)
                                 sizeof tokenize_flags / sizeof *tokenize_flags, &ta, NULL};
     int prc = folio_opts_parse(
         "folio tokenize",
-        "usage: folio tokenize --model PATH [--no-special] [--decode [--skip-special] "
+        "usage: folio tokenize [--model PATH] [--no-special] [--decode [--skip-special] "
         "[--stream]]\n\n"
         "Reads one JSON value per line on stdin and answers one line each on stdout:\n"
         "  encode (default): a JSON string in, its token ids out as a JSON array\n"
@@ -168,15 +169,18 @@ int folio_tokenize_main(int argc, char **argv)
     const char *model = ta.model;
     bool add_special = ta.special, decode = ta.decode, skip_special = ta.skip_special;
     bool stream = ta.stream, info = ta.info;
-    if (!model) {
-        fprintf(stderr, "folio tokenize: --model PATH is required (see --help)\n");
-        return 2;
+    char err[1024];
+    if (!model || !*model) {
+        model = folio_default_model(false, err, sizeof err);
+        if (!model) {
+            fprintf(stderr, "folio tokenize: %s\n", err);
+            return 2;
+        }
     }
     if ((skip_special || stream) && !decode) {
         fprintf(stderr, "folio tokenize: --skip-special and --stream only apply to --decode\n");
         return 2;
     }
-    char err[1024];
     struct folio_tokenizer *t;
     if (folio_tokenizer_load(model, &t, err, sizeof err)) {
         fprintf(stderr, "folio tokenize: %s\n", err);
