@@ -1,9 +1,16 @@
 /* Internals of the chat-template interpreter, shared by its parts:
- * chat_template_value.c  arena, values, Python str()/repr() and JSON output
- * chat_template_lex.c    template source to tokens (whitespace control)
- * chat_template_parse.c  tokens to a syntax tree
- * chat_template_eval.c   the tree walker and the public render calls
- * chat_template_builtins.c filters, tests, methods and global functions
+ * chat_template_value.c             arena, values, buffers and UTF-8 helpers
+ * chat_template_print.c             Python str()/repr() and JSON both ways
+ * chat_template_lex.c               template source to tokens (whitespace control)
+ * chat_template_parse.c             tokens to a syntax tree: parser helpers, statements
+ * chat_template_parse_expr.c        the parser's expressions
+ * chat_template_eval.c              scopes, statements, the public compile and render
+ * chat_template_eval_expr.c         access, calls and the expression walker
+ * chat_template_eval_ops.c          arithmetic and comparison operators
+ * chat_template_builtins.c          builtin names, argument helpers, globals
+ * chat_template_builtins_str.c      string helpers; str/dict/list/loop methods
+ * chat_template_builtins_filters.c  filters
+ * chat_template_builtins_tests.c    tests
  *
  * Errors unwind with longjmp to the compile or render entry point: every
  * allocation of a compile or a render lives in one arena that is dropped
@@ -259,7 +266,161 @@ struct ct_node {
 /* Parses tokens into the body of a template; syntax errors unwind. */
 struct ct_node *ct_parse(struct ct_arena *a, const struct ct_tokens *toks);
 
+/* The parser's state and helpers, shared by chat_template_parse.c
+ * (statements) and chat_template_parse_expr.c (expressions). */
+struct ct_parser {
+    struct ct_arena *a;
+    const struct ct_token *t;
+    size_t n, pos;
+    int nesting;
+};
+
+/* A growable list of child nodes. */
+struct ct_nodes {
+    struct ct_node **v;
+    size_t n, cap;
+};
+
+const struct ct_token *ct_parse_cur(struct ct_parser *p);
+const struct ct_token *ct_parse_peek(struct ct_parser *p, size_t k);
+/* fmt takes one "%.*s" argument (arg, arglen). */
+_Noreturn void ct_parse_fail_at(struct ct_parser *p, const struct ct_token *tok, const char *fmt,
+                                const char *arg, size_t arglen);
+_Noreturn void ct_parse_unexpected(struct ct_parser *p, const char *expected);
+bool ct_parse_is_op(const struct ct_token *t, const char *op);
+bool ct_parse_is_name(const struct ct_token *t, const char *name);
+bool ct_parse_skip_op(struct ct_parser *p, const char *op);
+bool ct_parse_skip_name(struct ct_parser *p, const char *name);
+void ct_parse_expect_op(struct ct_parser *p, const char *op);
+void ct_parse_expect_type(struct ct_parser *p, int type, const char *what);
+struct ct_node *ct_parse_node(struct ct_parser *p, int kind, const struct ct_token *at);
+void ct_parse_push(struct ct_parser *p, struct ct_nodes *l, struct ct_node *x);
+/* One level deeper; too deep is a syntax error. */
+void ct_parse_enter(struct ct_parser *p);
+/* An expression; with_condexpr false stops below `a if b else c`. */
+struct ct_node *ct_parse_expression(struct ct_parser *p, bool with_condexpr);
+/* A tuple or a single expression, up to the end of the tag, a closing
+ * parenthesis or the name extra_end. */
+struct ct_node *ct_parse_tuple(struct ct_parser *p, bool with_condexpr, const char *extra_end,
+                               bool explicit_parens);
+
 /* ---- builtins (filters, tests, methods, globals) ---- */
+
+/* The ids of the filters, tests, global functions and methods (their names
+ * are in chat_template_builtins.c's tables). */
+enum filter_id {
+    F_ABS,
+    F_ATTR,
+    F_CAPITALIZE,
+    F_COUNT,
+    F_DEFAULT,
+    F_DICTSORT,
+    F_ESCAPE,
+    F_FIRST,
+    F_FLOAT,
+    F_INDENT,
+    F_INT,
+    F_ITEMS,
+    F_JOIN,
+    F_LAST,
+    F_LENGTH,
+    F_LIST,
+    F_LOWER,
+    F_MAP,
+    F_MAX,
+    F_MIN,
+    F_REJECT,
+    F_REJECTATTR,
+    F_REPLACE,
+    F_REVERSE,
+    F_ROUND,
+    F_SAFE,
+    F_SELECT,
+    F_SELECTATTR,
+    F_SORT,
+    F_STRING,
+    F_SUM,
+    F_TITLE,
+    F_TOJSON,
+    F_TRIM,
+    F_UNIQUE,
+    F_UPPER,
+    F_WORDCOUNT,
+};
+
+enum test_id {
+    T_BOOLEAN,
+    T_CALLABLE,
+    T_DEFINED,
+    T_DIVISIBLEBY,
+    T_EQ,
+    T_EVEN,
+    T_FALSE,
+    T_FLOAT,
+    T_GE,
+    T_GT,
+    T_IN,
+    T_INTEGER,
+    T_ITERABLE,
+    T_LE,
+    T_LOWER,
+    T_LT,
+    T_MAPPING,
+    T_NE,
+    T_NONE,
+    T_NUMBER,
+    T_ODD,
+    T_SAMEAS,
+    T_SEQUENCE,
+    T_STRING,
+    T_TRUE,
+    T_UNDEFINED,
+    T_UPPER,
+};
+
+enum global_id {
+    G_DICT,
+    G_NAMESPACE,
+    G_RAISE_EXCEPTION,
+    G_RANGE,
+    G_STRFTIME_NOW,
+};
+
+enum method_id {
+    /* str */
+    M_STRIP,
+    M_LSTRIP,
+    M_RSTRIP,
+    M_SPLIT,
+    M_RSPLIT,
+    M_STARTSWITH,
+    M_ENDSWITH,
+    M_UPPER,
+    M_LOWER,
+    M_TITLE,
+    M_CAPITALIZE,
+    M_REPLACE,
+    M_FIND,
+    M_COUNT,
+    M_JOIN,
+    M_SPLITLINES,
+    M_ISDIGIT,
+    M_ISSPACE,
+    M_ISALPHA,
+    M_ISALNUM,
+    M_ISUPPER,
+    M_ISLOWER,
+    /* dict */
+    M_GET,
+    M_ITEMS,
+    M_KEYS,
+    M_VALUES,
+    /* loop */
+    M_CYCLE,
+    /* list */
+    M_INDEX,
+    M_LIST_COUNT,
+};
 
 /* Lookups by name at parse time; -1 when unknown. */
 int ct_filter_id(const char *name, size_t len);
@@ -278,6 +439,50 @@ struct ct_args {
     struct ct_value *kw;
     size_t nkw;
 };
+
+/* Argument helpers of the builtins (chat_template_builtins.c). */
+/* Argument pos (0-based, after the filter's operand) or keyword name. */
+const struct ct_value *ct_arg(const struct ct_args *a, size_t pos, const char *name);
+/* At most n arguments, else an error naming what. */
+void ct_max_args(struct ct_render *r, const struct ct_node *at, const struct ct_args *a, size_t n,
+                 const char *what);
+/* A string argument (NULL when absent or None); another type is an error. */
+const struct ct_value *ct_str_arg(struct ct_render *r, const struct ct_node *at,
+                                  const struct ct_args *a, size_t pos, const char *name,
+                                  const char *what);
+/* An integer (or bool) argument, dflt when absent or None; another type is
+ * an error. */
+int64_t ct_int_arg(struct ct_render *r, const struct ct_node *at, const struct ct_args *a,
+                   size_t pos, const char *name, int64_t dflt, const char *what);
+bool ct_bool_arg(const struct ct_args *a, size_t pos, const char *name, bool dflt);
+struct ct_value ct_empty_str(void);
+struct ct_value ct_from_buf(const struct ct_buf *b);
+
+/* String helpers shared by the filters and the str methods
+ * (chat_template_builtins_str.c). */
+enum ct_casing { CASE_UPPER, CASE_LOWER, CASE_CAPITALIZE, CASE_PY_TITLE };
+/* Case mapping of ASCII and the Latin-1, Latin Extended-A, Greek and
+ * Cyrillic letters whose case pairs are a fixed offset apart. */
+uint32_t ct_to_upper(uint32_t c);
+uint32_t ct_to_lower(uint32_t c);
+/* The first occurrence of n (nl bytes) in h (hl bytes); NULL when none. */
+const char *ct_find_sub(const char *h, size_t hl, const char *n, size_t nl);
+/* str.strip/lstrip/rstrip: whitespace, or the characters of chars. */
+struct ct_value ct_strip(struct ct_value s, const struct ct_value *chars, bool left, bool right);
+struct ct_value ct_change_case(struct ct_arena *a, struct ct_value s, enum ct_casing how);
+/* jinja2's title filter: words begin after "-", whitespace, or an opening
+ * bracket; each word's first character upper-cased, the rest lower-cased. */
+struct ct_value ct_jinja_title(struct ct_arena *a, struct ct_value s);
+/* str.replace(old, new, count); count < 0: all. */
+struct ct_value ct_replace(struct ct_render *r, struct ct_value s, struct ct_value old,
+                           struct ct_value new, int64_t count);
+/* str.split(sep, maxsplit); sep NULL: runs of whitespace. */
+struct ct_value ct_split(struct ct_render *r, const struct ct_node *at, struct ct_value s,
+                         const struct ct_value *sep, int64_t maxsplit);
+/* str.splitlines(): \n, \r, \r\n, \v, \f, \x1c-\x1e, \x85, U+2028, U+2029. */
+struct ct_value ct_splitlines(struct ct_render *r, struct ct_value s, bool keepends);
+/* sep.join(items): the str() of each item. */
+struct ct_value ct_join(struct ct_render *r, const struct ct_value *items, struct ct_value sep);
 
 struct ct_value ct_apply_filter(struct ct_render *r, const struct ct_node *at, int id,
                                 struct ct_value v, const struct ct_args *args);
@@ -300,6 +505,38 @@ struct ct_render {
     struct ct_frame *frame;
     struct ct_buf *out;
 };
+
+/* Scopes: the template's globals, then one frame per for-loop iteration and
+ * per macro call; {% if %} opens none, as in jinja2. */
+struct ct_var {
+    const char *name;
+    size_t len;
+    struct ct_value v;
+};
+struct ct_frame {
+    struct ct_frame *parent;
+    struct ct_var *vars;
+    size_t n, cap;
+};
+
+/* Sets name in frame f (replacing it when already there). */
+void ct_frame_set(struct ct_render *r, struct ct_frame *f, const char *name, size_t len,
+                  struct ct_value v);
+/* A variable from the innermost frame outwards, else a global function,
+ * else undefined. */
+struct ct_value ct_lookup(struct ct_render *r, const char *name, size_t len);
+/* Evaluates an expression node (chat_template_eval_expr.c). */
+struct ct_value ct_eval(struct ct_render *r, const struct ct_node *n);
+/* Runs a body of statements; returns FLOW_NORMAL, FLOW_BREAK or FLOW_CONTINUE
+ * (chat_template_eval.c). */
+int ct_exec_body(struct ct_render *r, const struct ct_node *body);
+/* Binary arithmetic and comparison operators (chat_template_eval_ops.c). */
+struct ct_value ct_arith(struct ct_render *r, const struct ct_node *n, int op,
+                         const struct ct_value *a, const struct ct_value *b);
+bool ct_compare_op(struct ct_render *r, const struct ct_node *at, int op, const struct ct_value *a,
+                   const struct ct_value *b);
+/* A number (int, bool) as int64_t. */
+int64_t ct_num_i(const struct ct_value *v);
 
 /* Raises a render error located at node at (may be NULL). */
 _Noreturn void ct_error(struct ct_render *r, const struct ct_node *at, const char *fmt, ...)
