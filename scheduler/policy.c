@@ -1,4 +1,5 @@
 #include "policy.h"
+#include "policy_internal.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -9,93 +10,9 @@
 #include "rng.h"
 #include "seq_options.h"
 
-enum seq_state { SEQ_WAITING, SEQ_RUNNING, SEQ_FINISHED };
-
-struct seq {
-    uint64_t request_id;
-    uint32_t frontend_id;
-    enum seq_state state;
-    int32_t *tokens; /* prompt, then the generated tokens known so far */
-    int num_tokens, cap_tokens;
-    int num_prompt;
-    int num_outputs;  /* sampled or being sampled by a step in flight */
-    int num_computed; /* tokens whose KV is written or being written */
-    int max_outputs;  /* max_tokens, capped by the context length */
-    int *blocks;
-    int num_blocks, cap_blocks;
-    int num_hashed; /* leading full blocks registered in the prefix cache */
-    uint64_t last_hash;
-    int slot;          /* -1 when none */
-    int inflight;      /* steps in flight that include this sequence */
-    int cached_tokens; /* prompt tokens the first admission found cached */
-    bool admitted_once;
-    double submitted_at; /* cfg.clock() at submit, for the queue-time histogram */
-    struct folio_plan_seq sampling;
-    struct folio_seq_options opt;    /* stop ids, min_tokens, logit bias, prompt logprobs */
-    struct seq *hnext;               /* request-id map chain */
-    struct seq *all_prev, *all_next; /* every live sequence */
-};
-
-struct step_entry {
-    struct seq *seq;
-    int start; /* the first new token's position */
-    int num_new;
-    bool sample;
-};
-
-/* Prompt logprobs go to the frontend in events of at most this many (the
- * event ring's records stay far below its size). */
-#define PROMPT_LP_PER_EVENT 1024
-
-struct inflight_step {
-    uint64_t step_id;
-    int num_entries;
-    struct step_entry *entries;
-};
-
-struct folio_policy {
-    struct folio_policy_config cfg;
-    folio_emit_fn emit;
-    void *emit_ctx;
-    struct folio_block_manager *bm;
-
-    struct seq **map; /* request id -> sequence, chained */
-    size_t map_mask;
-    struct seq *all_head;
-
-    /* waiting: a deque, oldest at head; preempted sequences go back in front */
-    struct seq **waiting;
-    int waiting_cap, waiting_head, num_waiting;
-    int64_t pending_prompt_tokens;
-
-    struct seq **running; /* in admission order: the last one is the newest */
-    int num_running;
-    int *free_slots;
-    int num_free_slots;
-
-    struct inflight_step inflight[FOLIO_POLICY_MAX_INFLIGHT];
-    int inflight_head, num_inflight;
-    uint64_t next_step_id;
-    uint64_t seed_counter;
-
-    struct step_entry *scratch; /* the step being planned */
-    int num_scratch;
-    int *scratch_blocks; /* a prefix match, before it is taken */
-    bool preempted_this_step;
-    char *plan_buf;
-    size_t plan_cap;
-    int max_blocks_per_seq;
-
-    /* event scratch for logprobs */
-    int32_t *ev_top_ids;
-    float *ev_top_lps;
-
-    struct folio_policy_stats st;
-};
-
 /* ---- small helpers ------------------------------------------------------ */
 
-static int ceil_blocks(int tokens)
+int policy_ceil_blocks(int tokens)
 {
     return (tokens + FOLIO_KV_BLOCK_SIZE - 1) / FOLIO_KV_BLOCK_SIZE;
 }
@@ -163,7 +80,7 @@ static void running_remove(struct folio_policy *p, struct seq *s)
     }
 }
 
-static int seq_pending_prompt(const struct seq *s)
+int policy_seq_pending_prompt(const struct seq *s)
 {
     return s->num_tokens; /* what admission will have to prefill (recompute included) */
 }
@@ -186,7 +103,7 @@ static void seq_release_slot(struct folio_policy *p, struct seq *s)
     s->slot = -1;
 }
 
-static void seq_free(struct folio_policy *p, struct seq *s)
+void policy_seq_free(struct folio_policy *p, struct seq *s)
 {
     seq_release_blocks(p, s);
     seq_release_slot(p, s);
@@ -228,7 +145,7 @@ static void seq_cache_blocks_upto(struct folio_policy *p, struct seq *s, int com
     }
 }
 
-static void seq_cache_full_blocks(struct folio_policy *p, struct seq *s)
+void policy_seq_cache_full_blocks(struct folio_policy *p, struct seq *s)
 {
     seq_cache_blocks_upto(p, s, s->num_computed);
 }
@@ -237,7 +154,7 @@ static void seq_cache_full_blocks(struct folio_policy *p, struct seq *s)
  * (the blocks taken so far stay with the sequence). */
 static bool seq_grow_blocks(struct folio_policy *p, struct seq *s, int tokens)
 {
-    int need = ceil_blocks(tokens);
+    int need = policy_ceil_blocks(tokens);
     while (s->num_blocks < need) {
         int b = folio_bm_alloc(p->bm);
         if (b < 0)
@@ -249,7 +166,7 @@ static bool seq_grow_blocks(struct folio_policy *p, struct seq *s, int tokens)
 
 /* ---- events ------------------------------------------------------------- */
 
-static void emit_simple(struct folio_policy *p, const struct seq *s, uint64_t request_id,
+void policy_emit_simple(struct folio_policy *p, const struct seq *s, uint64_t request_id,
                         uint32_t frontend_id, enum folio_finish_reason finish, uint32_t status,
                         uint32_t retry_after_s, const char *message)
 {
@@ -313,7 +230,7 @@ int folio_policy_create(const struct folio_policy_config *cfg, folio_emit_fn emi
     for (int i = 0; i < FOLIO_POLICY_MAX_INFLIGHT; i++)
         p->inflight[i].entries = calloc((size_t)cfg->max_num_seqs, sizeof(struct step_entry));
     p->scratch = calloc((size_t)cfg->max_num_seqs, sizeof *p->scratch);
-    p->max_blocks_per_seq = ceil_blocks(p->cfg.max_model_len);
+    p->max_blocks_per_seq = policy_ceil_blocks(p->cfg.max_model_len);
     p->scratch_blocks = calloc((size_t)p->max_blocks_per_seq, sizeof *p->scratch_blocks);
     p->plan_cap = folio_policy_max_plan_bytes(p);
     p->plan_buf = malloc(p->plan_cap);
@@ -342,7 +259,7 @@ void folio_policy_destroy(struct folio_policy *p)
     if (!p)
         return;
     while (p->all_head)
-        seq_free(p, p->all_head);
+        policy_seq_free(p, p->all_head);
     folio_bm_destroy(p->bm);
     free(p->map);
     free(p->waiting);
@@ -409,14 +326,16 @@ void folio_policy_submit(struct folio_policy *p, const struct folio_request *r)
     char msg[256];
     if (request_invalid(p, r, msg, sizeof msg) != 0) {
         p->st.requests_rejected++;
-        emit_simple(p, NULL, r->request_id, r->frontend_id, FOLIO_FINISH_REJECTED, 400, 0, msg);
+        policy_emit_simple(p, NULL, r->request_id, r->frontend_id, FOLIO_FINISH_REJECTED, 400, 0,
+                           msg);
         return;
     }
     if (map_find(p, r->request_id)) {
         snprintf(msg, sizeof msg, "request id %016llx is already in use",
                  (unsigned long long)r->request_id);
         p->st.requests_rejected++;
-        emit_simple(p, NULL, r->request_id, r->frontend_id, FOLIO_FINISH_REJECTED, 409, 0, msg);
+        policy_emit_simple(p, NULL, r->request_id, r->frontend_id, FOLIO_FINISH_REJECTED, 409, 0,
+                           msg);
         return;
     }
     if (p->num_waiting >= p->cfg.max_waiting_requests ||
@@ -428,7 +347,8 @@ void folio_policy_submit(struct folio_policy *p, const struct folio_request *r)
         /* A rough wait: one second per budget's worth of queued prompt tokens. */
         uint32_t retry = 1 + (uint32_t)(p->pending_prompt_tokens /
                                         ((int64_t)p->cfg.max_num_batched_tokens * 50));
-        emit_simple(p, NULL, r->request_id, r->frontend_id, FOLIO_FINISH_REJECTED, 429, retry, msg);
+        policy_emit_simple(p, NULL, r->request_id, r->frontend_id, FOLIO_FINISH_REJECTED, 429,
+                           retry, msg);
         return;
     }
     struct seq *s = calloc(1, sizeof *s);
@@ -447,8 +367,8 @@ void folio_policy_submit(struct folio_policy *p, const struct folio_request *r)
         }
         free(s);
         p->st.requests_rejected++;
-        emit_simple(p, NULL, r->request_id, r->frontend_id, FOLIO_FINISH_REJECTED, 503, 1,
-                    "the scheduler is out of memory");
+        policy_emit_simple(p, NULL, r->request_id, r->frontend_id, FOLIO_FINISH_REJECTED, 503, 1,
+                           "the scheduler is out of memory");
         return;
     }
     s->request_id = r->request_id;
@@ -479,24 +399,24 @@ void folio_policy_submit(struct folio_policy *p, const struct folio_request *r)
         p->all_head->all_prev = s;
     p->all_head = s;
     waiting_push_back(p, s);
-    p->pending_prompt_tokens += seq_pending_prompt(s);
+    p->pending_prompt_tokens += policy_seq_pending_prompt(s);
     p->st.prompt_tokens_total += (uint64_t)r->num_prompt;
 }
 
 /* Ends a live sequence: out of the queues now; its blocks and slot go back
  * now when no step in flight uses it, else when the last such step returns. */
-static void seq_finish(struct folio_policy *p, struct seq *s)
+void policy_seq_finish(struct folio_policy *p, struct seq *s)
 {
     if (s->state == SEQ_WAITING) {
         waiting_remove(p, s);
-        p->pending_prompt_tokens -= seq_pending_prompt(s);
+        p->pending_prompt_tokens -= policy_seq_pending_prompt(s);
     } else if (s->state == SEQ_RUNNING) {
         running_remove(p, s);
     }
     s->state = SEQ_FINISHED;
     p->st.requests_finished++;
     if (s->inflight == 0)
-        seq_free(p, s);
+        policy_seq_free(p, s);
 }
 
 void folio_policy_abort(struct folio_policy *p, uint64_t request_id)
@@ -505,8 +425,8 @@ void folio_policy_abort(struct folio_policy *p, uint64_t request_id)
     if (!s || s->state == SEQ_FINISHED)
         return;
     p->st.requests_aborted++;
-    emit_simple(p, s, s->request_id, s->frontend_id, FOLIO_FINISH_ABORT, 0, 0, NULL);
-    seq_finish(p, s);
+    policy_emit_simple(p, s, s->request_id, s->frontend_id, FOLIO_FINISH_ABORT, 0, 0, NULL);
+    policy_seq_finish(p, s);
 }
 
 void folio_policy_drop_frontend(struct folio_policy *p, uint32_t frontend_id)
@@ -516,7 +436,7 @@ void folio_policy_drop_frontend(struct folio_policy *p, uint32_t frontend_id)
         struct seq *next = s->all_next;
         if (s->frontend_id == frontend_id && s->state != SEQ_FINISHED) {
             p->st.requests_aborted++;
-            seq_finish(p, s);
+            policy_seq_finish(p, s);
         }
         s = next;
     }
@@ -532,7 +452,7 @@ static void preempt(struct folio_policy *p, struct seq *s)
     s->num_computed = 0;
     s->state = SEQ_WAITING;
     waiting_push_front(p, s);
-    p->pending_prompt_tokens += seq_pending_prompt(s);
+    p->pending_prompt_tokens += policy_seq_pending_prompt(s);
     p->st.num_preemptions++;
     p->preempted_this_step = true;
     folio_log_debug(s->request_id, "preempted by recompute (%d tokens to re-prefill)",
@@ -675,7 +595,7 @@ static int plan_admissions(struct folio_policy *p, int budget)
         if (n > budget)
             n = budget;
         int available = folio_bm_num_free(p->bm) - free_matched - watermark;
-        int new_blocks = ceil_blocks(m * FOLIO_KV_BLOCK_SIZE + n) - m;
+        int new_blocks = policy_ceil_blocks(m * FOLIO_KV_BLOCK_SIZE + n) - m;
         if (new_blocks > available) {
             n = available * FOLIO_KV_BLOCK_SIZE;
             new_blocks = available;
@@ -685,7 +605,7 @@ static int plan_admissions(struct folio_policy *p, int budget)
         /* Admit: take the cached blocks by reference, then fresh ones. */
         p->waiting_head = (p->waiting_head + 1) % p->waiting_cap;
         p->num_waiting--;
-        p->pending_prompt_tokens -= seq_pending_prompt(s);
+        p->pending_prompt_tokens -= policy_seq_pending_prompt(s);
         for (int i = 0; i < m; i++) {
             folio_bm_ref(p->bm, p->scratch_blocks[i]);
             s->blocks[i] = p->scratch_blocks[i];
@@ -694,7 +614,7 @@ static int plan_admissions(struct folio_policy *p, int budget)
         s->num_computed = m * FOLIO_KV_BLOCK_SIZE;
         s->num_hashed = 0;
         s->last_hash = 0;
-        seq_cache_full_blocks(p, s); /* recomputes the chain hash of the matched blocks */
+        policy_seq_cache_full_blocks(p, s); /* recomputes the chain hash of the matched blocks */
         if (!seq_grow_blocks(p, s, s->num_computed + n))
             abort(); /* counted above */
         p->st.prefix_cache_queries += (uint64_t)length;
@@ -731,7 +651,7 @@ static void encode_plan(struct folio_policy *p, uint64_t step_id, uint64_t plan_
     for (int i = 0; i < p->num_scratch; i++) {
         const struct step_entry *e = &p->scratch[i];
         num_tokens += e->num_new;
-        num_block_ids += ceil_blocks(e->seq->num_computed + e->num_new);
+        num_block_ids += policy_ceil_blocks(e->seq->num_computed + e->num_new);
         num_bias += e->sample ? seq_plan_bias(p, e->seq, NULL) : 0;
     }
     struct folio_plan_header *h = (struct folio_plan_header *)p->plan_buf;
@@ -756,7 +676,7 @@ static void encode_plan(struct folio_policy *p, uint64_t step_id, uint64_t plan_
         o->slot = s->slot;
         o->num_new_tokens = e->num_new;
         o->context_len = context;
-        o->num_blocks = ceil_blocks(context);
+        o->num_blocks = policy_ceil_blocks(context);
         o->output_index = s->num_outputs;
         o->sample = e->sample;
         o->bias_offset = bias_at;
@@ -807,7 +727,7 @@ int folio_policy_plan(struct folio_policy *p, uint64_t plan_unix_ns, const void 
         if (p->scratch[i].sample)
             s->num_outputs++;
         s->inflight++;
-        seq_cache_full_blocks(p, s);
+        policy_seq_cache_full_blocks(p, s);
     }
     p->st.steps++;
     return p->num_scratch;
@@ -823,265 +743,4 @@ bool folio_policy_has_work(const struct folio_policy *p)
             return true;
     }
     return p->num_waiting > 0 && p->num_free_slots > 0 && waiting_at(p, 0)->inflight == 0;
-}
-
-/* ---- results ------------------------------------------------------------ */
-
-static bool seq_push_token(struct seq *s, int32_t tok)
-{
-    if (s->num_tokens == s->cap_tokens) {
-        int cap = s->cap_tokens * 2;
-        int32_t *t = realloc(s->tokens, (size_t)cap * sizeof *t);
-        if (!t)
-            return false;
-        s->tokens = t;
-        s->cap_tokens = cap;
-    }
-    s->tokens[s->num_tokens++] = tok;
-    return true;
-}
-
-/* A token the worker sampled for a live sequence: keep it, check the stop
- * conditions, send it to the frontend. */
-static void seq_take_token(struct folio_policy *p, struct seq *s, const struct folio_result_view *v,
-                           int i)
-{
-    const struct folio_result_seq *r = &v->seqs[i];
-    if (r->token_id < 0 || r->token_id >= p->cfg.vocab_size || !seq_push_token(s, r->token_id)) {
-        char msg[128];
-        snprintf(msg, sizeof msg, "the worker returned token id %d (vocabulary %d) in step %llu",
-                 r->token_id, p->cfg.vocab_size, (unsigned long long)v->hdr->step_id);
-        folio_log_error(s->request_id, "%s", msg);
-        emit_simple(p, s, s->request_id, s->frontend_id, FOLIO_FINISH_ERROR, 500, 0, msg);
-        seq_finish(p, s);
-        return;
-    }
-    p->st.generation_tokens_total++;
-    if (s->state == SEQ_WAITING)
-        p->pending_prompt_tokens++; /* preempted: one more token to re-prefill */
-    int generated = s->num_tokens - s->num_prompt;
-    enum folio_finish_reason finish = FOLIO_FINISH_NONE;
-    if (generated >= s->opt.min_tokens &&
-        folio_seq_options_is_stop(&s->opt, p->cfg.eos_ids, p->cfg.num_eos_ids, r->token_id))
-        finish = FOLIO_FINISH_STOP;
-    else if (generated >= s->max_outputs)
-        finish = FOLIO_FINISH_LENGTH;
-
-    int num_top = s->sampling.num_logprobs;
-    for (int k = 0; k < num_top; k++) {
-        bool have = k < r->num_top;
-        p->ev_top_ids[k] = have ? v->top_ids[r->top_offset + k] : -1;
-        p->ev_top_lps[k] = have ? v->top_logprobs[r->top_offset + k] : -1e30f;
-    }
-    struct folio_token_event ev = {
-        .request_id = s->request_id,
-        .frontend_id = s->frontend_id,
-        .num_tokens = 1,
-        .token_ids = &r->token_id,
-        .logprobs = &r->logprob,
-        .num_top = num_top,
-        .top_ids = p->ev_top_ids,
-        .top_logprobs = p->ev_top_lps,
-        .finish = finish,
-        .prompt_tokens = (uint32_t)s->num_prompt,
-        .completion_tokens = (uint32_t)generated,
-        .cached_tokens = (uint32_t)s->cached_tokens,
-    };
-    p->emit(p->emit_ctx, &ev);
-    if (finish != FOLIO_FINISH_NONE)
-        seq_finish(p, s);
-    else
-        seq_cache_full_blocks(p, s);
-}
-
-/* The prompt logprobs a chunk starting at `start` brought: those not sent
- * yet (a recompute after preemption brings them again) go to the frontend. */
-static void seq_take_prompt_lps(struct folio_policy *p, struct seq *s,
-                                const struct folio_result_view *v, int i, int start)
-{
-    const struct folio_result_seq *r = &v->seqs[i];
-    /* entry e is the logprob of the token at position start + e + 1 */
-    int from = s->opt.prompt_lp_sent - start, n = r->num_prompt_lp;
-    if (from < 0)
-        from = 0;
-    while (from < n) {
-        int k = n - from < PROMPT_LP_PER_EVENT ? n - from : PROMPT_LP_PER_EVENT;
-        size_t e = (size_t)r->prompt_lp_offset + (size_t)from;
-        size_t top = (size_t)r->prompt_top_offset + (size_t)from * (size_t)r->prompt_num_top;
-        struct folio_token_event ev = {
-            .request_id = s->request_id,
-            .frontend_id = s->frontend_id,
-            .num_top = r->prompt_num_top,
-            .prompt_tokens = (uint32_t)s->num_prompt,
-            .completion_tokens = (uint32_t)(s->num_tokens - s->num_prompt),
-            .cached_tokens = (uint32_t)s->cached_tokens,
-            .num_prompt_lp = k,
-            .prompt_ids = v->prompt_ids + e,
-            .prompt_logprobs = v->prompt_logprobs + e,
-            .prompt_top_ids = v->top_ids + top,
-            .prompt_top_logprobs = v->top_logprobs + top,
-        };
-        p->emit(p->emit_ctx, &ev);
-        from += k;
-        s->opt.prompt_lp_sent = start + from;
-    }
-}
-
-int folio_policy_apply_result(struct folio_policy *p, const struct folio_result_view *v, char *err,
-                              size_t errlen)
-{
-    struct inflight_step *st = &p->inflight[p->inflight_head];
-    if (p->num_inflight == 0 || v->hdr->step_id != st->step_id ||
-        v->hdr->num_seqs != st->num_entries) {
-        snprintf(err, errlen,
-                 "step result %llu with %d sequences does not match the oldest step in flight "
-                 "(%llu with %d)",
-                 (unsigned long long)v->hdr->step_id, v->hdr->num_seqs,
-                 (unsigned long long)(p->num_inflight ? st->step_id : 0),
-                 p->num_inflight ? st->num_entries : 0);
-        return -1;
-    }
-    p->inflight_head = (p->inflight_head + 1) % FOLIO_POLICY_MAX_INFLIGHT;
-    p->num_inflight--;
-    for (int i = 0; i < st->num_entries; i++) {
-        struct seq *s = st->entries[i].seq;
-        s->inflight--;
-        if (s->state == SEQ_FINISHED) {
-            /* Sampled one step past its stop, or aborted: never sent. */
-            if (st->entries[i].sample)
-                p->st.tokens_discarded++;
-            if (s->inflight == 0)
-                seq_free(p, s);
-            continue;
-        }
-        seq_take_prompt_lps(p, s, v, i, st->entries[i].start);
-        if (st->entries[i].sample && s->state != SEQ_FINISHED)
-            seq_take_token(p, s, v, i);
-    }
-    return 0;
-}
-
-void folio_policy_fail_all(struct folio_policy *p, uint32_t status, const char *message)
-{
-    while (p->all_head) {
-        struct seq *s = p->all_head;
-        if (s->state != SEQ_FINISHED) {
-            emit_simple(p, s, s->request_id, s->frontend_id, FOLIO_FINISH_ERROR, status, 0,
-                        message);
-            p->st.requests_finished++;
-        }
-        seq_free(p, s);
-    }
-    p->num_waiting = p->waiting_head = 0;
-    p->pending_prompt_tokens = 0;
-    p->num_running = 0;
-    p->num_inflight = p->inflight_head = 0;
-    p->num_free_slots = 0;
-    for (int i = p->cfg.max_num_seqs - 1; i >= 0; i--)
-        p->free_slots[p->num_free_slots++] = i;
-    folio_bm_reset(p->bm);
-}
-
-/* ---- introspection ------------------------------------------------------ */
-
-bool folio_policy_idle(const struct folio_policy *p)
-{
-    return p->all_head == NULL && p->num_inflight == 0;
-}
-
-int folio_policy_inflight(const struct folio_policy *p)
-{
-    return p->num_inflight;
-}
-
-void folio_policy_stats(const struct folio_policy *p, struct folio_policy_stats *s)
-{
-    *s = p->st;
-    struct folio_block_stats b;
-    folio_bm_stats(p->bm, &b);
-    s->num_waiting = p->num_waiting;
-    s->num_running = p->num_running;
-    s->kv_blocks_total = b.num_blocks;
-    s->kv_blocks_used = b.num_blocks - b.num_free;
-    s->inflight_steps = p->num_inflight;
-    s->pending_prompt_tokens = p->pending_prompt_tokens;
-}
-
-int folio_policy_check(const struct folio_policy *p, char *err, size_t errlen)
-{
-    struct folio_block_stats b;
-    folio_bm_stats(p->bm, &b);
-    int *refs = calloc((size_t)b.num_blocks, sizeof *refs);
-    bool *slot_used = calloc((size_t)p->cfg.max_num_seqs, sizeof *slot_used);
-    int rc = -1;
-    if (!refs || !slot_used) {
-        snprintf(err, errlen, "check: out of memory");
-        goto out;
-    }
-    int64_t pending = 0;
-    int live_running = 0, live_waiting = 0;
-    for (const struct seq *s = p->all_head; s; s = s->all_next) {
-        for (int i = 0; i < s->num_blocks; i++)
-            refs[s->blocks[i]]++;
-        if (s->slot >= 0) {
-            if (slot_used[s->slot]) {
-                snprintf(err, errlen, "check: slot %d held twice", s->slot);
-                goto out;
-            }
-            slot_used[s->slot] = true;
-        }
-        if (s->state == SEQ_WAITING) {
-            live_waiting++;
-            pending += seq_pending_prompt(s);
-            if (s->num_blocks || s->slot >= 0) {
-                snprintf(err, errlen, "check: waiting request %llx holds blocks or a slot",
-                         (unsigned long long)s->request_id);
-                goto out;
-            }
-        } else if (s->state == SEQ_RUNNING) {
-            live_running++;
-            if (s->slot < 0 || s->num_blocks < ceil_blocks(s->num_computed)) {
-                snprintf(err, errlen, "check: running request %llx lacks a slot or blocks",
-                         (unsigned long long)s->request_id);
-                goto out;
-            }
-        } else if (s->inflight == 0) {
-            snprintf(err, errlen, "check: finished request %llx was not freed",
-                     (unsigned long long)s->request_id);
-            goto out;
-        }
-    }
-    int num_free = 0;
-    for (int i = 0; i < b.num_blocks; i++) {
-        if (refs[i] != folio_bm_refcount(p->bm, i)) {
-            snprintf(err, errlen, "check: block %d has %d references, sequences hold %d", i,
-                     folio_bm_refcount(p->bm, i), refs[i]);
-            goto out;
-        }
-        num_free += refs[i] == 0;
-    }
-    int slots_held = 0;
-    for (int i = 0; i < p->cfg.max_num_seqs; i++)
-        slots_held += slot_used[i];
-    if (num_free != b.num_free || live_running != p->num_running ||
-        live_waiting != p->num_waiting || pending != p->pending_prompt_tokens ||
-        slots_held + p->num_free_slots != p->cfg.max_num_seqs) {
-        snprintf(err, errlen,
-                 "check: counts disagree (free blocks %d/%d, running %d/%d, waiting %d/%d, "
-                 "pending %lld/%lld, slots %d+%d)",
-                 num_free, b.num_free, live_running, p->num_running, live_waiting, p->num_waiting,
-                 (long long)pending, (long long)p->pending_prompt_tokens, slots_held,
-                 p->num_free_slots);
-        goto out;
-    }
-    rc = 0;
-out:
-    free(refs);
-    free(slot_used);
-    return rc;
-}
-
-int folio_policy_max_model_len(const struct folio_policy *p)
-{
-    return p->cfg.max_model_len;
 }

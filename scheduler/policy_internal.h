@@ -1,0 +1,105 @@
+/* The policy's internal types and the helpers shared by policy.c and policy_results.c. */
+#ifndef FOLIO_SCHEDULER_POLICY_INTERNAL_H
+#define FOLIO_SCHEDULER_POLICY_INTERNAL_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "block_manager.h"
+#include "policy.h"
+#include "seq_options.h"
+
+enum seq_state { SEQ_WAITING, SEQ_RUNNING, SEQ_FINISHED };
+
+struct seq {
+    uint64_t request_id;
+    uint32_t frontend_id;
+    enum seq_state state;
+    int32_t *tokens; /* prompt, then the generated tokens known so far */
+    int num_tokens, cap_tokens;
+    int num_prompt;
+    int num_outputs;  /* sampled or being sampled by a step in flight */
+    int num_computed; /* tokens whose KV is written or being written */
+    int max_outputs;  /* max_tokens, capped by the context length */
+    int *blocks;
+    int num_blocks, cap_blocks;
+    int num_hashed; /* leading full blocks registered in the prefix cache */
+    uint64_t last_hash;
+    int slot;          /* -1 when none */
+    int inflight;      /* steps in flight that include this sequence */
+    int cached_tokens; /* prompt tokens the first admission found cached */
+    bool admitted_once;
+    double submitted_at; /* cfg.clock() at submit, for the queue-time histogram */
+    struct folio_plan_seq sampling;
+    struct folio_seq_options opt;    /* stop ids, min_tokens, logit bias, prompt logprobs */
+    struct seq *hnext;               /* request-id map chain */
+    struct seq *all_prev, *all_next; /* every live sequence */
+};
+
+struct step_entry {
+    struct seq *seq;
+    int start; /* the first new token's position */
+    int num_new;
+    bool sample;
+};
+
+/* Prompt logprobs go to the frontend in events of at most this many (the
+ * event ring's records stay far below its size). */
+#define PROMPT_LP_PER_EVENT 1024
+
+struct inflight_step {
+    uint64_t step_id;
+    int num_entries;
+    struct step_entry *entries;
+};
+
+struct folio_policy {
+    struct folio_policy_config cfg;
+    folio_emit_fn emit;
+    void *emit_ctx;
+    struct folio_block_manager *bm;
+
+    struct seq **map; /* request id -> sequence, chained */
+    size_t map_mask;
+    struct seq *all_head;
+
+    /* waiting: a deque, oldest at head; preempted sequences go back in front */
+    struct seq **waiting;
+    int waiting_cap, waiting_head, num_waiting;
+    int64_t pending_prompt_tokens;
+
+    struct seq **running; /* in admission order: the last one is the newest */
+    int num_running;
+    int *free_slots;
+    int num_free_slots;
+
+    struct inflight_step inflight[FOLIO_POLICY_MAX_INFLIGHT];
+    int inflight_head, num_inflight;
+    uint64_t next_step_id;
+    uint64_t seed_counter;
+
+    struct step_entry *scratch; /* the step being planned */
+    int num_scratch;
+    int *scratch_blocks; /* a prefix match, before it is taken */
+    bool preempted_this_step;
+    char *plan_buf;
+    size_t plan_cap;
+    int max_blocks_per_seq;
+
+    /* event scratch for logprobs */
+    int32_t *ev_top_ids;
+    float *ev_top_lps;
+
+    struct folio_policy_stats st;
+};
+
+int policy_ceil_blocks(int tokens);
+int policy_seq_pending_prompt(const struct seq *s);
+void policy_seq_free(struct folio_policy *p, struct seq *s);
+void policy_seq_cache_full_blocks(struct folio_policy *p, struct seq *s);
+void policy_emit_simple(struct folio_policy *p, const struct seq *s, uint64_t request_id,
+                        uint32_t frontend_id, enum folio_finish_reason finish, uint32_t status,
+                        uint32_t retry_after_s, const char *message);
+void policy_seq_finish(struct folio_policy *p, struct seq *s);
+
+#endif
