@@ -189,7 +189,7 @@ def test_stopped_scheduler_is_restarted(sim):
         deadline = time.time() + 15
         while (r := sim.complete()).status_code == 503 and time.time() < deadline:
             time.sleep(0.2)
-        assert r.status_code == 200, r.text
+        assert r.status_code == 200, r.text + "\n" + sim.logs()
     finally:
         try:
             os.kill(old[0], signal.SIGCONT)
