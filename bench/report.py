@@ -32,7 +32,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
-RUN_ORDER = ["sharegpt-rate2", "sharegpt-poisson", "sharegpt-max", "sharegpt-sweep"]
+RUN_ORDER = ["sharegpt-rate2", "sharegpt-poisson", "sharegpt-max", "sharegpt-saturate",
+             "sharegpt-sweep"]
 
 
 # ---------------------------------------------------------------- reading GuideLLM outputs
@@ -128,6 +129,10 @@ class Run:
         self.metrics_after = read_prom(d / f"metrics_after_{self.name}.txt")
         self.snapshot_after_time = snapshot_time(d / f"metrics_after_{self.name}.txt")
         self.data_path = dig(self.doc, "config", "spec", "data", default=[{}])[0].get("path")
+        try:  # bench/proc_cpu.py's sampling over the run, when there was one
+            self.cpu = json.loads((d / f"cpu_{self.name}.json").read_text())
+        except (OSError, ValueError):
+            self.cpu = None
 
     def window(self):
         starts = [b.start for b in self.benches if b.start]
@@ -552,6 +557,51 @@ def breakdown_rows(servers):
     return ["server", "run"] + [c[1] for c in cols], rows, table
 
 
+LOOP_PHASES = ("intake", "results", "plan", "events", "wait_gpu", "held_by_events", "idle")
+
+
+def step_timeline(run):
+    """Folio's step timeline over a run, ms a step: the wall time between steps, the GPU's share,
+    and the scheduler loop's phases (folio_scheduler_loop_seconds_total, common/loop_phase.h),
+    which add up to the wall time; None for a server without them."""
+    steps = prom_delta(run, "folio_steps_total")
+    phases = {p: prom_delta(run, "folio_scheduler_loop_seconds_total", phase=p)
+              for p in LOOP_PHASES}
+    if not steps or any(v is None for v in phases.values()):
+        return None
+    per = {p: v / steps * 1e3 for p, v in phases.items()}
+    per["loop"] = sum(per.values())
+    per["gpu"] = (prom_delta(run, "folio_step_backend_seconds_total") or 0.0) / steps * 1e3
+    return per
+
+
+def timeline_rows(servers):
+    rows = []
+    for server, runs in servers:
+        for run in runs:
+            t = step_timeline(run)
+            if t:
+                rows.append([server, run.name, fmt(t["loop"], 3), fmt(t["gpu"], 3)] +
+                            [fmt(t[p], 3) for p in LOOP_PHASES])
+    return ["server", "run", "loop a step", "GPU a step"] + list(LOOP_PHASES), rows
+
+
+def cpu_rows(servers, top=6):
+    """The busiest process groups of each run (bench/proc_cpu.py): cores used over the run and
+    the busiest single process's peak (near 1.0: that process had a core to itself and no more)."""
+    rows = []
+    for server, runs in servers:
+        for run in runs:
+            if not run.cpu:
+                continue
+            groups = list(run.cpu.get("groups", {}).items())[:top]
+            cells = [f"{g} {e['cores']:.2f} (peak {e['peak_process_cores']:.2f})"
+                     for g, e in groups]
+            rows.append([server, run.name, str(run.cpu.get("cores_online", "?")), "; ".join(cells)])
+    head = ["server", "run", "cores", "process group: cores over the run (one process's peak)"]
+    return head, rows
+
+
 def side_by_side(servers):
     if len(servers) < 2:
         return None
@@ -691,6 +741,18 @@ def markdown(servers, meta):
     if rows:
         lines += ["## Where the time goes (server /metrics over each run)", "",
                   md_table(head, rows), ""]
+    head, rows = timeline_rows(servers)
+    if rows:
+        lines += ["## Step timeline (Folio: the scheduler loop's phases, ms a step)", "",
+                  "`loop a step` is the wall time between steps; `GPU a step` the worker's backend "
+                  "time, which runs while the loop waits (`wait_gpu`) or works on the step before. "
+                  "`held_by_events`: work to plan, held while a frontend's token events were over "
+                  "their bound (the frontends or the client not keeping up).", "",
+                  md_table(head, rows), ""]
+    head, rows = cpu_rows(servers)
+    if rows:
+        lines += ["## CPU by process (bench/proc_cpu.py over each run)", "", md_table(head, rows),
+                  ""]
     obs = analysis(servers, table)
     if obs:
         lines += ["## Analysis", ""] + obs + [""]
@@ -901,6 +963,11 @@ def html_page(servers, meta):
     if rows:
         o += ["<h2>Where the time goes (server /metrics over each run)</h2>",
               md_to_html_table(head, rows)]
+    for title, (head, rows) in (("Step timeline (Folio: the scheduler loop's phases, ms a step)",
+                                 timeline_rows(servers)),
+                                ("CPU by process", cpu_rows(servers))):
+        if rows:
+            o += [f"<h2>{title}</h2>", md_to_html_table(head, rows)]
     obs = analysis(servers, table)
     if obs:
         o += ["<h2>Analysis</h2><ul>"] + [f"<li>{inline_md(x[2:])}</li>" for x in obs] + ["</ul>"]

@@ -21,7 +21,8 @@ const struct folio_opt folio_engine_flag_table[] = {
      "weights and KV cache: bfloat16 on cuda; the cpu backend widens bfloat16 weights to "
      "float32 and computes in float32 (auto is bfloat16)"},
     {"--max-num-seqs", FOLIO_OPT_INT, E(max_num_seqs), NULL, 1, 4096, NULL,
-     "sequences per step (default 64 cpu, 256 cuda)"},
+     "sequences per step (default 64 cpu; 1024 cuda, vLLM's default on large GPUs; the KV pool "
+     "still bounds what runs)"},
     {"--max-num-batched-tokens", FOLIO_OPT_INT, E(max_num_batched_tokens), NULL, 16, 1 << 20, NULL,
      "token budget per step (default 2048 cpu, 8192 cuda)"},
     {"--num-kv-blocks", FOLIO_OPT_INT, E(num_kv_blocks), "0", 0, 1 << 24, NULL,

@@ -318,6 +318,11 @@ void folio_metrics_render(const struct folio_metrics *m, const struct folio_link
                  "Worker time inside the backend (GPU step)", s->step_gpu_seconds_total);
         metric_d(b, "folio_step_ipc_seconds_total", "counter",
                  "Step round trips minus planning and backend time", s->step_ipc_seconds_total);
+        header(b, "folio_scheduler_loop_seconds_total", "counter",
+               "The scheduler loop's time by phase (common/loop_phase.h)");
+        for (int i = 0; i < FOLIO_LOOP_PHASES; i++)
+            folio_jw_printf(b, "folio_scheduler_loop_seconds_total{phase=\"%s\"} %.9g\n",
+                            folio_loop_phase_name(i), s->loop_seconds_total[i]);
         metric_u(b, "folio_worker_restarts_total", "counter", "Workers restarted",
                  s->worker_restarts);
         metric_u(b, "folio_scheduler_requests_finished_total", "counter",

@@ -23,6 +23,7 @@
 #include <stdint.h>
 
 #include "openai_api.h"
+#include "loop_phase.h"
 #include "queue_time.h"
 
 enum folio_link_msg_kind {
@@ -57,6 +58,7 @@ struct folio_link_status {
     uint32_t kv_blocks_total, kv_blocks_used;
     uint64_t prefix_cache_queries, prefix_cache_hits, num_preemptions, steps;
     double step_plan_seconds_total, step_gpu_seconds_total, step_ipc_seconds_total;
+    double loop_seconds_total[FOLIO_LOOP_PHASES]; /* the scheduler loop's phases */
     uint32_t worker_restarts;
     uint64_t requests_finished, requests_rejected;
     uint64_t prompt_tokens_total, generation_tokens_total;

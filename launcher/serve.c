@@ -67,8 +67,9 @@ struct serve_options {
 };
 
 static const struct folio_opt serve_flag_table[] = {
-    {"--frontends", FOLIO_OPT_INT, FOLIO_OPT_FIELD(struct serve_options, frontends), "1", 1,
-     FOLIO_MAX_FRONTENDS, NULL, "HTTP frontend processes sharing the port (SO_REUSEPORT)"},
+    {"--frontends", FOLIO_OPT_INT, FOLIO_OPT_FIELD(struct serve_options, frontends), NULL, 1,
+     FOLIO_MAX_FRONTENDS, NULL,
+     "HTTP frontend processes sharing the port (SO_REUSEPORT); default one per 4 cores, 1-4"},
     {"--demo", FOLIO_OPT_BOOL, FOLIO_OPT_FIELD(struct serve_options, demo), "false", 0, 0, NULL,
      "serve the random demo model made at build time (for tests), not the default model"},
 };
@@ -140,6 +141,16 @@ static int check_against_model(struct serve_options *o)
 }
 
 /* 0 to serve, 1 when --help was printed, -1 on a bad flag (printed). */
+/* One frontend streams tens of thousands of token events a second on one core;
+ * a saturated GPU produces more, and the client, scheduler and worker need cores
+ * too, so a frontend per 4 cores and at most 4. */
+static int64_t default_frontends(void)
+{
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    long n = cores / 4;
+    return n < 1 ? 1 : n > 4 ? 4 : n;
+}
+
 static int parse_options(int argc, char **argv, struct serve_options *o)
 {
     memset(o, 0, sizeof *o);
@@ -179,6 +190,8 @@ static int parse_options(int argc, char **argv, struct serve_options *o)
             fprintf(stderr, "folio serve: %s %s: %s\n", files[i][0], files[i][1], strerror(errno));
             return -1;
         }
+    if (!o->frontends)
+        o->frontends = default_frontends();
     o->model = o->common.model;
     if (o->common.model && o->demo) {
         fprintf(stderr, "folio serve: --model and --demo exclude each other\n");

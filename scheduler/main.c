@@ -23,7 +23,7 @@ static int to_options(const char *prog, const struct folio_common_flags *c,
         .model_dir = c->model,
         .backend = e->backend,
         .max_num_seqs = e->max_num_seqs ? (int)e->max_num_seqs
-                        : cuda          ? 256
+                        : cuda          ? 1024
                                         : 64,
         .max_num_batched_tokens = e->max_num_batched_tokens ? (int)e->max_num_batched_tokens
                                   : cuda                    ? 8192

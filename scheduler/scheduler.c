@@ -200,6 +200,25 @@ static void wait_for_something(struct sched *s)
     poll(fds, 4, timeout);
 }
 
+/* What the loop is about to wait for (common/loop_phase.h). */
+static int wait_phase(struct sched *s)
+{
+    if (s->ws.state != FOLIO_WORKER_READY)
+        return FOLIO_LOOP_IDLE;
+    bool work = folio_policy_has_work(s->policy);
+    if (work && folio_links_over_bound(&s->links))
+        return FOLIO_LOOP_HELD;
+    return folio_policy_inflight(s->policy) > 0 ? FOLIO_LOOP_WAIT_GPU : FOLIO_LOOP_IDLE;
+}
+
+/* Adds the time since mark to a phase; returns now, the next phase's mark. */
+static uint64_t add_phase(struct sched *s, int phase, uint64_t mark)
+{
+    uint64_t now = folio_mono_ns();
+    s->loop_s[phase] += (double)(now - mark) * 1e-9;
+    return now;
+}
+
 /* ---- set-up ----------------------------------------------------------------------- */
 
 static int open_socket(nng_socket *sock, int (*open_fn)(nng_socket *), const char *url, int *fd,
@@ -349,6 +368,7 @@ int folio_scheduler_run(const struct folio_scheduler_options *o)
                    s->submit_url, s->ctl_url, s->worker_url, o->max_num_seqs,
                    o->max_num_batched_tokens);
 
+    uint64_t mark = folio_mono_ns();
     while (!s->done) {
         handle_signals(s);
         sched_supervise(s);
@@ -357,10 +377,13 @@ int folio_scheduler_run(const struct folio_scheduler_options *o)
         sched_handle_worker_ctl(s);
         sched_handle_ctl(s);
         sched_handle_submits(s);
+        mark = add_phase(s, FOLIO_LOOP_INTAKE, mark);
         if (s->ws.state == FOLIO_WORKER_READY) {
             collect_results(s);
+            mark = add_phase(s, FOLIO_LOOP_RESULTS, mark);
             if (s->ws.state == FOLIO_WORKER_READY)
                 plan_steps(s);
+            mark = add_phase(s, FOLIO_LOOP_PLAN, mark);
         }
         folio_links_flush(&s->links);
         uint32_t dead[16];
@@ -383,8 +406,12 @@ int folio_scheduler_run(const struct folio_scheduler_options *o)
                 break;
             }
         }
-        if (!s->done)
+        mark = add_phase(s, FOLIO_LOOP_EVENTS, mark);
+        if (!s->done) {
+            int why = wait_phase(s);
             wait_for_something(s);
+            mark = add_phase(s, why, mark);
+        }
     }
     status = s->exit_status;
 out:

@@ -479,6 +479,8 @@ static void handle_status(struct sched *s)
     r.step_plan_seconds_total = s->plan_s;
     r.step_gpu_seconds_total = s->backend_s;
     r.step_ipc_seconds_total = s->ipc_s;
+    r.n_loop_seconds_total = FOLIO_LOOP_PHASES;
+    r.loop_seconds_total = s->loop_s;
     r.worker_restarts = s->ws.restarts;
     r.requests_finished = st.requests_finished;
     r.requests_rejected = st.requests_rejected;

@@ -9,6 +9,7 @@
 
 #include "folio.pb-c.h"
 #include "frontend_links.h"
+#include "loop_phase.h"
 #include "policy.h"
 #include "scheduler.h"
 #include "shm_ring.h"
@@ -44,6 +45,7 @@ struct sched {
     struct step_timing timing[FOLIO_POLICY_MAX_INFLIGHT];
     int timing_head, timing_count;
     double plan_s, backend_s, ipc_s;
+    double loop_s[FOLIO_LOOP_PHASES]; /* the loop's time by phase (common/loop_phase.h) */
     uint64_t last_result_ns;
 
     bool draining;

@@ -5,8 +5,10 @@ import gzip
 import json
 import re
 import shutil
+import signal
 import subprocess
 import sys
+import time
 import xml.etree.ElementTree as ET
 
 import pytest
@@ -191,3 +193,25 @@ def test_bad_input_is_a_clear_error(tmp_path):
     assert r.returncode != 0
     assert "not a GuideLLM report" in r.stderr
     assert "no GuideLLM results" in r.stderr
+
+
+def test_proc_cpu_names_the_busy_process(tmp_path):
+    """bench/proc_cpu.py, sampling while a shell spins, finds that shell's group busy and
+    writes a table that names it."""
+    out = tmp_path / "cpu.json"
+    sampler = subprocess.Popen([sys.executable, str(REPO / "bench" / "proc_cpu.py"), str(out),
+                                "--interval", "0.2"])
+    time.sleep(0.5)
+    spin = subprocess.Popen(["sh", "-c", "while :; do :; done"])
+    time.sleep(2.5)
+    spin.kill()
+    spin.wait()
+    sampler.send_signal(signal.SIGINT)
+    assert sampler.wait(timeout=30) == 0
+    doc = json.loads(out.read_text())
+    sh = doc["groups"]["sh"]
+    assert sh["cpu_s"] > 0.3 and sh["peak_process_cores"] > 0.3, doc["groups"]
+    assert doc["wall_s"] >= 2.5
+    text = subprocess.run([sys.executable, str(REPO / "bench" / "proc_cpu.py"), "--table",
+                           str(out)], capture_output=True, text=True, check=True).stdout
+    assert "\nsh " in text

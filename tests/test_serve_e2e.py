@@ -54,6 +54,7 @@ class Server:
         self.port = port
         self.base = f"http://127.0.0.1:{port}"
         self.log = open((Path(model).parent if model else BUILD) / f"serve-{port}.log", "w+")
+        self.started_at = time.time()
         self.proc = subprocess.Popen(
             [str(bin_path("folio")), "serve", *(["--model", str(model)] if model else []),
              "--port", str(port), "--frontends", "2", "--backend", "cpu", "--drain-seconds", "10",
@@ -152,6 +153,30 @@ def test_completion(client, server):
     assert r.usage.completion_tokens == 12
     assert r.usage.total_tokens == r.usage.prompt_tokens + 12
     assert len(r.choices[0].text) > 0
+
+
+def test_scheduler_loop_phases(client, server):
+    """/metrics names where the scheduler's loop spends its time, phase by phase: after a
+    request the loop has applied results, planned steps and waited on the worker, and the phases
+    add up to no more than the time the server has been up."""
+    client.completions.create(model=model_name(server), prompt="Count with me", max_tokens=8,
+                              extra_body={"ignore_eos": True})
+    phases = {}
+
+    def read():
+        text = httpx.get(server.base + "/metrics", timeout=5).text
+        phases.clear()
+        for m in re.finditer(r'^folio_scheduler_loop_seconds_total\{phase="(\w+)"\} (\S+)$', text,
+                             re.M):
+            phases[m.group(1)] = float(m.group(2))
+        return phases.get("results", 0) > 0 and phases.get("wait_gpu", 0) > 0
+
+    wait_until(read, 10, "the loop's phases never showed results and waits")
+    assert set(phases) == {"intake", "results", "plan", "events", "wait_gpu", "held_by_events",
+                           "idle"}
+    assert phases["plan"] > 0 and all(v >= 0 for v in phases.values())
+    up = time.time() - server.started_at
+    assert sum(phases.values()) <= up + 0.5, (phases, up)
 
 
 def test_completion_stream_with_usage(client, server):

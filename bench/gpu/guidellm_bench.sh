@@ -14,7 +14,7 @@
 #       bash bench/gpu/guidellm_bench.sh --backend cpu --skip-install --quick --model /tmp/tiny
 #
 # Options:
-#   --workloads LIST   comma list of rate2, poisson, max, sweep (default rate2,poisson,max)
+#   --workloads LIST   comma list of rate2, poisson, max, saturate, sweep (default rate2,poisson,max)
 #   --server SPEC      'folio' (default) or NAME=COMMAND, repeatable; COMMAND may use {model},
 #                      {port} and {tokenizer}; each server runs the same workloads in turn
 #   --server-cmd CMD   the same as --server server=CMD
@@ -226,7 +226,7 @@ if secs:
 elif p["kind"] in ("constant", "poisson"):
     run = reqs[0] / p["rate"][0] + 15
 else:
-    run = 75  # throughput: bounded by the guard
+    run = max(75, reqs[0] * 30 // 1000)  # throughput: bounded by the guard
 print(int(startup + run))
 EOF2
 }
@@ -367,9 +367,13 @@ for spec in "${SERVERS[@]}"; do
       fi
       metrics_snapshot "$dir/metrics_before_$run.txt"
       say "run $run on $name (about ${need}s)"
+      python3 bench/proc_cpu.py "$dir/cpu_$run.json" &
+      cpu_pid=$!
       timeout -s INT $((left - 10)) env PYTHONPATH="$GL_PATH" "$PY" -m guidellm run \
         --scenario "$run_sc" --disable-progress >"$dir/$run.log" 2>&1
       rc=$?
+      kill -INT "$cpu_pid" && wait "$cpu_pid"
+      python3 bench/proc_cpu.py --table "$dir/cpu_$run.json" 2>/dev/null
       metrics_snapshot "$dir/metrics_after_$run.txt"
       say "$run on $name: exit $rc"
       [ $rc != 0 ] && tail -20 "$dir/$run.log"

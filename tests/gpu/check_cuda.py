@@ -5,6 +5,7 @@
                   [GROUP_FIXTURE_DIR...]]
     check_cuda.py --penalties STEP_DRIVER FIXTURE_DIR OUT_DIR [BACKEND]   (check 7 alone)
     check_cuda.py --groups STEP_DRIVER OUT_DIR GROUP_FIXTURE_DIR...       (check 10 alone)
+    check_cuda.py --wide STEP_DRIVER FIXTURE_DIR OUT_DIR [BACKEND]        (check 11 alone)
 
 Metric: relative L2 error of the full logit vector, ||folio - ref|| / ||ref||, in float64. The
 reference is transformers in float32 on the same (bf16) weights; transformers' own bf16 run is
@@ -36,7 +37,8 @@ Checks:
      head_dim 128): checks 1-4 and 6 again there, as the kernels' other head size
      (check_head_dim_128; check 6 on each decode path);
  10. given fixtures of other query-head groups (GROUP_FIXTURE_DIR): CPU vs CUDA greedy tokens on
-     each decode path (check_gqa_groups).
+     each decode path (check_gqa_groups);
+ 11. steps of 300 and 1024 rows: CPU vs CUDA greedy tokens, graphs and eager (check_wide).
 Prints one line per check (PASS/FAIL, figures) and exits 1 if any failed."""
 import json
 import os
@@ -582,6 +584,49 @@ def check_sampling(drv, fx_dir):
                                                                   num_logprobs=0))), nseq=12)
 
 
+def check_wide(drv, fx_dir, gpu_backend="cuda"):
+    """11. Steps wider than 256 rows (up to --max-num-seqs 1024, the CUDA default): CPU vs CUDA
+    greedy tokens on the fixture model for 300 sequences (the 512-row graph, padded) and 1024 (the
+    1024-row graph, full), prompts prefilled whole in steps of at most 2048 tokens, then 8 decode
+    steps of every row fed on the device; and the 300 once more eagerly (no graphs)."""
+    fx_vocab = json.loads(Path(fx_dir, "config.json").read_text())["vocab_size"]
+    for nseq, env in ((300, {}), (300, {"FOLIO_CUDA_GRAPHS": "0"}), (1024, {})):
+        lens = [5 + (7 * i) % 40 for i in range(nseq)]
+        ps = [prompt(n, 900 + i, fx_vocab) for i, n in enumerate(lens)]
+        tabs, nxt = [], 0
+        for n in lens:
+            nb = (n + 8 + 15) // 16
+            tabs.append(list(range(nxt + nb - 1, nxt - 1, -1)))
+            nxt += nb
+        st, cur, used = [], [], 0
+        for i, q in enumerate(ps):
+            if used + len(q) > 2048:
+                st.append(cur)
+                cur, used = [], 0
+            cur.append(seq(i, q, len(q), tabs[i], output_index=0, num_logprobs=0))
+            used += len(q)
+        st.append(cur)
+        for d in range(8):
+            st.append([seq(i, [FROM_PREV], len(q) + d + 1, tabs[i], output_index=d + 1,
+                           num_logprobs=0) for i, q in enumerate(ps)])
+        opts = dict(max_seqs=1024, max_num_tokens=2048, num_kv_blocks=nxt + 16)
+        rc, lc = drv.run(fx_dir, st, fx_vocab, backend="cpu", threads=4, **opts)
+        rg, lg = drv.run(fx_dir, st, fx_vocab, backend=gpu_backend, env=env, **opts)
+        how = ", eager" if env else ""
+        compare_tokens(f"CPU vs CUDA greedy tokens, {nseq} rows a step (fixture{how})", st, rc, lc,
+                       rg, lg)
+
+
+def wide_only():
+    """check_cuda.py --wide STEP_DRIVER FIXTURE_DIR OUT_DIR [BACKEND]: check 11 alone."""
+    exe, fx_dir, out_dir = sys.argv[2:5]
+    Path(out_dir).mkdir(parents=True, exist_ok=True)
+    check_wide(Driver(exe, out_dir), fx_dir, sys.argv[5] if len(sys.argv) > 5 else "cuda")
+    failed = [n for n, ok, _ in results if not ok]
+    print(f"wide: {len(results) - len(failed)}/{len(results)} passed")
+    return 1 if failed else 0
+
+
 def sampling_only():
     """check_cuda.py --sampling STEP_DRIVER FIXTURE_DIR OUT_DIR: check 6 alone."""
     exe, fx_dir, out_dir = sys.argv[2:5]
@@ -608,6 +653,8 @@ def main():
         return groups_only()
     if sys.argv[1:2] == ["--sampling"]:
         return sampling_only()
+    if sys.argv[1:2] == ["--wide"]:
+        return wide_only()
     exe, tl_dir, fx_dir, out_dir = sys.argv[1:5]
     hd128 = sys.argv[5:7]  # a head_dim-128 model and fixture: check 9
     groups = sys.argv[7:]  # fixtures of other query-head groups: check 10
@@ -725,6 +772,7 @@ def main():
     fx_vocab = json.loads(Path(fx_dir, "config.json").read_text())["vocab_size"]
     check_penalties(drv, fx_dir, fx_vocab)
     check_nan_logits(drv, fx_dir, fx_vocab)
+    check_wide(drv, fx_dir)
     if len(hd128) == 2:
         check_head_dim_128(drv, *hd128)
     check_gqa_groups(drv, groups)
