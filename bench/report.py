@@ -561,29 +561,32 @@ LOOP_PHASES = ("intake", "results", "plan", "events", "wait_gpu", "held_by_event
 
 
 def step_timeline(run):
-    """Folio's step timeline over a run, ms a step: the wall time between steps, the GPU's share,
-    and the scheduler loop's phases (folio_scheduler_loop_seconds_total, common/loop_phase.h),
-    which add up to the wall time; None for a server without them."""
+    """Folio's step timeline over a run, ms a step: the scheduler loop's phases while it had work
+    (folio_scheduler_loop_seconds_total, common/loop_phase.h) and the GPU's share; idle is given in
+    seconds, since the snapshots around a run also span GuideLLM's start and end, when no step
+    runs. None for a server without them."""
     steps = prom_delta(run, "folio_steps_total")
     phases = {p: prom_delta(run, "folio_scheduler_loop_seconds_total", phase=p)
               for p in LOOP_PHASES}
     if not steps or any(v is None for v in phases.values()):
         return None
-    per = {p: v / steps * 1e3 for p, v in phases.items()}
+    per = {p: v / steps * 1e3 for p, v in phases.items() if p != "idle"}
     per["loop"] = sum(per.values())
+    per["idle_s"] = phases["idle"]
     per["gpu"] = (prom_delta(run, "folio_step_backend_seconds_total") or 0.0) / steps * 1e3
     return per
 
 
 def timeline_rows(servers):
+    busy = [p for p in LOOP_PHASES if p != "idle"]
     rows = []
     for server, runs in servers:
         for run in runs:
             t = step_timeline(run)
             if t:
                 rows.append([server, run.name, fmt(t["loop"], 3), fmt(t["gpu"], 3)] +
-                            [fmt(t[p], 3) for p in LOOP_PHASES])
-    return ["server", "run", "loop a step", "GPU a step"] + list(LOOP_PHASES), rows
+                            [fmt(t[p], 3) for p in busy] + [fmt(t["idle_s"], 2)])
+    return ["server", "run", "loop a step", "GPU a step"] + busy + ["idle (s)"], rows
 
 
 def cpu_rows(servers, top=6):

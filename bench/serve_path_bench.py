@@ -14,12 +14,22 @@ completions with ignore_eos over raw HTTP/1.1 keep-alive connections and prints:
 The client shares the machine with the server, so on a 2-core box its own
 parsing is part of what is measured; the single-stream gaps are the cleaner
 figure.
+
+    FOLIO_BUILD=build python3 bench/serve_path_bench.py --wide 1024 --frontends 1,2
+
+instead drives C concurrent streams with h2load (nghttp2-client: a C client
+whose cost per event is far below Python's) against a server of
+--max-num-seqs C, once per frontend count, and prints the token events a
+second, the steps a second and their width, the scheduler loop's phases a step
+(folio_scheduler_loop_seconds_total) and the CPU each process used
+(bench/proc_cpu.py): the host side of a saturated server with no GPU time in it.
 """
 import argparse
 import asyncio
 import json
 import os
 import pathlib
+import re
 import signal
 import socket
 import statistics
@@ -83,30 +93,112 @@ async def run_streams(port, streams, tokens, rounds):
     return total, time.perf_counter() - t0
 
 
+def start_server(port, *flags):
+    folio = BUILD / "bin" / "folio"
+    server = subprocess.Popen([str(folio), "serve", "--demo", "--port", str(port), "--simulate",
+                               "--sim-time-scale", "0", *flags],
+                              stderr=subprocess.DEVNULL, stdout=subprocess.DEVNULL)
+    for _ in range(200):
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=0.2) as s:
+                s.sendall(b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n")
+                if b" 200 " in s.recv(100):
+                    return server
+        except OSError:
+            pass
+        time.sleep(0.1)
+    server.kill()
+    sys.exit("folio serve did not become healthy")
+
+
+def scrape(port):
+    """{metric or metric{labels}: value} of the server's /metrics."""
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics") as r:
+        text = r.read().decode()
+    out = {}
+    for line in text.splitlines():
+        if line and not line.startswith("#"):
+            name, _, v = line.rpartition(" ")
+            try:
+                out[name] = float(v)
+            except ValueError:
+                pass
+    return out
+
+
+PHASES = ("intake", "results", "plan", "events", "wait_gpu", "held_by_events", "idle")
+
+
+def wide(streams, frontends, tokens, requests):
+    """h2load's C streams against the simulated worker, once per frontend count."""
+    rows = []
+    body = pathlib.Path(f"/tmp/folio-wide-{os.getpid()}.json")
+    for fe in frontends:
+        port = free_port()
+        server = start_server(port, "--frontends", str(fe), "--max-num-seqs", str(streams),
+                              "--max-num-batched-tokens", str(max(2048, streams)))
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/v1/models") as r:
+                model = json.load(r)["data"][0]["id"]
+            body.write_text(json.dumps({"model": model, "prompt": "Hello " * 16,
+                                        "max_tokens": tokens, "ignore_eos": True,
+                                        "stream": True}))
+            before = scrape(port)
+            cpu_json = pathlib.Path(f"/tmp/folio-wide-cpu-{os.getpid()}.json")
+            sampler = subprocess.Popen([sys.executable, str(REPO / "bench" / "proc_cpu.py"),
+                                        str(cpu_json)])
+            t0 = time.perf_counter()
+            h2 = subprocess.run(["h2load", "--h1", "-c", str(streams), "-n", str(requests),
+                                 "-d", str(body), "-H", "content-type: application/json",
+                                 f"http://127.0.0.1:{port}/v1/completions"],
+                                capture_output=True, text=True)
+            secs = time.perf_counter() - t0
+            sampler.send_signal(signal.SIGINT)
+            sampler.wait(timeout=30)
+            time.sleep(0.3)  # the scheduler's counts reach /metrics within a status interval
+            after = scrape(port)
+        finally:
+            server.send_signal(signal.SIGTERM)
+            server.wait(timeout=30)
+        ok = re.search(r"(\d+) succeeded", h2.stdout)
+        if h2.returncode != 0 or not ok or int(ok.group(1)) != requests:
+            sys.exit(f"h2load failed:\n{h2.stdout[-2000:]}{h2.stderr[-2000:]}")
+        d = {k: after.get(k, 0) - before.get(k, 0) for k in after}
+        steps = d.get("folio_steps_total", 0) or 1
+        toks = d.get("folio_scheduler_generation_tokens_total", 0)
+        phase = {p: d.get(f'folio_scheduler_loop_seconds_total{{phase="{p}"}}', 0) / steps * 1e3
+                 for p in PHASES}
+        cpu = json.loads(cpu_json.read_text())["groups"]
+        cpu_json.unlink()
+        busy = "; ".join(f"{g} {e['cores']:.2f}" for g, e in list(cpu.items())[:5])
+        rows.append((fe, toks / secs, steps / secs, toks / steps, phase, busy))
+    body.unlink(missing_ok=True)
+    print(f"\nServing path, {streams} streams x {tokens} tokens ({requests} requests, h2load), "
+          f"instant simulated worker, {os.cpu_count()} cores")
+    print("| frontends | events/s | steps/s | tokens/step | " +
+          " | ".join(f"{p} ms/step" for p in PHASES) + " | CPU: cores by process |")
+    print("|---" * (5 + len(PHASES)) + "|")
+    for fe, ev, sps, tps, phase, busy in rows:
+        cells = " | ".join(f"{phase[p]:.3f}" for p in PHASES)
+        print(f"| {fe} | {ev:,.0f} | {sps:,.0f} | {tps:.0f} | {cells} | {busy} |")
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--streams", default="1,8,64")
     ap.add_argument("--tokens", type=int, default=256)
+    ap.add_argument("--wide", type=int, default=0, help="h2load with this many streams")
+    ap.add_argument("--frontends", default="1,2", help="with --wide: frontend counts to try")
+    ap.add_argument("--requests", type=int, default=0, help="with --wide (default 4 x --wide)")
     args = ap.parse_args()
+    if args.wide:
+        wide(args.wide, [int(x) for x in args.frontends.split(",")], args.tokens,
+             args.requests or 4 * args.wide)
+        return
 
     port = free_port()
-    folio = BUILD / "bin" / "folio"
-    server = subprocess.Popen([str(folio), "serve", "--demo", "--port", str(port), "--frontends", "1",
-                               "--simulate", "--sim-time-scale", "0", "--max-num-seqs", "256"],
-                              stderr=subprocess.DEVNULL, stdout=subprocess.DEVNULL)
+    server = start_server(port, "--frontends", "1", "--max-num-seqs", "256")
     try:
-        for _ in range(200):
-            try:
-                with socket.create_connection(("127.0.0.1", port), timeout=0.2) as s:
-                    s.sendall(b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n")
-                    if b" 200 " in s.recv(100):
-                        break
-            except OSError:
-                pass
-            time.sleep(0.1)
-        else:
-            sys.exit("folio serve did not become healthy")
-
         global MODEL
         with urllib.request.urlopen(f"http://127.0.0.1:{port}/v1/models") as r:
             MODEL = json.load(r)["data"][0]["id"]

@@ -407,7 +407,10 @@ def test_prefix_caching_flag(srv, srv_b):
     for s, key in ((srv, KEY_A), (srv_b, KEY_B)):
         for _ in range(2):
             client(s, key).completions.create(model=s.model, prompt=prompt, max_tokens=1)
-    assert value(scrape(srv), "vllm:prefix_cache_hits_total", f'{{model_name="{srv.model}"}}') > 0
+    # the scheduler's counters reach a frontend with its next status poll, not with the reply
+    wait_for(lambda: value(scrape(srv), "vllm:prefix_cache_hits_total",
+                           f'{{model_name="{srv.model}"}}') > 0, "a prefix-cache hit counted")
+    time.sleep(0.3)  # the same poll interval for the server that must count none
     assert value(scrape(srv_b, KEY_B), "vllm:prefix_cache_hits_total",
                  f'{{model_name="{srv_b.model}"}}') == 0
 

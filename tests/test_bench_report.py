@@ -107,6 +107,29 @@ def test_time_breakdown_is_the_metrics_delta():
     assert br["outside"] == pytest.approx(br["ttft_client"] - br["ttft_server"])
 
 
+def test_step_timeline_leaves_idle_out_of_a_step(tmp_path):
+    """The snapshots around a run span GuideLLM's start-up too: idle time is given in seconds, and
+    a step's time is the busy phases only, which cannot exceed the window between the snapshots."""
+    def prom(name, steps, idle, wait_gpu, gpu):
+        lines = [f"folio_steps_total {steps}", f"folio_step_backend_seconds_total {gpu}"]
+        for p in report.LOOP_PHASES:
+            v = {"idle": idle, "wait_gpu": wait_gpu, "results": steps * 2e-4}.get(p, 0.0)
+            lines.append(f'folio_scheduler_loop_seconds_total{{phase="{p}"}} {v}')
+        (tmp_path / name).write_text("\n".join(lines) + "\n")
+        return report.read_prom(tmp_path / name)
+    import types
+    run = types.SimpleNamespace(metrics_before=prom("b.txt", 100, 5.0, 0.1, 0.1),
+                                metrics_after=prom("a.txt", 1100, 13.0, 3.1, 3.0))
+    t = report.step_timeline(run)
+    assert t["idle_s"] == pytest.approx(8.0)
+    assert t["wait_gpu"] == pytest.approx(3.0)  # 3 s over 1000 steps
+    assert t["results"] == pytest.approx(0.2)
+    assert t["loop"] == pytest.approx(3.2)
+    assert t["gpu"] == pytest.approx(2.9)
+    head, rows = report.timeline_rows([("folio", [types.SimpleNamespace(name="max", **vars(run))])])
+    assert head[-1] == "idle (s)" and "idle" not in head and rows[0][-1] == "8.00"
+
+
 def test_prometheus_parsing():
     text = ('# HELP x\nfolio_requests_finished_total{reason="length"} 7\n'
             'folio_requests_finished_total{reason="stop"} 2\n'

@@ -246,7 +246,16 @@ sc = json.load(open(e["SC"]))
 spec, run, out = sc["spec"], e["RUN"], e["RUNOUT"]
 sc["metadata"].setdefault("labels", {})["run"] = run
 spec["backend"]["target"] = e["TARGET"]
-spec["data"] = [{"kind": "json_file", "path": e["DATA"]}]
+data = e["DATA"]
+want = max([c["count"] for c in spec.get("constraints", []) if c["kind"] == "max_requests"] + [0])
+rows = [l for l in open(data) if l.strip()]
+if e["QUICK"] != "1" and want > len(rows):
+    # GuideLLM stops when a json_file runs out, so a run of more requests than the workload has
+    # rows gets the rows cycled (the prefix cache hits from the second pass on).
+    data = f"{out}/{run}.data.jsonl"
+    with open(data, "w") as f:
+        f.writelines(rows[i % len(rows)] for i in range(want))
+spec["data"] = [{"kind": "json_file", "path": data}]
 spec["tokenizer"] = {"kind": "huggingface_auto", "model": e["TOK"]}
 spec["outputs"] = [{"kind": k, "path": f"{out}/{run}.{k}"} for k in ("json", "csv", "html")]
 p = spec["profile"]
