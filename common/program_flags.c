@@ -42,6 +42,14 @@ const struct folio_opt folio_engine_flag_table[] = {
      1ll << 40, NULL, "waiting prompt tokens beyond which new requests get 429"},
     {"--enable-prefix-caching", FOLIO_OPT_BOOL, E(enable_prefix_caching), "true", 0, 0, NULL,
      "reuse the KV blocks of prompts' common prefixes"},
+    {"--enable-chunked-prefill", FOLIO_OPT_BOOL, E(enable_chunked_prefill), "true", 0, 0, NULL,
+     "prompts run in chunks that share steps with decodes; off: each prompt runs whole in one "
+     "step, so --max-num-batched-tokens must hold the longest (its default then does)"},
+    {"--async-scheduling", FOLIO_OPT_BOOL, E(async_scheduling), "true", 0, 0, NULL,
+     "plan the next step while the worker runs this one (two steps in flight); off: each step "
+     "is planned after the last one's tokens are back"},
+    {"--enforce-eager", FOLIO_OPT_BOOL, E(enforce_eager), "false", 0, 0, NULL,
+     "cuda: decode steps run eagerly, never replayed as CUDA graphs (slower; for comparison)"},
     {"--heartbeat-timeout", FOLIO_OPT_NUM, E(heartbeat_timeout), "5", 0.5, 3600, NULL,
      "a worker silent this long (s) is killed and restarted"},
     {"--step-timeout", FOLIO_OPT_NUM, E(step_timeout), NULL, 0, 86400, NULL,

@@ -26,7 +26,7 @@ struct folio_engine_flags {
     int64_t max_num_seqs, max_num_batched_tokens, num_kv_blocks, max_model_len;
     double gpu_memory_utilization;
     int64_t cpu_kv_bytes, threads, max_waiting_requests, max_pending_prompt_tokens;
-    bool enable_prefix_caching;
+    bool enable_prefix_caching, enable_chunked_prefill, async_scheduling, enforce_eager;
     double heartbeat_timeout, step_timeout;
     int64_t seed; /* meaningful only when given; else drawn from the clock */
     bool simulate;

@@ -113,7 +113,8 @@ static int collect_api_keys(struct serve_options *o)
     return 0;
 }
 
-/* What only the model knows: --max-model-len within its context. */
+/* What only the model knows: --max-model-len within its context, and a budget that holds
+ * it when prompts are not chunked. */
 static int check_against_model(struct serve_options *o)
 {
     char cfg[PATH_MAX], err[512];
@@ -135,6 +136,16 @@ static int check_against_model(struct serve_options *o)
                 "folio serve: --max-model-len must be in 16..%d (the model's context), got "
                 "%lld\n",
                 mc.max_position_embeddings, (long long)o->engine.max_model_len);
+        return -1;
+    }
+    int64_t len = o->engine.max_model_len ? o->engine.max_model_len : mc.max_position_embeddings;
+    int64_t budget = o->engine.max_num_batched_tokens;
+    if (!o->engine.enable_chunked_prefill && budget && budget < len) {
+        fprintf(stderr,
+                "folio serve: --max-num-batched-tokens %lld is below the model length served "
+                "(%lld): with --no-enable-chunked-prefill each prompt runs whole in one step; "
+                "raise it or lower --max-model-len\n",
+                (long long)budget, (long long)len);
         return -1;
     }
     return 0;

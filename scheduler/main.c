@@ -47,6 +47,10 @@ static int to_options(const char *prog, const struct folio_common_flags *c,
                                                      : 0,
         .seed = (uint64_t)time(NULL),
         .disable_prefix_caching = !e->enable_prefix_caching,
+        .disable_chunked_prefill = !e->enable_chunked_prefill,
+        .max_num_batched_tokens_given = e->max_num_batched_tokens != 0,
+        .serial_steps = !e->async_scheduling,
+        .enforce_eager = e->enforce_eager,
     };
     for (size_t i = 0; i < folio_engine_flag_count; i++)
         if (engine_given[i] && !strcmp(folio_engine_flag_table[i].name, "--seed"))

@@ -205,6 +205,13 @@ int folio_policy_create(const struct folio_policy_config *cfg, folio_emit_fn emi
                  cfg->max_num_batched_tokens, cfg->max_num_seqs);
         return -1;
     }
+    if (cfg->disable_chunked_prefill && cfg->max_num_batched_tokens < cfg->max_model_len) {
+        snprintf(err, errlen,
+                 "scheduler: without chunked prefill --max-num-batched-tokens (%d) must hold the "
+                 "model length (%d)",
+                 cfg->max_num_batched_tokens, cfg->max_model_len);
+        return -1;
+    }
     struct folio_policy *p = calloc(1, sizeof *p);
     if (!p) {
         snprintf(err, errlen, "scheduler: out of memory");
@@ -592,10 +599,14 @@ static int plan_admissions(struct folio_policy *p, int budget)
         int m = match_prefix(p, s, &free_matched);
         int length = seq_length(s);
         int n = length - m * FOLIO_KV_BLOCK_SIZE;
-        if (n > budget)
-            n = budget;
         int available = folio_bm_num_free(p->bm) - free_matched - watermark;
-        int new_blocks = policy_ceil_blocks(m * FOLIO_KV_BLOCK_SIZE + n) - m;
+        int new_blocks = policy_ceil_blocks(length) - m;
+        if (p->cfg.disable_chunked_prefill && (n > budget || new_blocks > available))
+            break; /* whole or not at all: it waits for a step with room */
+        if (n > budget) {
+            n = budget;
+            new_blocks = policy_ceil_blocks(m * FOLIO_KV_BLOCK_SIZE + n) - m;
+        }
         if (new_blocks > available) {
             n = available * FOLIO_KV_BLOCK_SIZE;
             new_blocks = available;
@@ -692,9 +703,16 @@ static void encode_plan(struct folio_policy *p, uint64_t step_id, uint64_t plan_
     *len = folio_plan_size(p->num_scratch, num_tokens, num_block_ids, num_bias);
 }
 
+/* Two steps in flight keep the worker busy while the next is planned; --no-async-scheduling
+ * keeps one, so the worker waits for every plan. */
+static int policy_max_inflight(const struct folio_policy *p)
+{
+    return p->cfg.serial_steps ? 1 : FOLIO_POLICY_MAX_INFLIGHT;
+}
+
 int folio_policy_plan(struct folio_policy *p, uint64_t plan_unix_ns, const void **rec, size_t *len)
 {
-    if (p->num_inflight >= FOLIO_POLICY_MAX_INFLIGHT)
+    if (p->num_inflight >= policy_max_inflight(p))
         return 0;
     p->num_scratch = 0;
     p->preempted_this_step = false;
@@ -735,7 +753,7 @@ int folio_policy_plan(struct folio_policy *p, uint64_t plan_unix_ns, const void 
 
 bool folio_policy_has_work(const struct folio_policy *p)
 {
-    if (p->num_inflight >= FOLIO_POLICY_MAX_INFLIGHT)
+    if (p->num_inflight >= policy_max_inflight(p))
         return false;
     for (int i = 0; i < p->num_running; i++) {
         const struct seq *s = p->running[i];

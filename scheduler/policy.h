@@ -14,9 +14,11 @@
  *      is left of the token budget (--max-num-batched-tokens);
  *   3. waiting requests are admitted, oldest first, while slots, budget and
  *      blocks last; a new request starts from the longest cached prefix of
- *      its prompt (prefix caching, by reference, copy-free).
+ *      its prompt (prefix caching, by reference, copy-free). Without chunked
+ *      prefill a prompt is admitted only whole, else it and those behind it wait.
  *
- * Pipelining: up to FOLIO_POLICY_MAX_INFLIGHT steps are in flight. Step N+1
+ * Pipelining: up to FOLIO_POLICY_MAX_INFLIGHT steps are in flight (one with
+ * serial_steps, --no-async-scheduling). Step N+1
  * is planned before step N's tokens are known, so a decode token that step N
  * samples is sent as FOLIO_TOKEN_FROM_PREV and the worker feeds it on the
  * device. A stop (EOS, stop token) is therefore seen one step late: the token
@@ -49,7 +51,9 @@ struct folio_policy_config {
     int eos_ids[8];
     int num_eos_ids;
     uint64_t seed;               /* draws the seeds of requests that bring none */
-    bool disable_prefix_caching; /* every prompt is computed whole */
+    bool disable_prefix_caching;  /* every prompt is computed whole */
+    bool disable_chunked_prefill; /* a prompt runs whole in one step (the budget must hold it) */
+    bool serial_steps;            /* one step in flight, not FOLIO_POLICY_MAX_INFLIGHT */
     double (*clock)(void);       /* seconds, for queue times; NULL: none kept */
 };
 

@@ -248,6 +248,8 @@ static int load_model_config(struct sched *s, char *err, size_t errlen)
     c->max_pending_prompt_tokens = o->max_pending_prompt_tokens;
     c->seed = o->seed;
     c->disable_prefix_caching = o->disable_prefix_caching;
+    c->disable_chunked_prefill = o->disable_chunked_prefill;
+    c->serial_steps = o->serial_steps;
     c->clock = folio_mono_s;
     struct folio_model_config mc;
     if (o->model_dir) {
@@ -283,6 +285,18 @@ static int load_model_config(struct sched *s, char *err, size_t errlen)
         if (n < errlen)
             snprintf(err + n, errlen - n, " (--max-model-len)");
         return -1;
+    }
+    /* Without chunks a prompt runs whole in one step, so the budget must hold the longest. */
+    if (o->disable_chunked_prefill && c->max_num_batched_tokens < c->max_model_len) {
+        if (o->max_num_batched_tokens_given) {
+            snprintf(err, errlen,
+                     "--max-num-batched-tokens %d is below the model length served (%d): with "
+                     "--no-enable-chunked-prefill each prompt runs whole in one step; raise it "
+                     "or lower --max-model-len",
+                     c->max_num_batched_tokens, c->max_model_len);
+            return -1;
+        }
+        c->max_num_batched_tokens = c->max_model_len;
     }
     /* Provisional until the worker's LoadReply says how big its pool is. */
     c->num_kv_blocks = o->num_kv_blocks > 0 ? o->num_kv_blocks : 1;
@@ -364,9 +378,13 @@ int folio_scheduler_run(const struct folio_scheduler_options *o)
         folio_log_error(0, "cannot start the worker: %s", err);
         goto out;
     }
-    folio_log_info(0, "listening: submit %s, ctl %s, worker %s; %d slots, %d tokens per step",
-                   s->submit_url, s->ctl_url, s->worker_url, o->max_num_seqs,
-                   o->max_num_batched_tokens);
+    folio_log_info(0,
+                   "listening: submit %s, ctl %s, worker %s; %d slots, %d tokens per step, "
+                   "prompts %s, %d step%s in flight%s",
+                   s->submit_url, s->ctl_url, s->worker_url, s->pcfg.max_num_seqs,
+                   s->pcfg.max_num_batched_tokens,
+                   o->disable_chunked_prefill ? "whole" : "in chunks", o->serial_steps ? 1 : 2,
+                   o->serial_steps ? "" : "s", o->enforce_eager ? ", no CUDA graphs" : "");
 
     uint64_t mark = folio_mono_ns();
     while (!s->done) {

@@ -45,7 +45,7 @@ void sched_build_worker_argv(struct sched *s)
     folio_ws_arg(ws, "--max-seqs");
     folio_ws_argf(ws, "%d", o->max_num_seqs);
     folio_ws_arg(ws, "--max-num-tokens");
-    folio_ws_argf(ws, "%d", o->max_num_batched_tokens);
+    folio_ws_argf(ws, "%d", s->pcfg.max_num_batched_tokens);
     folio_ws_arg(ws, "--num-kv-blocks");
     folio_ws_argf(ws, "%d", o->num_kv_blocks);
     folio_ws_arg(ws, "--gpu-memory-utilization");
@@ -54,6 +54,8 @@ void sched_build_worker_argv(struct sched *s)
     folio_ws_argf(ws, "%llu", (unsigned long long)o->cpu_kv_bytes);
     folio_ws_arg(ws, "--threads");
     folio_ws_argf(ws, "%d", o->threads);
+    if (o->enforce_eager)
+        folio_ws_arg(ws, "--enforce-eager");
     if (o->simulate) {
         folio_ws_arg(ws, "--sim-time-scale");
         folio_ws_argf(ws, "%g", o->sim_time_scale);

@@ -464,12 +464,32 @@ def test_serve_help_lists_every_flag_once():
     (["--max-num-seqs"], "--max-num-seqs needs a value"),
     (["--chat-template", "/nonexistent/t.jinja"], "--chat-template /nonexistent/t.jinja: No such"),
     (["--frontends", "65"], "--frontends must be an integer in 1..64"),
+    (["--no-enable-chunked-prefill", "--max-num-batched-tokens", "256"],
+     "--max-num-batched-tokens 256 is below the model length served (2048)"),
 ])
 def test_serve_flag_errors_name_folio_serve(tiny_model, args, want):
     out = run("folio", "serve", "--model", str(tiny_model), *args)
     assert out.returncode == 2, out.stderr
     assert out.stderr.startswith("folio serve: ") and want in out.stderr, out.stderr
     assert "folio-scheduler" not in out.stderr and "folio-frontend" not in out.stderr
+
+
+def test_ablation_flags_wired_through(tiny_model):
+    """vLLM's --no-enable-chunked-prefill, --no-async-scheduling and --enforce-eager reach the
+    scheduler and worker, and the server still answers as the default one does."""
+    s = Server(tiny_model, ["--no-enable-chunked-prefill", "--no-async-scheduling",
+                            "--enforce-eager", "--max-model-len", "512"], name="ablate")
+    try:
+        s.wait_ready()
+        r = client(s, "unused").completions.create(model=s.model, prompt="ab " * 300, max_tokens=8,
+                                               n=2, extra_body={"ignore_eos": True})
+        assert [c.finish_reason for c in r.choices] == ["length", "length"]
+        assert r.usage.completion_tokens == 16
+        log = s.logs()
+        # the budget stays 2048 (it holds the 512 served); prompts whole, one step in flight
+        assert "2048 tokens per step, prompts whole, 1 step in flight, no CUDA graphs" in log, log
+    finally:
+        s.stop()
 
 
 def test_programs_parse_the_same_tables(tiny_model):

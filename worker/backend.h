@@ -78,6 +78,8 @@ struct folio_backend_options {
     int num_threads;              /* CPU: 0 = all cores */
     bool logits_unread;           /* collect() is never asked for logits (the worker): the CUDA
                                      backend may drop them from the L2 once sampled */
+    bool enforce_eager;           /* CUDA: decode steps never replayed as graphs (the yardstick
+                                     graphs are held to, and --enforce-eager) */
 };
 
 struct folio_backend;

@@ -77,6 +77,7 @@ static const struct folio_backend_ops cuda_ops = {
 static void read_tuning(struct cuda_backend *cb, const struct folio_backend_options *opt)
 {
     cuda_tuning_read(&cb->tune);
+    cb->use_graphs = !opt->enforce_eager;
     cb->attn_tile_tokens = folio_k_attention_tile_tokens(cb->heads, cb->kv_heads, cb->head_dim);
     cb->tma = cb->tune.tma_gemm;
     cb->tma_lm_head = true;

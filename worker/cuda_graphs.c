@@ -57,7 +57,7 @@ int cuda_run_decode_graph(struct cuda_backend *cb, int bucket, int slot,
  * writes, no sampling), then captures and replays it. */
 int cuda_capture_decode_graphs(struct cuda_backend *cb, char *err, size_t errlen)
 {
-    if (!cb->tune.graphs)
+    if (!cb->use_graphs)
         return 0;
     const struct folio_step_batch none = {0};
     for (int bucket = 1; bucket <= cb->base.max_seqs && bucket <= cb->base.max_num_tokens;

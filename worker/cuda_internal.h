@@ -146,6 +146,7 @@ struct cuda_backend {
     struct folio_backend base;
     bool failed;
     struct cuda_tuning tune;
+    bool use_graphs; /* decode steps replayed as CUDA graphs (not --enforce-eager) */
 
     /* model shape */
     int hidden, inter, layers, heads, kv_heads, head_dim, vocab, qkv_dim;

@@ -238,7 +238,7 @@ int cuda_launch(struct folio_backend *b, const struct folio_step_batch *batch, c
     struct inflight *fl = &cb->fl[slot];
     bool decode_only = batch->num_tokens == batch->num_seqs;
     int bucket = cuda_graph_bucket(batch->num_seqs);
-    bool use_graph = cb->tune.graphs && decode_only && bucket <= cb->base.max_seqs &&
+    bool use_graph = cb->use_graphs && decode_only && bucket <= cb->base.max_seqs &&
                      bucket <= cb->base.max_num_tokens && !folio_cuda_bias_in_batch(batch);
     int t_rows = use_graph ? bucket : batch->num_tokens;
     int s_rows = use_graph ? bucket : batch->num_seqs;

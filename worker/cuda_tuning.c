@@ -24,8 +24,6 @@ struct switch_def {
 
 #define AT(f) offsetof(struct cuda_tuning, f)
 static const struct switch_def switches[] = {
-    {"FOLIO_CUDA_GRAPHS", AT(graphs), FLAG, 1, 0, 1,
-     "0: decode steps run eagerly, never as CUDA graphs (the yardstick graphs are held to)"},
     {"FOLIO_CUDA_KEEP_LOGITS", AT(keep_logits), FLAG, 0, 0, 1,
      "1: a step's logits stay readable after the next launch (tests that pipeline steps)"},
     {"FOLIO_GEMV_MAX_ROWS", AT(gemv_max_rows), RANGE, 2, 0, FOLIO_K_GEMV_MAX_ROWS,

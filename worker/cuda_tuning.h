@@ -7,7 +7,6 @@
 #include <stdbool.h>
 
 struct cuda_tuning {
-    bool graphs;           /* FOLIO_CUDA_GRAPHS */
     bool keep_logits;      /* FOLIO_CUDA_KEEP_LOGITS */
     int gemv_max_rows;     /* FOLIO_GEMV_MAX_ROWS */
     int splitk_o;          /* FOLIO_SPLITK_O: 0 the default rule */

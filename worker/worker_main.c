@@ -44,6 +44,7 @@ struct worker_args {
     int64_t cpu_kv_bytes;
     double sim_time_scale, sim_eos_probability;
     int64_t sim_vocab, sim_eos_id;
+    bool enforce_eager;
 };
 
 #define W(f) FOLIO_OPT_FIELD(struct worker_args, f)
@@ -65,6 +66,8 @@ static const struct folio_opt worker_flags[] = {
     {"--cpu-kv-bytes", FOLIO_OPT_INT, W(cpu_kv_bytes), "1073741824", 1 << 20, 1ll << 40, NULL,
      "cpu: KV pool bytes"},
     {"--threads", FOLIO_OPT_INT, W(threads), "0", 0, 1024, NULL, "cpu threads (0: all cores)"},
+    {"--enforce-eager", FOLIO_OPT_BOOL, W(enforce_eager), "false", 0, 0, NULL,
+     "cuda: no CUDA graphs"},
     {"--sim-time-scale", FOLIO_OPT_NUM, W(sim_time_scale), "0", 0, 1e9, NULL,
      "sim: scale of the modelled step time"},
     {"--sim-vocab", FOLIO_OPT_INT, W(sim_vocab), "32000", 2, 1 << 24, NULL, "sim: vocabulary"},
@@ -363,7 +366,8 @@ static int create_backend(const struct worker_args *a, struct folio_model **mode
                                         .gpu_memory_utilization = (float)a->gpu_memory_utilization,
                                         .cpu_kv_bytes = (size_t)a->cpu_kv_bytes,
                                         .num_threads = (int)a->threads,
-                                        .logits_unread = true};
+                                        .logits_unread = true,
+                                        .enforce_eager = a->enforce_eager};
     if (!strcmp(a->backend, "sim")) {
         struct folio_sim_options so;
         folio_sim_options_default(&so);

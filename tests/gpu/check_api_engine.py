@@ -23,7 +23,7 @@ Checks:
      of the unbiased run, -100 on the unbiased run's top 5 with top-k sampling, a bias on some
      steps only (decode steps with a bias run eagerly, the others as CUDA graphs), and no bias.
      CPU vs CUDA tokens (the reported logits include the bias on both backends, so the sampler
-     ports apply unchanged), and the CUDA run against itself without graphs (FOLIO_CUDA_GRAPHS=0),
+     ports apply unchanged), and the CUDA run against itself without graphs (enforce_eager),
      bitwise.
 Prints one line per check (PASS/FAIL, figures) and exits 1 if any failed.
 
@@ -153,7 +153,7 @@ def logit_bias(drv, fx, vocab):
         s = tokens_of(res, 3)
         check(f"a bias on every 4th step forces it there ({name})",
               all(s[d] == forced for d in range(0, n_dec + 1, 4)), f"tokens {s}")
-    re, _ = drv.run(fx, st, vocab, env={"FOLIO_CUDA_GRAPHS": "0"}, **opts)
+    re, _ = drv.run(fx, st, vocab, enforce_eager=True, **opts)
     check("logit_bias on CUDA: graphs and eager steps mixed == all eager",
           [r["token_ids"] for r in re] == [r["token_ids"] for r in rg],
           f"tokens equal: {[r['token_ids'] for r in re] == [r['token_ids'] for r in rg]}")

@@ -23,7 +23,7 @@ Checks:
      path of decode steps above 128 rows: no norm kernels, the norms in attention and SiLU*mul,
      O and down adding into the residual (also graph replay against eager there, bitwise);
   3. chunked prefill (chunks of 128, of 13, and one-by-one for a short prompt) against one go;
-  4. CUDA-graph replay against eager (FOLIO_CUDA_GRAPHS=0): bitwise at a bucket size (8), close
+  4. CUDA-graph replay against eager (enforce_eager): bitwise at a bucket size (8), close
      at a padded size (5);
   5. the pipeline (launch_ahead: step N+1 queued before N is collected) against step by step;
   6. CPU backend vs CUDA backend on the fixture model: greedy tokens, and seeded sampling tokens
@@ -520,7 +520,7 @@ def check_head_dim_128(drv, model_dir, fx_dir):
               f"prefill max rel L2 {pre:.2e}, decode max {dec:.2e}; transformers-bf16 max "
               f"{hfe:.2e}; greedy flips {flips}/{8 * (n_dec + 1)}")
         if not env:
-            res_e, lg_e = drv.run(model_dir, steps, vocab, env={"FOLIO_CUDA_GRAPHS": "0"})
+            res_e, lg_e = drv.run(model_dir, steps, vocab, enforce_eager=True)
             same = all(np.array_equal(a, b) for a, b in zip(lgs, lg_e)) and res == res_e
             check(f"{tag}: graph replay == eager (batch 8)", same, f"bitwise equal: {same}")
 
@@ -590,7 +590,7 @@ def check_wide(drv, fx_dir, gpu_backend="cuda"):
     1024-row graph, full), prompts prefilled whole in steps of at most 2048 tokens, then 8 decode
     steps of every row fed on the device; and the 300 once more eagerly (no graphs)."""
     fx_vocab = json.loads(Path(fx_dir, "config.json").read_text())["vocab_size"]
-    for nseq, env in ((300, {}), (300, {"FOLIO_CUDA_GRAPHS": "0"}), (1024, {})):
+    for nseq, eager in ((300, False), (300, True), (1024, False)):
         lens = [5 + (7 * i) % 40 for i in range(nseq)]
         ps = [prompt(n, 900 + i, fx_vocab) for i, n in enumerate(lens)]
         tabs, nxt = [], 0
@@ -611,8 +611,8 @@ def check_wide(drv, fx_dir, gpu_backend="cuda"):
                            num_logprobs=0) for i, q in enumerate(ps)])
         opts = dict(max_seqs=1024, max_num_tokens=2048, num_kv_blocks=nxt + 16)
         rc, lc = drv.run(fx_dir, st, fx_vocab, backend="cpu", threads=4, **opts)
-        rg, lg = drv.run(fx_dir, st, fx_vocab, backend=gpu_backend, env=env, **opts)
-        how = ", eager" if env else ""
+        rg, lg = drv.run(fx_dir, st, fx_vocab, backend=gpu_backend, enforce_eager=eager, **opts)
+        how = ", eager" if eager else ""
         compare_tokens(f"CPU vs CUDA greedy tokens, {nseq} rows a step (fixture{how})", st, rc, lc,
                        rg, lg)
 
@@ -716,7 +716,7 @@ def main():
     unsplit = {"FOLIO_TMA_GEMM": "0", "FOLIO_SPLITK_O": "1", "FOLIO_SPLITK_DOWN": "1"}
     res_n, lg_n = drv.run(tl_dir, steps, vocab, env=unsplit)
     u_pre, u_dec, u_hf, u_flips = against_transformers(res_n, lg_n)
-    res_ne, lg_ne = drv.run(tl_dir, steps, vocab, env=dict(unsplit, FOLIO_CUDA_GRAPHS="0"))
+    res_ne, lg_ne = drv.run(tl_dir, steps, vocab, env=unsplit, enforce_eager=True)
     same_n = all(np.array_equal(a, b) for a, b in zip(lg_n, lg_ne)) and res_n == res_ne
     check("decode with the norms in attention and SiLU*mul vs transformers fp32 (batch 8, "
           "cuBLASLt, O and down unsplit)",
@@ -725,14 +725,14 @@ def main():
           f"{u_hf:.2e}; greedy flips {u_flips}/{8 * (n_dec + 1)}; graph replay == eager: {same_n}")
 
     # 4. Graph replay vs eager on the same script (bucket 8 exact), and a padded batch of 5.
-    res_e, lg_e = drv.run(tl_dir, steps, vocab, env={"FOLIO_CUDA_GRAPHS": "0"})
+    res_e, lg_e = drv.run(tl_dir, steps, vocab, enforce_eager=True)
     same = all(np.array_equal(a, b) for a, b in zip(lg_g, lg_e))
     check("graph replay == eager (batch 8)", same and res_g == res_e,
           f"bitwise equal logits: {same}; max rel diff "
           f"{max(rel(a, b) for a, b in zip(lg_g, lg_e)):.2e}")
     five = [[s for s in st if s["slot"] < 5] for st in steps]
     res5g, lg5g = drv.run(tl_dir, five, vocab)
-    res5e, lg5e = drv.run(tl_dir, five, vocab, env={"FOLIO_CUDA_GRAPHS": "0"})
+    res5e, lg5e = drv.run(tl_dir, five, vocab, enforce_eager=True)
     d5 = max(rel(a, b) for a, b in zip(lg5g, lg5e))
     check("graph replay ~ eager (batch 5 padded to 8)", d5 < 1e-2,
           f"max rel diff {d5:.2e}, tokens equal: "

@@ -1,5 +1,6 @@
 /* The scheduler policy, step by step: pipelining with FROM_PREV tokens,
- * stops seen one step late, chunked prefill, decodes first, prefix caching,
+ * stops seen one step late, chunked prefill (and whole prompts without it),
+ * one step in flight, decodes first, prefix caching,
  * preemption by recompute, admission limits, aborts and worker failure. */
 #include <math.h>
 #include <stdlib.h>
@@ -34,9 +35,14 @@ static void on_event(void *ctx, const struct folio_token_event *e)
 static char plans[2][1 << 16];
 static int plans_head, plans_count;
 
+/* Ablations of the default policy (--no-enable-chunked-prefill, --no-async-scheduling). */
+static bool no_chunks, serial;
+
 static struct folio_policy *make(int seqs, int budget, int blocks, int max_len)
 {
-    struct folio_policy_config cfg = {.max_num_seqs = seqs,
+    struct folio_policy_config cfg = {.disable_chunked_prefill = no_chunks,
+                                      .serial_steps = serial,
+                                      .max_num_seqs = seqs,
                                       .max_num_batched_tokens = budget,
                                       .num_kv_blocks = blocks,
                                       .max_model_len = max_len,
@@ -217,6 +223,62 @@ static void test_chunked_prefill_decodes_first(void)
     folio_policy_destroy(p);
 }
 
+static void test_whole_prompts_without_chunks(void)
+{
+    struct folio_policy_config bad = {.disable_chunked_prefill = true,
+                                      .max_num_seqs = 4,
+                                      .max_num_batched_tokens = 32,
+                                      .num_kv_blocks = 32,
+                                      .max_model_len = 64,
+                                      .vocab_size = 1000,
+                                      .max_waiting_requests = 4};
+    struct folio_policy *p;
+    char err[256] = "";
+    CHECK(folio_policy_create(&bad, on_event, NULL, &p, err, sizeof err) != 0 &&
+          strstr(err, "--max-num-batched-tokens"));
+
+    no_chunks = true;
+    p = make(4, 64, 32, 64);
+    submit(p, 1, 4, 10, 20);
+    submit(p, 2, 4, 20, 20);
+    plan(p);
+    answer(p, 5);
+    submit(p, 3, 63, 100, 1);
+    submit(p, 4, 3, 300, 1);
+    /* Two decodes leave 62 tokens: the 63-token prompt waits whole, and the one behind it too. */
+    const struct folio_plan_view *v = plan(p);
+    CHECK(v && v->hdr->num_seqs == 2 && v->hdr->num_tokens == 2);
+    answer(p, 5);
+    folio_policy_abort(p, 2);
+    v = plan(p);
+    CHECK(v && v->hdr->num_seqs == 2 && v->seqs[1].request_id == 3 &&
+          v->seqs[1].num_new_tokens == 63 && v->seqs[1].sample);
+    CHECK(v->hdr->num_tokens == 64);
+    checked(p);
+    folio_policy_destroy(p);
+    no_chunks = false;
+}
+
+static void test_serial_steps(void)
+{
+    serial = true;
+    struct folio_policy *p = make(4, 64, 16, 256);
+    submit(p, 1, 20, 10, 3);
+    CHECK(plan(p) != NULL);
+    CHECK(!folio_policy_has_work(p) && plan(p) == NULL); /* one step in flight */
+    answer(p, 5);
+    const struct folio_plan_view *v = plan(p);
+    /* Planned after the token came back: the token itself, never FROM_PREV. */
+    CHECK(v && v->hdr->num_tokens == 1 && v->token_ids[0] == 5 && v->seqs[0].output_index == 1);
+    answer(p, 6);
+    plan(p);
+    answer(p, 7);
+    CHECK(num_events == 3 && events[2].finish == FOLIO_FINISH_LENGTH);
+    CHECK(folio_policy_idle(p));
+    folio_policy_destroy(p);
+    serial = false;
+}
+
 static void test_prefix_cache(void)
 {
     struct folio_policy *p = make(4, 256, 32, 256);
@@ -364,6 +426,8 @@ int main(void)
     test_stop_one_step_late();
     test_min_tokens_and_stop_ids();
     test_chunked_prefill_decodes_first();
+    test_whole_prompts_without_chunks();
+    test_serial_steps();
     test_prefix_cache();
     test_preemption();
     test_admission();

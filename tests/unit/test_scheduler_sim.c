@@ -153,12 +153,15 @@ static void step_collect(struct driver *d, int k)
     CHECK(rc == 0);
 }
 
-static void driver_init(struct driver *d, int seqs, int budget, int blocks, int max_len)
+static void driver_init(struct driver *d, int seqs, int budget, int blocks, int max_len,
+                        bool no_chunks, bool serial)
 {
     memset(d, 0, sizeof *d);
     d->budget = budget;
     d->max_seqs = seqs;
-    struct folio_policy_config cfg = {.max_num_seqs = seqs,
+    struct folio_policy_config cfg = {.disable_chunked_prefill = no_chunks,
+                                      .serial_steps = serial,
+                                      .max_num_seqs = seqs,
                                       .max_num_batched_tokens = budget,
                                       .num_kv_blocks = blocks,
                                       .max_model_len = max_len,
@@ -188,13 +191,14 @@ static void driver_free(struct driver *d)
     folio_policy_destroy(d->p);
 }
 
-/* Runs until idle, feeding `per_step` new requests each step; one abort per
- * `abort_every` submits. Returns steps. */
-static void run_10k(void)
+/* Runs until idle, feeding 8 new requests each step; one abort per 50 submits.
+ * The ablations (whole prompts, one step in flight) keep the same books. */
+static void run_10k(const char *name, bool no_chunks, bool serial)
 {
     struct driver d;
+    memset(reqs, 0, sizeof reqs);
     /* A pool too small for 128 long sequences: preemption must happen. */
-    driver_init(&d, 128, 2048, 1200, 4096);
+    driver_init(&d, 128, no_chunks ? 4096 : 2048, 1200, 4096, no_chunks, serial);
     uint64_t rng = 42;
     int next = 1, k = 0, inflight = 0;
     /* Five shared "system prompts" so that the prefix cache has hits. */
@@ -258,10 +262,10 @@ static void run_10k(void)
     CHECK(aborted > 0);
     char err[256];
     CHECK(folio_policy_check(d.p, err, sizeof err) == 0);
-    printf("10k requests: %.2f s wall, %llu steps, %.1f us plan/step, modelled GPU time %.1f s, "
+    printf("10k requests (%s): %.2f s wall, %llu steps, %.1f us plan/step, modelled GPU time %.1f s, "
            "%llu preemptions, prefix hits %llu of %llu tokens, %d aborted, %llu tokens "
            "discarded one step late\n",
-           wall, (unsigned long long)d.steps, d.plan_seconds / d.steps * 1e6,
+           name, wall, (unsigned long long)d.steps, d.plan_seconds / d.steps * 1e6,
            folio_sim_backend_modelled_us(d.sim) / 1e6, (unsigned long long)st.num_preemptions,
            (unsigned long long)st.prefix_cache_hits, (unsigned long long)st.prefix_cache_queries,
            aborted, (unsigned long long)st.tokens_discarded);
@@ -273,7 +277,7 @@ static void bench_plan_256(void)
 {
     memset(reqs, 0, sizeof reqs);
     struct driver d;
-    driver_init(&d, 256, 8192, 256 * 80, 2048);
+    driver_init(&d, 256, 8192, 256 * 80, 2048, false, false);
     int32_t prompt[512];
     for (int id = 1; id <= 256; id++) {
         for (int i = 0; i < 500; i++)
@@ -314,7 +318,9 @@ static void bench_plan_256(void)
 
 int main(void)
 {
-    run_10k();
+    run_10k("default", false, false);
+    run_10k("whole prompts", true, false);
+    run_10k("one step in flight", false, true);
     bench_plan_256();
     return check_report();
 }
