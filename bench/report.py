@@ -629,6 +629,86 @@ def side_by_side(servers):
     return head, rows
 
 
+ABLATION_KEYS = (("output tok/s", lambda b: b.out_tok_s, 0),
+                 ("TTFT p50", lambda b: b.ttft["p50"], 1),
+                 ("ITL mean", lambda b: b.itl["mean"], 2),
+                 ("e2e p99 (s)", lambda b: b.e2e["p99"], 2))
+
+
+def pct(a, base):
+    return (a / base - 1.0) * 100.0 if a is not None and base else None
+
+
+def ablation_rows(servers):
+    """Every server against the first (the baseline): an ablation run as another server (one
+    engine choice switched off) reads as the change it makes, in percent, run by run."""
+    if len(servers) < 2:
+        return None
+    base_name, base_runs = servers[0]
+    base = {(r.name, b.label): b for r in base_runs for b in r.benches}
+    head = ["server", "run", "benchmark"]
+    for key, _, _ in ABLATION_KEYS:
+        head += [key, "vs " + base_name]
+    rows, deltas = [], []
+    for server, runs in servers[1:]:
+        for run in runs:
+            for b in run.benches:
+                ref = base.get((run.name, b.label))
+                if ref is None:
+                    continue
+                row = [server, run.name, b.label]
+                d = {}
+                for key, get, nd in ABLATION_KEYS:
+                    v, change = get(b), pct(get(b), get(ref))
+                    d[key] = change
+                    row += [fmt(v, nd), "–" if change is None else f"{change:+.1f}%"]
+                rows.append(row)
+                deltas.append((f"{server} {run.name}", d))
+    return head, rows, deltas
+
+
+def svg_bars(title, items, w=660):
+    """items: [(label, {key: percent})] -> inline SVG of horizontal bars, one group per label,
+    one bar per key, around a zero line."""
+    keys = [k for k, _, _ in ABLATION_KEYS if any(d.get(k) is not None for _, d in items)]
+    vals = [d[k] for _, d in items for k in keys if d.get(k) is not None]
+    if not vals:
+        return f"<p><em>{html.escape(title)}: no data</em></p>"
+    lo, hi = min(0.0, min(vals)), max(0.0, max(vals))
+    ticks = nice_ticks(lo, hi)
+    lo, hi = ticks[0], ticks[-1]
+    left, right, top, bar = 230, 150, 30, 9
+    pw = w - left - right
+    h = top + len(items) * (len(keys) * bar + 8) + 40
+    X = lambda v: left + (v - lo) / (hi - lo) * pw if hi > lo else left  # noqa: E731
+    o = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{w}" height="{h}" '
+         f'viewBox="0 0 {w} {h}" font-family="sans-serif" font-size="11">',
+         f'<text x="{left}" y="18" font-size="13" font-weight="bold">{html.escape(title)}</text>']
+    for t in ticks:
+        o.append(f'<line x1="{X(t):.1f}" y1="{top}" x2="{X(t):.1f}" y2="{h - 30}" '
+                 f'stroke="{"#888" if t == 0 else "#eee"}"/>')
+        o.append(f'<text x="{X(t):.1f}" y="{h - 16}" text-anchor="middle">{tick_label(t)}%</text>')
+    y = top
+    for label, d in items:
+        o.append(f'<text x="{left - 6}" y="{y + len(keys) * bar / 2 + 4:.1f}" '
+                 f'text-anchor="end">{html.escape(label)}</text>')
+        for i, k in enumerate(keys):
+            v = d.get(k)
+            if v is not None:
+                x0, x1 = sorted((X(0.0), X(v)))
+                o.append(f'<rect x="{x0:.1f}" y="{y:.1f}" width="{max(x1 - x0, 0.5):.1f}" '
+                         f'height="{bar - 1}" fill="{PALETTE[i % len(PALETTE)]}"/>')
+            y += bar
+        y += 8
+    for i, k in enumerate(keys):
+        ly = top + 8 + 15 * i
+        o.append(f'<rect x="{left + pw + 12}" y="{ly - 6}" width="14" height="8" '
+                 f'fill="{PALETTE[i % len(PALETTE)]}"/>')
+        o.append(f'<text x="{left + pw + 30}" y="{ly + 2}">{html.escape(k)}</text>')
+    o.append("</svg>")
+    return "\n".join(o)
+
+
 def analysis(servers, table):
     """Observations computed from the numbers: where the time goes, saturation, differences."""
     out = []
@@ -740,6 +820,10 @@ def markdown(servers, meta):
     sbs = side_by_side(servers)
     if sbs and sbs[1]:
         lines += ["## Side by side", "", md_table(*sbs), ""]
+    abl = ablation_rows(servers)
+    if abl and abl[1]:
+        lines += [f"## Against {servers[0][0]} (each server's change, run by run)", "",
+                  md_table(abl[0], abl[1]), ""]
     head, rows, table = breakdown_rows(servers)
     if rows:
         lines += ["## Where the time goes (server /metrics over each run)", "",
@@ -747,8 +831,10 @@ def markdown(servers, meta):
     head, rows = timeline_rows(servers)
     if rows:
         lines += ["## Step timeline (Folio: the scheduler loop's phases, ms a step)", "",
-                  "`loop a step` is the wall time between steps; `GPU a step` the worker's backend "
-                  "time, which runs while the loop waits (`wait_gpu`) or works on the step before. "
+                  "`loop a step` is the wall time between steps while the scheduler had work (its "
+                  "busy phases); `GPU a step` the worker's backend time, which runs while the loop "
+                  "waits (`wait_gpu`) or works on the step before; `idle (s)` the seconds with "
+                  "nothing to run, GuideLLM's start-up and wind-down included. "
                   "`held_by_events`: work to plan, held while a frontend's token events were over "
                   "their bound (the frontends or the client not keeping up).", "",
                   md_table(head, rows), ""]
@@ -959,7 +1045,12 @@ def html_page(servers, meta):
     sbs = side_by_side(servers)
     if sbs and sbs[1]:
         o += ["<h2>Side by side</h2>", md_to_html_table(*sbs)]
+    abl = ablation_rows(servers)
+    if abl and abl[1]:
+        o += [f"<h2>Against {html.escape(servers[0][0])}</h2>", md_to_html_table(abl[0], abl[1])]
     o.append("<h2>Charts</h2><div class='charts'>")
+    if abl and abl[2]:
+        o.append(svg_bars(f"Change against {servers[0][0]}", abl[2]))
     o += charts(servers)
     o.append("</div>")
     head, rows, table = breakdown_rows(servers)

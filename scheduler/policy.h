@@ -50,11 +50,11 @@ struct folio_policy_config {
     int64_t max_pending_prompt_tokens; /* sum over waiting requests */
     int eos_ids[8];
     int num_eos_ids;
-    uint64_t seed;               /* draws the seeds of requests that bring none */
+    uint64_t seed;                /* draws the seeds of requests that bring none */
     bool disable_prefix_caching;  /* every prompt is computed whole */
     bool disable_chunked_prefill; /* a prompt runs whole in one step (the budget must hold it) */
     bool serial_steps;            /* one step in flight, not FOLIO_POLICY_MAX_INFLIGHT */
-    double (*clock)(void);       /* seconds, for queue times; NULL: none kept */
+    double (*clock)(void);        /* seconds, for queue times; NULL: none kept */
 };
 
 /* A request as Submit carries it (the caller keeps the arrays). */

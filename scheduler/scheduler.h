@@ -47,11 +47,11 @@ struct folio_scheduler_options {
     double heartbeat_timeout_seconds;
     double step_timeout_seconds; /* a step running longer means a hung worker; 0: no limit */
     uint64_t seed;
-    bool disable_prefix_caching;        /* --no-enable-prefix-caching */
-    bool disable_chunked_prefill;       /* --no-enable-chunked-prefill */
-    bool max_num_batched_tokens_given;  /* else raised to the model length without chunking */
-    bool serial_steps;                  /* --no-async-scheduling: one step in flight */
-    bool enforce_eager;                 /* --enforce-eager: no CUDA graphs in the worker */
+    bool disable_prefix_caching;       /* --no-enable-prefix-caching */
+    bool disable_chunked_prefill;      /* --no-enable-chunked-prefill */
+    bool max_num_batched_tokens_given; /* else raised to the model length without chunking */
+    bool serial_steps;                 /* --no-async-scheduling: one step in flight */
+    bool enforce_eager;                /* --enforce-eager: no CUDA graphs in the worker */
 };
 
 /* Runs until SIGTERM/SIGINT (then drains) or a fatal error. Returns the

@@ -191,8 +191,10 @@ def test_html_is_self_contained_with_charts(tmp_path):
     assert r.returncode == 0, r.stderr
     page = html_path.read_text()
     svgs = re.findall(r"<svg.*?</svg>", page, re.S)
-    assert len(svgs) == 6
+    assert len(svgs) == 7
     titles = [ET.fromstring(s).find("{http://www.w3.org/2000/svg}text").text for s in svgs]
+    assert titles[0] == "Change against folio" and svgs[0].count("<rect") == 4 + 4
+    svgs, titles = svgs[1:], titles[1:]
     assert titles[:2] == ["TTFT distribution (CDF)",
                           "ITL distribution (CDF of each request's mean ITL)"]
     assert "Output throughput vs request rate" in titles
@@ -201,6 +203,23 @@ def test_html_is_self_contained_with_charts(tmp_path):
     # Nothing fetched from elsewhere: no scripts, stylesheets or images by URL.
     assert not re.search(r"<(script|link|img)\b", page)
     assert not re.search(r"(src|href)=", page)
+
+
+def test_ablation_rows_are_changes_against_the_first_server():
+    """An ablation runs as another server; its row gives each figure and its change in percent
+    against the first server's same run and benchmark."""
+    base = report.load_inputs([str(FIXTURES / "folio")])[0]
+    off = report.load_inputs([str(FIXTURES / "folio")])[0][1]
+    for run in off:
+        for b in run.benches:
+            b.out_tok_s *= 0.8
+            b.itl = dict(b.itl, mean=b.itl["mean"] * 1.5)
+    head, rows, deltas = report.ablation_rows([base, ("folio-no-chunks", off)])
+    assert head[:5] == ["server", "run", "benchmark", "output tok/s", "vs folio"]
+    assert len(rows) == 1 and rows[0][:3] == ["folio-no-chunks", "sharegpt-rate2", "constant@2"]
+    assert rows[0][4] == "-20.0%" and rows[0][8] == "+50.0%" and rows[0][6] == "+0.0%"
+    assert deltas[0][1]["output tok/s"] == pytest.approx(-20.0)
+    assert report.ablation_rows([base]) is None
 
 
 def test_cdf_points():

@@ -15,8 +15,10 @@
 #
 # Options:
 #   --workloads LIST   comma list of rate2, poisson, max, saturate, sweep (default rate2,poisson,max)
-#   --server SPEC      'folio' (default) or NAME=COMMAND, repeatable; COMMAND may use {model},
-#                      {port} and {tokenizer}; each server runs the same workloads in turn
+#   --server SPEC      'folio' (default), 'NAME=folio FLAGS' (this build with more flags: an
+#                      ablation) or NAME=COMMAND, repeatable; COMMAND may use {model}, {port} and
+#                      {tokenizer}; each server runs the same workloads in turn, and the report
+#                      gives every server's change against the first
 #   --server-cmd CMD   the same as --server server=CMD
 #   --backend B        folio's --backend (default cuda)
 #   --model DIR        serve this checkpoint instead of writing the TinyLlama-shaped one
@@ -325,9 +327,12 @@ trap stop_server EXIT
 
 RESULT_DIRS=()
 for spec in "${SERVERS[@]}"; do
-  if [ "$spec" = folio ]; then
-    name=folio
-    cmd="env LD_LIBRARY_PATH=$FOLIO_LD $FOLIO_BIN serve --backend $BACKEND --model {model} --port {port} ${FOLIO_SERVE_ARGS:-}"
+  if [ "$spec" = folio ] || [[ $spec == *=folio ]] || [[ $spec == *=folio\ * ]]; then
+    # 'folio', or 'NAME=folio FLAGS': this build with more flags (an ablation, e.g.
+    # 'folio-eager=folio --enforce-eager'), reported against the first server
+    name=folio extra=
+    [ "$spec" != folio ] && name=${spec%%=*} extra=${spec#*=folio}
+    cmd="env LD_LIBRARY_PATH=$FOLIO_LD $FOLIO_BIN serve --backend $BACKEND --model {model} --port {port} ${FOLIO_SERVE_ARGS:-}$extra"
   else
     name=${spec%%=*}
     cmd=${spec#*=}

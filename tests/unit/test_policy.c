@@ -106,7 +106,8 @@ static void answer(struct folio_policy *p, int32_t token)
     for (int i = 0; i < h->num_seqs; i++)
         rs[i] = (struct folio_result_seq){.token_id = pv.seqs[i].sample ? token : -1};
     struct folio_result_view rv;
-    CHECK(folio_result_decode(buf, folio_result_size(h->num_seqs, 0, 0), &rv, err, sizeof err) == 0);
+    CHECK(folio_result_decode(buf, folio_result_size(h->num_seqs, 0, 0), &rv, err, sizeof err) ==
+          0);
     CHECK(folio_policy_apply_result(p, &rv, err, sizeof err) == 0);
     plans_head = (plans_head + 1) % 2;
     plans_count--;

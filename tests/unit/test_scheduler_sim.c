@@ -262,13 +262,14 @@ static void run_10k(const char *name, bool no_chunks, bool serial)
     CHECK(aborted > 0);
     char err[256];
     CHECK(folio_policy_check(d.p, err, sizeof err) == 0);
-    printf("10k requests (%s): %.2f s wall, %llu steps, %.1f us plan/step, modelled GPU time %.1f s, "
-           "%llu preemptions, prefix hits %llu of %llu tokens, %d aborted, %llu tokens "
-           "discarded one step late\n",
-           name, wall, (unsigned long long)d.steps, d.plan_seconds / d.steps * 1e6,
-           folio_sim_backend_modelled_us(d.sim) / 1e6, (unsigned long long)st.num_preemptions,
-           (unsigned long long)st.prefix_cache_hits, (unsigned long long)st.prefix_cache_queries,
-           aborted, (unsigned long long)st.tokens_discarded);
+    printf(
+        "10k requests (%s): %.2f s wall, %llu steps, %.1f us plan/step, modelled GPU time %.1f s, "
+        "%llu preemptions, prefix hits %llu of %llu tokens, %d aborted, %llu tokens "
+        "discarded one step late\n",
+        name, wall, (unsigned long long)d.steps, d.plan_seconds / d.steps * 1e6,
+        folio_sim_backend_modelled_us(d.sim) / 1e6, (unsigned long long)st.num_preemptions,
+        (unsigned long long)st.prefix_cache_hits, (unsigned long long)st.prefix_cache_queries,
+        aborted, (unsigned long long)st.tokens_discarded);
     driver_free(&d);
 }
 
