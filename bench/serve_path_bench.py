@@ -23,6 +23,9 @@ whose cost per event is far below Python's) against a server of
 second, the steps a second and their width, the scheduler loop's phases a step
 (folio_scheduler_loop_seconds_total) and the CPU each process used
 (bench/proc_cpu.py): the host side of a saturated server with no GPU time in it.
+With --serve-args '--backend cuda' on the GPU machine the same client drives the real model, a
+load GuideLLM's Python client may not be able to offer (bench/gpu/guidellm_bench.sh's CPU table
+shows when it is the limit).
 """
 import argparse
 import asyncio
@@ -30,6 +33,7 @@ import json
 import os
 import pathlib
 import re
+import shlex
 import signal
 import socket
 import statistics
@@ -93,12 +97,14 @@ async def run_streams(port, streams, tokens, rounds):
     return total, time.perf_counter() - t0
 
 
-def start_server(port, *flags):
+SIMULATED = ("--demo", "--simulate", "--sim-time-scale", "0")
+
+
+def start_server(port, *flags, engine=SIMULATED):
     folio = BUILD / "bin" / "folio"
-    server = subprocess.Popen([str(folio), "serve", "--demo", "--port", str(port), "--simulate",
-                               "--sim-time-scale", "0", *flags],
+    server = subprocess.Popen([str(folio), "serve", *engine, "--port", str(port), *flags],
                               stderr=subprocess.DEVNULL, stdout=subprocess.DEVNULL)
-    for _ in range(200):
+    for _ in range(1200):
         try:
             with socket.create_connection(("127.0.0.1", port), timeout=0.2) as s:
                 s.sendall(b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n")
@@ -129,14 +135,15 @@ def scrape(port):
 PHASES = ("intake", "results", "plan", "events", "wait_gpu", "held_by_events", "idle")
 
 
-def wide(streams, frontends, tokens, requests):
-    """h2load's C streams against the simulated worker, once per frontend count."""
+def wide(streams, frontends, tokens, requests, engine):
+    """h2load's C streams against the server (the simulated worker unless --serve-args names a
+    model and backend), once per frontend count."""
     rows = []
     body = pathlib.Path(f"/tmp/folio-wide-{os.getpid()}.json")
     for fe in frontends:
         port = free_port()
         server = start_server(port, "--frontends", str(fe), "--max-num-seqs", str(streams),
-                              "--max-num-batched-tokens", str(max(2048, streams)))
+                              "--max-num-batched-tokens", str(max(2048, streams)), engine=engine)
         try:
             with urllib.request.urlopen(f"http://127.0.0.1:{port}/v1/models") as r:
                 model = json.load(r)["data"][0]["id"]
@@ -171,16 +178,17 @@ def wide(streams, frontends, tokens, requests):
         cpu = json.loads(cpu_json.read_text())["groups"]
         cpu_json.unlink()
         busy = "; ".join(f"{g} {e['cores']:.2f}" for g, e in list(cpu.items())[:5])
-        rows.append((fe, toks / secs, steps / secs, toks / steps, phase, busy))
+        gpu = d.get("folio_step_backend_seconds_total", 0) / steps * 1e3
+        rows.append((fe, toks / secs, steps / secs, toks / steps, gpu, phase, busy))
     body.unlink(missing_ok=True)
     print(f"\nServing path, {streams} streams x {tokens} tokens ({requests} requests, h2load), "
-          f"instant simulated worker, {os.cpu_count()} cores")
-    print("| frontends | events/s | steps/s | tokens/step | " +
+          f"folio serve {' '.join(engine)}, {os.cpu_count()} cores")
+    print("| frontends | events/s | steps/s | tokens/step | GPU ms/step | " +
           " | ".join(f"{p} ms/step" for p in PHASES) + " | CPU: cores by process |")
-    print("|---" * (5 + len(PHASES)) + "|")
-    for fe, ev, sps, tps, phase, busy in rows:
+    print("|---" * (6 + len(PHASES)) + "|")
+    for fe, ev, sps, tps, gpu, phase, busy in rows:
         cells = " | ".join(f"{phase[p]:.3f}" for p in PHASES)
-        print(f"| {fe} | {ev:,.0f} | {sps:,.0f} | {tps:.0f} | {cells} | {busy} |")
+        print(f"| {fe} | {ev:,.0f} | {sps:,.0f} | {tps:.0f} | {gpu:.3f} | {cells} | {busy} |")
 
 
 def main():
@@ -190,10 +198,14 @@ def main():
     ap.add_argument("--wide", type=int, default=0, help="h2load with this many streams")
     ap.add_argument("--frontends", default="1,2", help="with --wide: frontend counts to try")
     ap.add_argument("--requests", type=int, default=0, help="with --wide (default 4 x --wide)")
+    ap.add_argument("--serve-args", default=None,
+                    help="with --wide: folio serve's model flags instead of the simulated worker, "
+                         "e.g. '--backend cuda' (the default model) on the GPU machine")
     args = ap.parse_args()
     if args.wide:
+        engine = shlex.split(args.serve_args) if args.serve_args is not None else SIMULATED
         wide(args.wide, [int(x) for x in args.frontends.split(",")], args.tokens,
-             args.requests or 4 * args.wide)
+             args.requests or 4 * args.wide, engine)
         return
 
     port = free_port()
