@@ -1,6 +1,7 @@
 /* frontend/openai_fields.c: every field Folio does not implement is a 400
  * naming it, the defaults OpenAI's own values are accepted, unknown fields
  * are refused as OpenAI refuses them, and max_tokens defaults per endpoint. */
+#include <stdbool.h>
 #include <string.h>
 
 #include "check.h"
@@ -106,9 +107,45 @@ static void test_max_tokens_defaults(void)
     folio_oai_request_free(&r);
 }
 
+/* True when s is well-formed UTF-8 (the error body is JSON). */
+static bool valid_utf8(const char *s)
+{
+    for (const unsigned char *p = (const unsigned char *)s; *p;) {
+        int n = *p < 0x80 ? 0 : *p >= 0xF0 ? 3 : *p >= 0xE0 ? 2 : *p >= 0xC0 ? 1 : -1;
+        if (n < 0)
+            return false;
+        for (p++; n > 0; n--, p++)
+            if ((*p & 0xC0) != 0x80)
+                return false;
+    }
+    return true;
+}
+
+/* An unknown field's name longer than the error's buffers, of two-byte
+ * characters, cut at an odd byte: the param and message stay valid UTF-8
+ * (the fuzzer found the cut in the middle of a character). */
+static void test_long_unknown_field_name(void)
+{
+    char body[1024] = "{\"prompt\":\"x\",\"";
+    for (int i = 0; i < 300; i++)
+        strcat(body, "\xc3\xa9");
+    strcat(body, "\":1}");
+    struct folio_oai_request r;
+    struct folio_oai_error e;
+    CHECK(parse(C, body, &r, &e) == -1);
+    CHECK(e.status == 400);
+    CHECK(strlen(e.param) > 0 && valid_utf8(e.param));
+    CHECK(strstr(e.message, "Unrecognized") != NULL && valid_utf8(e.message));
+    char odd[] = "{\"prompt\":\"x\",\"g\xc3\xa9\xc3\xa9\":1}";
+    CHECK(parse(C, odd, &r, &e) == -1);
+    CHECK(!strcmp(e.param, "g\xc3\xa9\xc3\xa9"));
+    folio_oai_request_free(&r);
+}
+
 int main(void)
 {
     test_rejected();
+    test_long_unknown_field_name();
     test_accepted();
     test_max_tokens_defaults();
     return check_report();
