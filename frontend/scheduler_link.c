@@ -14,6 +14,7 @@
 
 #include "folio.pb-c.h"
 #include "ipc_records.h"
+#include "nng_dial.h"
 #include "log.h"
 #include "shm_ring.h"
 #include "clock.h"
@@ -26,15 +27,9 @@ struct folio_link {
     pthread_t ctl_thread, ring_thread;
     bool ctl_started, ring_started;
     atomic_bool stopping;
-    atomic_bool pipe_lost; /* a connection to the scheduler broke */
-    /* Connected pipes by id, of the PUSH socket (Submits can go out while one
-     * is there) and of the REQ socket. Sets, not counters: nng may report a
-     * pipe's removal without having reported its addition (a connection that
-     * died while being set up). */
-    struct pipe_set {
-        uint32_t ids[8];
-    } submit_pipes, ctl_pipes;
-    pthread_mutex_t pipes_mu;
+    /* The two sockets' dialers: Submits can go out while the first has a
+     * connection. */
+    struct folio_dial submit_dial, ctl_dial;
     atomic_size_t pending_bytes;
     uint32_t epoch;       /* ours: Register says it, so the scheduler tells restarts apart */
     char ctl_error[1100]; /* why the last control call failed (the control thread's) */
@@ -156,8 +151,6 @@ static void *ring_main(void *arg)
 
 /* ---- the control thread ------------------------------------------------- */
 
-static int connected(struct folio_link *l, const struct pipe_set *set);
-
 /* One request/reply on the REQ socket; *reply must be freed with
  * folio__envelope__free_unpacked. */
 static int ctl_call(struct folio_link *l, Folio__Envelope *env, Folio__Envelope **reply)
@@ -171,7 +164,7 @@ static int ctl_call(struct folio_link *l, Folio__Envelope *env, Folio__Envelope 
     free(buf);
     if (rv != 0) {
         snprintf(l->ctl_error, sizeof l->ctl_error, "sending on %s: %s (%d connections)",
-                 l->ctl_url, nng_strerror(rv), connected(l, &l->ctl_pipes));
+                 l->ctl_url, nng_strerror(rv), folio_dial_connections(&l->ctl_dial));
         return -1;
     }
     void *in = NULL;
@@ -283,48 +276,17 @@ static int do_status(struct folio_link *l)
     return 0;
 }
 
-/* nng calls this on its own thread when a connection to the scheduler opens
- * or closes (either socket). A closed one means the scheduler died or
- * restarted, and with it every request it held (a restarted one answers
- * StatusRequests at once, so a broken pipe is the only sign). */
-static void on_pipe(nng_pipe p, nng_pipe_ev ev, void *arg)
-{
-    struct folio_link *l = arg;
-    uint32_t id = (uint32_t)nng_pipe_id(p);
-    struct pipe_set *set = nng_socket_id(nng_pipe_socket(p)) == nng_socket_id(l->push)
-                               ? &l->submit_pipes
-                               : &l->ctl_pipes;
-    pthread_mutex_lock(&l->pipes_mu);
-    for (size_t i = 0; i < sizeof set->ids / sizeof set->ids[0]; i++) {
-        if (ev == NNG_PIPE_EV_ADD_POST && set->ids[i] == 0) {
-            set->ids[i] = id;
-            break;
-        }
-        if (ev == NNG_PIPE_EV_REM_POST && set->ids[i] == id)
-            set->ids[i] = 0;
-    }
-    pthread_mutex_unlock(&l->pipes_mu);
-    if (ev == NNG_PIPE_EV_REM_POST)
-        atomic_store(&l->pipe_lost, true);
-}
-
-static int connected(struct folio_link *l, const struct pipe_set *set)
-{
-    int n = 0;
-    pthread_mutex_lock(&l->pipes_mu);
-    for (size_t i = 0; i < sizeof set->ids / sizeof set->ids[0]; i++)
-        n += set->ids[i] != 0;
-    pthread_mutex_unlock(&l->pipes_mu);
-    return n;
-}
-
 static void *ctl_main(void *arg)
 {
     struct folio_link *l = arg;
     bool registered = false, lost_posted = false;
     double last_ok = folio_mono_s(), last_said = 0;
     while (!atomic_load(&l->stopping)) {
-        if (atomic_exchange(&l->pipe_lost, false) && registered) {
+        /* A closed connection means the scheduler died or restarted, and
+         * with it every request it held (a restarted one answers
+         * StatusRequests at once, so a broken pipe is the only sign). */
+        bool lost = folio_dial_lost(&l->submit_dial) | folio_dial_lost(&l->ctl_dial);
+        if (lost && registered) {
             folio_log_warn(0, "the connection to the scheduler closed: its requests are lost; "
                               "registering again");
             registered = false;
@@ -339,7 +301,7 @@ static void *ctl_main(void *arg)
         int rc = -1;
         if (registered) {
             rc = do_status(l);
-        } else if (connected(l, &l->submit_pipes) > 0) {
+        } else if (folio_dial_connections(&l->submit_dial) > 0) {
             rc = do_register(l);
         } else {
             snprintf(l->ctl_error, sizeof l->ctl_error, "the Submit socket is not connected to %s",
@@ -372,6 +334,8 @@ static void *ctl_main(void *arg)
                 last_said = now;
             }
         }
+        folio_dial_watch(&l->submit_dial);
+        folio_dial_watch(&l->ctl_dial);
         usleep((useconds_t)l->cfg.status_interval_ms * 1000);
     }
     return NULL;
@@ -397,24 +361,15 @@ static int open_sockets(struct folio_link *l, char *err, size_t errlen)
     nng_socket_set_ms(l->req, NNG_OPT_RECVTIMEO, 1000);
     nng_socket_set_size(l->push, NNG_OPT_RECVMAXSZ, 0);
     nng_socket_set_size(l->req, NNG_OPT_RECVMAXSZ, 1 << 20);
-    nng_pipe_notify(l->push, NNG_PIPE_EV_ADD_POST, on_pipe, l);
-    nng_pipe_notify(l->push, NNG_PIPE_EV_REM_POST, on_pipe, l);
-    nng_pipe_notify(l->req, NNG_PIPE_EV_ADD_POST, on_pipe, l);
-    nng_pipe_notify(l->req, NNG_PIPE_EV_REM_POST, on_pipe, l);
     /* Non-blocking dials: the scheduler may start after us; nng keeps
      * redialling, also after it restarts. A REQ socket is not closed and
      * opened again when its requests go unanswered (ZeroMQ's "lazy pirate"):
      * measured, a scheduler stopped for 8 s (SIGSTOP) while both frontends did
      * that every three unanswered Registers never answered again once it ran
      * (7 runs of 8, nng 1.5.2), where without it all 6 runs recovered at once. */
-    if ((rv = nng_dial(l->push, l->submit_url, NULL, NNG_FLAG_NONBLOCK)) != 0) {
-        snprintf(err, errlen, "dial %s: %s", l->submit_url, nng_strerror(rv));
+    if (folio_dial_start(&l->submit_dial, l->push, l->submit_url, err, errlen) != 0 ||
+        folio_dial_start(&l->ctl_dial, l->req, l->ctl_url, err, errlen) != 0)
         return -1;
-    }
-    if ((rv = nng_dial(l->req, l->ctl_url, NULL, NNG_FLAG_NONBLOCK)) != 0) {
-        snprintf(err, errlen, "dial %s: %s", l->ctl_url, nng_strerror(rv));
-        return -1;
-    }
     return 0;
 }
 
@@ -441,7 +396,6 @@ int folio_link_start(const struct folio_link_config *cfg, struct folio_link **ou
     l->cfg.ring_name = l->ring_name;
     l->epoch = (uint32_t)(folio_unix_ns() / 1000000ull) ^ ((uint32_t)getpid() << 16);
     pthread_mutex_init(&l->mu, NULL);
-    pthread_mutex_init(&l->pipes_mu, NULL);
     *out = l;
 
     /* A predecessor killed with -9 left its ring: it is ours to replace. */
@@ -478,7 +432,8 @@ void folio_link_stop(struct folio_link *l)
     folio_ring_close(l->reader);
     folio_ring_close(l->owner); /* unlinks the name */
     pthread_mutex_destroy(&l->mu);
-    pthread_mutex_destroy(&l->pipes_mu);
+    folio_dial_fini(&l->submit_dial);
+    folio_dial_fini(&l->ctl_dial);
     free(l);
 }
 

@@ -12,11 +12,13 @@
 
 #include "clock.h"
 #include "folio.pb-c.h"
+#include "nng_dial.h"
 
 #define ASK_EVERY_US 500000
 
 struct folio_sched_watch {
     nng_socket req;
+    struct folio_dial dial;
     pthread_t thread;
     atomic_bool stopping;
     _Atomic double last_answer;
@@ -56,6 +58,9 @@ static void *watch_main(void *arg)
         double asked = folio_mono_s();
         if (ask(w) == 0)
             atomic_store(&w->last_answer, folio_mono_s());
+        /* A dialer that never connects again would read as a silent
+         * scheduler, and have a healthy one killed over and over. */
+        folio_dial_watch(&w->dial);
         double spent_us = (folio_mono_s() - asked) * 1e6;
         if (spent_us < ASK_EVERY_US)
             usleep((useconds_t)(ASK_EVERY_US - spent_us));
@@ -82,12 +87,12 @@ int folio_sched_watch_start(const char *ctl_url, struct folio_sched_watch **out,
     nng_socket_set_ms(w->req, NNG_OPT_SENDTIMEO, 1000);
     nng_socket_set_ms(w->req, NNG_OPT_RECVTIMEO, 1000);
     nng_socket_set_size(w->req, NNG_OPT_RECVMAXSZ, 1 << 20);
-    if ((rv = nng_dial(w->req, ctl_url, NULL, NNG_FLAG_NONBLOCK)) != 0)
-        snprintf(err, errlen, "dial %s: %s", ctl_url, nng_strerror(rv));
-    else if ((rv = pthread_create(&w->thread, NULL, watch_main, w)) != 0)
+    if ((rv = folio_dial_start(&w->dial, w->req, ctl_url, err, errlen)) == 0 &&
+        (rv = pthread_create(&w->thread, NULL, watch_main, w)) != 0)
         snprintf(err, errlen, "watching %s: %s", ctl_url, strerror(rv));
     if (rv != 0) {
         nng_close(w->req);
+        folio_dial_fini(&w->dial);
         free(w);
         return -1;
     }
@@ -107,5 +112,6 @@ void folio_sched_watch_stop(struct folio_sched_watch *w)
     atomic_store(&w->stopping, true);
     pthread_join(w->thread, NULL);
     nng_close(w->req);
+    folio_dial_fini(&w->dial);
     free(w);
 }

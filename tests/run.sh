@@ -4,17 +4,19 @@
 # smoke runs (ctest -L fuzz) of a clang libFuzzer build.
 # C unit tests run under ctest; the end-to-end and reference comparisons under
 # pytest (they drive the built programs as subprocesses, so they exercise the
-# sanitized binaries too). Prints "N passed, N failed" last.
+# sanitized binaries too). Last, the docker-compose deployment end to end
+# (tests/compose/test_compose.sh: root and docker, which deploy/setup.sh
+# installs). Prints "N passed, N failed" last.
 #
-# Usage: tests/run.sh [normal|asan|fuzz]...   (default: all three)
-# FOLIO_TEST_COMPOSE=1 adds tests/compose/test_compose.sh (needs docker).
+# Usage: tests/run.sh [normal|asan|fuzz|compose]...   (default: all four)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 repo=$(pwd)
 export FOLIO_SHARED=${FOLIO_SHARED:-$repo/../shared}
 jobs=$(nproc)
 suites=("$@")
-[ ${#suites[@]} -gt 0 ] || suites=(normal asan fuzz)
+[ ${#suites[@]} -gt 0 ] || suites=(normal asan fuzz compose)
+run_compose=0
 
 passed=0
 failed=0
@@ -39,6 +41,7 @@ PY
 
 for suite in "${suites[@]}"; do
     case $suite in
+    compose) run_compose=1; continue ;;
     normal) dir=build flags=(-DCMAKE_BUILD_TYPE=RelWithDebInfo) only=() ;;
     asan) dir=build-asan flags=(-DCMAKE_BUILD_TYPE=Debug -DFOLIO_SANITIZE=ON) only=() ;;
     fuzz) dir=build-fuzz only=(-L fuzz)
@@ -65,8 +68,8 @@ for suite in "${suites[@]}"; do
     add_junit "$dir/pytest.xml"
 done
 
-# The compose deployment (docker, minutes): only when asked for.
-if [ "${FOLIO_TEST_COMPOSE:-0}" = 1 ]; then
+# The compose deployment (docker; about 11 minutes on 2 cores, most of it the image build).
+if [ "$run_compose" = 1 ]; then
     echo "=== compose: tests/compose/test_compose.sh"
     mkdir -p build
     bash tests/compose/test_compose.sh 2>&1 | tee build/compose-test.log

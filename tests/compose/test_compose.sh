@@ -8,7 +8,7 @@
 #
 # Needs root, docker.io, docker-compose (or `docker compose`), debootstrap and
 # Python's openai package. Starts dockerd when none runs, and stops it after.
-# Run by tests/run.sh when FOLIO_TEST_COMPOSE=1, or alone:
+# Run by tests/run.sh (its last suite), or alone:
 #     bash tests/compose/test_compose.sh
 # Environment: FOLIO_COMPOSE_PORT (default 18080), FOLIO_COMPOSE_KEEP=1 (leave
 # the stack up on failure, to look at it), FOLIO_COMPOSE_SKIP_GUIDELLM=1.
