@@ -285,7 +285,8 @@ static void *ctl_main(void *arg)
         /* A closed connection means the scheduler died or restarted, and
          * with it every request it held (a restarted one answers
          * StatusRequests at once, so a broken pipe is the only sign). */
-        bool lost = folio_dial_lost(&l->submit_dial) | folio_dial_lost(&l->ctl_dial);
+        bool lost_submit = folio_dial_lost(&l->submit_dial);
+        bool lost = folio_dial_lost(&l->ctl_dial) || lost_submit;
         if (lost && registered) {
             folio_log_warn(0, "the connection to the scheduler closed: its requests are lost; "
                               "registering again");
