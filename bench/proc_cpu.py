@@ -12,7 +12,10 @@ what they are: the comm name for native programs (folio-frontend, folio-schedule
 VLLM::EngineCore...), the module or script for Python (`python -m guidellm` and the processes it
 forks or spawns are "guidellm"; `vllm serve` is "vllm"). Per group: processes seen, CPU seconds,
 cores (CPU seconds over the window) and the busiest single process's peak over one sampling
-interval, which reads as "one core was full" near 1.0."""
+interval, which reads as "one core was full" near 1.0. Each process that used a second or more
+also keeps its samples (`series`: [unix time, cores] a sampling interval), so that a report can
+take its cores within a benchmark's own window (GuideLLM's start-up and wind-down left out): near
+1.0 there, one process, such as GuideLLM's main process, was the limit."""
 import json
 import os
 import signal
@@ -82,7 +85,7 @@ def sample(out_path, interval):
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: stop.append(1))
     me = os.getpid()
-    first, last, peaks, groups = {}, {}, {}, {}
+    first, last, peaks, groups, series = {}, {}, {}, {}, {}
     prev, prev_t = {}, None
     t0 = time.time()
     while True:
@@ -100,6 +103,7 @@ def sample(out_path, interval):
             if prev_t is not None and key in prev and now - prev_t >= 0.2:
                 rate = (cpu - prev[key]) / (now - prev_t)
                 peaks[g] = max(peaks.get(g, 0.0), rate)
+                series.setdefault(key, []).append([round(now, 2), round(rate, 3)])
         prev = {k: v for k, v in last.items() if (k[0] in procs)}
         prev_t = now
         if stop:
@@ -111,9 +115,11 @@ def sample(out_path, interval):
         used = last[key] - first[key]
         if used <= 0 and g not in table:
             continue
-        e = table.setdefault(g, {"processes": 0, "cpu_s": 0.0})
+        e = table.setdefault(g, {"processes": 0, "cpu_s": 0.0, "series": {}})
         e["processes"] += 1
         e["cpu_s"] += max(used, 0.0)
+        if used >= 1.0 and key in series:
+            e["series"][str(key[0])] = series[key]
     for g, e in table.items():
         e["cores"] = e["cpu_s"] / wall if wall > 0 else 0.0
         e["peak_process_cores"] = peaks.get(g, 0.0)
@@ -126,9 +132,11 @@ def sample(out_path, interval):
 def table(path, top=12):
     doc = json.load(open(path))
     lines = [f"CPU by process over {doc['wall_s']:.1f} s ({doc['cores_online']} cores)",
-             f"{'group':<24} {'procs':>5} {'cpu s':>8} {'cores':>6} {'peak 1 proc':>11}"]
+             f"{'group':<24} {'procs':>5} {'cpu s':>8} {'cores':>6} {'busiest 1 proc':>14} "
+             f"{'peak 1 proc':>11}"]
     for g, e in list(doc["groups"].items())[:top]:
         lines.append(f"{g[:24]:<24} {e['processes']:>5} {e['cpu_s']:>8.1f} {e['cores']:>6.2f} "
+                     f"{e.get('busiest_process_cores', 0.0):>14.2f} "
                      f"{e['peak_process_cores']:>11.2f}")
     return "\n".join(lines)
 

@@ -88,6 +88,7 @@ class Bench:
         self.req_s = dig(m, "requests_per_second", "successful", "mean")
         self.out_tok_s = dig(m, "output_tokens_per_second", "total", "mean")
         self.concurrency = dig(m, "request_concurrency", "successful", "mean")
+        self.max_concurrency = dig(cfg, "strategy", "max_concurrency")
         self.ttft = dist(m, "time_to_first_token_ms")
         self.itl = dist(m, "inter_token_latency_ms")
         self.tpot = dist(m, "time_per_output_token_ms")
@@ -590,19 +591,68 @@ def timeline_rows(servers):
 
 
 def cpu_rows(servers, top=6):
-    """The busiest process groups of each run (bench/proc_cpu.py): cores used over the run and
-    the busiest single process's peak (near 1.0: that process had a core to itself and no more)."""
+    """The busiest process groups of each run (bench/proc_cpu.py): cores used over the sampled
+    window, the busiest single process's cores within GuideLLM's benchmarks and its peak over one
+    sampling interval (near 1.0: that process had a core to itself and no more)."""
     rows = []
     for server, runs in servers:
         for run in runs:
             if not run.cpu:
                 continue
             groups = list(run.cpu.get("groups", {}).items())[:top]
-            cells = [f"{g} {e['cores']:.2f} (peak {e['peak_process_cores']:.2f})"
-                     for g, e in groups]
+            window = run_window(run)
+            cells = []
+            for g, e in groups:
+                one = busiest_in_window(e, window)
+                one = f"one {one:.2f} in the run, " if one is not None else ""
+                cells.append(f"{g} {e['cores']:.2f} ({one}peak {e['peak_process_cores']:.2f})")
             rows.append([server, run.name, str(run.cpu.get("cores_online", "?")), "; ".join(cells)])
-    head = ["server", "run", "cores", "process group: cores over the run (one process's peak)"]
+    head = ["server", "run", "cores",
+            "process group: cores (its busiest process in the benchmarks, its peak)"]
     return head, rows
+
+
+# A process at this much of a core for most of a run had no more to give: a Python process
+# (GuideLLM's main one gathers every request's results) cannot use a second core.
+CLIENT_BOUND_CORES = 0.8
+
+
+def run_window(run):
+    """(first start, last end) of the run's GuideLLM benchmarks in unix seconds, or None."""
+    spans = [(b.start, b.end) for b in run.benches if b.start and b.end]
+    if not spans:
+        return None
+    return min(a for a, _ in spans), max(b for _, b in spans)
+
+
+def cores_in_window(samples, window):
+    """A process's mean cores over its samples inside window: [(unix time, cores)]."""
+    inside = [c for t, c in samples if window[0] <= t <= window[1]]
+    return sum(inside) / len(inside) if inside else None
+
+
+def busiest_in_window(group, window):
+    """The group's busiest process's cores within window (proc_cpu's series), or None."""
+    if not window:
+        return None
+    vals = [v for v in (cores_in_window(x, window) for x in group.get("series", {}).values())
+            if v is not None]
+    return max(vals) if vals else None
+
+
+def client_bound(run):
+    """(GuideLLM's busiest process's cores within the benchmarks, the server's cores there) when
+    that process had at least CLIENT_BOUND_CORES of a core, else None."""
+    groups = (run.cpu or {}).get("groups", {})
+    window = run_window(run)
+    client = busiest_in_window(groups.get("guidellm", {}), window)
+    if client is None or client < CLIENT_BOUND_CORES:
+        return None
+    server = 0.0
+    for g, e in groups.items():
+        if g.startswith(("folio", "vllm", "VLLM")):
+            server += sum(cores_in_window(x, window) or 0.0 for x in e.get("series", {}).values())
+    return client, server
 
 
 def side_by_side(servers):
@@ -760,12 +810,24 @@ def analysis(servers, table):
     for server, runs in servers:
         for run in runs:
             for b in run.benches:
+                if (b.kind == "throughput" and b.max_concurrency and b.concurrency is not None
+                        and b.concurrency < 0.5 * b.max_concurrency):
+                    out.append(f"- **{server} {run.name} {b.label}**: GuideLLM kept "
+                               f"{b.concurrency:.0f} requests in flight on average of the "
+                               f"{b.max_concurrency} it was allowed: the client, not the server, "
+                               f"set the pace.")
                 if b.target_rate and b.req_s is not None and b.kind in ("constant", "poisson"):
                     if b.req_s < 0.8 * b.target_rate:
                         out.append(f"- **{server} {run.name} {b.label}**: saturated: "
                                    f"{b.req_s:.2f} of {b.target_rate:g} req/s completed, "
                                    f"{b.incomplete} cut off at the end, TTFT p99 "
                                    f"{fmt(b.ttft['p99'])} ms (queueing).")
+        for run in runs:
+            bound = client_bound(run)
+            if bound:
+                out.append(f"- **{server} {run.name}**: the client bounds this run: GuideLLM's "
+                           f"busiest process used {bound[0]:.2f} of a core during the "
+                           f"benchmark, the server's processes {bound[1]:.2f} cores in all.")
         peak = max((b for r in runs for b in r.benches if b.out_tok_s), default=None,
                    key=lambda b: b.out_tok_s)
         if peak:

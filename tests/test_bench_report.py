@@ -222,6 +222,52 @@ def test_ablation_rows_are_changes_against_the_first_server():
     assert report.ablation_rows([base]) is None
 
 
+def test_a_client_at_a_full_core_is_named_as_the_bound():
+    """A run whose GuideLLM main process had a full core during the benchmark (its start-up and
+    wind-down left out) is said to be bounded by the client, with the server's cores beside it;
+    a lighter client is not."""
+    base = report.load_inputs([str(FIXTURES / "folio")])[0]
+    run = base[1][0]
+    lo, hi = report.run_window(run)
+    def series(during, outside=1.0):
+        # Busy before the window (start-up), `during` inside it, idle after.
+        return ([[lo - 5 + 0.5 * i, outside] for i in range(10)] +
+                [[lo + (hi - lo) * i / 10, during] for i in range(11)] +
+                [[hi + 1 + 0.5 * i, 0.0] for i in range(10)])
+    def groups(client):
+        return {"guidellm": {"cores": 1.1, "peak_process_cores": 1.2,
+                             "series": {"10": series(client), "11": series(0.2)}},
+                "folio-frontend": {"cores": 0.3, "peak_process_cores": 0.5,
+                                   "series": {"20": series(0.3, 0.0)}},
+                "folio-scheduler": {"cores": 0.2, "peak_process_cores": 0.4,
+                                    "series": {"21": series(0.2, 0.0)}}}
+    run.cpu = {"cores_online": 2, "groups": groups(0.95)}
+    assert report.client_bound(run) == pytest.approx((0.95, 0.5))
+    lines = report.analysis([base], report.breakdown_rows([base])[2])
+    assert any("the client bounds this run" in line and "0.95 of a core" in line
+               for line in lines), lines
+    head, rows = report.cpu_rows([base])
+    assert "guidellm 1.10 (one 0.95 in the run, peak 1.20)" in rows[0][3]
+    # Busy only at start-up: not the bound.
+    run.cpu = {"cores_online": 2, "groups": groups(0.5)}
+    assert report.client_bound(run) is None
+    lines = report.analysis([base], report.breakdown_rows([base])[2])
+    assert not any("the client bounds" in line for line in lines)
+
+
+def test_a_throughput_run_the_client_did_not_fill_is_named():
+    """A throughput benchmark whose GuideLLM kept far fewer requests in flight than its
+    max_concurrency says so; one that filled it does not."""
+    base = report.load_inputs([str(FIXTURES / "folio")])[0]
+    b = base[1][0].benches[0]
+    b.kind, b.max_concurrency, b.concurrency = "throughput", 1024, 41.5
+    lines = report.analysis([base], report.breakdown_rows([base])[2])
+    assert any("kept 42 requests in flight on average of the 1024" in x for x in lines), lines
+    b.concurrency = 1000.0
+    lines = report.analysis([base], report.breakdown_rows([base])[2])
+    assert not any("in flight on average" in x for x in lines)
+
+
 def test_cdf_points():
     pts = report.cdf_points([3.0, 1.0, 2.0, None, 4.0])
     assert pts == [(1.0, 0.25), (2.0, 0.5), (3.0, 0.75), (4.0, 1.0)]
@@ -253,6 +299,9 @@ def test_proc_cpu_names_the_busy_process(tmp_path):
     doc = json.loads(out.read_text())
     sh = doc["groups"]["sh"]
     assert sh["cpu_s"] > 0.3 and sh["peak_process_cores"] > 0.3, doc["groups"]
+    # The spinning shell's samples: most of them near a full core.
+    samples = [c for one in sh["series"].values() for _, c in one]
+    assert sorted(samples)[len(samples) // 2] > 0.5, sh
     assert doc["wall_s"] >= 2.5
     text = subprocess.run([sys.executable, str(REPO / "bench" / "proc_cpu.py"), "--table",
                            str(out)], capture_output=True, text=True, check=True).stdout
