@@ -50,6 +50,9 @@ const struct folio_opt folio_engine_flag_table[] = {
      "is planned after the last one's tokens are back"},
     {"--enforce-eager", FOLIO_OPT_BOOL, E(enforce_eager), "false", 0, 0, NULL,
      "cuda: decode steps run eagerly, never replayed as CUDA graphs (slower; for comparison)"},
+    {"--tensor-parallel-size", FOLIO_OPT_INT, E(tensor_parallel_size), "1", 1, 8, NULL,
+     "ranks the model's heads, MLP and vocabulary are sharded over; cpu: emulated in the "
+     "worker process; cuda: not built yet (one GPU per worker)"},
     {"--heartbeat-timeout", FOLIO_OPT_NUM, E(heartbeat_timeout), "5", 0.5, 3600, NULL,
      "a worker silent this long (s) is killed and restarted"},
     {"--step-timeout", FOLIO_OPT_NUM, E(step_timeout), NULL, 0, 86400, NULL,

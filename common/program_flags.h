@@ -27,6 +27,7 @@ struct folio_engine_flags {
     double gpu_memory_utilization;
     int64_t cpu_kv_bytes, threads, max_waiting_requests, max_pending_prompt_tokens;
     bool enable_prefix_caching, enable_chunked_prefill, async_scheduling, enforce_eager;
+    int64_t tensor_parallel_size;
     double heartbeat_timeout, step_timeout;
     int64_t seed; /* meaningful only when given; else drawn from the clock */
     bool simulate;

@@ -51,7 +51,15 @@ static int to_options(const char *prog, const struct folio_common_flags *c,
         .max_num_batched_tokens_given = e->max_num_batched_tokens != 0,
         .serial_steps = !e->async_scheduling,
         .enforce_eager = e->enforce_eager,
+        .tensor_parallel_size = (int)e->tensor_parallel_size,
     };
+    if (cuda && e->tensor_parallel_size > 1) {
+        fprintf(stderr,
+                "%s: --tensor-parallel-size %lld: the CUDA worker runs on one GPU; tensor "
+                "parallelism over NCCL is not built yet (--backend cpu emulates it)\n",
+                prog, (long long)e->tensor_parallel_size);
+        return 2;
+    }
     for (size_t i = 0; i < folio_engine_flag_count; i++)
         if (engine_given[i] && !strcmp(folio_engine_flag_table[i].name, "--seed"))
             o->seed = (uint64_t)e->seed;

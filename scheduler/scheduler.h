@@ -52,6 +52,7 @@ struct folio_scheduler_options {
     bool max_num_batched_tokens_given; /* else raised to the model length without chunking */
     bool serial_steps;                 /* --no-async-scheduling: one step in flight */
     bool enforce_eager;                /* --enforce-eager: no CUDA graphs in the worker */
+    int tensor_parallel_size;          /* the worker's ranks (1: none) */
 };
 
 /* Runs until SIGTERM/SIGINT (then drains) or a fatal error. Returns the

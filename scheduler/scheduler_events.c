@@ -56,6 +56,10 @@ void sched_build_worker_argv(struct sched *s)
     folio_ws_argf(ws, "%d", o->threads);
     if (o->enforce_eager)
         folio_ws_arg(ws, "--enforce-eager");
+    if (o->tensor_parallel_size > 1) {
+        folio_ws_arg(ws, "--tensor-parallel-size");
+        folio_ws_argf(ws, "%d", o->tensor_parallel_size);
+    }
     if (o->simulate) {
         folio_ws_arg(ws, "--sim-time-scale");
         folio_ws_argf(ws, "%g", o->sim_time_scale);

@@ -80,6 +80,8 @@ struct folio_backend_options {
                                      backend may drop them from the L2 once sampled */
     bool enforce_eager;           /* CUDA: decode steps never replayed as graphs (the yardstick
                                      graphs are held to, and --enforce-eager) */
+    int tensor_parallel_size;     /* ranks the model is sharded over (0 or 1: none); the CPU
+                                     backend emulates them in this process */
 };
 
 struct folio_backend;

@@ -20,6 +20,7 @@
 
 #include "backend.h"
 #include "cpu_prompt_logprobs.h"
+#include "cpu_weights.h"
 #include "sampler.h"
 
 #define FOLIO_CPU_PIPELINE_DEPTH 2
@@ -27,14 +28,6 @@
 /* Work (multiply-adds) below which a loop runs on one thread: waking a team
  * costs more than a small matmul, and far more on a busy machine. */
 #define FOLIO_CPU_PARALLEL_MIN_WORK (1 << 18)
-
-struct cpu_layer {
-    float *attn_norm, *wq, *wk, *wv, *wo;
-    float *bq, *bk, *bv; /* Qwen2's projection biases; NULL when the model has none */
-    float *mlp_norm, *w_gate, *w_up, *w_down;
-    float *k_cache; /* [num_kv_blocks][16][kv_heads][head_dim] */
-    float *v_cache;
-};
 
 /* The results of one launched step, waiting for collect(). */
 struct cpu_step_out {
@@ -81,8 +74,12 @@ struct cpu_backend {
     struct folio_model_config cfg;
     int num_threads;
 
-    float *embed, *final_norm, *lm_head; /* lm_head == embed when tied */
-    struct cpu_layer *layers;
+    float *final_norm;
+    /* Tensor parallelism emulated in one process: each rank's share of the
+     * weights and KV cache (tp_shard.h), run one after the other, with a sum
+     * where the GPUs would all-reduce and a copy where they would gather. */
+    int tp;
+    struct cpu_rank ranks[FOLIO_CPU_TP_MAX];
     double *inv_freq; /* [head_dim / 2], rope scaling applied */
 
     int32_t *last_sampled; /* [max_seqs]: the token FOLIO_TOKEN_FROM_PREV stands for; -1 none */
@@ -91,6 +88,8 @@ struct cpu_backend {
     /* Scratch for one step of up to max_num_tokens tokens. */
     int32_t *tokens, *tok_pos, *tok_seq;
     float *x, *xn, *q, *k, *v, *attn, *gate, *up;
+    float *part, *sum;   /* [max_num_tokens][hidden]: a rank's partial sum, their sum (tp > 1) */
+    float *shard_logits; /* [max_seqs][vocab / tp]: a rank's logits (tp > 1) */
     float *rope_cos, *rope_sin; /* [max_num_tokens][head_dim / 2] */
     float *final_x;             /* [max_seqs][hidden] */
     int32_t *sample_seq;        /* [max_seqs]: which sequences sample, in order */
@@ -104,49 +103,6 @@ struct cpu_backend {
     struct cpu_step_out out[FOLIO_CPU_PIPELINE_DEPTH];
     int out_head, out_count;
 };
-
-static void *alloc_floats(size_t n)
-{
-    /* 64-byte aligned so that vector loads never straddle cache lines. */
-    size_t bytes = (n * sizeof(float) + 63) / 64 * 64;
-    return aligned_alloc(64, bytes ? bytes : 64);
-}
-
-/* ---- weights ------------------------------------------------------------ */
-
-static int convert_tensor(const struct folio_tensor *t, size_t expect, const char *what,
-                          float **out, char *err, size_t errlen)
-{
-    if (!t) {
-        snprintf(err, errlen, "cpu backend: the model has no %s tensor", what);
-        return -1;
-    }
-    size_t esize = folio_dtype_size(t->dtype);
-    if (t->nbytes != expect * esize) {
-        snprintf(err, errlen, "cpu backend: tensor %s in %s has %zu bytes, expected %zu (%zu %s)",
-                 t->name, t->file, t->nbytes, expect * esize, expect, folio_dtype_name(t->dtype));
-        return -1;
-    }
-    float *dst = alloc_floats(expect);
-    if (!dst) {
-        snprintf(err, errlen, "cpu backend: out of memory converting %s (%zu floats)", t->name,
-                 expect);
-        return -1;
-    }
-    /* memcpy element by element: the mapping gives no alignment guarantee. */
-    const unsigned char *src = t->data;
-    if (t->dtype == FOLIO_DTYPE_F32) {
-        memcpy(dst, src, expect * sizeof(float));
-    } else {
-        for (size_t i = 0; i < expect; i++) {
-            uint16_t h;
-            memcpy(&h, src + 2 * i, 2);
-            dst[i] = t->dtype == FOLIO_DTYPE_BF16 ? folio_bf16_to_f32(h) : folio_f16_to_f32(h);
-        }
-    }
-    *out = dst;
-    return 0;
-}
 
 /* inv_freq[i] = theta^(-2i/d), then the config's scaling, as Hugging Face's
  * _compute_default/linear/llama3_rope_parameters compute it. */
@@ -243,20 +199,23 @@ static void rope(float *v, int nheads, int head_dim, const float *cos_t, const f
     }
 }
 
-static size_t kv_offset(const struct folio_model_config *c, int32_t block, int32_t pos)
+/* Where (block, pos) starts in a rank's cache of kv_heads heads. */
+static size_t kv_offset(const struct folio_model_config *c, int kv_heads, int32_t block,
+                        int32_t pos)
 {
     return (((size_t)block * FOLIO_KV_BLOCK_SIZE + (size_t)(pos % FOLIO_KV_BLOCK_SIZE)) *
-            (size_t)c->num_kv_heads) *
+            (size_t)kv_heads) *
            (size_t)c->head_dim;
 }
 
 /* Causal grouped-query attention of every new token over its sequence's
- * context up to and including its own position, read from the paged cache. */
+ * context up to and including its own position, read from the paged cache:
+ * the rank's heads over its KV heads. */
 static void attention(struct cpu_backend *b, const struct folio_step_batch *batch,
-                      const struct cpu_layer *L, int ntok)
+                      const struct folio_tp_shard *sh, const struct cpu_layer *L, int ntok)
 {
     const struct folio_model_config *c = &b->cfg;
-    int nh = c->num_heads, hd = c->head_dim, group = c->num_heads / c->num_kv_heads;
+    int nh = sh->heads, nkv = sh->kv_heads, hd = c->head_dim, group = nh / nkv;
     float scale = (float)(1.0 / sqrt((double)hd));
     size_t work = 0;
     for (int t = 0; t < ntok; t++)
@@ -273,7 +232,7 @@ static void attention(struct cpu_backend *b, const struct folio_step_batch *batc
             float max = -INFINITY;
             for (int32_t p = 0; p <= pos; p++) {
                 const float *k = L->k_cache +
-                                 kv_offset(c, s->block_table[p / FOLIO_KV_BLOCK_SIZE], p) +
+                                 kv_offset(c, nkv, s->block_table[p / FOLIO_KV_BLOCK_SIZE], p) +
                                  (size_t)kvh * hd;
                 float dot = 0.0f;
 #pragma omp simd reduction(+ : dot)
@@ -294,7 +253,7 @@ static void attention(struct cpu_backend *b, const struct folio_step_batch *batc
                 o[i] = 0.0f;
             for (int32_t p = 0; p <= pos; p++) {
                 const float *v = L->v_cache +
-                                 kv_offset(c, s->block_table[p / FOLIO_KV_BLOCK_SIZE], p) +
+                                 kv_offset(c, nkv, s->block_table[p / FOLIO_KV_BLOCK_SIZE], p) +
                                  (size_t)kvh * hd;
                 float w = scores[p] * inv_sum;
                 for (int i = 0; i < hd; i++)
@@ -304,15 +263,16 @@ static void attention(struct cpu_backend *b, const struct folio_step_batch *batc
     }
 }
 
-static void forward_layer(struct cpu_backend *b, const struct folio_step_batch *batch,
-                          const struct cpu_layer *L, int ntok)
+/* One rank's attention block: its heads' Q/K/V, their cache, attention, and
+ * its columns of O, written to y (a partial sum over the ranks). */
+static void attention_block(struct cpu_backend *b, const struct folio_step_batch *batch,
+                            const struct cpu_rank *R, int l, int ntok, float *y)
 {
     const struct folio_model_config *c = &b->cfg;
-    int hidden = c->hidden_size, inter = c->intermediate_size, nt = b->num_threads;
-    int qdim = c->num_heads * c->head_dim, kvdim = c->num_kv_heads * c->head_dim;
-    int half = c->head_dim / 2;
-
-    rmsnorm(b->xn, b->x, L->attn_norm, ntok, hidden, c->rms_norm_eps);
+    const struct cpu_layer *L = &R->layers[l];
+    int hidden = c->hidden_size, nt = b->num_threads, half = c->head_dim / 2;
+    int nkv = R->shard.kv_heads;
+    int qdim = R->shard.heads * c->head_dim, kvdim = nkv * c->head_dim;
     matmul(b->q, b->xn, L->wq, ntok, hidden, qdim, nt);
     matmul(b->k, b->xn, L->wk, ntok, hidden, kvdim, nt);
     matmul(b->v, b->xn, L->wv, ntok, hidden, kvdim, nt);
@@ -323,29 +283,83 @@ static void forward_layer(struct cpu_backend *b, const struct folio_step_batch *
     }
     for (int t = 0; t < ntok; t++) {
         const float *cs = b->rope_cos + (size_t)t * half, *sn = b->rope_sin + (size_t)t * half;
-        rope(b->q + (size_t)t * qdim, c->num_heads, c->head_dim, cs, sn);
-        rope(b->k + (size_t)t * kvdim, c->num_kv_heads, c->head_dim, cs, sn);
+        rope(b->q + (size_t)t * qdim, R->shard.heads, c->head_dim, cs, sn);
+        rope(b->k + (size_t)t * kvdim, nkv, c->head_dim, cs, sn);
         const struct folio_step_seq *s = &batch->seqs[b->tok_seq[t]];
         int32_t pos = b->tok_pos[t];
-        size_t off = kv_offset(c, s->block_table[pos / FOLIO_KV_BLOCK_SIZE], pos);
+        size_t off = kv_offset(c, nkv, s->block_table[pos / FOLIO_KV_BLOCK_SIZE], pos);
         memcpy(L->k_cache + off, b->k + (size_t)t * kvdim, (size_t)kvdim * sizeof(float));
         memcpy(L->v_cache + off, b->v + (size_t)t * kvdim, (size_t)kvdim * sizeof(float));
     }
-    attention(b, batch, L, ntok);
-    matmul(b->xn, b->attn, L->wo, ntok, qdim, hidden, nt);
-    for (size_t i = 0; i < (size_t)ntok * hidden; i++)
-        b->x[i] += b->xn[i];
+    attention(b, batch, &R->shard, L, ntok);
+    matmul(y, b->attn, L->wo, ntok, qdim, hidden, nt);
+}
 
-    rmsnorm(b->xn, b->x, L->mlp_norm, ntok, hidden, c->rms_norm_eps);
+/* One rank's MLP: its intermediate features' gate and up, SwiGLU, and its
+ * columns of down, written to y (a partial sum over the ranks). */
+static void mlp_block(struct cpu_backend *b, const struct cpu_rank *R, int l, int ntok, float *y)
+{
+    const struct cpu_layer *L = &R->layers[l];
+    int hidden = b->cfg.hidden_size, inter = R->shard.inter, nt = b->num_threads;
     matmul(b->gate, b->xn, L->w_gate, ntok, hidden, inter, nt);
     matmul(b->up, b->xn, L->w_up, ntok, hidden, inter, nt);
     for (size_t i = 0; i < (size_t)ntok * inter; i++) {
         float g = b->gate[i];
         b->gate[i] = g / (1.0f + expf(-g)) * b->up[i];
     }
-    matmul(b->xn, b->gate, L->w_down, ntok, inter, hidden, nt);
-    for (size_t i = 0; i < (size_t)ntok * hidden; i++)
-        b->x[i] += b->xn[i];
+    matmul(y, b->gate, L->w_down, ntok, inter, hidden, nt);
+}
+
+/* x += the sum of every rank's block: what an all-reduce gives each GPU,
+ * added in rank order. One rank writes its block straight into xn, whose
+ * normed input it no longer needs. */
+static void add_all_ranks(struct cpu_backend *b, const struct folio_step_batch *batch, int l,
+                          int ntok, int mlp)
+{
+    size_t n = (size_t)ntok * b->cfg.hidden_size;
+    float *sum = b->tp == 1 ? b->xn : b->sum;
+    for (int r = 0; r < b->tp; r++) {
+        float *y = r == 0 ? sum : b->part;
+        if (mlp)
+            mlp_block(b, &b->ranks[r], l, ntok, y);
+        else
+            attention_block(b, batch, &b->ranks[r], l, ntok, y);
+        if (r > 0)
+            for (size_t i = 0; i < n; i++)
+                sum[i] += b->part[i];
+    }
+    for (size_t i = 0; i < n; i++)
+        b->x[i] += sum[i];
+}
+
+static void forward_layer(struct cpu_backend *b, const struct folio_step_batch *batch, int l,
+                          int ntok)
+{
+    const struct folio_model_config *c = &b->cfg;
+    const struct cpu_layer *L0 = &b->ranks[0].layers[l]; /* the norms: every rank's copy */
+    rmsnorm(b->xn, b->x, L0->attn_norm, ntok, c->hidden_size, c->rms_norm_eps);
+    add_all_ranks(b, batch, l, ntok, 0);
+    rmsnorm(b->xn, b->x, L0->mlp_norm, ntok, c->hidden_size, c->rms_norm_eps);
+    add_all_ranks(b, batch, l, ntok, 1);
+}
+
+/* logits[rows][vocab] = x[rows][hidden] through the LM head: each rank's
+ * vocabulary rows, gathered into place. */
+static void lm_head(struct cpu_backend *b, const float *x, int rows, float *logits)
+{
+    const struct folio_model_config *c = &b->cfg;
+    if (b->tp == 1) {
+        matmul(logits, x, b->ranks[0].lm_head, rows, c->hidden_size, c->vocab_size, b->num_threads);
+        return;
+    }
+    for (int r = 0; r < b->tp; r++) {
+        const struct folio_tp_shard *sh = &b->ranks[r].shard;
+        matmul(b->shard_logits, x, b->ranks[r].lm_head, rows, c->hidden_size, sh->vocab,
+               b->num_threads);
+        for (int j = 0; j < rows; j++)
+            memcpy(logits + (size_t)j * c->vocab_size + sh->vocab0,
+                   b->shard_logits + (size_t)j * sh->vocab, (size_t)sh->vocab * sizeof(float));
+    }
 }
 
 /* ---- the step interface --------------------------------------------------- */
@@ -465,7 +479,7 @@ static int ensure_scores(struct cpu_backend *b, const struct folio_step_batch *b
     if (need <= b->scores_cap)
         return 0;
     size_t cap = need < 1024 ? 1024 : need * 2;
-    float *s = alloc_floats(cap * (size_t)b->num_threads);
+    float *s = cpu_alloc_floats(cap * (size_t)b->num_threads);
     if (!s) {
         snprintf(err, errlen, "cpu backend: out of memory for attention scores (context %zu)",
                  need);
@@ -485,7 +499,7 @@ static void row_logits(void *ctx, int32_t t, float *logits)
     const struct folio_model_config *c = &b->cfg;
     rmsnorm(b->final_x, b->x + (size_t)t * c->hidden_size, b->final_norm, 1, c->hidden_size,
             c->rms_norm_eps);
-    matmul(logits, b->final_x, b->lm_head, 1, c->hidden_size, c->vocab_size, b->num_threads);
+    lm_head(b, b->final_x, 1, logits);
 }
 
 static int cpu_launch(struct folio_backend *base, const struct folio_step_batch *batch, char *err,
@@ -503,7 +517,11 @@ static int cpu_launch(struct folio_backend *base, const struct folio_step_batch 
     int ntok = batch->num_tokens, hidden = c->hidden_size, half = c->head_dim / 2;
 
     for (int t = 0; t < ntok; t++) {
-        memcpy(b->x + (size_t)t * hidden, b->embed + (size_t)b->tokens[t] * hidden,
+        /* The rank holding the id's row gives it; the others' zeros would
+         * add nothing to an all-reduce. */
+        int32_t id = b->tokens[t], per_rank = b->ranks[0].shard.vocab;
+        const struct cpu_rank *R = &b->ranks[id / per_rank];
+        memcpy(b->x + (size_t)t * hidden, R->embed + (size_t)(id - R->shard.vocab0) * hidden,
                (size_t)hidden * sizeof(float));
         for (int i = 0; i < half; i++) {
             double angle = (double)b->tok_pos[t] * b->inv_freq[i];
@@ -512,7 +530,7 @@ static int cpu_launch(struct folio_backend *base, const struct folio_step_batch 
         }
     }
     for (int l = 0; l < c->num_layers; l++)
-        forward_layer(b, batch, &b->layers[l], ntok);
+        forward_layer(b, batch, l, ntok);
 
     /* Final norm and LM head only for the last new token of sampling sequences. */
     int nsample = 0, t_end = 0;
@@ -536,7 +554,7 @@ static int cpu_launch(struct folio_backend *base, const struct folio_step_batch 
         }
     }
     if (nsample > 0)
-        matmul(out->logits, b->final_x, b->lm_head, nsample, hidden, c->vocab_size, b->num_threads);
+        lm_head(b, b->final_x, nsample, out->logits);
 
 #pragma omp parallel for num_threads(b->num_threads) schedule(dynamic, 1) if (nsample > 1)
     for (int j = 0; j < nsample; j++) {
@@ -606,21 +624,8 @@ static void cpu_destroy(struct folio_backend *base)
     struct cpu_backend *b = (struct cpu_backend *)base;
     if (!b)
         return;
-    if (b->lm_head != b->embed)
-        free(b->lm_head);
-    free(b->embed);
+    cpu_free_ranks(b->ranks, FOLIO_CPU_TP_MAX, b->cfg.num_layers);
     free(b->final_norm);
-    if (b->layers) {
-        for (int l = 0; l < b->cfg.num_layers; l++) {
-            struct cpu_layer *L = &b->layers[l];
-            float *all[] = {L->attn_norm, L->wq,     L->wk,      L->wv,       L->wo,
-                            L->bq,        L->bk,     L->bv,      L->mlp_norm, L->w_up,
-                            L->w_gate,    L->w_down, L->k_cache, L->v_cache};
-            for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
-                free(all[i]);
-        }
-        free(b->layers);
-    }
     free(b->inv_freq);
     free(b->last_sampled);
     if (b->history)
@@ -630,8 +635,21 @@ static void cpu_destroy(struct folio_backend *base)
     free(b->tokens);
     free(b->tok_pos);
     free(b->tok_seq);
-    float *scratch[] = {b->x,    b->xn, b->q,        b->k,        b->v,       b->attn,
-                        b->gate, b->up, b->rope_cos, b->rope_sin, b->final_x, b->scores};
+    float *scratch[] = {b->x,
+                        b->xn,
+                        b->q,
+                        b->k,
+                        b->v,
+                        b->attn,
+                        b->gate,
+                        b->up,
+                        b->part,
+                        b->sum,
+                        b->shard_logits,
+                        b->rope_cos,
+                        b->rope_sin,
+                        b->final_x,
+                        b->scores};
     for (size_t i = 0; i < sizeof scratch / sizeof scratch[0]; i++)
         free(scratch[i]);
     free(b->sample_seq);
@@ -681,42 +699,6 @@ static int check_config(const struct folio_model_config *c, char *err, size_t er
     return 0;
 }
 
-static int convert_weights(struct cpu_backend *b, const struct folio_model *m, char *err,
-                           size_t errlen)
-{
-    const struct folio_model_config *c = &b->cfg;
-    size_t hidden = (size_t)c->hidden_size, inter = (size_t)c->intermediate_size;
-    size_t qdim = (size_t)c->num_heads * c->head_dim, kvdim = (size_t)c->num_kv_heads * c->head_dim;
-    size_t vocab = (size_t)c->vocab_size;
-    if (convert_tensor(m->embed, vocab * hidden, "embedding", &b->embed, err, errlen) != 0 ||
-        convert_tensor(m->final_norm, hidden, "final norm", &b->final_norm, err, errlen) != 0)
-        return -1;
-    if (m->lm_head == m->embed || !m->lm_head)
-        b->lm_head = b->embed;
-    else if (convert_tensor(m->lm_head, vocab * hidden, "lm_head", &b->lm_head, err, errlen) != 0)
-        return -1;
-    for (int l = 0; l < c->num_layers; l++) {
-        const struct folio_layer_weights *w = &m->layers[l];
-        struct cpu_layer *L = &b->layers[l];
-        if (convert_tensor(w->attn_norm, hidden, "input_layernorm", &L->attn_norm, err, errlen) ||
-            convert_tensor(w->wq, qdim * hidden, "q_proj", &L->wq, err, errlen) ||
-            convert_tensor(w->wk, kvdim * hidden, "k_proj", &L->wk, err, errlen) ||
-            convert_tensor(w->wv, kvdim * hidden, "v_proj", &L->wv, err, errlen) ||
-            convert_tensor(w->wo, hidden * qdim, "o_proj", &L->wo, err, errlen) ||
-            convert_tensor(w->mlp_norm, hidden, "post_attention_layernorm", &L->mlp_norm, err,
-                           errlen) ||
-            convert_tensor(w->w_gate, inter * hidden, "gate_proj", &L->w_gate, err, errlen) ||
-            convert_tensor(w->w_up, inter * hidden, "up_proj", &L->w_up, err, errlen) ||
-            convert_tensor(w->w_down, hidden * inter, "down_proj", &L->w_down, err, errlen))
-            return -1;
-        if (w->bq && (convert_tensor(w->bq, qdim, "q_proj.bias", &L->bq, err, errlen) ||
-                      convert_tensor(w->bk, kvdim, "k_proj.bias", &L->bk, err, errlen) ||
-                      convert_tensor(w->bv, kvdim, "v_proj.bias", &L->bv, err, errlen)))
-            return -1;
-    }
-    return 0;
-}
-
 int folio_cpu_backend_create(const struct folio_model *m, const struct folio_backend_options *opt,
                              struct folio_backend **out, char *err, size_t errlen)
 {
@@ -729,8 +711,9 @@ int folio_cpu_backend_create(const struct folio_model *m, const struct folio_bac
         return -1;
     }
     const struct folio_model_config *c = &m->config;
+    int tp = opt->tensor_parallel_size > 0 ? opt->tensor_parallel_size : 1;
     size_t kvdim = (size_t)c->num_kv_heads * c->head_dim;
-    size_t block_floats = FOLIO_KV_BLOCK_SIZE * kvdim;
+    size_t block_floats = FOLIO_KV_BLOCK_SIZE * kvdim; /* all the ranks' heads together */
     size_t block_bytes = 2 * (size_t)c->num_layers * block_floats * sizeof(float);
     size_t num_blocks =
         opt->num_kv_blocks > 0 ? (size_t)opt->num_kv_blocks : opt->cpu_kv_bytes / block_bytes;
@@ -755,13 +738,10 @@ int folio_cpu_backend_create(const struct folio_model *m, const struct folio_bac
     b->cfg = *c;
     b->num_threads = opt->num_threads > 0 ? opt->num_threads : omp_get_num_procs();
 
-    b->layers = calloc((size_t)c->num_layers, sizeof *b->layers);
-    if (!b->layers) {
-        snprintf(err, errlen, "cpu backend: out of memory");
-        cpu_destroy(&b->base);
-        return -1;
-    }
-    if (convert_weights(b, m, err, errlen) != 0) {
+    b->tp = tp;
+    if (cpu_load_ranks(m, tp, b->ranks, err, errlen) != 0 ||
+        cpu_convert_tensor(m->final_norm, (size_t)c->hidden_size, "final norm", &b->final_norm, err,
+                           errlen) != 0) {
         cpu_destroy(&b->base);
         return -1;
     }
@@ -770,11 +750,14 @@ int folio_cpu_backend_create(const struct folio_model *m, const struct folio_bac
     size_t hidden = (size_t)c->hidden_size, qdim = (size_t)c->num_heads * c->head_dim;
     size_t half = (size_t)c->head_dim / 2, inter = (size_t)c->intermediate_size;
     int ok = 1;
-    for (int l = 0; l < c->num_layers; l++) {
-        /* calloc: a block read before it is written holds zeros, not garbage. */
-        b->layers[l].k_cache = calloc(num_blocks * block_floats, sizeof(float));
-        b->layers[l].v_cache = calloc(num_blocks * block_floats, sizeof(float));
-        ok &= b->layers[l].k_cache && b->layers[l].v_cache;
+    for (int r = 0; r < tp; r++) {
+        for (int l = 0; l < c->num_layers; l++) {
+            /* calloc: a block read before it is written holds zeros, not garbage. */
+            struct cpu_layer *L = &b->ranks[r].layers[l];
+            L->k_cache = calloc(num_blocks * block_floats / (size_t)tp, sizeof(float));
+            L->v_cache = calloc(num_blocks * block_floats / (size_t)tp, sizeof(float));
+            ok &= L->k_cache && L->v_cache;
+        }
     }
     b->inv_freq = malloc(half * sizeof *b->inv_freq);
     b->last_sampled = malloc(S * sizeof *b->last_sampled);
@@ -782,26 +765,29 @@ int folio_cpu_backend_create(const struct folio_model *m, const struct folio_bac
     b->tokens = malloc(T * sizeof *b->tokens);
     b->tok_pos = malloc(T * sizeof *b->tok_pos);
     b->tok_seq = malloc(T * sizeof *b->tok_seq);
-    b->x = alloc_floats(T * hidden);
-    b->xn = alloc_floats(T * hidden);
-    b->q = alloc_floats(T * qdim);
-    b->k = alloc_floats(T * kvdim);
-    b->v = alloc_floats(T * kvdim);
-    b->attn = alloc_floats(T * qdim);
-    b->gate = alloc_floats(T * inter);
-    b->up = alloc_floats(T * inter);
-    b->rope_cos = alloc_floats(T * half);
-    b->rope_sin = alloc_floats(T * half);
-    b->final_x = alloc_floats(S * hidden);
+    b->x = cpu_alloc_floats(T * hidden);
+    b->xn = cpu_alloc_floats(T * hidden);
+    b->q = cpu_alloc_floats(T * qdim);
+    b->k = cpu_alloc_floats(T * kvdim);
+    b->v = cpu_alloc_floats(T * kvdim);
+    b->attn = cpu_alloc_floats(T * qdim);
+    b->gate = cpu_alloc_floats(T * inter);
+    b->up = cpu_alloc_floats(T * inter);
+    b->part = cpu_alloc_floats(tp > 1 ? T * hidden : 1);
+    b->sum = cpu_alloc_floats(tp > 1 ? T * hidden : 1);
+    b->shard_logits = cpu_alloc_floats(tp > 1 ? S * (size_t)c->vocab_size / (size_t)tp : 1);
+    b->rope_cos = cpu_alloc_floats(T * half);
+    b->rope_sin = cpu_alloc_floats(T * half);
+    b->final_x = cpu_alloc_floats(S * hidden);
     b->sample_seq = malloc(S * sizeof *b->sample_seq);
     b->sample_status = malloc(S * sizeof *b->sample_status);
-    b->row_logits = alloc_floats((size_t)c->vocab_size);
+    b->row_logits = cpu_alloc_floats((size_t)c->vocab_size);
     b->sample_err = malloc(S * sizeof *b->sample_err);
     b->samplers = calloc((size_t)b->num_threads, sizeof *b->samplers);
     ok &= b->inv_freq && b->last_sampled && b->history && b->tokens && b->tok_pos && b->tok_seq &&
-          b->x && b->xn && b->q && b->k && b->v && b->attn && b->gate && b->up && b->rope_cos &&
-          b->rope_sin && b->final_x && b->sample_seq && b->sample_status && b->sample_err &&
-          b->samplers && b->row_logits;
+          b->x && b->xn && b->q && b->k && b->v && b->attn && b->gate && b->up && b->part &&
+          b->sum && b->shard_logits && b->rope_cos && b->rope_sin && b->final_x && b->sample_seq &&
+          b->sample_status && b->sample_err && b->samplers && b->row_logits;
     for (int i = 0; ok && i < b->num_threads; i++)
         ok &= (b->samplers[i] = folio_sampler_new(c->vocab_size)) != NULL;
     for (int i = 0; i < FOLIO_CPU_PIPELINE_DEPTH; i++) {
@@ -810,7 +796,7 @@ int folio_cpu_backend_create(const struct folio_model *m, const struct folio_bac
         o->logprobs = malloc(S * sizeof *o->logprobs);
         o->top_ids = malloc(S * FOLIO_MAX_LOGPROBS * sizeof *o->top_ids);
         o->top_logprobs = malloc(S * FOLIO_MAX_LOGPROBS * sizeof *o->top_logprobs);
-        o->logits = alloc_floats(S * (size_t)c->vocab_size);
+        o->logits = cpu_alloc_floats(S * (size_t)c->vocab_size);
         ok &= o->token_ids && o->logprobs && o->top_ids && o->top_logprobs && o->logits &&
               folio_prompt_lps_alloc(&o->prompt, opt->max_num_tokens) == 0;
     }

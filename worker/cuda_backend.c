@@ -300,6 +300,13 @@ static int create(struct cuda_backend *cb, const struct folio_model *m,
 int folio_cuda_backend_create(const struct folio_model *m, const struct folio_backend_options *opt,
                               struct folio_backend **out, char *err, size_t errlen)
 {
+    if (opt->tensor_parallel_size > 1) {
+        snprintf(err, errlen,
+                 "cuda backend: tensor_parallel_size %d: one GPU per worker; tensor parallelism "
+                 "over NCCL is not built yet",
+                 opt->tensor_parallel_size);
+        return -1;
+    }
     struct cuda_backend *cb = calloc(1, sizeof(*cb));
     if (!cb) {
         snprintf(err, errlen, "cuda backend: out of host memory");

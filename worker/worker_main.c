@@ -45,6 +45,7 @@ struct worker_args {
     double sim_time_scale, sim_eos_probability;
     int64_t sim_vocab, sim_eos_id;
     bool enforce_eager;
+    int64_t tensor_parallel_size;
 };
 
 #define W(f) FOLIO_OPT_FIELD(struct worker_args, f)
@@ -68,6 +69,8 @@ static const struct folio_opt worker_flags[] = {
     {"--threads", FOLIO_OPT_INT, W(threads), "0", 0, 1024, NULL, "cpu threads (0: all cores)"},
     {"--enforce-eager", FOLIO_OPT_BOOL, W(enforce_eager), "false", 0, 0, NULL,
      "cuda: no CUDA graphs"},
+    {"--tensor-parallel-size", FOLIO_OPT_INT, W(tensor_parallel_size), "1", 1, 8, NULL,
+     "cpu: ranks emulated in this process"},
     {"--sim-time-scale", FOLIO_OPT_NUM, W(sim_time_scale), "0", 0, 1e9, NULL,
      "sim: scale of the modelled step time"},
     {"--sim-vocab", FOLIO_OPT_INT, W(sim_vocab), "32000", 2, 1 << 24, NULL, "sim: vocabulary"},
@@ -367,7 +370,8 @@ static int create_backend(const struct worker_args *a, struct folio_model **mode
                                         .cpu_kv_bytes = (size_t)a->cpu_kv_bytes,
                                         .num_threads = (int)a->threads,
                                         .logits_unread = true,
-                                        .enforce_eager = a->enforce_eager};
+                                        .enforce_eager = a->enforce_eager,
+                                        .tensor_parallel_size = (int)a->tensor_parallel_size};
     if (!strcmp(a->backend, "sim")) {
         struct folio_sim_options so;
         folio_sim_options_default(&so);
@@ -440,8 +444,9 @@ int main(int argc, char **argv)
         usleep(100 * 1000); /* let the reply leave before the socket closes */
         goto out;
     }
-    folio_log_info(0, "%s backend ready: %d KV blocks, %d slots, %d tokens per step", a.backend,
-                   b->num_kv_blocks, (int)a.max_seqs, (int)a.max_num_tokens);
+    folio_log_info(0, "%s backend ready: %d KV blocks, %d slots, %d tokens per step%s", a.backend,
+                   b->num_kv_blocks, (int)a.max_seqs, (int)a.max_num_tokens,
+                   a.tensor_parallel_size > 1 ? ", tensor-parallel ranks emulated" : "");
     uint32_t stale_epoch = folio_ring_writer_epoch(plans);
     send_load_reply(true, NULL, b, vocab, max_len);
     pthread_t hb;

@@ -6,6 +6,7 @@
  * The script:
  *   {"model": DIR, "backend": "cpu", "max_seqs": 8, "max_num_tokens": 256,
  *    "num_kv_blocks": 64, "threads": 1, "launch_ahead": false, "enforce_eager": false,
+ *    "tensor_parallel_size": 1,
  *    "gpu_memory_utilization": 0.5,
  *    "steps": [[{"slot": 0, "tokens": [1, 2, 3], "context_len": 3,
  *                "block_table": [5], "sample": true, "output_index": 0,
@@ -306,6 +307,8 @@ int main(int argc, char **argv)
         .num_threads = (int)threads,
         .gpu_memory_utilization = (float)gpu_util,
         .enforce_eager = json_is_true(json_object_get(script, "enforce_eager")),
+        .tensor_parallel_size =
+            (int)json_integer_value(json_object_get(script, "tensor_parallel_size")),
     };
     if (create_backend(backend, model, &opt, &be, err, sizeof err) != 0) {
         fprintf(stderr, "step_driver: %s\n", err);

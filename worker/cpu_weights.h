@@ -1,0 +1,50 @@
+/* The CPU backend's weights, converted to fp32 once at creation, as the
+ * ranks of tensor parallelism hold them (one rank: the whole model). */
+#ifndef FOLIO_CPU_WEIGHTS_H
+#define FOLIO_CPU_WEIGHTS_H
+
+#include <stdlib.h>
+
+#include "model.h"
+#include "tp_shard.h"
+
+/* The most ranks one worker emulates (a host's GPUs, at most). */
+#define FOLIO_CPU_TP_MAX 8
+
+struct cpu_layer {
+    float *attn_norm, *wq, *wk, *wv, *wo;
+    float *bq, *bk, *bv; /* Qwen2's projection biases; NULL when the model has none */
+    float *mlp_norm, *w_gate, *w_up, *w_down;
+    float *k_cache; /* [num_kv_blocks][16][the rank's kv_heads][head_dim] */
+    float *v_cache;
+};
+
+/* One rank's share (tp_shard.h): its heads' Q/K/V rows and O columns, its
+ * intermediate features' gate/up rows and down columns, its vocabulary rows
+ * of the embedding and the LM head, and its KV heads' cache. */
+struct cpu_rank {
+    struct folio_tp_shard shard;
+    float *embed, *lm_head; /* lm_head == embed when the embeddings are tied */
+    struct cpu_layer *layers;
+};
+
+static inline void *cpu_alloc_floats(size_t n)
+{
+    /* 64-byte aligned so that vector loads never straddle cache lines. */
+    size_t bytes = (n * sizeof(float) + 63) / 64 * 64;
+    return aligned_alloc(64, bytes ? bytes : 64);
+}
+
+/* Converts a tensor of `expect` elements to fp32, or -1 with err naming it. */
+int cpu_convert_tensor(const struct folio_tensor *t, size_t expect, const char *what, float **out,
+                       char *err, size_t errlen);
+
+/* ranks[0 .. tp_size) with their shards of m's weights (KV caches not yet
+ * allocated), or -1 with err set; what was loaded is freed by
+ * cpu_free_ranks either way. */
+int cpu_load_ranks(const struct folio_model *m, int tp_size, struct cpu_rank *ranks, char *err,
+                   size_t errlen);
+
+void cpu_free_ranks(struct cpu_rank *ranks, int tp_size, int num_layers);
+
+#endif
