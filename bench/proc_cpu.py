@@ -12,8 +12,8 @@ what they are: the comm name for native programs (folio-frontend, folio-schedule
 VLLM::EngineCore...), the module or script for Python (`python -m guidellm` and the processes it
 forks or spawns are "guidellm"; `vllm serve` is "vllm"). Per group: processes seen, CPU seconds,
 cores (CPU seconds over the window) and the busiest single process's peak over one sampling
-interval, which reads as "one core was full" near 1.0. Each process that used a second or more
-also keeps its samples (`series`: [unix time, cores] a sampling interval), so that a report can
+interval, which reads as "one core was full" near 1.0. Each process that used a fifth of a second or
+more also keeps its samples (`series`: [unix time, cores] a sampling interval), so that a report can
 take its cores within a benchmark's own window (GuideLLM's start-up and wind-down left out): near
 1.0 there, one process, such as GuideLLM's main process, was the limit."""
 import json
@@ -118,7 +118,7 @@ def sample(out_path, interval):
         e = table.setdefault(g, {"processes": 0, "cpu_s": 0.0, "series": {}})
         e["processes"] += 1
         e["cpu_s"] += max(used, 0.0)
-        if used >= 1.0 and key in series:
+        if used >= 0.2 and key in series:
             e["series"][str(key[0])] = series[key]
     for g, e in table.items():
         e["cores"] = e["cpu_s"] / wall if wall > 0 else 0.0

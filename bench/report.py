@@ -592,8 +592,9 @@ def timeline_rows(servers):
 
 def cpu_rows(servers, top=6):
     """The busiest process groups of each run (bench/proc_cpu.py): cores used over the sampled
-    window, the busiest single process's cores within GuideLLM's benchmarks and its peak over one
-    sampling interval (near 1.0: that process had a core to itself and no more)."""
+    window; within GuideLLM's benchmarks, the group's cores and its busiest single process's; and
+    that process's peak over one sampling interval (near 1.0: it had a core to itself and no
+    more)."""
     rows = []
     for server, runs in servers:
         for run in runs:
@@ -603,12 +604,13 @@ def cpu_rows(servers, top=6):
             window = run_window(run)
             cells = []
             for g, e in groups:
-                one = busiest_in_window(e, window)
-                one = f"one {one:.2f} in the run, " if one is not None else ""
-                cells.append(f"{g} {e['cores']:.2f} ({one}peak {e['peak_process_cores']:.2f})")
+                inside = group_in_window(e, window)
+                inside = (f"in the run {inside[0]:.2f}, busiest {inside[1]:.2f}; "
+                          if inside else "")
+                cells.append(f"{g} {e['cores']:.2f} ({inside}peak {e['peak_process_cores']:.2f})")
             rows.append([server, run.name, str(run.cpu.get("cores_online", "?")), "; ".join(cells)])
     head = ["server", "run", "cores",
-            "process group: cores (its busiest process in the benchmarks, its peak)"]
+            "process group: cores (in the benchmarks: the group's, its busiest process's; peak)"]
     return head, rows
 
 
@@ -631,13 +633,14 @@ def cores_in_window(samples, window):
     return sum(inside) / len(inside) if inside else None
 
 
-def busiest_in_window(group, window):
-    """The group's busiest process's cores within window (proc_cpu's series), or None."""
+def group_in_window(group, window):
+    """(the group's cores, its busiest process's cores) within window, from proc_cpu's series
+    of the processes that used a fifth of a second or more; None without samples there."""
     if not window:
         return None
     vals = [v for v in (cores_in_window(x, window) for x in group.get("series", {}).values())
             if v is not None]
-    return max(vals) if vals else None
+    return (sum(vals), max(vals)) if vals else None
 
 
 def client_bound(run):
@@ -645,14 +648,12 @@ def client_bound(run):
     that process had at least CLIENT_BOUND_CORES of a core, else None."""
     groups = (run.cpu or {}).get("groups", {})
     window = run_window(run)
-    client = busiest_in_window(groups.get("guidellm", {}), window)
-    if client is None or client < CLIENT_BOUND_CORES:
+    client = group_in_window(groups.get("guidellm", {}), window)
+    if client is None or client[1] < CLIENT_BOUND_CORES:
         return None
-    server = 0.0
-    for g, e in groups.items():
-        if g.startswith(("folio", "vllm", "VLLM")):
-            server += sum(cores_in_window(x, window) or 0.0 for x in e.get("series", {}).values())
-    return client, server
+    server = sum((group_in_window(e, window) or (0.0,))[0] for g, e in groups.items()
+                 if g.startswith(("folio", "vllm", "VLLM")))
+    return client[1], server
 
 
 def side_by_side(servers):
