@@ -760,6 +760,74 @@ def svg_bars(title, items, w=660):
     return "\n".join(o)
 
 
+def time_budget(br):
+    """A run's first token and a token after it, each split into the parts the server's /metrics
+    name, ms: {"first token": [(part, ms)], "a token": [(part, ms)]}, parts summing to the
+    client's mean. Folio's step splits into GPU, planning and IPC; a server without step metrics
+    (vLLM) only into inside and outside the server. Negative remainders (noise) count as 0."""
+    out = {}
+    if br.get("outside") is not None and br.get("queue") is not None:
+        server = br["ttft_client"] - br["outside"]
+        out["first token"] = [("HTTP, tokenization, SSE, client", br["outside"]),
+                              ("waiting for admission", br["queue"]),
+                              ("prefill", server - br["queue"])]
+    itl = br.get("itl_client")
+    if itl is not None and br.get("gpu_ms") is not None:
+        out["a token"] = [("GPU", br["gpu_ms"]), ("planning", br["plan_ms"]), ("IPC", br["ipc_ms"]),
+                          ("outside the step", itl - br["step_ms"])]
+    elif itl is not None and br.get("itl_server") is not None:
+        out["a token"] = [("in the server", br["itl_server"]),
+                          ("outside the server", itl - br["itl_server"])]
+    return {k: [(p, max(v, 0.0)) for p, v in parts] for k, parts in out.items()}
+
+
+def svg_shares(title, items, w=660):
+    """items: [(label, [(part, ms)])] -> inline SVG of one bar a label, its parts stacked as
+    shares of the whole, the whole's ms written after it (the wholes differ by orders of
+    magnitude between runs, so shares are what one bar can show beside another)."""
+    items = [(label, parts) for label, parts in items if sum(v for _, v in parts) > 0]
+    if not items:
+        return f"<p><em>{html.escape(title)}: no data</em></p>"
+    keys = list(dict.fromkeys(p for _, parts in items for p, _ in parts))
+    left, right, top, bar = 230, 90, 30, 14
+    legend = 15 * len(keys) + 10
+    pw = w - left - right
+    h = top + len(items) * (bar + 6) + 24 + legend
+    o = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{w}" height="{h}" '
+         f'viewBox="0 0 {w} {h}" font-family="sans-serif" font-size="11">',
+         f'<text x="{left}" y="18" font-size="13" font-weight="bold">{html.escape(title)}</text>']
+    y = top
+    for label, parts in items:
+        total = sum(v for _, v in parts)
+        o.append(f'<text x="{left - 6}" y="{y + bar - 3}" text-anchor="end">'
+                 f'{html.escape(label)}</text>')
+        x = left
+        for part, v in parts:
+            width = v / total * pw
+            o.append(f'<rect x="{x:.1f}" y="{y}" width="{width:.1f}" height="{bar - 1}" '
+                     f'fill="{PALETTE[keys.index(part) % len(PALETTE)]}">'
+                     f'<title>{html.escape(part)}: {v:.3g} ms</title></rect>')
+            x += width
+        o.append(f'<text x="{left + pw + 6}" y="{y + bar - 3}">{total:.3g} ms</text>')
+        y += bar + 6
+    y += 14
+    for i, k in enumerate(keys):
+        o.append(f'<rect x="{left}" y="{y + 15 * i - 8}" width="14" height="9" '
+                 f'fill="{PALETTE[i % len(PALETTE)]}"/>')
+        o.append(f'<text x="{left + 20}" y="{y + 15 * i}">{html.escape(k)}</text>')
+    o.append("</svg>")
+    return "\n".join(o)
+
+
+def budget_charts(table):
+    """The time-budget bars of every run with the figures for them: the first token, a token."""
+    budgets = [(f"{server} {name}", time_budget(br)) for server, name, br in table]
+    return [svg_shares(f"Where {title}'s time goes (share of the client's mean)",
+                       [(label, b[key]) for label, b in budgets if key in b])
+            for key, title in (("first token", "the first token"), ("a token", "a token"))
+            if any(key in b for _, b in budgets)]
+
+
 def analysis(servers, table):
     """Observations computed from the numbers: where the time goes, saturation, differences."""
     out = []
@@ -1114,9 +1182,10 @@ def html_page(servers, meta):
     o.append("<h2>Charts</h2><div class='charts'>")
     if abl and abl[2]:
         o.append(svg_bars(f"Change against {servers[0][0]}", abl[2]))
+    head, rows, table = breakdown_rows(servers)
+    o += budget_charts(table)
     o += charts(servers)
     o.append("</div>")
-    head, rows, table = breakdown_rows(servers)
     if rows:
         o += ["<h2>Where the time goes (server /metrics over each run)</h2>",
               md_to_html_table(head, rows)]

@@ -191,10 +191,16 @@ def test_html_is_self_contained_with_charts(tmp_path):
     assert r.returncode == 0, r.stderr
     page = html_path.read_text()
     svgs = re.findall(r"<svg.*?</svg>", page, re.S)
-    assert len(svgs) == 7
     titles = [ET.fromstring(s).find("{http://www.w3.org/2000/svg}text").text for s in svgs]
     assert titles[0] == "Change against folio" and svgs[0].count("<rect") == 4 + 4
-    svgs, titles = svgs[1:], titles[1:]
+    # The time budgets: a bar a run with its parts, Folio's token split into GPU, planning, IPC
+    # and the rest.
+    assert titles[1:3] == ["Where the first token's time goes (share of the client's mean)",
+                           "Where a token's time goes (share of the client's mean)"]
+    for part in ("GPU", "planning", "IPC", "outside the step"):
+        assert f"<title>{part}: " in svgs[2]
+    assert len(svgs) == 9
+    svgs, titles = svgs[3:], titles[3:]
     assert titles[:2] == ["TTFT distribution (CDF)",
                           "ITL distribution (CDF of each request's mean ITL)"]
     assert "Output throughput vs request rate" in titles
@@ -203,6 +209,22 @@ def test_html_is_self_contained_with_charts(tmp_path):
     # Nothing fetched from elsewhere: no scripts, stylesheets or images by URL.
     assert not re.search(r"<(script|link|img)\b", page)
     assert not re.search(r"(src|href)=", page)
+
+
+def test_time_budget_parts_add_up_to_the_client_figures():
+    servers = report.load_inputs([str(FIXTURES / "folio")])
+    br = report.server_breakdown(servers[0][1][0])
+    b = report.time_budget(br)
+    assert sum(v for _, v in b["first token"]) == pytest.approx(br["ttft_client"])
+    assert sum(v for _, v in b["a token"]) == pytest.approx(max(br["itl_client"], br["step_ms"]))
+    assert dict(b["a token"])["GPU"] == pytest.approx(br["gpu_ms"])
+    # A server with no step metrics (vLLM) splits a token into inside and outside the server.
+    vllm = {"itl_client": 2.3, "itl_server": 2.0, "ttft_client": 20.0, "outside": 3.0,
+            "queue": 1.0}
+    b = report.time_budget(vllm)
+    assert b["a token"] == [("in the server", 2.0), ("outside the server", pytest.approx(0.3))]
+    assert b["first token"][2] == ("prefill", pytest.approx(16.0))
+    assert report.time_budget({}) == {}
 
 
 def test_ablation_rows_are_changes_against_the_first_server():
