@@ -938,6 +938,8 @@ def meta_lines(meta):
             f"- GPU: {meta.get('gpu', '?')}",
             f"- model: {meta.get('model', '?')} ({shape_s})",
             f"- GuideLLM {meta.get('guidellm', '?')}, transformers {meta.get('transformers', '?')}"
+            + (f", {meta['guidellm_worker_processes']} worker processes"
+               if meta.get("guidellm_worker_processes") else "")
             + ("; QUICK smoke-test constraints" if meta.get("quick") else ""),
             "- servers: " + "; ".join(f"`{s}`" for s in meta.get("servers", []))]
 

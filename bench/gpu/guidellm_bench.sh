@@ -30,6 +30,7 @@
 #   --stage            here, before the device call: copy the workload jsonl into bundle/data/
 #                      and check that bundle/ and .whl/ hold what the call needs
 # Environment: OUT (default /tmp/folio-bench), FOLIO_BIN (default bundle/bin/folio),
+#   GUIDELLM__MAX_WORKER_PROCESSES (GuideLLM's worker processes, default 10; meta.json names it),
 #   FOLIO_SERVE_ARGS (extra folio serve flags), FOLIO_COMMIT (recorded in meta.json),
 #   FOLIO_BENCH_CONFIG (another model shape for the checkpoint, e.g. a tiny one on a CPU),
 #   FOLIO_WORKLOAD (the jsonl; default bundle/data, then $FOLIO_SHARED/data/sharegpt),
@@ -190,6 +191,8 @@ print(json.dumps({
     "model_shape": {k: cfg.get(k) for k in keys}, "guidellm": gl, "transformers": tf,
     "pydantic": pyd, "quick": os.environ["META_QUICK"] == "1",
     "workloads": os.environ["META_WORKLOADS"].split(","),
+    # Each worker process streams its share of the requests on one core at most.
+    "guidellm_worker_processes": int(os.environ.get("GUIDELLM__MAX_WORKER_PROCESSES") or 10),
     "servers": [s for s in os.environ["META_SERVERS"].split("\n") if s],
 }, indent=2))
 EOF
