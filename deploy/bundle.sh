@@ -28,6 +28,9 @@ rm -rf "$OUT"
 mkdir -p "$OUT/bin" "$OUT/lib" "$OUT/models" "$OUT/tests"
 find "$BUILD/bin" -maxdepth 1 -type f -perm -u+x -exec cp {} "$OUT/bin/" \;
 strip --strip-debug "$OUT"/bin/* 2>/dev/null || true
+# h2load (nghttp2-client): bench/serve_path_bench.py --wide drives the real model with it, a C
+# client that can offer the load GuideLLM's Python processes cannot (docs/ANALYSIS.md, the client).
+if command -v h2load >/dev/null; then cp "$(command -v h2load)" "$OUT/bin/"; fi
 
 # Shared libraries from ldd, minus what every Linux and the CUDA toolkit provide.
 system_lib='^(linux-vdso|ld-linux|libc\.|libm\.|libdl\.|librt\.|libpthread\.|libstdc\+\+|libgcc_s|libcuda\.|libcudart|libcublas|libcublasLt|libnvidia|libgomp)'
