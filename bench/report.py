@@ -292,6 +292,17 @@ def server_breakdown(run):
                             prom_delta)
     r["gen_tokens"] = first_of(run, ["folio_scheduler_generation_tokens_total",
                                      "vllm:generation_tokens_total"], prom_delta)
+    # Folio's frontends: the HTTP loop's time admitting a request (parse, chat template,
+    # tokenization, submit) and handling a token's event (detokenization, SSE), and their
+    # processes' CPU a generated token.
+    admitted = prom_delta(run, "folio_time_to_first_token_seconds_count")
+    admit = prom_delta(run, "folio_frontend_seconds_total", phase="admit")
+    if admit is not None and admitted:
+        r["admit_ms"] = admit / admitted * 1e3
+    for key, v in (("events_us", prom_delta(run, "folio_frontend_seconds_total", phase="events")),
+                   ("fe_cpu_us", prom_delta(run, "folio_frontend_cpu_seconds_total"))):
+        if v is not None and r.get("gen_tokens"):
+            r[key] = v / r["gen_tokens"] * 1e6
     r["finished_length"] = prom_delta(run, "folio_requests_finished_total", reason="length")
     r["finished_stop"] = prom_delta(run, "folio_requests_finished_total", reason="stop")
     r["rejected"] = prom_delta(run, "folio_scheduler_requests_rejected_total")
@@ -309,7 +320,7 @@ def server_breakdown(run):
             and cut <= 0.02 * max(done, 1)):
         r["outside"] = r["ttft_client"] - r["ttft_server"]
         if r.get("queue") is not None and r.get("prefill") is None:
-            r["prefill_est"] = r["ttft_server"] - r["queue"]
+            r["prefill_est"] = r["ttft_server"] - r["queue"] - r.get("admit_ms", 0.0)
     return {k: v for k, v in r.items() if v is not None}
 
 
@@ -527,14 +538,16 @@ def main_rows(servers):
 
 BREAKDOWN_COLS = [
     ("ttft_client", "TTFT client", 1), ("ttft_server", "TTFT server", 1),
-    ("outside", "HTTP/tokenize/client", 1), ("queue", "queue", 1),
-    ("prefill_est", "prefill (TTFT−queue)", 1), ("prefill", "prefill", 1),
+    ("outside", "HTTP/client", 1), ("admit_ms", "admit (parse, template, tokenize)", 3),
+    ("queue", "queue", 1),
+    ("prefill_est", "prefill (TTFT−queue−admit)", 1), ("prefill", "prefill", 1),
     ("itl_client", "ITL client", 2), ("itl_server", "ITL server", 2),
     ("step_ms", "step", 2), ("plan_ms", "plan", 3), ("gpu_ms", "GPU", 2), ("ipc_ms", "IPC", 3),
     ("steps_per_s", "steps/s", 0), ("gpu_busy", "GPU busy %", 0),
     ("tok_per_step", "tok/step", 1), ("prompt_per_step", "of them prompt", 1),
     ("prefix_hit", "prefix hit %", 0),
     ("preempt", "preempt.", 0),
+    ("events_us", "frontend events us/tok", 1), ("fe_cpu_us", "frontend CPU us/tok", 1),
 ]
 
 
@@ -768,9 +781,12 @@ def time_budget(br):
     out = {}
     if br.get("outside") is not None and br.get("queue") is not None:
         server = br["ttft_client"] - br["outside"]
-        out["first token"] = [("HTTP, tokenization, SSE, client", br["outside"]),
-                              ("waiting for admission", br["queue"]),
-                              ("prefill", server - br["queue"])]
+        admit = br.get("admit_ms", 0.0)
+        out["first token"] = [("HTTP, SSE, client", br["outside"])]
+        if "admit_ms" in br:
+            out["first token"].append(("parse, template, tokenize", admit))
+        out["first token"] += [("waiting for admission", br["queue"]),
+                               ("prefill", server - br["queue"] - admit)]
     itl = br.get("itl_client")
     if itl is not None and br.get("gpu_ms") is not None:
         out["a token"] = [("GPU", br["gpu_ms"]), ("planning", br["plan_ms"]), ("IPC", br["ipc_ms"]),
@@ -837,13 +853,18 @@ def analysis(servers, table):
             if "outside" in br:
                 s = (f"TTFT {br['ttft_client']:.1f} ms at GuideLLM = {br['ttft_server']:.1f} ms "
                      f"from the server's submit to its first token + {br['outside']:.1f} ms "
-                     f"outside it (HTTP, chat template and tokenization, SSE, client)")
+                     f"outside it (HTTP, SSE and the client; for a server whose clock starts "
+                     f"after tokenizing, as vLLM's engine's does, the chat template and "
+                     f"tokenization too)")
             else:
                 s = (f"server TTFT {br['ttft_server']:.1f} ms over all the requests it saw "
                      f"(requests were cut off, so not set against the client's "
                      f"{fmt(br.get('ttft_client'))} ms)")
+            if "admit_ms" in br:
+                s += (f"; of it, {br['admit_ms']:.2f} ms admitting the request (parse, chat "
+                      f"template, tokenization)")
             if "queue" in br:
-                s += f"; of it, {br['queue']:.1f} ms waiting for admission"
+                s += f"; {br['queue']:.1f} ms waiting for admission"
                 if "prefill_est" in br:
                     s += f" and {br['prefill_est']:.1f} ms of prefill (sharing steps with decodes)"
                 elif "prefill" in br:

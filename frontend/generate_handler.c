@@ -237,6 +237,7 @@ static void handle_event(struct gen_req *g, uint32_t k, const struct folio_event
 
 static void handle_events(struct server *s, const struct folio_link_msg *m)
 {
+    double t0 = folio_mono_s();
     size_t pos = 0;
     const void *rec;
     uint32_t len;
@@ -253,6 +254,7 @@ static void handle_events(struct server *s, const struct folio_link_msg *m)
             continue; /* the client has gone, or a stop string ended it */
         handle_event(g, k, &v);
     }
+    s->metrics.events_seconds += folio_mono_s() - t0;
 }
 
 /* Every open request fails: the scheduler that had them is gone. */
@@ -474,7 +476,7 @@ static int prepare_prompt(struct server *s, h2o_req_t *req, struct gen_req *g, s
 
 /* The per-prompt and per-choice arrays, and what every response shares. */
 static int gen_req_alloc(struct server *s, struct gen_req *g, h2o_req_t *req,
-                         enum folio_oai_endpoint ep)
+                         enum folio_oai_endpoint ep, double t_arrival)
 {
     g->srv = s;
     g->req = req;
@@ -491,7 +493,7 @@ static int gen_req_alloc(struct server *s, struct gen_req *g, h2o_req_t *req,
     }
     g->id = ((uint64_t)s->cfg->frontend_id << 48) |
             ((++s->next_seq << CHOICE_BITS) & 0xffffffffffffull);
-    g->t_arrival = folio_mono_s();
+    g->t_arrival = t_arrival;
     folio_oai_make_id(ep, g->id, s->id_salt, g->oai_id, sizeof g->oai_id);
     g->rctx.endpoint = ep;
     g->rctx.id = g->oai_id;
@@ -539,7 +541,9 @@ static int submit_choices(struct server *s, h2o_req_t *req, struct gen_req *g, i
     return 0;
 }
 
-void handle_generate(struct server *s, h2o_req_t *req, enum folio_oai_endpoint ep)
+/* A generation request from its body to the scheduler: parsed, checked,
+ * templated and tokenized, then submitted; or answered with its error. */
+static void admit(struct server *s, h2o_req_t *req, enum folio_oai_endpoint ep, double t_arrival)
 {
     if (req->entity.len > s->cfg->max_body_bytes) {
         char msg[160];
@@ -580,7 +584,7 @@ void handle_generate(struct server *s, h2o_req_t *req, enum folio_oai_endpoint e
         http_send_error(s, req, 503, "the scheduler is not available; retry shortly", NULL, 0);
         goto fail;
     }
-    int alloc_rc = gen_req_alloc(s, g, req, ep);
+    int alloc_rc = gen_req_alloc(s, g, req, ep, t_arrival);
     num_prompts = g->num_prompts;
     if (alloc_rc != 0 || !(ids = calloc(g->num_prompts, sizeof *ids)) ||
         !(num_ids = calloc(g->num_prompts, sizeof *num_ids)) ||
@@ -624,4 +628,11 @@ fail:
     free(max_tokens);
     if (g)
         gen_req_free(g);
+}
+
+void handle_generate(struct server *s, h2o_req_t *req, enum folio_oai_endpoint ep)
+{
+    double t0 = folio_mono_s(); /* the request's arrival: its body is in */
+    admit(s, req, ep, t0);
+    s->metrics.admit_seconds += folio_mono_s() - t0;
 }

@@ -80,6 +80,8 @@ struct server {
     int64_t started_unix;
     const char *model_name;
     double last_reap;
+    double cpu_base;     /* a restarted frontend's predecessor's CPU seconds */
+    double cpu_noted_at; /* when metrics.cpu_seconds was last brought up to date */
 };
 
 struct gen_req **http_bucket(struct server *s, uint64_t id);
@@ -96,5 +98,7 @@ void http_reap_hung_up_clients(struct server *s);
 bool http_model_matches(const struct server *s, const char *model);
 int32_t http_max_model_len(struct server *s);
 void handle_generate(struct server *s, h2o_req_t *req, enum folio_oai_endpoint ep);
+/* Brings metrics.cpu_seconds up to date (the process's CPU time). */
+void http_note_cpu(struct server *s);
 
 #endif

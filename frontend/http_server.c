@@ -143,8 +143,17 @@ static void handle_health(struct server *s, h2o_req_t *req)
     http_send_error(s, req, 503, msg, NULL, 0);
 }
 
+void http_note_cpu(struct server *s)
+{
+    struct timespec t;
+    s->cpu_noted_at = folio_mono_s();
+    if (clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t) == 0)
+        s->metrics.cpu_seconds = s->cpu_base + (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
 static void handle_metrics(struct server *s, h2o_req_t *req)
 {
+    http_note_cpu(s);
     struct folio_link_status st;
     folio_link_get_status(s->link, &st);
     struct folio_metrics total;
@@ -425,6 +434,7 @@ int folio_server_run(const struct folio_server_config *cfg, char *err, size_t er
         if (!s->metrics_block)
             folio_log_warn(0, "/metrics shows this frontend's counters only: %s", merr);
     }
+    s->cpu_base = s->metrics.cpu_seconds;
 
     signal(SIGPIPE, SIG_IGN);
     struct sigaction sa = {.sa_handler = on_signal};
@@ -481,6 +491,8 @@ int folio_server_run(const struct folio_server_config *cfg, char *err, size_t er
     while (!stop_requested) {
         h2o_evloop_run(s->ctx.loop, 200);
         http_reap_hung_up_clients(s);
+        if (folio_mono_s() - s->cpu_noted_at >= FOLIO_METRICS_PUBLISH_S)
+            http_note_cpu(s);
         folio_metrics_block_maybe_publish(s->metrics_block, &s->metrics);
     }
 
@@ -505,6 +517,7 @@ int folio_server_run(const struct folio_server_config *cfg, char *err, size_t er
         while (s->num_open > 0 && folio_mono_s() < flushed_by)
             h2o_evloop_run(s->ctx.loop, 50);
     }
+    http_note_cpu(s);
     folio_metrics_block_publish(s->metrics_block, &s->metrics); /* what the drain ended */
     rc = 0;
 out:

@@ -282,6 +282,14 @@ void folio_metrics_render(const struct folio_metrics *m, const struct folio_link
              m->prompt_tokens);
     metric_u(b, "folio_generation_tokens_total", "counter", "Tokens generated for all requests",
              m->generation_tokens);
+    header(b, "folio_frontend_seconds_total", "counter",
+           "The frontends' HTTP loop time admitting requests and handling token events");
+    folio_jw_printf(b,
+                    "folio_frontend_seconds_total{phase=\"admit\"} %.9g\n"
+                    "folio_frontend_seconds_total{phase=\"events\"} %.9g\n",
+                    m->admit_seconds, m->events_seconds);
+    metric_d(b, "folio_frontend_cpu_seconds_total", "counter",
+             "CPU time of the frontend processes, all threads", m->cpu_seconds);
     render_hist(b, &m->ttft);
     render_hist(b, &m->itl);
     render_hist(b, &m->e2e);

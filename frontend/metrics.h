@@ -38,6 +38,13 @@ struct folio_metrics {
     int64_t requests_in_flight;
     struct folio_histogram ttft, itl, e2e, queue;
     struct folio_histogram request_prompt_tokens, request_generation_tokens;
+    /* Where a frontend's time goes, so that a token's time budget can name
+     * it: the HTTP loop's seconds admitting generation requests (parse,
+     * chat template, tokenization, submit) and handling token events
+     * (detokenization, the SSE and JSON writing, handing bytes to h2o), and
+     * the process's CPU seconds on all its threads (HTTP parsing, socket
+     * I/O and the scheduler link are the rest). */
+    double admit_seconds, events_seconds, cpu_seconds;
 };
 
 void folio_metrics_init(struct folio_metrics *m, uint32_t frontend_id);

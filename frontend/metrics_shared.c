@@ -180,6 +180,9 @@ void folio_metrics_block_total(struct folio_metrics_block *b, const struct folio
         out->generation_tokens += o.generation_tokens;
         out->client_disconnects += o.client_disconnects;
         out->requests_in_flight += o.requests_in_flight;
+        out->admit_seconds += o.admit_seconds;
+        out->events_seconds += o.events_seconds;
+        out->cpu_seconds += o.cpu_seconds;
         add_hist(&out->ttft, &o.ttft);
         add_hist(&out->itl, &o.itl);
         add_hist(&out->e2e, &o.e2e);

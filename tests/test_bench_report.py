@@ -211,6 +211,27 @@ def test_html_is_self_contained_with_charts(tmp_path):
     assert not re.search(r"(src|href)=", page)
 
 
+def test_frontend_phases_per_request_and_token(tmp_path):
+    """The frontends' admit time a request and event time and CPU a generated token, from the
+    metrics a newer frontend writes (added here to a copy of the fixture run)."""
+    run_dir = tmp_path / "folio"
+    shutil.copytree(FIXTURES / "folio", run_dir)
+    for when, (admit, events, cpu) in (("before", (0.0012, 0.0031, 0.42)),
+                                       ("after", (0.0192, 0.1203, 1.6))):
+        with open(run_dir / f"metrics_{when}_sharegpt-rate2.txt", "a") as f:
+            f.write(f'folio_frontend_seconds_total{{phase="admit"}} {admit}\n'
+                    f'folio_frontend_seconds_total{{phase="events"}} {events}\n'
+                    f"folio_frontend_cpu_seconds_total {cpu}\n")
+    br = report.server_breakdown(report.load_inputs([str(run_dir)])[0][1][0])
+    requests = 21 - 1  # folio_time_to_first_token_seconds_count after and before
+    assert br["admit_ms"] == pytest.approx((0.0192 - 0.0012) / requests * 1e3)
+    assert br["events_us"] == pytest.approx((0.1203 - 0.0031) / br["gen_tokens"] * 1e6)
+    assert br["fe_cpu_us"] == pytest.approx((1.6 - 0.42) / br["gen_tokens"] * 1e6)
+    parts = dict(report.time_budget(br)["first token"])
+    assert parts["parse, template, tokenize"] == pytest.approx(br["admit_ms"])
+    assert sum(parts.values()) == pytest.approx(br["ttft_client"])
+
+
 def test_time_budget_parts_add_up_to_the_client_figures():
     servers = report.load_inputs([str(FIXTURES / "folio")])
     br = report.server_breakdown(servers[0][1][0])

@@ -179,6 +179,30 @@ def test_scheduler_loop_phases(client, server):
     assert sum(phases.values()) <= up + 0.5, (phases, up)
 
 
+def test_frontend_time_by_phase(client, server):
+    """/metrics names where the frontends' time goes: admitting requests (parse, template,
+    tokenization) and handling token events (detokenization, SSE), and their CPU time."""
+    list(client.completions.create(model=model_name(server), prompt="Tell me", max_tokens=8,
+                                   stream=True, extra_body={"ignore_eos": True}))
+    seen = {}
+
+    def read():
+        text = httpx.get(server.base + "/metrics", timeout=5).text
+        seen.clear()
+        for m in re.finditer(r'^folio_frontend_seconds_total\{phase="(\w+)"\} (\S+)$', text,
+                             re.M):
+            seen[m.group(1)] = float(m.group(2))
+        m = re.search(r"^folio_frontend_cpu_seconds_total (\S+)$", text, re.M)
+        seen["cpu"] = float(m.group(1)) if m else 0.0
+        return all(seen.get(k, 0) > 0 for k in ("admit", "events", "cpu"))
+
+    # Another frontend's figures reach the sums within its publishing interval.
+    wait_until(read, 10, "the frontends' phases never showed admitting, events and CPU")
+    up = time.time() - server.started_at
+    assert set(seen) == {"admit", "events", "cpu"}
+    assert all(v <= 2 * up for v in seen.values()), (seen, up)  # two frontends
+
+
 def test_completion_stream_with_usage(client, server):
     chunks = list(client.completions.create(
         model=model_name(server), prompt="Once upon a time", max_tokens=10, temperature=0,
