@@ -130,6 +130,13 @@ def model_name(server):
     return Path(server.model).name
 
 
+def metric_by_phase(server, name):
+    """{phase: value} of a /metrics series labelled by phase."""
+    text = httpx.get(server.base + "/metrics", timeout=5).text
+    return {m.group(1): float(m.group(2))
+            for m in re.finditer(rf'^{name}\{{phase="(\w+)"\}} (\S+)$', text, re.M)}
+
+
 def sse_events(lines):
     """The data payloads of an SSE stream, [DONE] included."""
     return [line[len("data: "):] for line in lines if line.startswith("data: ")]
@@ -164,11 +171,8 @@ def test_scheduler_loop_phases(client, server):
     phases = {}
 
     def read():
-        text = httpx.get(server.base + "/metrics", timeout=5).text
         phases.clear()
-        for m in re.finditer(r'^folio_scheduler_loop_seconds_total\{phase="(\w+)"\} (\S+)$', text,
-                             re.M):
-            phases[m.group(1)] = float(m.group(2))
+        phases.update(metric_by_phase(server, "folio_scheduler_loop_seconds_total"))
         return phases.get("results", 0) > 0 and phases.get("wait_gpu", 0) > 0
 
     wait_until(read, 10, "the loop's phases never showed results and waits")
@@ -187,13 +191,9 @@ def test_frontend_time_by_phase(client, server):
     seen = {}
 
     def read():
-        text = httpx.get(server.base + "/metrics", timeout=5).text
         seen.clear()
-        for m in re.finditer(r'^folio_frontend_seconds_total\{phase="(\w+)"\} (\S+)$', text,
-                             re.M):
-            seen[m.group(1)] = float(m.group(2))
-        m = re.search(r"^folio_frontend_cpu_seconds_total (\S+)$", text, re.M)
-        seen["cpu"] = float(m.group(1)) if m else 0.0
+        seen.update(metric_by_phase(server, "folio_frontend_seconds_total"))
+        seen["cpu"] = server.metric("folio_frontend_cpu_seconds_total") or 0.0
         return all(seen.get(k, 0) > 0 for k in ("admit", "events", "cpu"))
 
     # Another frontend's figures reach the sums within its publishing interval.
