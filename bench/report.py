@@ -282,6 +282,15 @@ def server_breakdown(run):
         # Prompt tokens a step: how much of the batch is prefill chunks, which run eagerly
         # at their exact row counts rather than as a decode graph.
         r["prompt_per_step"] = prompt / steps
+    else:
+        # vLLM counts its engine steps in a histogram of tokens a step.
+        steps = prom_delta(run, "vllm:iteration_tokens_total_count")
+        toks = prom_delta(run, "vllm:iteration_tokens_total_sum")
+        end = run.snapshot_after_time or hi
+        if steps and toks is not None:
+            r.update(steps=steps, tok_per_step=toks / steps)
+            if lo and end and end > lo:
+                r["steps_per_s"] = steps / (end - lo)
     hits = first_of(run, ["folio_prefix_cache_hits_total", "vllm:prefix_cache_hits_total"],
                     prom_delta)
     queries = first_of(run, ["folio_prefix_cache_queries_total",
@@ -299,8 +308,11 @@ def server_breakdown(run):
     admit = prom_delta(run, "folio_frontend_seconds_total", phase="admit")
     if admit is not None and admitted:
         r["admit_ms"] = admit / admitted * 1e3
+    # vLLM's API server exports its own process's CPU: the same place in its path.
+    fe_cpu = first_of(run, ["folio_frontend_cpu_seconds_total", "process_cpu_seconds_total"],
+                      prom_delta)
     for key, v in (("events_us", prom_delta(run, "folio_frontend_seconds_total", phase="events")),
-                   ("fe_cpu_us", prom_delta(run, "folio_frontend_cpu_seconds_total"))):
+                   ("fe_cpu_us", fe_cpu)):
         if v is not None and r.get("gen_tokens"):
             r[key] = v / r["gen_tokens"] * 1e6
     r["finished_length"] = prom_delta(run, "folio_requests_finished_total", reason="length")
@@ -547,7 +559,7 @@ BREAKDOWN_COLS = [
     ("tok_per_step", "tok/step", 1), ("prompt_per_step", "of them prompt", 1),
     ("prefix_hit", "prefix hit %", 0),
     ("preempt", "preempt.", 0),
-    ("events_us", "frontend events us/tok", 1), ("fe_cpu_us", "frontend CPU us/tok", 1),
+    ("events_us", "frontend events us/tok", 1), ("fe_cpu_us", "frontend (API server) CPU us/tok", 1),
 ]
 
 

@@ -232,6 +232,24 @@ def test_frontend_phases_per_request_and_token(tmp_path):
     assert sum(parts.values()) == pytest.approx(br["ttft_client"])
 
 
+def test_vllm_steps_and_api_server_cpu(tmp_path):
+    """vLLM's engine steps (its histogram of tokens a step) and its API server's CPU a
+    generated token, read from the /metrics vLLM writes (added to a copy of the mock run)."""
+    run_dir = tmp_path / "vllm"
+    shutil.copytree(FIXTURES / "mock", run_dir)
+    for when, (steps, toks, gen, cpu) in (("before", (10, 40, 30, 2.0)),
+                                          ("after", (510, 52040, 50030, 6.5))):
+        (run_dir / f"metrics_{when}_sharegpt-rate2.txt").write_text(
+            f'vllm:iteration_tokens_total_count{{engine="0"}} {steps}\n'
+            f'vllm:iteration_tokens_total_sum{{engine="0"}} {toks}\n'
+            f'vllm:generation_tokens_total{{engine="0"}} {gen}\n'
+            f"process_cpu_seconds_total {cpu}\n")
+    br = report.server_breakdown(report.load_inputs([str(run_dir)])[0][1][0])
+    assert br["steps"] == 500 and br["tok_per_step"] == pytest.approx(104.0)
+    assert br["fe_cpu_us"] == pytest.approx(4.5 / 50000 * 1e6)
+    assert "gpu_ms" not in br
+
+
 def test_time_budget_parts_add_up_to_the_client_figures():
     servers = report.load_inputs([str(FIXTURES / "folio")])
     br = report.server_breakdown(servers[0][1][0])
