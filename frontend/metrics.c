@@ -43,7 +43,7 @@ void folio_metrics_init(struct folio_metrics *m, uint32_t frontend_id)
     hist_init(&m->e2e, "folio_e2e_request_latency_seconds", "Time from request arrival to its end",
               e2e, (int)(sizeof e2e / sizeof *e2e));
     hist_init(&m->queue, "folio_request_first_event_seconds",
-              "Time from submit to the scheduler's first answer", ttft,
+              "Time from the request's arrival to the scheduler's first answer", ttft,
               (int)(sizeof ttft / sizeof *ttft));
     static const double tokens[] = {1,     2,      5,      10,     20,     50,    100,
                                     200,   500,    1000,   2000,   5000,   10000, 20000,
