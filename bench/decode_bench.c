@@ -2,6 +2,7 @@
  * figures), each printed with the bytes or FLOPs that set its floor.
  *
  *     decode_bench MODEL_DIR decode BATCH CONTEXT [STEPS]
+ *     decode_bench MODEL_DIR mixed BATCH CONTEXT CHUNK [STEPS]
  *     decode_bench MODEL_DIR prefill TOKENS [REPEATS]
  *     decode_bench MODEL_DIR attention BATCH CONTEXT [REPEATS]
  *     decode_bench MODEL_DIR sample ROWS [REPEATS]
@@ -14,6 +15,11 @@
  * previous step's key and value there. FOLIO_DECODE_GROW=1: the sequences
  * grow by a token a step instead, as in the figures logged before round 22
  * (contexts CONTEXT + 1 .. CONTEXT + STEPS + 3).
+ *
+ * mixed: the same decode steps with one more sequence beside the BATCH, a
+ * prompt chunk of CHUNK new tokens after CONTEXT cached ones (written again at
+ * the same positions each step, so every step is alike): the step of a
+ * saturated server, whose decodes share their steps with prefill chunks.
  *
  * prefill: one chunk of TOKENS new tokens, median over REPEATS.
  *
@@ -165,26 +171,33 @@ static int prefill_all(struct bench *b, int nseq, int ctx, int nb, int32_t *tabl
     return rc;
 }
 
-static int bench_decode(struct bench *b, int batch_size, int ctx, int steps)
+/* Decode steps of batch_size sequences; with chunk > 0, beside a prompt chunk
+ * of that many tokens (sequence batch_size, not sampled). */
+static int bench_decode(struct bench *b, int batch_size, int ctx, int steps, int chunk)
 {
     const char *grow_env = getenv("FOLIO_DECODE_GROW");
     const bool grow = grow_env && strcmp(grow_env, "1") == 0;
     int nb = ((grow ? ctx + steps + 2 : ctx) + 1 + 15) / 16; /* blocks a sequence needs */
-    int32_t *tables = malloc(sizeof(int32_t) * (size_t)batch_size * nb);
-    int32_t *ids = malloc(sizeof(int32_t) * (size_t)batch_size);
-    struct folio_step_seq *seqs = calloc((size_t)batch_size, sizeof(*seqs));
+    if (chunk > 0 && (ctx + chunk + 15) / 16 > nb)
+        nb = (ctx + chunk + 15) / 16;
+    const int nseq = batch_size + (chunk > 0);
+    int32_t *tables = malloc(sizeof(int32_t) * (size_t)nseq * nb);
+    int32_t *ids = malloc(sizeof(int32_t) * (size_t)(batch_size + chunk));
+    struct folio_step_seq *seqs = calloc((size_t)nseq, sizeof(*seqs));
     double *t = malloc(sizeof(double) * (size_t)steps);
     if (!tables || !ids || !seqs || !t)
         return -1;
-    for (int i = 0; i < batch_size * nb; i++)
+    for (int i = 0; i < nseq * nb; i++)
         tables[i] = i;
-    if (batch_size * nb > b->be->num_kv_blocks) {
+    if (nseq * nb > b->be->num_kv_blocks) {
         fprintf(stderr, "decode_bench: the pool has %d blocks, %d needed\n", b->be->num_kv_blocks,
-                batch_size * nb);
+                nseq * nb);
         return -1;
     }
-    if (prefill_all(b, batch_size, ctx, nb, tables) != 0)
+    if (prefill_all(b, nseq, ctx, nb, tables) != 0)
         return -1;
+    for (int j = 0; j < chunk; j++) /* the same chunk every step */
+        ids[batch_size + j] = next_token(b);
     char err[512];
     int launched = 0, collected = 0;
     double t_prev = now_ms(), t_start = 0;
@@ -209,7 +222,16 @@ static int bench_decode(struct bench *b, int batch_size, int ctx, int steps)
                     .sampling = bench_sampling(),
                 };
             }
-            batch[launched % 2] = (struct folio_step_batch){batch_size, batch_size, ids, seqs};
+            if (chunk > 0)
+                seqs[batch_size] = (struct folio_step_seq){
+                    .slot = batch_size,
+                    .num_new_tokens = chunk,
+                    .context_len = ctx + chunk,
+                    .num_blocks = nb,
+                    .block_table = tables + (size_t)batch_size * nb,
+                    .sampling = bench_sampling(),
+                };
+            batch[launched % 2] = (struct folio_step_batch){nseq, batch_size + chunk, ids, seqs};
             if (b->be->ops->launch(b->be, &batch[launched % 2], err, sizeof err) != 0) {
                 fprintf(stderr, "decode_bench: %s\n", err);
                 return -1;
@@ -235,10 +257,20 @@ static int bench_decode(struct bench *b, int batch_size, int ctx, int steps)
     const struct folio_model_config *c = &b->model->config;
     double bytes = linear_weight_bytes(c) +
                    kv_bytes_per_token(c) * batch_size * (grow ? ctx + steps / 2 : ctx + 1);
-    printf("RESULT name=decode_b%d_ctx%d ms=%.4f median_ms=%.4f bytes=%.0f flops=0 "
+    double flops = 0;
+    char name[96];
+    snprintf(name, sizeof name, "decode_b%d_ctx%d", batch_size, ctx);
+    if (chunk > 0) { /* the chunk's matrix work and its attention over ctx + its own tokens */
+        double lin = linear_weight_bytes(c) / 2 - (double)c->vocab_size * c->hidden_size;
+        bytes += kv_bytes_per_token(c) * (ctx + chunk);
+        flops = 2.0 * lin * (batch_size + chunk) + 4.0 * c->num_layers * c->num_heads *
+                                                       c->head_dim * (double)chunk *
+                                                       (ctx + chunk / 2.0);
+        snprintf(name, sizeof name, "mixed_b%d_ctx%d_chunk%d", batch_size, ctx, chunk);
+    }
+    printf("RESULT name=%s ms=%.4f median_ms=%.4f bytes=%.0f flops=%.0f "
            "tokens_hash=%08x contexts=%s\n",
-           batch_size, ctx, total / steps, median(t, steps), bytes, hash,
-           grow ? "growing" : "fixed");
+           name, total / steps, median(t, steps), bytes, flops, hash, grow ? "growing" : "fixed");
     free(tables);
     free(ids);
     free(seqs);
@@ -594,6 +626,7 @@ int main(int argc, char **argv)
 {
     if (argc < 4) {
         fprintf(stderr, "usage: decode_bench MODEL_DIR decode BATCH CONTEXT [STEPS]\n"
+                        "       decode_bench MODEL_DIR mixed BATCH CONTEXT CHUNK [STEPS]\n"
                         "       decode_bench MODEL_DIR prefill TOKENS [REPEATS]\n"
                         "       decode_bench MODEL_DIR attention BATCH CONTEXT [REPEATS]\n"
                         "       decode_bench MODEL_DIR sample ROWS [REPEATS]\n");
@@ -607,6 +640,13 @@ int main(int argc, char **argv)
     }
     const char *mode = argv[2];
     int a = atoi(argv[3]), a2 = argc > 4 ? atoi(argv[4]) : 0, a3 = argc > 5 ? atoi(argv[5]) : 0;
+    int a4 = argc > 6 ? atoi(argv[6]) : 0;
+    const bool mixed = !strcmp(mode, "mixed");
+    if (mixed && a3 <= 0) {
+        fprintf(stderr, "decode_bench: mixed needs BATCH CONTEXT CHUNK\n");
+        folio_model_close(b.model);
+        return 2;
+    }
     int rc;
     if (!strcmp(mode, "attention")) {
         rc = bench_attention(&b.model->config, a, a2, a3 > 0 ? a3 : 20);
@@ -622,11 +662,13 @@ int main(int argc, char **argv)
      * that every batch size replays a graph as it does in the server; sized to
      * the batch alone, 40 or 48 sequences ran eagerly. */
     int max_seqs = 8;
-    while (!strcmp(mode, "decode") && max_seqs < a)
+    while ((!strcmp(mode, "decode") || mixed) && max_seqs < a + mixed)
         max_seqs *= 2;
     struct folio_backend_options opt = {
         .max_seqs = max_seqs,
-        .max_num_tokens = !strcmp(mode, "prefill") ? a : 4096,
+        .max_num_tokens = !strcmp(mode, "prefill") ? a
+                          : mixed && a + a3 > 4096 ? a + a3
+                                                   : 4096,
         .gpu_memory_utilization = 0.5f,
         .logits_unread = true,
     };
@@ -644,7 +686,9 @@ int main(int argc, char **argv)
     b.res.top_ids = malloc(S * FOLIO_MAX_LOGPROBS * sizeof(int32_t));
     b.res.top_logprobs = malloc(S * FOLIO_MAX_LOGPROBS * sizeof(float));
     if (!strcmp(mode, "decode"))
-        rc = bench_decode(&b, a, a2 > 0 ? a2 : 512, a3 > 0 ? a3 : 64);
+        rc = bench_decode(&b, a, a2 > 0 ? a2 : 512, a3 > 0 ? a3 : 64, 0);
+    else if (mixed)
+        rc = bench_decode(&b, a, a2 > 0 ? a2 : 512, a4 > 0 ? a4 : 64, a3);
     else if (!strcmp(mode, "prefill"))
         rc = bench_prefill(&b, a, a2 > 0 ? a2 : 10);
     else {
