@@ -44,6 +44,9 @@ echo "== timings"
     done
   fi
   for n in ${FOLIO_PREFILL_SIZES-512 4096}; do timeout 60 "$B/decode_bench" /tmp/tl prefill $n 10; done
+  # A saturated server's step: its decodes beside a prompt chunk (the shape of the saturate run's
+  # /metrics, 2026-12-05: 892 tokens a step, 375 of them prompt, ~366 tokens of context).
+  timeout 60 "$B/decode_bench" /tmp/tl mixed 517 366 375 200
   for b in 1 8 64 256; do timeout 60 "$B/decode_bench" /tmp/tl attention $b 512 50; done
   timeout 60 "$B/decode_bench" /tmp/tl attention 1 4096 50
   # The paths' thresholds: the same decode steps with every projection through cuBLASLt, and
