@@ -263,34 +263,31 @@ def server_breakdown(run):
         r["queue"] = ms(hist_mean_delta(run, "vllm:request_queue_time_seconds"))
     r["prefill"] = ms(hist_mean_delta(run, "vllm:request_prefill_time_seconds"))
     r["decode_s"] = hist_mean_delta(run, "vllm:request_decode_time_seconds")
+    # The snapshot after the run is taken as GuideLLM exits: work the server still did on
+    # requests GuideLLM had cut off counts, so the window ends there, not at GuideLLM's end.
+    end = run.snapshot_after_time or hi
+    window = end - lo if lo and end and end > lo else None
     steps = prom_delta(run, "folio_steps_total")
     if steps:
         plan = prom_delta(run, "folio_step_plan_seconds_total") or 0.0
         gpu = prom_delta(run, "folio_step_backend_seconds_total") or 0.0
         ipc = prom_delta(run, "folio_step_ipc_seconds_total") or 0.0
-        r.update(steps=steps, plan_ms=plan / steps * 1e3, gpu_ms=gpu / steps * 1e3,
+        r.update(plan_ms=plan / steps * 1e3, gpu_ms=gpu / steps * 1e3,
                  ipc_ms=ipc / steps * 1e3, step_ms=(plan + gpu + ipc) / steps * 1e3)
-        # The snapshot after the run is taken as GuideLLM exits: work the server still did on
-        # requests GuideLLM had cut off counts, so the window ends there, not at GuideLLM's end.
-        end = run.snapshot_after_time or hi
-        if lo and end and end > lo:
-            r["steps_per_s"] = steps / (end - lo)
-            r["gpu_busy"] = gpu / (end - lo)
+        if window:
+            r["gpu_busy"] = gpu / window
         prompt = prom_delta(run, "folio_scheduler_prompt_tokens_total") or 0
         toks = prompt + (prom_delta(run, "folio_scheduler_generation_tokens_total") or 0)
-        r["tok_per_step"] = toks / steps
         # Prompt tokens a step: how much of the batch is prefill chunks, which run eagerly
         # at their exact row counts rather than as a decode graph.
         r["prompt_per_step"] = prompt / steps
-    else:
-        # vLLM counts its engine steps in a histogram of tokens a step.
+    else:  # vLLM counts its engine steps in a histogram of tokens a step
         steps = prom_delta(run, "vllm:iteration_tokens_total_count")
         toks = prom_delta(run, "vllm:iteration_tokens_total_sum")
-        end = run.snapshot_after_time or hi
-        if steps and toks is not None:
-            r.update(steps=steps, tok_per_step=toks / steps)
-            if lo and end and end > lo:
-                r["steps_per_s"] = steps / (end - lo)
+    if steps and toks is not None:
+        r.update(steps=steps, tok_per_step=toks / steps)
+        if window:
+            r["steps_per_s"] = steps / window
     hits = first_of(run, ["folio_prefix_cache_hits_total", "vllm:prefix_cache_hits_total"],
                     prom_delta)
     queries = first_of(run, ["folio_prefix_cache_queries_total",
@@ -619,7 +616,8 @@ def cpu_rows(servers, top=6):
     """The busiest process groups of each run (bench/proc_cpu.py): cores used over the sampled
     window; within GuideLLM's benchmarks, the group's cores and its busiest single process's; and
     that process's peak over one sampling interval (near 1.0: it had a core to itself and no
-    more)."""
+    more). For a run of one benchmark, the group's CPU a generated token as well (its cores in
+    the run over the output tok/s), the cost that sets how many cores a rate needs."""
     rows = []
     for server, runs in servers:
         for run in runs:
@@ -627,10 +625,13 @@ def cpu_rows(servers, top=6):
                 continue
             groups = list(run.cpu.get("groups", {}).items())[:top]
             window = run_window(run)
+            tok_s = run.benches[0].out_tok_s if len(run.benches) == 1 else None
             cells = []
             for g, e in groups:
                 inside = group_in_window(e, window)
-                inside = (f"in the run {inside[0]:.2f}, busiest {inside[1]:.2f}; "
+                per_tok = (f"{inside[0] / tok_s * 1e6:.0f} us/tok, "
+                           if inside and tok_s and inside[0] >= 0.05 else "")
+                inside = (f"in the run {inside[0]:.2f}, {per_tok}busiest {inside[1]:.2f}; "
                           if inside else "")
                 cells.append(f"{g} {e['cores']:.2f} ({inside}peak {e['peak_process_cores']:.2f})")
             rows.append([server, run.name, str(run.cpu.get("cores_online", "?")), "; ".join(cells)])

@@ -80,8 +80,7 @@ struct server {
     int64_t started_unix;
     const char *model_name;
     double last_reap;
-    double cpu_base;     /* a restarted frontend's predecessor's CPU seconds */
-    double cpu_noted_at; /* when metrics.cpu_seconds was last brought up to date */
+    double cpu_base; /* a restarted frontend's predecessor's CPU seconds */
 };
 
 struct gen_req **http_bucket(struct server *s, uint64_t id);

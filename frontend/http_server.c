@@ -146,7 +146,6 @@ static void handle_health(struct server *s, h2o_req_t *req)
 void http_note_cpu(struct server *s)
 {
     struct timespec t;
-    s->cpu_noted_at = folio_mono_s();
     if (clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t) == 0)
         s->metrics.cpu_seconds = s->cpu_base + (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
 }
@@ -491,9 +490,10 @@ int folio_server_run(const struct folio_server_config *cfg, char *err, size_t er
     while (!stop_requested) {
         h2o_evloop_run(s->ctx.loop, 200);
         http_reap_hung_up_clients(s);
-        if (folio_mono_s() - s->cpu_noted_at >= FOLIO_METRICS_PUBLISH_S)
+        if (folio_metrics_block_due(s->metrics_block)) {
             http_note_cpu(s);
-        folio_metrics_block_maybe_publish(s->metrics_block, &s->metrics);
+            folio_metrics_block_publish(s->metrics_block, &s->metrics);
+        }
     }
 
     /* Drain: stop accepting, close idle connections, let open requests end. */

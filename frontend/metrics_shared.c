@@ -114,10 +114,9 @@ void folio_metrics_block_detach(struct folio_metrics_block *b)
     free(b);
 }
 
-void folio_metrics_block_maybe_publish(struct folio_metrics_block *b, const struct folio_metrics *m)
+bool folio_metrics_block_due(const struct folio_metrics_block *b)
 {
-    if (b && folio_mono_s() - b->published_at >= FOLIO_METRICS_PUBLISH_S)
-        folio_metrics_block_publish(b, m);
+    return b && folio_mono_s() - b->published_at >= FOLIO_METRICS_PUBLISH_S;
 }
 
 void folio_metrics_block_publish(struct folio_metrics_block *b, const struct folio_metrics *m)

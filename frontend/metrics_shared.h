@@ -10,6 +10,8 @@
 #ifndef FOLIO_METRICS_SHARED_H
 #define FOLIO_METRICS_SHARED_H
 
+#include <stdbool.h>
+
 #include "metrics.h"
 
 struct folio_metrics_block;
@@ -26,12 +28,11 @@ void folio_metrics_block_detach(struct folio_metrics_block *b);
 /* Copies m into this frontend's slot. */
 void folio_metrics_block_publish(struct folio_metrics_block *b, const struct folio_metrics *m);
 
-/* The same, at most every FOLIO_METRICS_PUBLISH_S: the HTTP loop calls it on
- * every turn, and other frontends' scrapes may lag this one by that much
- * (never backwards: a slot only grows). */
+/* Whether this frontend's slot is FOLIO_METRICS_PUBLISH_S old: the HTTP loop
+ * asks on every turn and then publishes, so other frontends' scrapes may lag
+ * this one by that much (never backwards: a slot only grows). False for NULL. */
 #define FOLIO_METRICS_PUBLISH_S 0.05
-void folio_metrics_block_maybe_publish(struct folio_metrics_block *b,
-                                       const struct folio_metrics *m);
+bool folio_metrics_block_due(const struct folio_metrics_block *b);
 
 /* out = the sum of every slot in use (m's names and bounds); m itself when
  * b is NULL. Publishes m first, so that the total never lags this frontend. */

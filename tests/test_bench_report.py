@@ -308,7 +308,9 @@ def test_a_client_at_a_full_core_is_named_as_the_bound():
     assert any("the client bounds this run" in line and "0.95 of a core" in line
                for line in lines), lines
     head, rows = report.cpu_rows([base])
-    assert "guidellm 1.10 (in the run 1.15, busiest 0.95; peak 1.20)" in rows[0][3]
+    per_tok = 1.15 / base[1][0].benches[0].out_tok_s * 1e6  # the group's CPU a generated token
+    assert f"guidellm 1.10 (in the run 1.15, {per_tok:.0f} us/tok, busiest 0.95; peak 1.20)" \
+        in rows[0][3]
     # Busy only at start-up: not the bound.
     run.cpu = {"cores_online": 2, "groups": groups(0.5)}
     assert report.client_bound(run) is None

@@ -22,11 +22,7 @@ def main():
     if not gguf.is_file():
         sys.exit(f"gguf_to_hf: {gguf} is not a file")
     kw = {"gguf_file": gguf.name}
-    try:
-        model = AutoModelForCausalLM.from_pretrained(str(gguf.parent), dtype=torch.bfloat16, **kw)
-    except TypeError:  # transformers before "dtype" replaced "torch_dtype"
-        model = AutoModelForCausalLM.from_pretrained(str(gguf.parent), torch_dtype=torch.bfloat16,
-                                                     **kw)
+    model = AutoModelForCausalLM.from_pretrained(str(gguf.parent), dtype=torch.bfloat16, **kw)
     tokenizer = AutoTokenizer.from_pretrained(str(gguf.parent), **kw)
     out.mkdir(parents=True, exist_ok=True)
     model.save_pretrained(out, safe_serialization=True)
