@@ -296,6 +296,15 @@ def server_breakdown(run):
         r["prefix_hit"] = hits / queries
     r["preempt"] = first_of(run, ["folio_num_preemptions_total", "vllm:num_preemptions_total"],
                             prom_delta)
+    # Speculative decoding (vLLM's proposers): the share of drafted tokens the target model
+    # accepted, and the tokens a verification step yields (accepted drafts plus its own token).
+    drafted = prom_delta(run, "vllm:spec_decode_num_draft_tokens_total")
+    accepted = prom_delta(run, "vllm:spec_decode_num_accepted_tokens_total")
+    drafts = prom_delta(run, "vllm:spec_decode_num_drafts_total")
+    if drafted and accepted is not None:
+        r["spec_accept"] = accepted / drafted
+    if drafts and accepted is not None:
+        r["spec_tok_per_draft"] = 1 + accepted / drafts
     r["gen_tokens"] = first_of(run, ["folio_scheduler_generation_tokens_total",
                                      "vllm:generation_tokens_total"], prom_delta)
     # Folio's frontends: the HTTP loop's time admitting a request (parse, chat template,
@@ -556,6 +565,7 @@ BREAKDOWN_COLS = [
     ("tok_per_step", "tok/step", 1), ("prompt_per_step", "of them prompt", 1),
     ("prefix_hit", "prefix hit %", 0),
     ("preempt", "preempt.", 0),
+    ("spec_accept", "drafts accepted %", 0), ("spec_tok_per_draft", "tok/verify step", 2),
     ("events_us", "frontend events us/tok", 1), ("fe_cpu_us", "frontend (API server) CPU us/tok", 1),
 ]
 
@@ -573,7 +583,7 @@ def breakdown_rows(servers):
         row = [server, name]
         for key, _, nd in cols:
             v = br.get(key)
-            if key in ("gpu_busy", "prefix_hit") and v is not None:
+            if key in ("gpu_busy", "prefix_hit", "spec_accept") and v is not None:
                 v *= 100
             row.append(fmt(v, nd))
         rows.append(row)

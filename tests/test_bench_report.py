@@ -250,6 +250,25 @@ def test_vllm_steps_and_api_server_cpu(tmp_path):
     assert "gpu_ms" not in br
 
 
+def test_speculative_decoding_acceptance(tmp_path):
+    """vLLM's n-gram proposer: the share of drafted tokens accepted and the tokens a
+    verification step yields, from its spec_decode counters; absent without them."""
+    run_dir = tmp_path / "vllm-ngram"
+    shutil.copytree(FIXTURES / "mock", run_dir)
+    for when, (drafts, drafted, accepted) in (("before", (5, 25, 10)), ("after", (105, 525, 160))):
+        (run_dir / f"metrics_{when}_sharegpt-rate2.txt").write_text(
+            f'vllm:spec_decode_num_drafts_total{{engine="0"}} {drafts}\n'
+            f'vllm:spec_decode_num_draft_tokens_total{{engine="0"}} {drafted}\n'
+            f'vllm:spec_decode_num_accepted_tokens_total{{engine="0"}} {accepted}\n')
+    br = report.server_breakdown(report.load_inputs([str(run_dir)])[0][1][0])
+    assert br["spec_accept"] == pytest.approx(150 / 500)
+    assert br["spec_tok_per_draft"] == pytest.approx(1 + 150 / 100)
+    head, rows, _ = report.breakdown_rows([("vllm-ngram", report.load_inputs([str(run_dir)])[0][1])])
+    assert "drafts accepted %" in head and rows[0][head.index("drafts accepted %")] == "30"
+    plain = report.server_breakdown(report.load_inputs([str(FIXTURES / "folio")])[0][1][0])
+    assert "spec_accept" not in plain
+
+
 def test_time_budget_parts_add_up_to_the_client_figures():
     servers = report.load_inputs([str(FIXTURES / "folio")])
     br = report.server_breakdown(servers[0][1][0])
