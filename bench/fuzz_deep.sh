@@ -34,7 +34,6 @@ while [ $# -gt 0 ]; do
   esac
 done
 DIR=$ROOT/build-fuzz
-export FOLIO_SHARED=${FOLIO_SHARED:-$ROOT/../shared}
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=0:halt_on_error=1}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
 

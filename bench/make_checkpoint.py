@@ -7,7 +7,7 @@ so Folio and vLLM load exactly what a user's TinyLlama download looks like.
                                      [--seed 0] [--device auto|cuda|cpu]
 
 CONFIG defaults to bundle/models/tinyllama-1.1b-shape/config.json (the GPU machine) or
-$FOLIO_SHARED/models/tinyllama-1.1b-shape/config.json; the tokenizer likewise.
+assets/models/tinyllama-1.1b-shape/config.json; the tokenizer likewise.
 
 Why PyTorch on the GPU rather than tests/fixtures/make_tiny_model.py --like: the fixture draws the
 1.1 B weights with NumPy on one core (185 s here on 2 busy cores); torch draws them on the GPU in
@@ -38,7 +38,7 @@ def default_models_dir():
     bundle = REPO_ROOT / "bundle" / "models"
     if (bundle / "tinyllama-1.1b-shape" / "config.json").is_file():
         return bundle
-    return Path(os.environ.get("FOLIO_SHARED", REPO_ROOT.parent / "shared")) / "models"
+    return REPO_ROOT / "assets" / "models"
 
 
 def copy_tokenizer(tokenizer_dir, out):

@@ -499,10 +499,9 @@ def run_checks(servers, data_arg):
         submits = log["submits"] if log and log["submits"] else None
         for run in runs:
             path = data_arg or run.data_path
-            shared = Path(os.environ.get("FOLIO_SHARED", REPO_ROOT.parent / "shared"))
             candidates = [p for p in (path, os.environ.get("FOLIO_WORKLOAD"),
                                       REPO_ROOT / "bundle/data/workload_sharegpt_1000.jsonl",
-                                      shared / "data/sharegpt/workload_sharegpt_1000.jsonl") if p]
+                                      REPO_ROOT / "assets/data/sharegpt/workload_sharegpt_1000.jsonl") if p]
             workload = None
             for c in candidates:
                 if str(c) not in cache:

@@ -26,7 +26,7 @@ from tokenizers import Tokenizer  # noqa: E402  (after the thread settings)
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
 import tokenizer_refs  # noqa: E402
-SHARED = pathlib.Path(os.environ.get("FOLIO_SHARED", ROOT.parent / "shared"))
+ASSETS = ROOT / "assets"
 BUILD = pathlib.Path(os.environ.get("FOLIO_BUILD", ROOT / "build"))
 
 
@@ -65,7 +65,7 @@ def main():
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--tokenizers", default="llama2,llama3,qwen2,smollm2")
     ap.add_argument("--prompts", default=str(
-        SHARED / "data" / "sharegpt" / "sharegpt_v3_first_turns_1000.json"))
+        ASSETS / "data" / "sharegpt" / "sharegpt_v3_first_turns_1000.json"))
     args = ap.parse_args()
 
     with open(args.prompts) as f:

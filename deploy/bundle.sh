@@ -14,7 +14,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$(pwd)
 BUILD=${FOLIO_BUNDLE_BUILD:-$ROOT/build-bundle}
-SHARED=${FOLIO_SHARED:-$ROOT/../shared}
+ASSETS=$ROOT/assets
 OUT=$ROOT/bundle
 
 cmake -S . -B "$BUILD" -DCMAKE_BUILD_TYPE=Release -DFOLIO_CUDA=ON >/dev/null
@@ -45,9 +45,9 @@ done
 for exe in "$OUT"/bin/*; do ldd "$exe" 2>/dev/null | awk '/libgomp/ {print $3}'; done | sort -u |
   while read -r path; do cp -L "$path" "$OUT/lib/"; done
 
-cp -r "$SHARED/models/llama2-tokenizer" "$OUT/models/"
+cp -r "$ASSETS/models/llama2-tokenizer" "$OUT/models/"
 mkdir -p "$OUT/models/tinyllama-1.1b-shape"
-cp "$SHARED/models/tinyllama-1.1b-shape/config.json" "$OUT/models/tinyllama-1.1b-shape/"
+cp "$ASSETS/models/tinyllama-1.1b-shape/config.json" "$OUT/models/tinyllama-1.1b-shape/"
 cp tests/fixtures/make_tiny_model.py "$OUT/tests/"
 
 # What the binaries were built from: a device run prints it, so a bundle rebuilt by someone

@@ -1,9 +1,8 @@
-"""Shared pytest helpers: where the built programs and ../shared are.
+"""Shared pytest helpers: where the built programs and the test assets are.
 
 FOLIO_BUILD names the build directory under test (the normal or the ASan
-build); every program is in its bin/ folder. FOLIO_SHARED names the shared
-folder (tokenizer files, ShareGPT data); it defaults to ../shared beside the
-repository."""
+build); every program is in its bin/ folder. The repository's assets/
+folder holds the tokenizer files, model shapes and ShareGPT data."""
 import os
 import pathlib
 import sys
@@ -12,7 +11,7 @@ import pytest
 
 REPO = pathlib.Path(__file__).resolve().parent.parent
 BUILD = pathlib.Path(os.environ.get("FOLIO_BUILD", REPO / "build"))
-SHARED = pathlib.Path(os.environ.get("FOLIO_SHARED", REPO.parent / "shared"))
+ASSETS = REPO / "assets"
 
 sys.path.insert(0, str(REPO / "tests" / "fixtures"))
 sys.path.insert(0, str(REPO / "tests" / "reference"))
@@ -27,8 +26,8 @@ def bin_path(name: str) -> pathlib.Path:
 
 
 @pytest.fixture(scope="session")
-def shared_dir() -> pathlib.Path:
-    return SHARED
+def assets_dir() -> pathlib.Path:
+    return ASSETS
 
 
 @pytest.fixture(scope="session")

@@ -12,7 +12,6 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 repo=$(pwd)
-export FOLIO_SHARED=${FOLIO_SHARED:-$repo/../shared}
 jobs=$(nproc)
 suites=("$@")
 [ ${#suites[@]} -gt 0 ] || suites=(normal asan fuzz compose)

@@ -39,10 +39,10 @@ def table_row(md, server, run):
 
 
 @pytest.fixture
-def workload(shared_dir):
-    path = shared_dir / "data" / "sharegpt" / "workload_sharegpt_1000.jsonl"
+def workload(assets_dir):
+    path = assets_dir / "data" / "sharegpt" / "workload_sharegpt_1000.jsonl"
     if not path.is_file():
-        pytest.fail(f"{path} missing: set FOLIO_SHARED")
+        pytest.fail(f"{path} missing")
     return path
 
 

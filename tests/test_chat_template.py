@@ -223,9 +223,9 @@ def test_template_matches_jinja2(path):
     assert not failures, "\n".join(failures[:10])
 
 
-def test_tinyllama_from_tokenizer_config(shared_dir):
+def test_tinyllama_from_tokenizer_config(assets_dir):
     """The template the server will actually load, read from tokenizer_config.json."""
-    cfg = json.loads((shared_dir / "models" / "llama2-tokenizer" /
+    cfg = json.loads((assets_dir / "models" / "llama2-tokenizer" /
                       "tokenizer_config.json").read_text())
     cases = [{"template": cfg["chat_template"], "messages": conv, "add_generation_prompt": agp,
               "bos_token": cfg["bos_token"], "eos_token": cfg["eos_token"]}

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 from safetensors import safe_open
 
-from conftest import REPO, SHARED
+from conftest import ASSETS, REPO
 
 SCRIPT = REPO / "tests" / "fixtures" / "make_tiny_model.py"
 SIZES = ["--layers", "2", "--hidden", "64", "--heads", "4", "--kv-heads", "2",
@@ -157,7 +157,7 @@ def test_weights_scale(models):
 def test_config_and_tokenizer(models):
     d = models["bf16"]
     cfg = json.loads((d / "config.json").read_text())
-    real = json.loads((SHARED / "models/tinyllama-1.1b-shape/config.json").read_text())
+    real = json.loads((ASSETS / "models/tinyllama-1.1b-shape/config.json").read_text())
     assert set(real) <= set(cfg)
     assert cfg["architectures"] == ["LlamaForCausalLM"] and cfg["model_type"] == "llama"
     assert (cfg["num_hidden_layers"], cfg["hidden_size"], cfg["intermediate_size"]) == (2, 64, 96)
@@ -169,7 +169,7 @@ def test_config_and_tokenizer(models):
     gen = json.loads((d / "generation_config.json").read_text())
     assert gen["bos_token_id"] == 1 and gen["eos_token_id"] == 2
     for name in ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json"):
-        assert (d / name).read_bytes() == (SHARED / "models/llama2-tokenizer" / name).read_bytes()
+        assert (d / name).read_bytes() == (ASSETS / "models/llama2-tokenizer" / name).read_bytes()
     assert not (d / "tokenizer.model").exists()
     from tokenizers import Tokenizer
 

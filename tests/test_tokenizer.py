@@ -14,10 +14,10 @@ import pytest
 from tokenizers import Tokenizer
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
-SHARED = pathlib.Path(os.environ.get("FOLIO_SHARED", ROOT.parent / "shared"))
+ASSETS = ROOT / "assets"
 BUILD = pathlib.Path(os.environ.get("FOLIO_BUILD", ROOT / "build"))
 FOLIO = BUILD / "bin" / "folio"
-LLAMA2 = SHARED / "models" / "llama2-tokenizer"
+LLAMA2 = ASSETS / "models" / "llama2-tokenizer"
 SHAREGPT = ["sharegpt_v3_first_turns_1000.json", "sharegpt_v3_first_turns_500.json"]
 
 EDGE_CASES = [
@@ -101,7 +101,7 @@ def run_folio(args, lines, check=True, model=LLAMA2):
 
 
 def load_prompts(name):
-    with open(SHARED / "data" / "sharegpt" / name) as f:
+    with open(ASSETS / "data" / "sharegpt" / name) as f:
         data = json.load(f)
     return [row["conversations"][0]["value"] for row in data]
 

@@ -21,7 +21,7 @@ sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 import tokenizer_refs  # noqa: E402
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
-SHARED = pathlib.Path(os.environ.get("FOLIO_SHARED", ROOT.parent / "shared"))
+ASSETS = ROOT / "assets"
 BUILD = pathlib.Path(os.environ.get("FOLIO_BUILD", ROOT / "build"))
 FOLIO = BUILD / "bin" / "folio"
 SHAREGPT = ["sharegpt_v3_first_turns_1000.json", "sharegpt_v3_first_turns_500.json"]
@@ -92,7 +92,7 @@ def folio(model, args, lines):
 def prompts():
     out = []
     for name in SHAREGPT:
-        with open(SHARED / "data" / "sharegpt" / name) as f:
+        with open(ASSETS / "data" / "sharegpt" / name) as f:
             out += [row["conversations"][0]["value"] for row in json.load(f)]
     return out
 

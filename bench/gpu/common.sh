@@ -34,5 +34,5 @@ folio_fixture() {
   local dir=$1
   shift
   [ -f "$dir/config.json" ] && return 0
-  FOLIO_SHARED=$ROOT/bundle python3 tests/fixtures/make_tiny_model.py "$dir" "$@" >/dev/null
+  python3 tests/fixtures/make_tiny_model.py "$dir" "$@" >/dev/null
 }

@@ -33,7 +33,7 @@
 #   GUIDELLM__MAX_WORKER_PROCESSES (GuideLLM's worker processes, default 10; meta.json names it),
 #   FOLIO_SERVE_ARGS (extra folio serve flags), FOLIO_COMMIT (recorded in meta.json),
 #   FOLIO_BENCH_CONFIG (another model shape for the checkpoint, e.g. a tiny one on a CPU),
-#   FOLIO_WORKLOAD (the jsonl; default bundle/data, then $FOLIO_SHARED/data/sharegpt),
+#   FOLIO_WORKLOAD (the jsonl; default bundle/data, then assets/data/sharegpt),
 #   GUIDELLM_PYTHON, GUIDELLM_WHEELS (default .whl).
 set -uo pipefail
 T_START=$(date +%s)
@@ -44,7 +44,7 @@ WORK=${GUIDELLM_WORK:-/tmp/guidellm-bench}
 PY=${GUIDELLM_PYTHON:-python3}
 WHEELS=${GUIDELLM_WHEELS:-$ROOT/.whl}
 BUNDLE=${FOLIO_BUNDLE:-$ROOT/bundle}
-SHARED=${FOLIO_SHARED:-$ROOT/../shared}
+ASSETS=$ROOT/assets
 export PYTHONUNBUFFERED=1
 # sharegpt-max holds 1000 connections open at once, on both sides.
 ulimit -n 65536 2>/dev/null || true
@@ -80,7 +80,7 @@ done
 [ "${GUIDELLM_SKIP_INSTALL:-0}" = 1 ] && INSTALL=0
 
 if [ "$STAGE" = 1 ]; then
-  src=${FOLIO_WORKLOAD:-$SHARED/data/sharegpt/workload_sharegpt_1000.jsonl}
+  src=${FOLIO_WORKLOAD:-$ASSETS/data/sharegpt/workload_sharegpt_1000.jsonl}
   [ -f "$src" ] || { echo "guidellm_bench: $src not found"; exit 2; }
   mkdir -p "$BUNDLE/data" && cp "$src" "$BUNDLE/data/workload_sharegpt_1000.jsonl"
   bad=0
@@ -108,14 +108,13 @@ say() { echo "[$(elapsed)s] $*"; }
 first_file() { for f in "$@"; do [ -f "$f" ] && { echo "$f"; return 0; }; done; return 1; }
 first_dir() { for d in "$@"; do [ -d "$d" ] && { echo "$d"; return 0; }; done; return 1; }
 DATA=$(first_file "${FOLIO_WORKLOAD:-/nonexistent}" "$BUNDLE/data/workload_sharegpt_1000.jsonl" \
-  "$ROOT/shared/data/sharegpt/workload_sharegpt_1000.jsonl" \
-  "$SHARED/data/sharegpt/workload_sharegpt_1000.jsonl") ||
+  "$ASSETS/data/sharegpt/workload_sharegpt_1000.jsonl") ||
   { echo "guidellm_bench: workload_sharegpt_1000.jsonl not found (set FOLIO_WORKLOAD, or copy it into bundle/data/)"; exit 2; }
-TOKDIR=$(first_dir "$BUNDLE/models/llama2-tokenizer" "$SHARED/models/llama2-tokenizer") ||
-  { echo "guidellm_bench: llama2-tokenizer not found in bundle/models or \$FOLIO_SHARED/models"; exit 2; }
+TOKDIR=$(first_dir "$BUNDLE/models/llama2-tokenizer" "$ASSETS/models/llama2-tokenizer") ||
+  { echo "guidellm_bench: llama2-tokenizer not found in bundle/models or assets/models"; exit 2; }
 CONFIG=$(first_file "${FOLIO_BENCH_CONFIG:-/nonexistent}" \
   "$BUNDLE/models/tinyllama-1.1b-shape/config.json" \
-  "$SHARED/models/tinyllama-1.1b-shape/config.json") ||
+  "$ASSETS/models/tinyllama-1.1b-shape/config.json") ||
   { echo "guidellm_bench: tinyllama-1.1b-shape/config.json not found"; exit 2; }
 FOLIO_BIN=${FOLIO_BIN:-$BUNDLE/bin/folio}
 # The bundle's libraries for Folio's processes only: its libssl/libz/libgomp must not replace the

@@ -1,5 +1,5 @@
 /* The real Llama-2 tokenizer for the fuzz targets that need one, from
- * $FOLIO_SHARED/models/llama2-tokenizer (default ../shared): loaded once in
+ * the repository's assets/models/llama2-tokenizer: loaded once in
  * LLVMFuzzerInitialize; a target that cannot load it exits, since it would
  * test nothing. Header-only so each target stays one file plus this. */
 #ifndef FOLIO_FUZZ_LLAMA2_TOKENIZER_H
@@ -12,10 +12,8 @@
 
 static struct folio_tokenizer *fuzz_load_llama2_tokenizer(const char *target)
 {
-    const char *shared = getenv("FOLIO_SHARED");
-    char dir[1024], err[512];
-    snprintf(dir, sizeof dir, "%s/models/llama2-tokenizer",
-             shared && *shared ? shared : "../shared");
+    const char *dir = "assets/models/llama2-tokenizer"; /* fuzzers run in the source folder */
+    char err[512];
     struct folio_tokenizer *t = NULL;
     if (folio_tokenizer_load(dir, &t, err, sizeof err) != 0) {
         fprintf(stderr, "%s: %s\n", target, err);

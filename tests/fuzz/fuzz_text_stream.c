@@ -1,5 +1,5 @@
 /* Fuzzes frontend/stream.h (incremental detokenization with stop strings)
- * with the real Llama-2 tokenizer ($FOLIO_SHARED/models/llama2-tokenizer).
+ * with the real Llama-2 tokenizer (assets/models/llama2-tokenizer).
  * Input: one byte of settings (number of stop strings, min_tokens, skip
  * special), the stop strings (each ended by a 0 byte), then token ids as
  * little-endian 16-bit values (some beyond the vocabulary). Checked:

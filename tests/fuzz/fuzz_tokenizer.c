@@ -1,5 +1,5 @@
 /* Fuzzes text/tokenizer.h with the real Llama-2 tokenizer
- * ($FOLIO_SHARED/models/llama2-tokenizer, default ../shared): arbitrary bytes
+ * (assets/models/llama2-tokenizer): arbitrary bytes
  * are encoded, every id is in the vocabulary, the ids decode, and streaming
  * detokenization (one id at a time, then finish) gives exactly the one-shot
  * decode, with and without skip_special. For valid UTF-8 without the text of
@@ -27,10 +27,7 @@ static void fail(const char *what, size_t size)
 int LLVMFuzzerInitialize(int *argc, char ***argv)
 {
     (void)argc, (void)argv;
-    const char *shared = getenv("FOLIO_SHARED");
-    char dir[1024];
-    snprintf(dir, sizeof dir, "%s/models/llama2-tokenizer",
-             shared && *shared ? shared : "../shared");
+    const char *dir = "assets/models/llama2-tokenizer"; /* fuzzers run in the source folder */
     char err[512];
     if (folio_tokenizer_load(dir, &tok, err, sizeof err) != 0) {
         fprintf(stderr, "fuzz_tokenizer: %s\n", err);

@@ -116,8 +116,7 @@ def config():
     mistral = dict(base, model_type="mistral", sliding_window=None,
                    rope_scaling={"type": "linear", "factor": 2.0})
     write("fuzz_config", "mistral_linear", json.dumps(mistral))
-    shared = os.environ.get("FOLIO_SHARED", os.path.join(HERE, "..", "..", "..", "shared"))
-    tl = os.path.join(shared, "models", "tinyllama-1.1b-shape", "config.json")
+    tl = os.path.join(HERE, "..", "..", "assets", "models", "tinyllama-1.1b-shape", "config.json")
     if os.path.exists(tl):
         with open(tl, "rb") as f:
             write("fuzz_config", "tinyllama", f.read())

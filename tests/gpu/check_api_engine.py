@@ -29,7 +29,7 @@ Prints one line per check (PASS/FAIL, figures) and exits 1 if any failed.
 
 On the GPU machine, with the bundle built as for check_cuda.py (bench/gpu/check_and_time.sh makes
 /tmp/fx the same way):
-    FOLIO_SHARED=bundle python3 tests/fixtures/make_tiny_model.py /tmp/fx --layers 2 \\
+    python3 tests/fixtures/make_tiny_model.py /tmp/fx --layers 2 \\
         --hidden 256 --heads 4 --kv-heads 2 --intermediate 512 --seed 3
     LD_LIBRARY_PATH=bundle/lib python3 tests/gpu/check_api_engine.py bundle/bin/step_driver \\
         /tmp/fx /tmp/api-engine"""

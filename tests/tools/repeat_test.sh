@@ -9,7 +9,7 @@ cd "$(dirname "$0")/../.."
 BUILD=${1:?usage: repeat_test.sh BUILD_DIR TIMES PYTEST_ARGS...}
 TIMES=${2:?usage: repeat_test.sh BUILD_DIR TIMES PYTEST_ARGS...}
 shift 2
-export FOLIO_BUILD=$(realpath "$BUILD") FOLIO_SHARED=${FOLIO_SHARED:-$(pwd)/../shared}
+export FOLIO_BUILD=$(realpath "$BUILD")
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=0:halt_on_error=1}
 LOG=/tmp/repeat_test.log
 for i in $(seq 1 "$TIMES"); do

@@ -45,10 +45,7 @@ static char *render_json(const char *src, const char *vars_json,
 
 static void test_tinyllama(void)
 {
-    const char *shared = getenv("FOLIO_SHARED");
-    char path[1024];
-    snprintf(path, sizeof(path), "%s/models/llama2-tokenizer/tokenizer_config.json",
-             shared ? shared : "../shared");
+    const char *path = "assets/models/llama2-tokenizer/tokenizer_config.json";
     json_t *cfg = json_load_file(path, 0, NULL);
     CHECK(cfg != NULL);
     if (!cfg)

@@ -10,7 +10,8 @@
 #include "check.h"
 #include "tokenizer.h"
 
-static char shared[1024];
+/* The repository's assets/ folder: ctest runs in the source folder. */
+static const char assets[] = "assets";
 
 static bool ids_equal(const int32_t *a, size_t na, const int32_t *b, size_t nb)
 {
@@ -147,7 +148,7 @@ static char *stream_decode(const struct folio_tokenizer *t, const int32_t *ids, 
 static void test_streaming_detok_sharegpt(const struct folio_tokenizer *t)
 {
     char path[1200];
-    snprintf(path, sizeof path, "%s/data/sharegpt/sharegpt_v3_first_turns_500.json", shared);
+    snprintf(path, sizeof path, "%s/data/sharegpt/sharegpt_v3_first_turns_500.json", assets);
     json_error_t je;
     json_t *root = json_load_file(path, 0, &je);
     CHECK(json_is_array(root));
@@ -376,10 +377,8 @@ static void test_bad_files(void)
 
 int main(void)
 {
-    const char *env = getenv("FOLIO_SHARED");
-    snprintf(shared, sizeof shared, "%s", env ? env : "../shared");
     char dir[1200], err[512];
-    snprintf(dir, sizeof dir, "%s/models/llama2-tokenizer", shared);
+    snprintf(dir, sizeof dir, "%s/models/llama2-tokenizer", assets);
     struct folio_tokenizer *t;
     if (folio_tokenizer_load(dir, &t, err, sizeof err)) {
         fprintf(stderr, "%s\n", err);
