@@ -12,9 +12,9 @@
  * tokens fed back on the GPU); the figure is wall time per step in steady
  * state. Every step sees CONTEXT tokens of context, as issue 4 defines its
  * figures: the new token goes to position CONTEXT each time, overwriting the
- * previous step's key and value there. FOLIO_DECODE_GROW=1: the sequences
- * grow by a token a step instead, as in the figures logged before round 22
- * (contexts CONTEXT + 1 .. CONTEXT + STEPS + 3).
+ * previous step's key and value there. --grow: the sequences grow by a token
+ * a step instead, as in the figures logged before round 22 (contexts
+ * CONTEXT + 1 .. CONTEXT + STEPS + 3).
  *
  * mixed: the same decode steps with one more sequence beside the BATCH, a
  * prompt chunk of CHUNK new tokens after CONTEXT cached ones (written again at
@@ -25,7 +25,7 @@
  *
  * attention: the decode attention of one layer alone on a decode batch (the
  * split-KV tensor-core kernel as the worker runs it, then the reference kernel
- * as "attnref"), timed with CUDA events. FOLIO_BENCH_LOOP_S=S: then the
+ * as "attnref"), timed with CUDA events. --loop-seconds S: then the
  * tensor-core kernel runs back to back for S seconds (a graph of 20 launches
  * replayed), for a power reading of it alone (nvidia-smi meanwhile):
  *     LOOP name=attention_bB_ctxC launches=L seconds=T ms=T/L
@@ -41,8 +41,13 @@
  *     RESULT name=... ms=... bytes=... flops=...
  * (bytes: what must cross device memory; flops: the matrix work), so the
  * caller sets them against its measured bandwidth and GEMM rate.
- * Sampling is greedy; FOLIO_BENCH_TEMPERATURE=T samples at temperature T
- * (seed 1, no filter) instead. */
+ * Sampling is greedy; --temperature T samples at temperature T (seed 1, no
+ * filter) instead.
+ *
+ * Options, before MODEL_DIR: --temperature T, --grow, --loop-seconds S,
+ * --num-kv-blocks N (a small pool, e.g. under the sanitizer), and
+ * --paths gemv_max_rows=N,no_tma_gemm,splitk_o=N,splitk_down=N (the kernel
+ * paths forced, as the GPU checks force them; default: the engine's). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -53,7 +58,6 @@
 #include <cuda_runtime_api.h>
 
 #include "backend.h"
-#include "cuda_tuning.h"
 #include "folio_kernels.h"
 #include "l2_sweep.h"
 #include "model.h"
@@ -117,14 +121,21 @@ static int step(struct bench *b, const struct folio_step_batch *batch)
     return 0;
 }
 
+/* The command line's options (see the top of this file). */
+static struct {
+    float temperature;
+    bool grow;
+    double loop_seconds;
+    int num_kv_blocks;
+    struct folio_cuda_paths paths;
+} flags;
+
 /* The sampling parameters of every sequence: greedy, or tempered
- * (FOLIO_BENCH_TEMPERATURE), no filter, no penalty, no logprobs. */
+ * (--temperature), no filter, no penalty, no logprobs. */
 static struct folio_sampling_params bench_sampling(void)
 {
-    const char *t = getenv("FOLIO_BENCH_TEMPERATURE");
     struct folio_sampling_params p = {.top_p = 1.0f, .repetition_penalty = 1.0f, .seed = 1};
-    if (t)
-        p.temperature = (float)atof(t);
+    p.temperature = flags.temperature;
     return p;
 }
 
@@ -175,8 +186,7 @@ static int prefill_all(struct bench *b, int nseq, int ctx, int nb, int32_t *tabl
  * of that many tokens (sequence batch_size, not sampled). */
 static int bench_decode(struct bench *b, int batch_size, int ctx, int steps, int chunk)
 {
-    const char *grow_env = getenv("FOLIO_DECODE_GROW");
-    const bool grow = grow_env && strcmp(grow_env, "1") == 0;
+    const bool grow = flags.grow;
     int nb = ((grow ? ctx + steps + 2 : ctx) + 1 + 15) / 16; /* blocks a sequence needs */
     if (chunk > 0 && (ctx + chunk + 15) / 16 > nb)
         nb = (ctx + chunk + 15) / 16;
@@ -382,10 +392,8 @@ static int bench_attention(const struct folio_model_config *c, int batch_size, i
     CK(cudaDeviceGetAttribute(&num_sms, cudaDevAttrMultiProcessorCount, 0));
     while (bucket < batch_size)
         bucket <<= 1;
-    struct cuda_tuning tune; /* the switches, as the backend reads them */
-    cuda_tuning_read(&tune);
     struct folio_k_decode_plan plan = folio_k_attention_decode_plan(
-        bucket, Hkv, D, num_sms, tune.attn_warps_per_sm, tune.attn_cta_warps, 0);
+        bucket, Hkv, D, num_sms, FOLIO_K_ATTN_WARPS_PER_SM, 0, 0); /* the backend's choice */
     size_t ws_bytes = folio_k_attention_decode_workspace_bytes(batch_size, plan, H, D);
     void *ws = NULL;
     int *counters;
@@ -444,8 +452,7 @@ static int bench_attention(const struct folio_model_config *c, int batch_size, i
                max_diff, max_ref, max_diff <= 2e-2 * max_ref ? "PASS" : "FAIL");
         free(h_out);
     }
-    const char *loop_env = getenv("FOLIO_BENCH_LOOP_S");
-    const double loop_s = loop_env ? atof(loop_env) : 0.0;
+    const double loop_s = flags.loop_seconds;
     if (mma && loop_s > 0.0 && loop_s <= 60.0) {
         cudaGraph_t graph;
         cudaGraphExec_t exec;
@@ -488,7 +495,7 @@ static int bench_attention(const struct folio_model_config *c, int batch_size, i
 /* The sampler alone on synthetic logits (see the top of the file), by the
  * backend's path ("sample": the common rows through folio_k_sample_rows, or the
  * split kernels at up to 8 rows) and by sample.cu's kernel alone ("sample1",
- * FOLIO_SAMPLE_SPLIT=0's path), each checked against the CPU backend's sampler. */
+ * the one_cta_sampler path), each checked against the CPU backend's sampler. */
 static int bench_sample(const struct folio_model_config *c, int rows, int repeats)
 {
     const int V = c->vocab_size, L = FOLIO_MAX_LOGPROBS;
@@ -622,10 +629,68 @@ static int bench_sample(const struct folio_model_config *c, int rows, int repeat
     return pass ? 0 : -1;
 }
 
+/* --paths' list: gemv_max_rows=N, no_tma_gemm, splitk_o=N, splitk_down=N. */
+static int parse_paths(char *list, struct folio_cuda_paths *p)
+{
+    for (char *save = NULL, *item = strtok_r(list, ",", &save); item;
+         item = strtok_r(NULL, ",", &save)) {
+        char *eq = strchr(item, '=');
+        int v = eq ? atoi(eq + 1) : 0;
+        if (eq)
+            *eq = 0;
+        if (!strcmp(item, "no_tma_gemm") && !eq)
+            p->no_tma_gemm = true;
+        else if (!strcmp(item, "gemv_max_rows") && eq && v >= 0 && v <= 8)
+            p->gemv_max_rows = v == 0 ? -1 : v; /* -1: no step takes the GEMV path */
+        else if (!strcmp(item, "splitk_o") && eq && v >= 1 && v <= 8 && !(v & (v - 1)))
+            p->splitk_o = v;
+        else if (!strcmp(item, "splitk_down") && eq && v >= 1 && v <= 8 && !(v & (v - 1)))
+            p->splitk_down = v;
+        else
+            return -1;
+    }
+    return 0;
+}
+
+/* Takes the options before MODEL_DIR; returns how many arguments they were, or -1. */
+static int parse_flags(int argc, char **argv)
+{
+    int i = 1;
+    for (; i < argc && !strncmp(argv[i], "--", 2); i++) {
+        const char *o = argv[i];
+        char *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (!strcmp(o, "--grow")) {
+            flags.grow = true;
+            continue;
+        }
+        if (!v)
+            return -1;
+        i++;
+        if (!strcmp(o, "--temperature"))
+            flags.temperature = (float)atof(v);
+        else if (!strcmp(o, "--loop-seconds"))
+            flags.loop_seconds = atof(v);
+        else if (!strcmp(o, "--num-kv-blocks"))
+            flags.num_kv_blocks = atoi(v);
+        else if (!strcmp(o, "--paths")) {
+            if (parse_paths(v, &flags.paths) != 0)
+                return -1;
+        } else
+            return -1;
+    }
+    return i - 1;
+}
+
 int main(int argc, char **argv)
 {
-    if (argc < 4) {
-        fprintf(stderr, "usage: decode_bench MODEL_DIR decode BATCH CONTEXT [STEPS]\n"
+    int nflags = parse_flags(argc, argv);
+    if (nflags > 0) {
+        argv[nflags] = argv[0];
+        argv += nflags;
+        argc -= nflags;
+    }
+    if (nflags < 0 || argc < 4) {
+        fprintf(stderr, "usage: decode_bench [OPTIONS] MODEL_DIR decode BATCH CONTEXT [STEPS]\n"
                         "       decode_bench MODEL_DIR mixed BATCH CONTEXT CHUNK [STEPS]\n"
                         "       decode_bench MODEL_DIR prefill TOKENS [REPEATS]\n"
                         "       decode_bench MODEL_DIR attention BATCH CONTEXT [REPEATS]\n"
@@ -671,10 +736,9 @@ int main(int argc, char **argv)
                                                    : 4096,
         .gpu_memory_utilization = 0.5f,
         .logits_unread = true,
+        .num_kv_blocks = flags.num_kv_blocks,
+        .cuda_paths = flags.paths,
     };
-    const char *kvb = getenv("FOLIO_NUM_KV_BLOCKS"); /* a small pool, e.g. under the sanitizer */
-    if (kvb)
-        opt.num_kv_blocks = atoi(kvb);
     if (folio_cuda_backend_create(b.model, &opt, &b.be, err, sizeof err) != 0) {
         fprintf(stderr, "decode_bench: %s\n", err);
         folio_model_close(b.model);

@@ -141,7 +141,7 @@ int folio_k_attention_tile_tokens(int num_heads, int num_kv_heads, int head_dim)
 struct folio_k_decode_plan {
     int splits, warps, combine, tma;
 };
-/* The warps_per_sm the backend passes (FOLIO_ATTN_WARPS_PER_SM overrides it).
+/* The warps_per_sm the backend passes.
  * 3 rather than 4: a split costs its partials and their merge, and at 65-128
  * rows 4 would cut the keys in two. Once the keys are split at all, the plan
  * takes one warp an SM more. */

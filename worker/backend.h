@@ -69,6 +69,17 @@ struct folio_step_result {
     float *prompt_top_logprobs;
 };
 
+/* Kernel paths a test forces on the CUDA backend so that it can compare them on one batch
+ * (tests/tools/step_driver's "cuda_paths"); all zero is the engine's own choice. */
+struct folio_cuda_paths {
+    int gemv_max_rows;    /* steps of up to this many rows take the GEMV path (0: 2, -1: none) */
+    int splitk_o;         /* K slices of O on the cuBLASLt path, 1-8 (0: by rows) */
+    int splitk_down;      /* K slices of down on the cuBLASLt path, 1-8 (0: by rows) */
+    bool no_tma_gemm;     /* steps of 3-64 rows on cuBLASLt instead of the TMA GEMM */
+    bool one_cta_sampler; /* every row sampled by the one-CTA-a-row kernel */
+    bool keep_logits;     /* a step's logits stay readable after the next launch */
+};
+
 struct folio_backend_options {
     int max_seqs;                 /* slots */
     int max_num_tokens;           /* largest num_tokens of one step */
@@ -82,6 +93,7 @@ struct folio_backend_options {
                                      graphs are held to, and --enforce-eager) */
     int tensor_parallel_size;     /* ranks the model is sharded over (0 or 1: none); the CPU
                                      backend emulates them in this process */
+    struct folio_cuda_paths cuda_paths;
 };
 
 struct folio_backend;

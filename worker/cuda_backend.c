@@ -71,18 +71,22 @@ static const struct folio_backend_ops cuda_ops = {
     .destroy = cuda_destroy,
 };
 
-/* The switches, and what follows from them before any allocation. The GEMV
+/* The options, and what follows from them before any allocation. The GEMV
  * and decode attention kernels ask for the whole carveout as shared memory,
  * so that their CTAs can share SMs and PDL overlaps them. */
 static void read_tuning(struct cuda_backend *cb, const struct folio_backend_options *opt)
 {
-    cuda_tuning_read(&cb->tune);
+    cb->paths = opt->cuda_paths;
+    if (cb->paths.gemv_max_rows == 0)
+        cb->paths.gemv_max_rows = 2;
+    else if (cb->paths.gemv_max_rows < 0)
+        cb->paths.gemv_max_rows = 0;
     cb->use_graphs = !opt->enforce_eager;
     cb->attn_tile_tokens = folio_k_attention_tile_tokens(cb->heads, cb->kv_heads, cb->head_dim);
-    cb->tma = cb->tune.tma_gemm;
+    cb->tma = !cb->paths.no_tma_gemm;
     cb->tma_lm_head = true;
     cb->l2_drop = L2_DROP_ALL;
-    if (!opt->logits_unread || cb->tune.keep_logits)
+    if (!opt->logits_unread || cb->paths.keep_logits)
         cb->l2_drop &= ~L2_DROP_LOGITS;
     folio_k_set_smem_carveout(100);
 }
@@ -115,7 +119,7 @@ static int alloc_activations(struct cuda_backend *cb, const struct folio_model_c
     CUDA_CHECK(cudaMalloc((void **)&cb->d_logits, sizeof(float) * S * cb->vocab));
     CUDA_CHECK(cudaMalloc((void **)&cb->d_last_sampled, sizeof(int32_t) * S));
     CUDA_CHECK(cudaMemsetAsync(cb->d_last_sampled, 0, sizeof(int32_t) * S, cb->stream));
-    if (cb->tune.sample_split) { /* for the steps that split: up to 8 rows */
+    if (!cb->paths.one_cta_sampler) { /* for the steps that split: up to 8 rows */
         const size_t bytes = folio_k_sample_split_bytes(
             S < FOLIO_K_SAMPLE_SPLIT_MAX_ROWS ? (int)S : FOLIO_K_SAMPLE_SPLIT_MAX_ROWS);
         CUDA_CHECK(cudaMalloc(&cb->d_sample_split, bytes));
@@ -167,9 +171,10 @@ static int alloc_step_buffers(struct cuda_backend *cb, size_t T, size_t S, char 
      * most T rows, graph buckets included). Allocated before the KV pool takes
      * what the budget leaves, like the other activations. */
     size_t splitk_bytes = 0;
-    for (int rows = cb->tune.gemv_max_rows + 1; rows <= (int)T && rows <= SPLITK_MAX_ROWS; rows++) {
-        int so = cuda_splitk_slices(cb->tune.splitk_o, rows, (int)QD);
-        int sd = cuda_splitk_slices(cb->tune.splitk_down, rows, cb->inter);
+    for (int rows = cb->paths.gemv_max_rows + 1; rows <= (int)T && rows <= SPLITK_MAX_ROWS;
+         rows++) {
+        int so = cuda_splitk_slices(cb->paths.splitk_o, rows, (int)QD);
+        int sd = cuda_splitk_slices(cb->paths.splitk_down, rows, cb->inter);
         int sp = so > sd ? so : sd;
         size_t bytes = sp > 1 ? sizeof(float) * sp * rows * H : 0;
         if (bytes > splitk_bytes)
@@ -195,7 +200,7 @@ static int alloc_step_buffers(struct cuda_backend *cb, size_t T, size_t S, char 
         CUDA_CHECK(cudaEventCreateWithFlags(&fl->done, cudaEventDisableTiming));
         CUDA_CHECK(cudaMallocHost((void **)&fl->staging, meta));
         CUDA_CHECK(cudaMalloc((void **)&fl->d_step, meta));
-        if (cb->tune.keep_logits)
+        if (cb->paths.keep_logits)
             CUDA_CHECK(cudaMalloc((void **)&fl->d_logits_keep, sizeof(float) * S * cb->vocab));
         fl->seq_row = calloc(S, sizeof(int));
         if (!fl->seq_row) {

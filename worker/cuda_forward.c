@@ -43,16 +43,15 @@ struct step_ctx {
  * whether or not attention is launched with PDL there. */
 struct folio_k_decode_plan cuda_decode_plan(const struct cuda_backend *cb, int n)
 {
-    bool pdl = cb->tune.pdl && cuda_graph_bucket(n) <= cb->tune.gemv_max_rows;
+    bool pdl = cuda_graph_bucket(n) <= cb->paths.gemv_max_rows;
     return folio_k_attention_decode_plan(cuda_graph_bucket(n), cb->kv_heads, cb->head_dim,
-                                         cb->num_sms, cb->tune.attn_warps_per_sm,
-                                         cb->tune.attn_cta_warps, pdl);
+                                         cb->num_sms, FOLIO_K_ATTN_WARPS_PER_SM, 0, pdl);
 }
 
 static struct step_plan plan_path(const struct cuda_backend *cb, int rows, bool has_prefill)
 {
     struct step_plan p = {.split_qkv = 1, .split_o = 1, .split_down = 1};
-    if (rows <= cb->tune.gemv_max_rows) {
+    if (rows <= cb->paths.gemv_max_rows) {
         p.path = PATH_GEMV;
         return p;
     }
@@ -64,8 +63,8 @@ static struct step_plan plan_path(const struct cuda_backend *cb, int rows, bool 
         return p;
     }
     int qd = cb->heads * cb->head_dim;
-    p.split_o = cuda_splitk_slices(cb->tune.splitk_o, rows, qd);
-    p.split_down = cuda_splitk_slices(cb->tune.splitk_down, rows, cb->inter);
+    p.split_o = cuda_splitk_slices(cb->paths.splitk_o, rows, qd);
+    p.split_down = cuda_splitk_slices(cb->paths.splitk_down, rows, cb->inter);
     p.rope_in_attention = !has_prefill && cb->attn_tile_tokens != 0;
     p.drops = has_prefill ? 0 : cb->l2_drop;
     /* A QKV bias must be added after the norm's scaling, which the fused path
@@ -148,7 +147,7 @@ static int embed(struct cuda_backend *cb, const struct step_ctx *x, bool with_no
     CUDA_CHECK(folio_k_penalty_update(
         cb->d_pen_state, cb->d_pen_history, cb->d_pen_rebuild,
         (const struct folio_k_penalty_seq *)(cb->d_meta + x->l->pen_seqs), x->s_rows, x->token_ids,
-        cb->d_last_sampled, cb->vocab, cb->pen_max_ctx, cb->tune.pdl, s));
+        cb->d_last_sampled, cb->vocab, cb->pen_max_ctx, true, s));
     return 0;
 }
 
@@ -236,7 +235,7 @@ static int forward_tma(struct cuda_backend *cb, const struct step_ctx *x, char *
     cudaStream_t s = cb->stream;
     const struct step_plan *p = &x->plan;
     const int t = x->t_rows, qd = cb->heads * cb->head_dim;
-    const bool pdl = cb->tune.pdl;
+    const bool pdl = true; /* every kernel here may start while the one before drains */
     const struct folio_k_row_norm no_norm = {NULL, cb->hidden, cb->eps};
     const struct folio_k_l2_drop no_drop = {0};
     void *qkv_out = p->split_qkv > 1 ? (void *)cb->splitk_partials : (void *)cb->qkv;
@@ -421,7 +420,7 @@ int cuda_forward(struct cuda_backend *cb, const struct step_layout *l, int t_row
     };
     /* PDL pays on the GEMV path, whose kernels issue their weight loads before
      * waiting; with cuBLASLt between the small kernels it made steps slower. */
-    cb->pdl_step = cb->tune.pdl && x.plan.path == PATH_GEMV;
+    cb->pdl_step = x.plan.path == PATH_GEMV;
     switch (x.plan.path) {
     case PATH_GEMV:
         return forward_gemv(cb, &x, err, errlen);

@@ -205,7 +205,7 @@ int cuda_gemm(struct cuda_backend *cb, const bf16 *x, const bf16 *w, void *y, in
 {
     if (m <= 0)
         return 0;
-    if (m <= cb->tune.gemv_max_rows) {
+    if (m <= cb->paths.gemv_max_rows) {
         CUDA_CHECK(cuda_gemv(cb, y, x, NULL, NULL, NULL, NULL, w, m, n, k, out_f32, false));
         return 0;
     }
@@ -245,7 +245,7 @@ int cuda_gemm_splitk(struct cuda_backend *cb, const bf16 *x, const bf16 *w, floa
 
 /* K slices for a projection y[m, n] = x[m, k] * w[n, k]^T on the cuBLASLt path
  * whose output only the next add_rmsnorm reads (O and down); 1: no split.
- * forced: FOLIO_SPLITK_O / FOLIO_SPLITK_DOWN, used as given for every m up to
+ * forced: paths.splitk_o / paths.splitk_down, used as given for every m up to
  * SPLITK_MAX_ROWS (1 if k / forced is not a whole multiple of 8). Prefill-sized
  * m (above SPLITK_MAX_ROWS) never splits.
  * Default, from the graph bucket of m (an eager step splits as its graph

@@ -20,7 +20,6 @@
 
 #include "backend.h"
 #include "cuda_logit_bias.h"
-#include "cuda_tuning.h"
 #include "folio_kernels.h"
 
 #define MAX_INFLIGHT 2
@@ -130,7 +129,7 @@ struct inflight {
     int *seq_row;       /* [max_seqs]: sampling row of each sequence, -1 if none */
     int num_sample_rows;
     bool logits_on_device; /* the rows live in d_logits until a later step */
-    float *d_logits_keep;  /* FOLIO_CUDA_KEEP_LOGITS: a copy that outlives the next launch */
+    float *d_logits_keep;  /* paths.keep_logits: a copy that outlives the next launch */
     bool logits_kept;
 };
 
@@ -145,8 +144,8 @@ struct graph_entry {
 struct cuda_backend {
     struct folio_backend base;
     bool failed;
-    struct cuda_tuning tune;
-    bool use_graphs; /* decode steps replayed as CUDA graphs (not --enforce-eager) */
+    struct folio_cuda_paths paths; /* the options' forced paths, gemv_max_rows filled in */
+    bool use_graphs;               /* decode steps replayed as CUDA graphs (not --enforce-eager) */
 
     /* model shape */
     int hidden, inter, layers, heads, kv_heads, head_dim, vocab, qkv_dim;
@@ -186,7 +185,7 @@ struct cuda_backend {
     int32_t *d_pen_rebuild;
     int pen_max_ctx;
     struct folio_cuda_bias bias; /* the logit bias of the step being queued */
-    /* folio_k_sample_split's workspace; NULL (FOLIO_SAMPLE_SPLIT=0): every row
+    /* folio_k_sample_split's workspace; NULL (paths.one_cta_sampler): every row
      * in sample.cu's one-CTA-a-row kernel. */
     void *d_sample_split;
 

@@ -220,10 +220,10 @@ int cuda_launch(struct folio_backend *b, const struct folio_step_batch *batch, c
     if (validate_batch(cb, batch, err, errlen) != 0)
         return -1;
     /* An earlier step's logits stay readable only until the next launch,
-     * unless FOLIO_CUDA_KEEP_LOGITS asks for a copy (off the hot path). */
+     * unless paths.keep_logits asks for a copy (off the hot path). */
     for (int i = 0; i < cb->fl_count; i++) {
         struct inflight *prev = &cb->fl[(cb->fl_head + i) % MAX_INFLIGHT];
-        if (prev->logits_on_device && cb->tune.keep_logits && prev->num_sample_rows > 0) {
+        if (prev->logits_on_device && cb->paths.keep_logits && prev->num_sample_rows > 0) {
             cb->failed = true;
             CUDA_CHECK(cudaMemcpyAsync(prev->d_logits_keep, cb->d_logits,
                                        sizeof(float) * prev->num_sample_rows * cb->vocab,

@@ -25,7 +25,6 @@ bundle. Prints one JSON line a batch, then a markdown table:
 import argparse
 import json
 import math
-import os
 import re
 import subprocess
 import sys
@@ -38,9 +37,9 @@ HEADS, KV_HEADS, HEAD_DIM, BLOCK = 32, 4, 64, 16
 def folio_attention(decode_bench, model, batch, ctx, repeats):
     """decode_bench's RESULT, LOOP and CHECK lines for one batch:
     (one-launch median ms, graph ms a launch, bytes, check line)."""
-    out = subprocess.run([decode_bench, model, "attention", str(batch), str(ctx), str(repeats)],
-                         capture_output=True, text=True, timeout=300,
-                         env={**os.environ, "FOLIO_BENCH_LOOP_S": "0.5"})
+    out = subprocess.run([decode_bench, "--loop-seconds", "0.5", model, "attention", str(batch),
+                          str(ctx), str(repeats)],
+                         capture_output=True, text=True, timeout=300)
     if out.returncode != 0:
         sys.exit(f"decode_bench attention {batch}: exit {out.returncode}\n{out.stderr[-2000:]}")
     m = re.search(rf"RESULT name=attention_b{batch}_ctx{ctx} ms=\S+ median_ms=(\S+) bytes=(\S+)",

@@ -5,8 +5,7 @@
 # deploy/bundle.sh here (bundle/ carried):
 #     bash bench/gpu/check_and_time.sh
 # FOLIO_SKIP_CHECKS=1: timings and smoke only. FOLIO_DECODE_BATCHES (default "1 8 64 256"): the
-# decode batches timed. FOLIO_COMPARE_PDL=1, FOLIO_COMPARE_ATTN=1: the same steps under yardstick
-# switches too. The backend's switches travel through the environment (docs/tuning.md).
+# decode batches timed.
 # Logs and figures go to $OUT (default /tmp/folio-out); the table is printed last.
 set -uo pipefail
 source bench/gpu/common.sh
@@ -26,23 +25,6 @@ echo "== timings"
   # up (b256 steps run at the 700 W power cap); session 28's card read b256 1.9976 over 64 steps
   # and 2.018-2.025 over 1000-1500 (2026-12-03-cuda-round34.md).
   for b in ${FOLIO_DECODE_BATCHES-1 8 64 256}; do timeout 60 "$B/decode_bench" /tmp/tl decode $b 512 1000; done
-  # FOLIO_COMPARE_PDL=1: the same decode steps without programmatic dependent launch ("nopdl_").
-  if [ "${FOLIO_COMPARE_PDL:-0}" = 1 ]; then
-    for b in 1 8 64 256; do
-      FOLIO_PDL=0 timeout 60 "$B/decode_bench" /tmp/tl decode $b 512 64 |
-        sed 's/name=decode_/name=nopdl_decode_/'
-    done
-  fi
-  # FOLIO_COMPARE_ATTN=1: the decode attention plan's yardsticks ("attnplan_"): a warp an SM
-  # more for the key splits, and 4-warp CTAs where the plan takes one-warp ones.
-  if [ "${FOLIO_COMPARE_ATTN:-0}" = 1 ]; then
-    for b in 64 256; do
-      FOLIO_ATTN_WARPS_PER_SM=4 timeout 60 "$B/decode_bench" /tmp/tl decode $b 512 64 |
-        sed 's/name=decode_/name=attnplan_wps4_decode_/'
-      FOLIO_ATTN_CTA_WARPS=4 timeout 60 "$B/decode_bench" /tmp/tl decode $b 512 64 |
-        sed 's/name=decode_/name=attnplan_cta4_decode_/'
-    done
-  fi
   for n in ${FOLIO_PREFILL_SIZES-512 4096}; do timeout 60 "$B/decode_bench" /tmp/tl prefill $n 10; done
   # A saturated server's step: its decodes beside a prompt chunk (the shape of the saturate run's
   # /metrics, 2026-12-05: 892 tokens a step, 375 of them prompt, ~366 tokens of context).
@@ -52,11 +34,11 @@ echo "== timings"
   # The paths' thresholds: the same decode steps with every projection through cuBLASLt, and
   # (batches 1-2, the GEMV's) on the TMA GEMM.
   for b in ${FOLIO_CUBLAS_BATCHES-1 8}; do
-    FOLIO_GEMV_MAX_ROWS=0 FOLIO_TMA_GEMM=0 timeout 60 "$B/decode_bench" /tmp/tl decode $b 512 64 |
+    timeout 60 "$B/decode_bench" --paths gemv_max_rows=0,no_tma_gemm /tmp/tl decode $b 512 64 |
       sed 's/name=decode_/name=cublas_decode_/'
   done
   for b in 1 2; do
-    FOLIO_GEMV_MAX_ROWS=0 timeout 60 "$B/decode_bench" /tmp/tl decode $b 512 64 |
+    timeout 60 "$B/decode_bench" --paths gemv_max_rows=0 /tmp/tl decode $b 512 64 |
       sed 's/name=decode_/name=tma_decode_/'
   done
   timeout 60 "$B/decode_bench" /tmp/tl decode 2 512 64

@@ -6,7 +6,7 @@
 # e.g. bundle/bin/decode_bench_base built from the previous commit):
 #     FOLIO_COMPARE="new_b64 decode_bench 64
 #     old_b64 decode_bench_base 64
-#     nosplitk_b64 decode_bench 64 FOLIO_SPLITK_O=1 FOLIO_SPLITK_DOWN=1" bash bench/gpu/compare_decode.sh
+#     nosplitk_b64 decode_bench 64 --paths splitk_o=1,splitk_down=1" bash bench/gpu/compare_decode.sh
 # FOLIO_COMPARE_ROUNDS (default 3), FOLIO_COMPARE_STEPS (default 200), context 512.
 set -uo pipefail
 source bench/gpu/common.sh
@@ -19,10 +19,10 @@ LOG=$OUT/compare.log
 nvidia-smi --query-gpu=name,uuid,clocks.max.sm,clocks.max.mem,power.limit --format=csv,noheader 2>/dev/null |
   sed 's/^/GPU /' | tee -a "$LOG"
 for r in $(seq 1 "$ROUNDS"); do
-  while read -r label bin batch envs; do
+  while read -r label bin batch opts; do
     [ -n "$label" ] || continue
     # shellcheck disable=SC2086
-    out=$(env $envs timeout 60 "$B/$bin" /tmp/tl decode "$batch" 512 "$STEPS" 2>&1)
+    out=$(timeout 60 "$B/$bin" $opts /tmp/tl decode "$batch" 512 "$STEPS" 2>&1)
     rc=$?
     if grep -q RESULT <<<"$out"; then
       grep RESULT <<<"$out" | sed "s/name=[^ ]*/name=$label round=$r/" >>"$LOG"

@@ -5,7 +5,7 @@
 # the profiler, so the sum per step against the wall time shows what launches and gaps cost).
 # Run from the repo root on the GPU machine, after deploy/bundle.sh decode_bench here:
 #     bash bench/gpu/profile_decode.sh
-# FOLIO_PROFILE_CONFIGS: lines of "LABEL BATCH ENV..." (default below).
+# FOLIO_PROFILE_CONFIGS: lines of "LABEL BATCH [decode_bench OPTIONS]" (default below).
 set -uo pipefail
 source bench/gpu/common.sh
 cat "$ROOT/bundle/SOURCE.txt" | tee "$OUT/profile_env.txt"
@@ -18,22 +18,23 @@ default_b64 64
 default_b256 256"}
 
 echo "== timings (wall ms per step, 200 steps)"
-while read -r label batch envs; do
+while read -r label batch opts; do
   [ -n "$label" ] || continue
-  env $envs timeout 60 "$B/decode_bench" /tmp/tl decode "$batch" 512 200 |
+  # shellcheck disable=SC2086
+  timeout 60 "$B/decode_bench" $opts /tmp/tl decode "$batch" 512 200 |
     sed "s/name=decode_[^ ]*/name=$label/"
 done <<<"$CONFIGS" | tee "$OUT/variants.log"
 
 NCU=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)
 echo "== ncu ($NCU)"
 # FOLIO_NCU_LABELS: the configurations to profile (default: all).
-while read -r label batch envs; do
+while read -r label batch opts; do
   [ -n "$label" ] || continue
   case " ${FOLIO_NCU_LABELS:-$label} " in *" $label "*) ;; *) continue ;; esac
-  env $envs timeout 180 "$NCU" --clock-control none --cache-control none --profile-from-start off \
+  timeout 180 "$NCU" --clock-control none --cache-control none --profile-from-start off \
     --graph-profiling node --csv \
     --metrics gpu__time_duration.sum,dram__bytes_read.sum,dram__bytes_write.sum \
-    "$B/decode_bench" /tmp/tl decode "$batch" 512 2 >"$OUT/ncu_$label.csv" 2>"$OUT/ncu_$label.err"
+    "$B/decode_bench" $opts /tmp/tl decode "$batch" 512 2 >"$OUT/ncu_$label.csv" 2>"$OUT/ncu_$label.err"
   python3 bench/gpu/ncu_summary.py "$OUT/ncu_$label.csv" 2 "$label" || tail -5 "$OUT/ncu_$label.err"
 done <<<"$CONFIGS" | tee "$OUT/ncu_summary.txt"
 rm -f "$OUT"/ncu_*.err

@@ -54,9 +54,9 @@ class Backend(Driver):
         super().__init__(exe, out_dir)
         self.backend = backend
 
-    def run(self, model, steps, vocab, env=None, **opts):
+    def run(self, model, steps, vocab, paths=None, **opts):
         opts.setdefault("backend", self.backend)
-        return super().run(model, steps, vocab, env=env, **opts)
+        return super().run(model, steps, vocab, paths=paths, **opts)
 
 
 def finite(logits):
@@ -88,13 +88,13 @@ def n_samples(drv, fx, vocab):
                           output_index=d + 1, **kw[j]) for j in range(n)])
     opts = dict(max_num_tokens=1024, num_kv_blocks=96)
     rc, lc = drv.run(fx, shared, vocab, backend="cpu", threads=4, **opts)
-    rg, lg = drv.run(fx, shared, vocab, env={"FOLIO_CUDA_KEEP_LOGITS": "1"}, **opts)
+    rg, lg = drv.run(fx, shared, vocab, paths={"keep_logits": True}, **opts)
     compare_tokens("n=8 sharing the prompt's blocks: CPU vs CUDA", shared, rc, lc, rg, lg)
     rc1, lc1 = drv.run(fx, alone, vocab, backend="cpu", threads=4, **opts)
     same = [tokens_of(rc, j) == tokens_of(rc1, j) for j in range(n)]
     check("n=8 on the CPU backend: shared blocks == each sample prefilling alone", all(same),
           f"{sum(same)}/{n} samples equal, bitwise")
-    rg1, lg1 = drv.run(fx, alone, vocab, env={"FOLIO_CUDA_KEEP_LOGITS": "1"}, **opts)
+    rg1, lg1 = drv.run(fx, alone, vocab, paths={"keep_logits": True}, **opts)
     compare_tokens("n=8, each sample alone: CPU vs CUDA", alone, rc1, lc1, rg1, lg1)
     equal = sum(tokens_of(rg, j) == tokens_of(rg1, j) for j in range(n))
     distinct = len({tuple(tokens_of(rg, j)) for j in range(n)})
@@ -136,7 +136,7 @@ def logit_bias(drv, fx, vocab):
             lambda d: dict(SAMPLED, seed=15, num_logprobs=1)]
     st = script(rows)
     rc, lc = drv.run(fx, st, vocab, backend="cpu", threads=4, **opts)
-    rg, lg = drv.run(fx, st, vocab, env={"FOLIO_CUDA_KEEP_LOGITS": "1"}, **opts)
+    rg, lg = drv.run(fx, st, vocab, paths={"keep_logits": True}, **opts)
     compare_tokens("logit_bias: CPU vs CUDA", st, rc, finite(lc), rg, finite(lg))
     for name, res in (("CPU", rc), ("CUDA", rg)):
         f = tokens_of(res, 0)

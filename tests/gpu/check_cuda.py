@@ -17,9 +17,9 @@ Checks:
      checkpoint): rel L2 < 1e-2;
   2. a mixed batch (8 sequences of different context lengths prefilled together in one step, then
      greedy decode steps fed on the GPU) against transformers on prompt + generated tokens; and
-     the same decode steps on the cuBLASLt path (FOLIO_TMA_GEMM=0: by default steps of 3-64 rows
+     the same decode steps on the cuBLASLt path (no_tma_gemm: by default steps of 3-64 rows
      take the TMA + wgmma GEMM, and only larger ones cuBLASLt); and once more with the O and
-     down projections unsplit (FOLIO_SPLITK_O=1, FOLIO_SPLITK_DOWN=1), which puts batch 8 on the
+     down projections unsplit (splitk_o and splitk_down 1), which puts batch 8 on the
      path of decode steps above 128 rows: no norm kernels, the norms in attention and SiLU*mul,
      O and down adding into the residual (also graph replay against eager there, bitwise);
   3. chunked prefill (chunks of 128, of 13, and one-by-one for a short prompt) against one go;
@@ -41,7 +41,6 @@ Checks:
  11. steps of 300 and 1024 rows: CPU vs CUDA greedy tokens, graphs and eager (check_wide).
 Prints one line per check (PASS/FAIL, figures) and exits 1 if any failed."""
 import json
-import os
 import shutil
 import subprocess
 import sys
@@ -83,16 +82,17 @@ class Driver:
     def __init__(self, exe, out_dir):
         self.exe, self.out, self.n = exe, Path(out_dir), 0
 
-    def run(self, model, steps, vocab, env=None, **opts):
+    def run(self, model, steps, vocab, paths=None, **opts):
+        """paths: the kernel paths to force (step_driver's "cuda_paths"); None: the engine's."""
         self.n += 1
         script = {"model": str(model), "backend": "cuda", "steps": steps, "max_seqs": 16,
                   "max_num_tokens": 2048, "num_kv_blocks": 2048}
         script.update(opts)
+        if paths:
+            script["cuda_paths"] = paths
         sp, lp = self.out / f"script{self.n}.json", self.out / f"logits{self.n}.bin"
         sp.write_text(json.dumps(script))
-        e = dict(os.environ)
-        e.update(env or {})
-        p = subprocess.run([self.exe, str(sp), str(lp)], capture_output=True, text=True, env=e,
+        p = subprocess.run([self.exe, str(sp), str(lp)], capture_output=True, text=True,
                            timeout=300)
         if p.returncode != 0:
             raise RuntimeError(f"step_driver ({script['backend']}) failed: {p.stderr[-2000:]}")
@@ -265,7 +265,7 @@ def check_penalties(drv, fx_dir, vocab, gpu_backend="cuda"):
         compare_tokens(f"CPU vs CUDA penalties, {label} (fixture)", st, rc, lc, rg, lg)
         if label.startswith("repeats"):
             ra, _ = drv.run(fx_dir, st, vocab, backend=gpu_backend, launch_ahead=True,
-                            env={"FOLIO_CUDA_KEEP_LOGITS": "1"}, **opts)
+                            paths={"keep_logits": True}, **opts)
             check("CUDA penalties: launch-ahead pipeline == step by step", ra == rg,
                   f"tokens equal: {ra == rg}")
             # Penalties must change the tokens here, else the checks above prove little.
@@ -430,13 +430,12 @@ def decode_script(prompts, n_dec, first_block=0):
     return steps
 
 
-# The CUDA backend's decode paths for 3 rows, forced by its switches: the TMA GEMM (the default),
+# The CUDA backend's decode paths for 3 rows, forced by step_driver's "cuda_paths": the TMA GEMM (the default),
 # the GEMV with the norm fused (1-8 rows), cuBLASLt with norm kernels, and the 129-256-row path.
 DECODE_PATHS = (("", {}),
-                (", GEMV path", {"FOLIO_GEMV_MAX_ROWS": "8"}),
-                (", cuBLASLt path", {"FOLIO_TMA_GEMM": "0"}),
-                (", 129-256-row path", {"FOLIO_TMA_GEMM": "0", "FOLIO_SPLITK_O": "1",
-                                        "FOLIO_SPLITK_DOWN": "1"}))
+                (", GEMV path", {"gemv_max_rows": 8}),
+                (", cuBLASLt path", {"no_tma_gemm": True}),
+                (", 129-256-row path", {"no_tma_gemm": True, "splitk_o": 1, "splitk_down": 1}))
 
 
 def cpu_vs_cuda(drv, fx_dir, runs, what="fixture", paths=DECODE_PATHS[:1], nseq=3):
@@ -457,19 +456,19 @@ def cpu_vs_cuda(drv, fx_dir, runs, what="fixture", paths=DECODE_PATHS[:1], nseq=
         rc, lc = drv.run(fx_dir, st, fx_vocab, backend="cpu", threads=4, max_num_tokens=256,
                          num_kv_blocks=128)
         default = None  # the default path's results
-        for path, env in paths:
+        for path, forced in paths:
             rg, lgg = drv.run(fx_dir, st, fx_vocab, max_num_tokens=256, num_kv_blocks=128,
-                              env=env)
+                              paths=forced)
             e0 = max(rel(lgg[0][i], lc[0][i]) for i in range(nseq))
             compare_tokens(f"CPU vs CUDA {label} tokens ({what}{path})", st, rc, lc, rg, lgg,
                            extra=f"; first-step logits rel L2 {e0:.2e}")
-            default = rg if not env else default
+            default = rg if not forced else default
         if "split" in label or "rows" in label:
             # The split or rows sampler against the one-CTA kernel on the same logits: the same
             # tokens, logprobs equal but for the order of the log-sum-exp's additions.
             rg = default
             r1, _ = drv.run(fx_dir, st, fx_vocab, max_num_tokens=256, num_kv_blocks=128,
-                            env={"FOLIO_SAMPLE_SPLIT": "0"})
+                            paths={"one_cta_sampler": True})
             same = [x["token_ids"] for x in r1] == [x["token_ids"] for x in rg]
             lp_diff = max(abs(a - b) for x, y in zip(r1, rg)
                           for a, b in zip(x["logprobs"], y["logprobs"]))
@@ -509,17 +508,17 @@ def check_head_dim_128(drv, model_dir, fx_dir):
     n_dec = 6
     steps = decode_script(prompts, n_dec)
     paths = (("TMA GEMM", {}),
-             ("cuBLASLt", {"FOLIO_TMA_GEMM": "0"}),
+             ("cuBLASLt", {"no_tma_gemm": True}),
              ("the 129-256-row path (norms in attention and SiLU*mul)",
-              {"FOLIO_TMA_GEMM": "0", "FOLIO_SPLITK_O": "1", "FOLIO_SPLITK_DOWN": "1"}))
-    for name, env in paths:
-        res, lgs = drv.run(model_dir, steps, vocab, env=env)
+              {"no_tma_gemm": True, "splitk_o": 1, "splitk_down": 1}))
+    for name, forced in paths:
+        res, lgs = drv.run(model_dir, steps, vocab, paths=forced)
         pre, dec, hfe, flips = vs_transformers(hf32, hf, prompts, res, lgs, n_dec)
         check(f"{tag}: decode at batch 8 on {name} vs transformers fp32",
               ok_vs(max(pre, dec), hfe),
               f"prefill max rel L2 {pre:.2e}, decode max {dec:.2e}; transformers-bf16 max "
               f"{hfe:.2e}; greedy flips {flips}/{8 * (n_dec + 1)}")
-        if not env:
+        if not forced:
             res_e, lg_e = drv.run(model_dir, steps, vocab, enforce_eager=True)
             same = all(np.array_equal(a, b) for a, b in zip(lgs, lg_e)) and res == res_e
             check(f"{tag}: graph replay == eager (batch 8)", same, f"bitwise equal: {same}")
@@ -703,9 +702,9 @@ def main():
           f"(teacher-forced): {flips}/{8 * (n_dec + 1)}")
 
     # 2b. The same decode steps on cuBLASLt (by default batch 8 takes the TMA + wgmma GEMM).
-    res_t, lg_t = drv.run(tl_dir, steps, vocab, env={"FOLIO_TMA_GEMM": "0"})
+    res_t, lg_t = drv.run(tl_dir, steps, vocab, paths={"no_tma_gemm": True})
     t_pre, t_dec, t_hf, t_flips = against_transformers(res_t, lg_t)
-    check("decode on the cuBLASLt path vs transformers fp32 (batch 8, FOLIO_TMA_GEMM=0)",
+    check("decode on the cuBLASLt path vs transformers fp32 (batch 8, no_tma_gemm)",
           ok_vs(max(t_pre, t_dec), t_hf),
           f"decode max rel L2 {t_dec:.2e} (TMA path {worst_dec:.2e}); transformers-bf16 max "
           f"{t_hf:.2e}; greedy flips {t_flips}/{8 * (n_dec + 1)}")
@@ -713,10 +712,10 @@ def main():
     # 2c. Those steps with O and down unsplit: the path of decode steps above 128 rows (no norm
     # kernels; attention and SiLU*mul scale by each token's 1 / rms; O and down add into the
     # residual), checked against transformers, and its graph replay against eager.
-    unsplit = {"FOLIO_TMA_GEMM": "0", "FOLIO_SPLITK_O": "1", "FOLIO_SPLITK_DOWN": "1"}
-    res_n, lg_n = drv.run(tl_dir, steps, vocab, env=unsplit)
+    unsplit = {"no_tma_gemm": True, "splitk_o": 1, "splitk_down": 1}
+    res_n, lg_n = drv.run(tl_dir, steps, vocab, paths=unsplit)
     u_pre, u_dec, u_hf, u_flips = against_transformers(res_n, lg_n)
-    res_ne, lg_ne = drv.run(tl_dir, steps, vocab, env=unsplit, enforce_eager=True)
+    res_ne, lg_ne = drv.run(tl_dir, steps, vocab, paths=unsplit, enforce_eager=True)
     same_n = all(np.array_equal(a, b) for a, b in zip(lg_n, lg_ne)) and res_n == res_ne
     check("decode with the norms in attention and SiLU*mul vs transformers fp32 (batch 8, "
           "cuBLASLt, O and down unsplit)",
@@ -740,7 +739,7 @@ def main():
 
     # 5. Pipeline: launch ahead gives the same tokens and logits.
     res_a, lg_a = drv.run(tl_dir, steps, vocab, launch_ahead=True,
-                          env={"FOLIO_CUDA_KEEP_LOGITS": "1"})
+                          paths={"keep_logits": True})
     same = all(np.array_equal(a, b) for a, b in zip(lg_g, lg_a))
     check("launch-ahead pipeline == step by step", same and res_a == res_g,
           f"bitwise equal logits: {same}")

@@ -8,8 +8,8 @@ Checks, each against transformers float32 on the same bf16 weights with check_cu
 tolerance (rel L2 < 1e-2, or within 1.5x of transformers-bf16's own error):
   1. prefill of 1..600 tokens, each alone (the cuBLASLt path, and the GEMV path for 1-2 tokens);
   2. a batch of 8 prompts prefilled together, then greedy decode steps fed on the GPU, on each
-     decode path: the TMA GEMM (default), the GEMV (FOLIO_GEMV_MAX_ROWS=8), cuBLASLt with norm
-     kernels (FOLIO_TMA_GEMM=0) and cuBLASLt with O and down unsplit (where a Llama model would
+     decode path: the TMA GEMM (default), the GEMV (gemv_max_rows 8), cuBLASLt with norm
+     kernels (no_tma_gemm) and cuBLASLt with O and down unsplit (where a Llama model would
      take the fused path, which a bias rules out).
 A bias left out or added twice moves the logits far past the tolerance.
 Prints one line per check (PASS/FAIL, figures) and exits 1 if any failed."""
@@ -23,10 +23,10 @@ from check_cuda import (Driver, check, decode_script, hf_logits, ok_vs, prompt, 
                         rel, results, seq, vs_transformers)
 
 PATHS = (("TMA GEMM", {}),
-         ("GEMV", {"FOLIO_GEMV_MAX_ROWS": "8"}),
-         ("cuBLASLt", {"FOLIO_TMA_GEMM": "0"}),
+         ("GEMV", {"gemv_max_rows": 8}),
+         ("cuBLASLt", {"no_tma_gemm": True}),
          ("cuBLASLt, O and down unsplit",
-          {"FOLIO_TMA_GEMM": "0", "FOLIO_SPLITK_O": "1", "FOLIO_SPLITK_DOWN": "1"}))
+          {"no_tma_gemm": True, "splitk_o": 1, "splitk_down": 1}))
 
 
 def load(model_dir, dtype):
@@ -66,8 +66,8 @@ def main():
                                                                 511])]
     n_dec = 5
     steps = decode_script(prompts, n_dec)
-    for name, env in PATHS:
-        res, lgs = drv.run(model_dir, steps, vocab, env=env)
+    for name, forced in PATHS:
+        res, lgs = drv.run(model_dir, steps, vocab, paths=forced)
         pre, dec, hfe, flips = vs_transformers(hf32, hf, prompts, res, lgs, n_dec)
         check(f"qwen2: decode at batch 8 on {name} vs transformers fp32",
               ok_vs(max(pre, dec), hfe),

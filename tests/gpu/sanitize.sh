@@ -13,8 +13,8 @@ failed=0
 run() {
   local tool=$1 blocks=$2 what=$3 model=$4
   shift 4
-  FOLIO_NUM_KV_BLOCKS=$blocks timeout "$T" compute-sanitizer --tool "$tool" --error-exitcode 9 \
-    "$B/decode_bench" "/tmp/$model" decode "$@" >"$OUT/san.tmp" 2>&1
+  timeout "$T" compute-sanitizer --tool "$tool" --error-exitcode 9 \
+    "$B/decode_bench" --num-kv-blocks "$blocks" "/tmp/$model" decode "$@" >"$OUT/san.tmp" 2>&1
   local rc=$?
   echo "$tool ($what) exit $rc ($(grep -c 'Invalid\|ERROR\|hazard' "$OUT/san.tmp") error lines)"
   cat "$OUT/san.tmp" >>"$LOG"
@@ -34,8 +34,8 @@ run racecheck 256 "head_dim 128, batch 4" fx128 4 40 2
 # in Folio's kernels fail the run. Few tokens of context: racecheck is slow at 160 rows.
 for rc_args in "fxg3 4 40 2" "fx 160 8 1" "fxg3 160 8 1"; do
   read -r model rb ctx steps <<<"$rc_args"
-  FOLIO_NUM_KV_BLOCKS=512 timeout 240 compute-sanitizer --tool racecheck \
-    "$B/decode_bench" "/tmp/$model" decode "$rb" "$ctx" "$steps" >"$OUT/san.tmp" 2>&1
+  timeout 240 compute-sanitizer --tool racecheck \
+    "$B/decode_bench" --num-kv-blocks 512 "/tmp/$model" decode "$rb" "$ctx" "$steps" >"$OUT/san.tmp" 2>&1
   rc=$?
   by=$(python3 tests/gpu/racecheck_by_kernel.py "$OUT/san.tmp")
   by_rc=$?

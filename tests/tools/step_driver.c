@@ -254,6 +254,42 @@ static int create_backend(const char *name, const struct folio_model *m,
     return -1;
 }
 
+/* The script's "cuda_paths" object: the kernel paths a GPU check forces (absent: the engine's). */
+static int cuda_paths(json_t *obj, struct folio_cuda_paths *p)
+{
+    memset(p, 0, sizeof *p);
+    if (!obj)
+        return 0;
+    long long gemv, so, sd;
+    if (!json_is_object(obj) || int_field(obj, "gemv_max_rows", 0, &gemv) ||
+        int_field(obj, "splitk_o", 0, &so) || int_field(obj, "splitk_down", 0, &sd) || gemv < -1 ||
+        gemv > 8)
+        return -1;
+    for (long long v = so, i = 0; i < 2; v = sd, i++)
+        if (v != 0 && v != 1 && v != 2 && v != 4 && v != 8)
+            return -1;
+    const char *known[] = {"gemv_max_rows", "splitk_o",        "splitk_down",
+                           "no_tma_gemm",   "one_cta_sampler", "keep_logits"};
+    const char *key;
+    json_t *v;
+    json_object_foreach(obj, key, v)
+    {
+        bool found = false;
+        for (size_t i = 0; i < sizeof known / sizeof known[0]; i++)
+            if (!strcmp(key, known[i]))
+                found = true;
+        if (!found || (!json_is_integer(v) && !json_is_boolean(v)))
+            return -1;
+    }
+    p->gemv_max_rows = (int)gemv;
+    p->splitk_o = (int)so;
+    p->splitk_down = (int)sd;
+    p->no_tma_gemm = json_is_true(json_object_get(obj, "no_tma_gemm"));
+    p->one_cta_sampler = json_is_true(json_object_get(obj, "one_cta_sampler"));
+    p->keep_logits = json_is_true(json_object_get(obj, "keep_logits"));
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     if (argc > 3 || (argc > 1 && !strcmp(argv[1], "--help"))) {
@@ -289,6 +325,15 @@ int main(int argc, char **argv)
         return 1;
     }
 
+    struct folio_cuda_paths paths;
+    if (cuda_paths(json_object_get(script, "cuda_paths"), &paths) != 0) {
+        fprintf(stderr, "step_driver: \"cuda_paths\" takes gemv_max_rows (-1-8), splitk_o and "
+                        "splitk_down (0, 1, 2, 4 or 8), no_tma_gemm, one_cta_sampler and "
+                        "keep_logits (booleans)\n");
+        json_decref(script);
+        return 1;
+    }
+
     char err[512];
     struct folio_model *model = NULL;
     struct folio_backend *be = NULL;
@@ -309,6 +354,7 @@ int main(int argc, char **argv)
         .enforce_eager = json_is_true(json_object_get(script, "enforce_eager")),
         .tensor_parallel_size =
             (int)json_integer_value(json_object_get(script, "tensor_parallel_size")),
+        .cuda_paths = paths,
     };
     if (create_backend(backend, model, &opt, &be, err, sizeof err) != 0) {
         fprintf(stderr, "step_driver: %s\n", err);
