@@ -41,12 +41,6 @@ void sched_on_event(void *ctx, const struct folio_token_event *ev)
 
 /* ---- rings ---------------------------------------------------------------- */
 
-/* Prompt logprobs (echo with logprobs) are computed by the CPU backend only. */
-bool sched_prompt_logprobs_supported(const struct folio_scheduler_options *o)
-{
-    return !o->simulate && o->backend && !strcmp(o->backend, "cpu");
-}
-
 static size_t pow2_at_least(size_t n)
 {
     size_t c = FOLIO_RING_MIN_CAPACITY;
@@ -62,10 +56,9 @@ static int create_rings(struct sched *s, char *err, size_t errlen)
     /* A record is at most half the ring; two plans in flight and one being
      * written must fit at once. */
     s->plan_capacity = pow2_at_least(4 * (folio_policy_max_plan_bytes(s->policy) + 64));
-    /* Prompt logprobs (only the CPU backend computes them) may come with every
-     * token of a step. */
-    int seqs = s->pcfg.max_num_seqs,
-        prompt_lps = sched_prompt_logprobs_supported(s->o) ? s->pcfg.max_num_batched_tokens : 0;
+    /* Prompt logprobs may come with every token of a step, where the worker's
+     * backend computes them: the ring is made before any worker says so. */
+    int seqs = s->pcfg.max_num_seqs, prompt_lps = s->pcfg.max_num_batched_tokens;
     s->result_capacity = pow2_at_least(
         8 * folio_result_size(seqs, (seqs + prompt_lps) * FOLIO_MAX_LOGPROBS, prompt_lps) + 4096);
     folio_ring_unlink(s->plan_name, err, errlen); /* left by a crashed run */

@@ -188,6 +188,7 @@ static void handle_load_reply(struct sched *s, const Folio__LoadReply *r)
         s->policy = np;
         s->pcfg = cfg;
     }
+    s->worker_prompt_logprobs = r->prompt_logprobs;
     /* The worker skips plans of the epoch it attached in: an external
      * worker may attach while its predecessor's plans are still written. */
     if (new_plan_epoch(s) != 0)
@@ -344,7 +345,8 @@ static void handle_submit(struct sched *s, const Folio__Submit *m)
         submit_reject(s, m, 400, 0, why);
         return;
     }
-    if (r.prompt_logprobs && !sched_prompt_logprobs_supported(s->o)) {
+    /* Before any worker is ready the request is refused with a 503 below. */
+    if (r.prompt_logprobs && s->ws.ever_ready && !s->worker_prompt_logprobs) {
         submit_reject(s, m, 400, 0,
                       "'echo' with 'logprobs' (the prompt tokens' logprobs) is computed by the "
                       "CPU backend only; this server runs another");

@@ -30,6 +30,7 @@ struct sched {
     struct folio_policy_config pcfg;
     struct folio_frontend_links links;
     struct folio_worker_supervisor ws;
+    bool worker_prompt_logprobs; /* the last LoadReply's: its backend computes prompt logprobs */
     char model_name[256];
     int worker_vocab, worker_max_len;
     uint32_t epoch;
@@ -55,7 +56,6 @@ struct sched {
 };
 
 void sched_on_event(void *ctx, const struct folio_token_event *ev);
-bool sched_prompt_logprobs_supported(const struct folio_scheduler_options *o);
 void sched_build_worker_argv(struct sched *s);
 void sched_worker_kill_and_lose(struct sched *s, const char *why);
 void sched_handle_worker_ctl(struct sched *s);

@@ -230,6 +230,25 @@ def test_echo_errors(server):
     assert status == 400 and r["error"]["param"] == "prompt_logprobs"
 
 
+def test_echo_logprobs_follow_the_workers_capability(tmp_path):
+    """The simulated worker's LoadReply says it computes no prompt logprobs: echo with logprobs is
+    a 400 that says so, while the same request without logprobs runs (the CPU worker's are above:
+    the scheduler asks the worker, not the backend's name)."""
+    from test_reliability import Served
+
+    s = Served(tmp_path, "--simulate")
+    try:
+        s.wait_health()
+        r = httpx.post(s.base + "/v1/completions", timeout=30,
+                       json={"prompt": "Hello", "max_tokens": 2, "echo": True, "logprobs": 1})
+        assert r.status_code == 400 and "CPU backend only" in r.json()["error"]["message"], r.text
+        r = httpx.post(s.base + "/v1/completions", timeout=30,
+                       json={"prompt": "Hello", "max_tokens": 2, "echo": True})
+        assert r.status_code == 200, r.text
+    finally:
+        s.stop()
+
+
 PROMPT_IDS = [BOS, 450, 11203, 310, 278, 3186, 338, 263]
 
 

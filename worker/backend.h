@@ -109,12 +109,21 @@ struct folio_backend_ops {
     void (*destroy)(struct folio_backend *b);
 };
 
+/* What a backend can do, which the worker's LoadReply tells the scheduler, so that no process
+ * decides by a backend's name. */
+struct folio_backend_caps {
+    int pipeline_depth;   /* steps worth launching before the oldest is collected: 1 where
+                             launch() runs the step whole (the CPU), 2 where it only queues it */
+    bool prompt_logprobs; /* computes the prompt tokens' logprobs (echo with logprobs) */
+};
+
 struct folio_backend {
     const struct folio_backend_ops *ops;
     const struct folio_model *model;
     int num_kv_blocks; /* the pool the scheduler hands out, fixed at creation */
     int max_seqs;
     int max_num_tokens;
+    struct folio_backend_caps caps;
 };
 
 /* launch + collect: for callers without a pipeline (generate, tests). */

@@ -273,6 +273,7 @@ static int create(struct cuda_backend *cb, const struct folio_model *m,
         return -1;
     }
     cb->base.ops = &cuda_ops;
+    cb->base.caps = (struct folio_backend_caps){.pipeline_depth = 2};
     cb->base.model = m;
     cb->base.max_seqs = opt->max_seqs;
     cb->base.max_num_tokens = opt->max_num_tokens;

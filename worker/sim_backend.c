@@ -260,7 +260,8 @@ int folio_sim_backend_create(const struct folio_backend_options *opt,
     b->base = (struct folio_backend){.ops = &sim_ops,
                                      .num_kv_blocks = blocks,
                                      .max_seqs = opt->max_seqs,
-                                     .max_num_tokens = opt->max_num_tokens};
+                                     .max_num_tokens = opt->max_num_tokens,
+                                     .caps = {.pipeline_depth = 2}};
     b->o = *sim;
     b->kv = calloc((size_t)blocks * FOLIO_KV_BLOCK_SIZE, sizeof *b->kv);
     b->last_sampled = malloc((size_t)opt->max_seqs * sizeof *b->last_sampled);

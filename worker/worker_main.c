@@ -217,6 +217,8 @@ static void send_load_reply(bool ok, const char *error, const struct folio_backe
         r.num_kv_blocks = b->num_kv_blocks;
         r.vocab_size = vocab;
         r.max_model_len = max_len;
+        r.pipeline_depth = b->caps.pipeline_depth;
+        r.prompt_logprobs = b->caps.prompt_logprobs;
     }
     Folio__Envelope env = FOLIO__ENVELOPE__INIT;
     env.body_case = FOLIO__ENVELOPE__BODY_LOAD_REPLY;
@@ -269,10 +271,11 @@ static int run_steps(struct folio_backend *b, struct folio_ring *plans, struct f
             return -1;
         }
     }
-    /* The CPU backend runs a step whole inside launch(): launching N+1
-     * before collecting N would hold N's tokens back for a whole step.
-     * Asynchronous backends (CUDA, the simulation) queue N+1 behind N. */
-    int depth = strcmp(b->ops->name, "cpu") == 0 ? 1 : PIPELINE_DEPTH;
+    /* A backend that runs a step whole inside launch() says depth 1: launching
+     * N+1 before collecting N would hold N's tokens back for a whole step. */
+    int depth = b->caps.pipeline_depth < 1                ? 1
+                : b->caps.pipeline_depth > PIPELINE_DEPTH ? PIPELINE_DEPTH
+                                                          : b->caps.pipeline_depth;
     int head = 0, count = 0, rc = 0;
     uint64_t failed_step = 0, failed_plan_ns = 0;
     while (!stop_requested) {
