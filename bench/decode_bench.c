@@ -524,12 +524,7 @@ static int bench_sample(const struct folio_model_config *c, int rows, int repeat
         float *row = h_logits + (size_t)i * V;
         row[(i * 7919) % V] = 9.0f;
         row[(i * 104729 + 1) % V] = 9.0f;
-        h_params[i] = (struct folio_k_sample_params){.temperature = sp.temperature,
-                                                     .top_p = 1.0f,
-                                                     .seed = sp.seed,
-                                                     .output_index = 1,
-                                                     .slot = i,
-                                                     .repetition_penalty = 1.0f};
+        h_params[i] = (struct folio_k_sample_params){.s = sp, .output_index = 1, .slot = i};
     }
     float *logits, *logits_src, *logprobs, *top_lp;
     int32_t *tokens, *top_ids, *last;

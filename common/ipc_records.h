@@ -22,6 +22,10 @@
 
 /* ---- step plan ---------------------------------------------------------- */
 
+/* A plan's token that is not known when the plan is written: the one its
+ * sequence's slot samples in the step before (taken where it already is). */
+#define FOLIO_TOKEN_FROM_PREV (-1)
+
 struct folio_plan_seq {
     uint64_t request_id; /* for logs */
     int32_t slot;
@@ -30,11 +34,7 @@ struct folio_plan_seq {
     int32_t num_blocks;
     int32_t output_index;
     int32_t sample; /* 0 or 1 */
-    float temperature, top_p, min_p;
-    float repetition_penalty, frequency_penalty, presence_penalty;
-    int32_t top_k;
-    int32_t num_logprobs;
-    uint64_t seed;
+    struct folio_sampling_params sampling;
     int32_t num_bias;    /* logit bias entries of this sequence (only when it samples) */
     int32_t bias_offset; /* its first entry in the plan's bias array */
     /* Prompt logprobs (echo with logprobs): the logprob of the next prompt

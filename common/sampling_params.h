@@ -41,6 +41,14 @@ struct folio_logit_bias {
     float value; /* [-FOLIO_LOGIT_BIAS_MAX, FOLIO_LOGIT_BIAS_MAX], or -inf */
 };
 
+/* Repetition, frequency or presence penalty on: the worker must see every token
+ * of the sequence (no cached prefix skipped) and keep its token counts. */
+static inline int folio_sampling_params_penalized(const struct folio_sampling_params *p)
+{
+    return p->repetition_penalty != 1.0f || p->frequency_penalty != 0.0f ||
+           p->presence_penalty != 0.0f;
+}
+
 /* 0, or -1 with a message naming the field. */
 int folio_sampling_params_check(const struct folio_sampling_params *p, char *err, size_t errlen);
 

@@ -12,6 +12,7 @@
 #include <cuda_runtime_api.h>
 
 #include "kv_block.h" /* FOLIO_KV_BLOCK_SIZE: tokens per KV cache block */
+#include "sampling_params.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -288,17 +289,9 @@ cudaError_t folio_k_silu_mul(folio_bf16_bits *out, const folio_bf16_bits *gate_u
 
 /* One sampling row's parameters, laid out for the device. */
 struct folio_k_sample_params {
-    float temperature; /* <= 0: greedy */
-    int32_t top_k;     /* <= 0: off */
-    float top_p;       /* >= 1: off */
-    float min_p;       /* <= 0: off */
-    uint64_t seed;
-    int32_t output_index;
-    int32_t slot;             /* -1: padding row, nothing written */
-    int32_t num_logprobs;     /* 0..max_logprobs */
-    float repetition_penalty; /* 1: off */
-    float frequency_penalty;  /* 0: off */
-    float presence_penalty;   /* 0: off */
+    struct folio_sampling_params s; /* the sequence's, as the API gave them */
+    int32_t output_index;           /* tokens it sampled before: the RNG's counter */
+    int32_t slot;                   /* -1: padding row, nothing written */
 };
 
 /* Penalty state of a slot, one word per vocabulary entry (penalties.cu): the

@@ -220,7 +220,7 @@ __global__ void __launch_bounds__(SAMPLE_THREADS)
     pdl_wait(); /* the logits (the LM head GEMV's) */
     if (skip_common && sample_row_splits(params[r], pen_state, vocab))
         return; /* sampled by folio_k_sample_split or folio_k_sample_rows */
-    int num_logprobs = params[r].num_logprobs;
+    int num_logprobs = params[r].s.num_logprobs;
     const float *row = logits + (int64_t)r * vocab;
     const work_row raw = {row, NULL, 1.0f, 0.0f, 0.0f};
 
@@ -274,10 +274,10 @@ __global__ void __launch_bounds__(SAMPLE_THREADS)
 
     struct folio_k_sample_params p = params[r];
     /* The draw's logits: penalized (as the CPU sampler decides it), or the raw ones. */
-    bool penalized = pen_state && (p.repetition_penalty != 1.0f || p.frequency_penalty != 0.0f ||
-                                   p.presence_penalty != 0.0f);
-    work_row w = {row, penalized ? pen_state + (int64_t)p.slot * vocab : NULL, p.repetition_penalty,
-                  p.frequency_penalty, p.presence_penalty};
+    bool penalized = pen_state && (p.s.repetition_penalty != 1.0f || p.s.frequency_penalty != 0.0f ||
+                                   p.s.presence_penalty != 0.0f);
+    work_row w = {row, penalized ? pen_state + (int64_t)p.slot * vocab : NULL, p.s.repetition_penalty,
+                  p.s.frequency_penalty, p.s.presence_penalty};
     if (penalized) {
         bv = -INFINITY;
         bi = -1;
@@ -291,14 +291,14 @@ __global__ void __launch_bounds__(SAMPLE_THREADS)
     }
 
     int token = top.i;
-    if (p.temperature > 0.0f && p.top_k != 1) {
-        float inv_t = 1.0f / p.temperature;
+    if (p.s.temperature > 0.0f && p.s.top_k != 1) {
+        float inv_t = 1.0f / p.s.temperature;
         float s_max = mx * inv_t;
         float floor_s = -INFINITY;
-        if (p.top_k > 0 && p.top_k < vocab)
-            floor_s = radix_threshold(w, vocab, inv_t, s_max, -INFINITY, false, (float)p.top_k,
+        if (p.s.top_k > 0 && p.s.top_k < vocab)
+            floor_s = radix_threshold(w, vocab, inv_t, s_max, -INFINITY, false, (float)p.s.top_k,
                                       hist_f, hist_i, sel);
-        if (p.top_p < 1.0f) {
+        if (p.s.top_p < 1.0f) {
             float z = 0.0f;
             for_each_logit(stream, false, w, vocab, [&](float l, int) {
                 float s = l * inv_t;
@@ -307,18 +307,18 @@ __global__ void __launch_bounds__(SAMPLE_THREADS)
             });
             z = block_sum(z, sv);
             float thr = radix_threshold(w, vocab, inv_t, s_max, floor_s, true,
-                                        fmaxf(p.top_p, 0.0f) * z, hist_f, hist_i, sel);
+                                        fmaxf(p.s.top_p, 0.0f) * z, hist_f, hist_i, sel);
             floor_s = fmaxf(floor_s, thr);
         }
-        if (p.min_p > 0.0f)
-            floor_s = fmaxf(floor_s, s_max + logf(p.min_p));
+        if (p.s.min_p > 0.0f)
+            floor_s = fmaxf(floor_s, s_max + logf(p.s.min_p));
         bv = -INFINITY;
         bi = -1;
         for_each_logit(stream, false, w, vocab, [&](float l, int i) {
             float s = l * inv_t;
             if (!(s >= floor_s))
                 return;
-            float e = -logf(folio_rng_uniform(p.seed, (uint32_t)p.output_index, (uint32_t)i));
+            float e = -logf(folio_rng_uniform(p.s.seed, (uint32_t)p.output_index, (uint32_t)i));
             fold_ascending(expf(s - s_max) / e, i, bv, bi);
         });
         arg_best b = block_argmax(bv, bi, sv, si);

@@ -70,14 +70,14 @@ __device__ __forceinline__ arg_best block_argmax(float v, int i, float *sv, int 
 __device__ __forceinline__ bool sample_row_splits(const struct folio_k_sample_params &p,
                                                   const uint32_t *pen_state, int vocab)
 {
-    if (p.slot < 0 || p.num_logprobs > 0)
+    if (p.slot < 0 || p.s.num_logprobs > 0)
         return false;
     if (pen_state &&
-        (p.repetition_penalty != 1.0f || p.frequency_penalty != 0.0f || p.presence_penalty != 0.0f))
+        (p.s.repetition_penalty != 1.0f || p.s.frequency_penalty != 0.0f || p.s.presence_penalty != 0.0f))
         return false;
-    if (!(p.temperature > 0.0f && p.top_k != 1))
+    if (!(p.s.temperature > 0.0f && p.s.top_k != 1))
         return true; /* greedy */
-    return !(p.top_k > 0 && p.top_k < vocab) && !(p.top_p < 1.0f) && !(p.min_p > 0.0f);
+    return !(p.s.top_k > 0 && p.s.top_k < vocab) && !(p.s.top_p < 1.0f) && !(p.s.min_p > 0.0f);
 }
 
 #endif

@@ -127,9 +127,9 @@ __global__ void __launch_bounds__(ROWS_THREADS, 2)
     int token = top.i;
     float token_logit = mx;
     bool writes = threadIdx.x == 0;
-    if (p.temperature > 0.0f && p.top_k != 1) {
+    if (p.s.temperature > 0.0f && p.s.top_k != 1) {
         /* sample.cu's race, floor -inf, with its s_max. */
-        const float inv_t = 1.0f / p.temperature, s_max = mx * inv_t;
+        const float inv_t = 1.0f / p.s.temperature, s_max = mx * inv_t;
         float rv = -INFINITY, rl = 0.0f;
         int ri = -1;
         for_each_vec(
@@ -139,7 +139,7 @@ __global__ void __launch_bounds__(ROWS_THREADS, 2)
                 if (!(s >= -INFINITY))
                     return;
                 const float e =
-                    -logf(folio_rng_uniform(p.seed, (uint32_t)p.output_index, (uint32_t)i));
+                    -logf(folio_rng_uniform(p.s.seed, (uint32_t)p.output_index, (uint32_t)i));
                 const int before = ri;
                 fold_ascending(expf(s - s_max) / e, i, rv, ri);
                 if (ri != before)

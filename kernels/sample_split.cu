@@ -130,10 +130,10 @@ __global__ void __launch_bounds__(SPLIT_THREADS)
     const float lse = mx + logf(se);
 
     int token = mi;
-    if (p.temperature > 0.0f && p.top_k != 1) {
+    if (p.s.temperature > 0.0f && p.s.top_k != 1) {
         /* The race over this slice (sample.cu's keys, floor -inf), then the
          * slices' winners merged by the last CTA. */
-        const float inv_t = 1.0f / p.temperature, s_max = mx * inv_t;
+        const float inv_t = 1.0f / p.s.temperature, s_max = mx * inv_t;
         const int per = (vocab + G - 1) / G, lo = g * per, hi = min(vocab, lo + per);
         float bv = -INFINITY;
         int bi = -1;
@@ -141,7 +141,7 @@ __global__ void __launch_bounds__(SPLIT_THREADS)
             float s = l * inv_t;
             if (!(s >= -INFINITY))
                 return;
-            float e = -logf(folio_rng_uniform(p.seed, (uint32_t)p.output_index, (uint32_t)i));
+            float e = -logf(folio_rng_uniform(p.s.seed, (uint32_t)p.output_index, (uint32_t)i));
             fold_ascending(expf(s - s_max) / e, i, bv, bi);
         });
         const arg_best b = block_argmax(bv, bi, sv, si);

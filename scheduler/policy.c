@@ -389,7 +389,6 @@ void folio_policy_submit(struct folio_policy *p, const struct folio_request *r)
         s->max_outputs = r->max_tokens;
     s->slot = -1;
     s->sampling = r->sampling;
-    s->sampling.request_id = r->request_id;
     if (!r->has_seed)
         s->sampling.seed = folio_splitmix64(p->seed_counter++);
     if (s->sampling.num_logprobs > FOLIO_MAX_LOGPROBS)
@@ -560,9 +559,7 @@ static int match_prefix(struct folio_policy *p, const struct seq *s, int *num_fr
     /* Penalties are computed by the worker over every token of the sequence,
      * so it must see them all: such a sequence takes no cached blocks (it
      * still offers its own to others). */
-    const struct folio_plan_seq *sp = &s->sampling;
-    bool penalized = sp->repetition_penalty != 1.0f || sp->frequency_penalty != 0.0f ||
-                     sp->presence_penalty != 0.0f;
+    bool penalized = folio_sampling_params_penalized(&s->sampling);
     /* Prompt logprobs come from computing every prompt position, too. */
     int max_blocks = penalized || s->opt.prompt_logprobs || p->cfg.disable_prefix_caching
                          ? 0
@@ -683,7 +680,7 @@ static void encode_plan(struct folio_policy *p, uint64_t step_id, uint64_t plan_
         struct seq *s = e->seq;
         int start = s->num_computed, context = start + e->num_new;
         struct folio_plan_seq *o = &out[i];
-        *o = s->sampling; /* the sampling fields and the request id */
+        *o = (struct folio_plan_seq){.request_id = s->request_id, .sampling = s->sampling};
         o->slot = s->slot;
         o->num_new_tokens = e->num_new;
         o->context_len = context;
@@ -696,7 +693,7 @@ static void encode_plan(struct folio_policy *p, uint64_t step_id, uint64_t plan_
         folio_seq_options_plan_prompt_lp(&s->opt, s->tokens, s->num_prompt, start, e->num_new, o);
         /* A token not known yet is the one this slot's previous step samples. */
         for (int pos = start; pos < context; pos++)
-            *tok++ = pos < s->num_tokens ? s->tokens[pos] : FOLIO_PLAN_TOKEN_FROM_PREV;
+            *tok++ = pos < s->num_tokens ? s->tokens[pos] : FOLIO_TOKEN_FROM_PREV;
         memcpy(blk, s->blocks, (size_t)o->num_blocks * sizeof *blk);
         blk += o->num_blocks;
     }

@@ -38,7 +38,6 @@
 #include "queue_time.h"
 
 #define FOLIO_POLICY_MAX_INFLIGHT 2
-#define FOLIO_PLAN_TOKEN_FROM_PREV (-1) /* worker/backend.h: FOLIO_TOKEN_FROM_PREV */
 
 struct folio_policy_config {
     int max_num_seqs;           /* slots */
@@ -63,7 +62,7 @@ struct folio_request {
     uint32_t frontend_id;
     const int32_t *prompt;
     int num_prompt;
-    struct folio_plan_seq sampling; /* sampling fields only: temperature .. seed */
+    struct folio_sampling_params sampling;
     bool has_seed;
     int max_tokens; /* <= 0: up to the context length */
     int min_tokens;

@@ -30,7 +30,7 @@ struct seq {
     int cached_tokens; /* prompt tokens the first admission found cached */
     bool admitted_once;
     double submitted_at; /* cfg.clock() at submit, for the queue-time histogram */
-    struct folio_plan_seq sampling;
+    struct folio_sampling_params sampling;
     struct folio_seq_options opt;    /* stop ids, min_tokens, logit bias, prompt logprobs */
     struct seq *hnext;               /* request-id map chain */
     struct seq *all_prev, *all_next; /* every live sequence */

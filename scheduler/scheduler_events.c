@@ -286,7 +286,7 @@ static void submit_reject(struct sched *s, const Folio__Submit *m, uint32_t stat
  * unset field, and 0 means "off" only where 0 is off. */
 static void submit_sampling(const Folio__Submit *m, struct folio_request *r)
 {
-    struct folio_plan_seq *sp = &r->sampling;
+    struct folio_sampling_params *sp = &r->sampling;
     sp->top_p = 1;
     sp->repetition_penalty = 1;
     const Folio__SamplingParams *p = m->sampling;
@@ -302,22 +302,6 @@ static void submit_sampling(const Folio__Submit *m, struct folio_request *r)
     sp->seed = p->seed;
     sp->num_logprobs = p->logprobs;
     r->has_seed = p->has_seed;
-}
-
-/* The worker checks these too, but a bad value there fails a whole step:
- * refuse it here, for this request alone. 0, or -1 with why. */
-static int submit_check(const struct folio_request *r, char *why, size_t len)
-{
-    const struct folio_plan_seq *sp = &r->sampling;
-    struct folio_sampling_params check = {.temperature = sp->temperature,
-                                          .top_k = sp->top_k,
-                                          .top_p = sp->top_p,
-                                          .min_p = sp->min_p,
-                                          .repetition_penalty = sp->repetition_penalty,
-                                          .frequency_penalty = sp->frequency_penalty,
-                                          .presence_penalty = sp->presence_penalty,
-                                          .num_logprobs = sp->num_logprobs};
-    return folio_sampling_params_check(&check, why, len);
 }
 
 static void handle_submit(struct sched *s, const Folio__Submit *m)
@@ -341,7 +325,9 @@ static void handle_submit(struct sched *s, const Folio__Submit *m)
     };
     submit_sampling(m, &r);
     char why[256];
-    if (submit_check(&r, why, sizeof why) != 0) {
+    /* The worker checks these too, but a bad value there fails a whole step:
+     * refuse it here, for this request alone. */
+    if (folio_sampling_params_check(&r.sampling, why, sizeof why) != 0) {
         submit_reject(s, m, 400, 0, why);
         return;
     }

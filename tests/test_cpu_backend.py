@@ -235,13 +235,13 @@ def test_seeded_sampling_is_reproducible(tmp_path, tiny_model):
 
 
 BAD_STEPS = {
-    "block id out of range": ([[seq(0, [1, 2], 2, [64])]], "block_table[0] = 64 out of range"),
+    "block id out of range": ([[seq(0, [1, 2], 2, [64])]], "block_table[0] = 64 outside 0..63"),
     "too few blocks": ([[seq(0, list(range(1, 18)), 17, [0])]], "needs 2 KV blocks"),
-    "token out of range": ([[seq(0, [1, VOCAB], 2, [0])]], "id 32000 out of range"),
-    "negative token": ([[seq(0, [1, -7], 2, [0])]], "id -7 out of range"),
+    "token out of range": ([[seq(0, [1, VOCAB], 2, [0])]], "token_ids[1] = 32000 outside"),
+    "negative token": ([[seq(0, [1, -7], 2, [0])]], "token_ids[1] = -7 outside"),
     "context shorter than new tokens": ([[seq(0, [1, 2, 3], 2, [0])]], "context_len 2"),
-    "slot out of range": ([[seq(9, [1], 1, [0])]], "slot 9 out of range"),
-    "two seqs in one slot": ([[seq(0, [1], 1, [0]), seq(0, [1], 1, [1])]], "share slot 0"),
+    "slot out of range": ([[seq(9, [1], 1, [0])]], "slot 9 outside 0..3"),
+    "two seqs in one slot": ([[seq(0, [1], 1, [0]), seq(0, [1], 1, [1])]], "slot 0 appears twice"),
     "from prev before a sample": ([[seq(0, [FROM_PREV], 1, [0])]], "has not sampled yet"),
     "bad top_p": ([[seq(0, [1], 1, [0], temperature=1.0, top_p=0.0)]], "top_p"),
     "bad min_p": ([[seq(0, [1], 1, [0], temperature=1.0, min_p=2.0)]], "min_p"),

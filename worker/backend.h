@@ -18,11 +18,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "ipc_records.h" /* FOLIO_TOKEN_FROM_PREV */
 #include "kv_block.h"
 #include "model.h"
 #include "sampling_params.h"
-
-#define FOLIO_TOKEN_FROM_PREV (-1)
 struct folio_step_seq {
     int32_t slot;               /* the sequence's slot, stable while it runs: [0, max_seqs) */
     int32_t num_new_tokens;     /* a prefill chunk, or 1 for a decode token */
@@ -123,8 +122,22 @@ struct folio_backend {
     int num_kv_blocks; /* the pool the scheduler hands out, fixed at creation */
     int max_seqs;
     int max_num_tokens;
+    int vocab_size;
+    int max_blocks_per_seq; /* the longest block table a sequence may bring; 0: no bound */
     struct folio_backend_caps caps;
+    uint32_t *slot_seen; /* folio_step_batch_check's: the check that stamped each slot last */
+    uint32_t check_stamp;
 };
+
+/* The one check of a step batch against the backend that is to run it, before anything is
+ * touched: counts, slots (each once), block tables, token ids, prompt logprobs (where the
+ * backend computes them), sampling parameters and logit biases. Every backend's launch() calls
+ * it first, so the worker's plans and the test drivers' scripts pass the same gate. 0, or -1
+ * with a message naming the sequence and the field. */
+int folio_step_batch_check(struct folio_backend *b, const struct folio_step_batch *batch, char *err,
+                           size_t errlen);
+/* Frees what the check keeps (a backend's destroy calls it). */
+void folio_backend_base_free(struct folio_backend *b);
 
 /* launch + collect: for callers without a pipeline (generate, tests). */
 int folio_backend_step(struct folio_backend *b, const struct folio_step_batch *batch,

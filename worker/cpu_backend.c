@@ -364,80 +364,14 @@ static void lm_head(struct cpu_backend *b, const float *x, int rows, float *logi
 
 /* ---- the step interface --------------------------------------------------- */
 
-static int validate_batch(struct cpu_backend *b, const struct folio_step_batch *batch, char *err,
-                          size_t errlen)
+/* The batch checked (folio_step_batch_check), then its tokens staged: each
+ * FOLIO_TOKEN_FROM_PREV resolved to its slot's last sample, positions noted and
+ * the slots' token histories (for the penalties) extended. */
+static int stage_batch(struct cpu_backend *b, const struct folio_step_batch *batch, char *err,
+                       size_t errlen)
 {
-    const struct folio_model_config *c = &b->cfg;
-    if (!batch || batch->num_seqs < 1 || batch->num_seqs > b->base.max_seqs || !batch->seqs) {
-        snprintf(err, errlen, "step: num_seqs %d must be in [1, %d]", batch ? batch->num_seqs : 0,
-                 b->base.max_seqs);
+    if (folio_step_batch_check(&b->base, batch, err, errlen) != 0)
         return -1;
-    }
-    if (batch->num_tokens < 1 || batch->num_tokens > b->base.max_num_tokens || !batch->token_ids) {
-        snprintf(err, errlen, "step: num_tokens %d must be in [1, max_num_tokens %d]",
-                 batch->num_tokens, b->base.max_num_tokens);
-        return -1;
-    }
-    int64_t total = 0;
-    for (int32_t i = 0; i < batch->num_seqs; i++) {
-        const struct folio_step_seq *s = &batch->seqs[i];
-        if (s->slot < 0 || s->slot >= b->base.max_seqs) {
-            snprintf(err, errlen, "step: seq %d: slot %d out of range [0, %d)", i, s->slot,
-                     b->base.max_seqs);
-            return -1;
-        }
-        for (int32_t j = 0; j < i; j++) {
-            if (batch->seqs[j].slot == s->slot) {
-                snprintf(err, errlen, "step: seqs %d and %d share slot %d", j, i, s->slot);
-                return -1;
-            }
-        }
-        if (s->num_new_tokens < 1) {
-            snprintf(err, errlen, "step: seq %d (slot %d): num_new_tokens %d must be >= 1", i,
-                     s->slot, s->num_new_tokens);
-            return -1;
-        }
-        if (s->context_len < s->num_new_tokens) {
-            snprintf(err, errlen,
-                     "step: seq %d (slot %d): context_len %d is smaller than num_new_tokens %d", i,
-                     s->slot, s->context_len, s->num_new_tokens);
-            return -1;
-        }
-        int32_t need = (s->context_len + FOLIO_KV_BLOCK_SIZE - 1) / FOLIO_KV_BLOCK_SIZE;
-        if (s->num_blocks < need || !s->block_table) {
-            snprintf(err, errlen,
-                     "step: seq %d (slot %d): context_len %d needs %d KV blocks, block table has "
-                     "%d",
-                     i, s->slot, s->context_len, need, s->num_blocks);
-            return -1;
-        }
-        for (int32_t j = 0; j < need; j++) {
-            if (s->block_table[j] < 0 || s->block_table[j] >= b->base.num_kv_blocks) {
-                snprintf(err, errlen,
-                         "step: seq %d (slot %d): block_table[%d] = %d out of range [0, %d)", i,
-                         s->slot, j, s->block_table[j], b->base.num_kv_blocks);
-                return -1;
-            }
-        }
-        if (s->num_prompt_logprobs < 0 || s->num_prompt_logprobs > s->num_new_tokens ||
-            (s->num_prompt_logprobs > 0 &&
-             folio_sampling_params_check(&s->sampling, err, errlen) != 0)) {
-            if (s->num_prompt_logprobs < 0 || s->num_prompt_logprobs > s->num_new_tokens)
-                snprintf(err, errlen, "step: seq %d: %d prompt logprobs of %d new tokens", i,
-                         s->num_prompt_logprobs, s->num_new_tokens);
-            return -1;
-        }
-        if (s->sample &&
-            (folio_sampling_params_check(&s->sampling, err, errlen) != 0 ||
-             folio_logit_bias_check(s->bias, s->num_bias, c->vocab_size, err, errlen) != 0))
-            return -1;
-        total += s->num_new_tokens;
-    }
-    if (total != batch->num_tokens) {
-        snprintf(err, errlen, "step: num_tokens %d != %lld, the sum of num_new_tokens",
-                 batch->num_tokens, (long long)total);
-        return -1;
-    }
     int32_t t = 0;
     for (int32_t i = 0; i < batch->num_seqs; i++) {
         const struct folio_step_seq *s = &batch->seqs[i];
@@ -452,10 +386,6 @@ static int validate_batch(struct cpu_backend *b, const struct folio_step_batch *
                              t, i, s->slot);
                     return -1;
                 }
-            } else if (id < 0 || id >= c->vocab_size) {
-                snprintf(err, errlen, "step: token %d (seq %d) id %d out of range [0, %d)", t, i,
-                         id, c->vocab_size);
-                return -1;
             }
             b->tokens[t] = id;
             b->tok_seq[t] = i;
@@ -512,7 +442,7 @@ static int cpu_launch(struct folio_backend *base, const struct folio_step_batch 
                  FOLIO_CPU_PIPELINE_DEPTH);
         return -1;
     }
-    if (validate_batch(b, batch, err, errlen) != 0 || ensure_scores(b, batch, err, errlen) != 0)
+    if (stage_batch(b, batch, err, errlen) != 0 || ensure_scores(b, batch, err, errlen) != 0)
         return -1;
     int ntok = batch->num_tokens, hidden = c->hidden_size, half = c->head_dim / 2;
 
@@ -624,6 +554,7 @@ static void cpu_destroy(struct folio_backend *base)
     struct cpu_backend *b = (struct cpu_backend *)base;
     if (!b)
         return;
+    folio_backend_base_free(base);
     cpu_free_ranks(b->ranks, FOLIO_CPU_TP_MAX, b->cfg.num_layers);
     free(b->final_norm);
     free(b->inv_freq);
@@ -735,6 +666,7 @@ int folio_cpu_backend_create(const struct folio_model *m, const struct folio_bac
     b->base.model = m;
     b->base.num_kv_blocks = (int)num_blocks;
     b->base.max_seqs = opt->max_seqs;
+    b->base.vocab_size = m->config.vocab_size;
     b->base.max_num_tokens = opt->max_num_tokens;
     b->cfg = *c;
     b->num_threads = opt->num_threads > 0 ? opt->num_threads : omp_get_num_procs();

@@ -14,6 +14,7 @@ static void cuda_destroy(struct folio_backend *b)
     struct cuda_backend *cb = (struct cuda_backend *)b;
     if (!cb)
         return;
+    folio_backend_base_free(b);
     if (cb->stream)
         cudaStreamSynchronize(cb->stream);
     if (cb->download)
@@ -101,6 +102,7 @@ static int alloc_activations(struct cuda_backend *cb, const struct folio_model_c
     int max_ctx = c->max_position_embeddings > opt->max_num_tokens ? c->max_position_embeddings
                                                                    : opt->max_num_tokens;
     cb->block_stride = (max_ctx + FOLIO_KV_BLOCK_SIZE - 1) / FOLIO_KV_BLOCK_SIZE;
+    cb->base.max_blocks_per_seq = cb->block_stride;
     const int positions = cb->block_stride * FOLIO_KV_BLOCK_SIZE;
     CUDA_CHECK(cudaMalloc((void **)&cb->rope_cos_sin,
                           sizeof(uint32_t) * (size_t)positions * (cb->head_dim / 2)));
@@ -277,6 +279,7 @@ static int create(struct cuda_backend *cb, const struct folio_model *m,
     cb->base.model = m;
     cb->base.max_seqs = opt->max_seqs;
     cb->base.max_num_tokens = opt->max_num_tokens;
+    cb->base.vocab_size = m->config.vocab_size;
     read_tuning(cb, opt);
     CUDA_CHECK(cudaSetDevice(0));
     CUDA_CHECK(cudaDeviceGetAttribute(&cb->num_sms, cudaDevAttrMultiProcessorCount, 0));

@@ -11,23 +11,6 @@ bool folio_cuda_bias_in_batch(const struct folio_step_batch *batch)
     return false;
 }
 
-int folio_cuda_bias_check(const struct folio_step_batch *batch, int vocab, char *err, size_t errlen)
-{
-    for (int i = 0; i < batch->num_seqs; i++) {
-        const struct folio_step_seq *q = &batch->seqs[i];
-        if (q->sample && folio_logit_bias_check(q->bias, q->num_bias, vocab, err, errlen) != 0)
-            return -1;
-        if (q->num_prompt_logprobs != 0) {
-            snprintf(err, errlen,
-                     "step: seq %d asks for prompt logprobs, which the CUDA backend does not "
-                     "compute (the scheduler refuses them for it)",
-                     i);
-            return -1;
-        }
-    }
-    return 0;
-}
-
 static int grow(struct folio_cuda_bias *b, int need, char *err, size_t errlen)
 {
     if (need <= b->cap)

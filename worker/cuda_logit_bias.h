@@ -24,11 +24,6 @@ struct folio_cuda_bias {
 /* Some sampling sequence of the batch has a logit bias. */
 bool folio_cuda_bias_in_batch(const struct folio_step_batch *batch);
 
-/* Checks every sampling sequence's entries against the vocabulary, and that
- * no sequence asks for prompt logprobs (the CPU backend's alone). */
-int folio_cuda_bias_check(const struct folio_step_batch *batch, int vocab, char *err,
-                          size_t errlen);
-
 /* Gathers the batch's entries (seq_row: each sequence's LM-head row, -1 when
  * it does not sample) and copies them up on stream s, after whatever the
  * stream runs before (an earlier step still reading the device buffer). */

@@ -55,69 +55,6 @@ void cuda_layout_for(int t_rows, int s_rows, int stride, struct step_layout *l)
     l->total = o;
 }
 
-static int validate_batch(const struct cuda_backend *cb, const struct folio_step_batch *batch,
-                          char *err, size_t errlen)
-{
-    const struct folio_backend *b = &cb->base;
-    if (batch->num_seqs <= 0 || batch->num_seqs > b->max_seqs) {
-        snprintf(err, errlen, "step: num_seqs %d outside 1..%d", batch->num_seqs, b->max_seqs);
-        return -1;
-    }
-    if (batch->num_tokens <= 0 || batch->num_tokens > b->max_num_tokens) {
-        snprintf(err, errlen, "step: num_tokens %d outside 1..%d", batch->num_tokens,
-                 b->max_num_tokens);
-        return -1;
-    }
-    int sum = 0;
-    for (int i = 0; i < batch->num_seqs; i++) {
-        const struct folio_step_seq *q = &batch->seqs[i];
-        if (q->slot < 0 || q->slot >= b->max_seqs) {
-            snprintf(err, errlen, "step: seq %d: slot %d outside 0..%d", i, q->slot,
-                     b->max_seqs - 1);
-            return -1;
-        }
-        if (q->num_new_tokens < 1 || q->context_len < q->num_new_tokens) {
-            snprintf(err, errlen, "step: seq %d: num_new_tokens %d, context_len %d", i,
-                     q->num_new_tokens, q->context_len);
-            return -1;
-        }
-        int need = (q->context_len + FOLIO_KV_BLOCK_SIZE - 1) / FOLIO_KV_BLOCK_SIZE;
-        if (need > cb->block_stride || q->num_blocks < need || !q->block_table) {
-            snprintf(err, errlen,
-                     "step: seq %d: context_len %d needs %d blocks (has %d, at most %d)", i,
-                     q->context_len, need, q->num_blocks, cb->block_stride);
-            return -1;
-        }
-        for (int j = 0; j < need; j++)
-            if (q->block_table[j] < 0 || q->block_table[j] >= b->num_kv_blocks) {
-                snprintf(err, errlen, "step: seq %d: block_table[%d] = %d outside 0..%d", i, j,
-                         q->block_table[j], b->num_kv_blocks - 1);
-                return -1;
-            }
-        if (q->sampling.num_logprobs < 0 || q->sampling.num_logprobs > FOLIO_MAX_LOGPROBS) {
-            snprintf(err, errlen, "step: seq %d: num_logprobs %d outside 0..%d", i,
-                     q->sampling.num_logprobs, FOLIO_MAX_LOGPROBS);
-            return -1;
-        }
-        sum += q->num_new_tokens;
-    }
-    if (folio_cuda_bias_check(batch, cb->vocab, err, errlen) != 0)
-        return -1;
-    if (sum != batch->num_tokens) {
-        snprintf(err, errlen, "step: num_tokens %d but the sequences bring %d", batch->num_tokens,
-                 sum);
-        return -1;
-    }
-    for (int t = 0; t < batch->num_tokens; t++) {
-        int id = batch->token_ids[t];
-        if (id != FOLIO_TOKEN_FROM_PREV && (id < 0 || id >= cb->vocab)) {
-            snprintf(err, errlen, "step: token_ids[%d] = %d outside 0..%d", t, id, cb->vocab - 1);
-            return -1;
-        }
-    }
-    return 0;
-}
-
 /* Writes the step's metadata into fl->staging; rows beyond the batch (a graph
  * bucket's padding) read as padding. Returns the number of LM-head rows. */
 int cuda_pack_step(struct cuda_backend *cb, const struct folio_step_batch *batch, int t_rows,
@@ -149,8 +86,7 @@ int cuda_pack_step(struct cuda_backend *cb, const struct folio_step_batch *batch
         }
         ctx[i] = q->context_len;
         const struct folio_sampling_params *sp = &q->sampling;
-        bool penalized = sp->repetition_penalty != 1.0f || sp->frequency_penalty != 0.0f ||
-                         sp->presence_penalty != 0.0f;
+        bool penalized = folio_sampling_params_penalized(sp);
         pen[i] = (struct folio_k_penalty_seq){
             .flags = penalized ? FOLIO_K_PEN_TRACK | (q->sample ? FOLIO_K_PEN_SAMPLES : 0) : 0,
             .slot = q->slot,
@@ -165,19 +101,9 @@ int cuda_pack_step(struct cuda_backend *cb, const struct folio_step_batch *batch
         int row = row_per_seq ? i : n_sample;
         if (q->sample || row_per_seq) {
             srows[row] = t - 1;
-            struct folio_k_sample_params *p = &prm[row];
-            memset(p, 0, sizeof(*p));
-            p->temperature = q->sampling.temperature;
-            p->top_k = q->sampling.top_k;
-            p->top_p = q->sampling.top_p;
-            p->min_p = q->sampling.min_p;
-            p->seed = q->sampling.seed;
-            p->output_index = q->output_index;
-            p->num_logprobs = q->sampling.num_logprobs;
-            p->repetition_penalty = sp->repetition_penalty;
-            p->frequency_penalty = sp->frequency_penalty;
-            p->presence_penalty = sp->presence_penalty;
-            p->slot = q->sample ? q->slot : -1;
+            prm[row] = (struct folio_k_sample_params){.s = q->sampling,
+                                                      .output_index = q->output_index,
+                                                      .slot = q->sample ? q->slot : -1};
             if (q->sample)
                 fl->seq_row[i] = row;
             n_sample = row + 1;
@@ -217,7 +143,7 @@ int cuda_launch(struct folio_backend *b, const struct folio_step_batch *batch, c
                  MAX_INFLIGHT);
         return -1;
     }
-    if (validate_batch(cb, batch, err, errlen) != 0)
+    if (folio_step_batch_check(&cb->base, batch, err, errlen) != 0)
         return -1;
     /* An earlier step's logits stay readable only until the next launch,
      * unless paths.keep_logits asks for a copy (off the hot path). */

@@ -159,12 +159,6 @@ static void apply_min_p(struct folio_sampler *s, float min_p)
             s->scaled[i] = -INFINITY;
 }
 
-static bool has_penalties(const struct folio_sampling_params *p)
-{
-    return p->repetition_penalty != 1.0f || p->frequency_penalty != 0.0f ||
-           p->presence_penalty != 0.0f;
-}
-
 /* vLLM's penalties, into s->penalized: the repetition penalty divides a
  * positive logit (multiplies a negative one) of every token seen in the
  * prompt or the output; the frequency and presence penalties subtract
@@ -262,7 +256,7 @@ int folio_sample(struct folio_sampler *s, const float *logits,
 
     /* The draw sees the penalized logits; logprobs report the raw ones. */
     const float *work = logits;
-    if (has_penalties(p)) {
+    if (folio_sampling_params_penalized(p)) {
         if (!history) {
             snprintf(err, errlen, "sampling: penalties need the sequence's token history");
             return -1;

@@ -58,50 +58,6 @@ static struct sim_kv *kv_at(struct sim_backend *b, const struct folio_step_seq *
     return &b->kv[(size_t)block * FOLIO_KV_BLOCK_SIZE + pos % FOLIO_KV_BLOCK_SIZE];
 }
 
-static int sim_validate(struct sim_backend *b, const struct folio_step_batch *batch, char *err,
-                        size_t errlen)
-{
-    if (batch->num_seqs < 0 || batch->num_seqs > b->base.max_seqs ||
-        batch->num_tokens > b->base.max_num_tokens) {
-        snprintf(err, errlen, "sim step: %d sequences / %d tokens exceed %d / %d", batch->num_seqs,
-                 batch->num_tokens, b->base.max_seqs, b->base.max_num_tokens);
-        return -1;
-    }
-    int64_t total = 0;
-    for (int i = 0; i < batch->num_seqs; i++) {
-        const struct folio_step_seq *s = &batch->seqs[i];
-        if (s->slot < 0 || s->slot >= b->base.max_seqs || s->num_new_tokens <= 0 ||
-            s->context_len < s->num_new_tokens) {
-            snprintf(err, errlen, "sim step: seq %d: slot %d, %d new tokens, context %d", i,
-                     s->slot, s->num_new_tokens, s->context_len);
-            return -1;
-        }
-        for (int j = 0; j < i; j++)
-            if (batch->seqs[j].slot == s->slot) {
-                snprintf(err, errlen, "sim step: slot %d appears twice", s->slot);
-                return -1;
-            }
-        int need = (s->context_len + FOLIO_KV_BLOCK_SIZE - 1) / FOLIO_KV_BLOCK_SIZE;
-        if (s->num_blocks < need) {
-            snprintf(err, errlen, "sim step: seq %d needs %d blocks, has %d", i, need,
-                     s->num_blocks);
-            return -1;
-        }
-        for (int j = 0; j < need; j++)
-            if (s->block_table[j] < 0 || s->block_table[j] >= b->base.num_kv_blocks) {
-                snprintf(err, errlen, "sim step: seq %d block %d out of range", i,
-                         s->block_table[j]);
-                return -1;
-            }
-        total += s->num_new_tokens;
-    }
-    if (total != batch->num_tokens) {
-        snprintf(err, errlen, "sim step: token counts do not add up");
-        return -1;
-    }
-    return 0;
-}
-
 static int sim_launch(struct folio_backend *base, const struct folio_step_batch *batch, char *err,
                       size_t errlen)
 {
@@ -110,7 +66,7 @@ static int sim_launch(struct folio_backend *base, const struct folio_step_batch 
         snprintf(err, errlen, "sim step: %d steps already launched", SIM_PIPELINE_DEPTH);
         return -1;
     }
-    if (sim_validate(b, batch, err, errlen) != 0)
+    if (folio_step_batch_check(&b->base, batch, err, errlen) != 0)
         return -1;
     struct sim_out *out = &b->out[(b->out_head + b->out_count) % SIM_PIPELINE_DEPTH];
     out->num_seqs = batch->num_seqs;
@@ -140,9 +96,6 @@ static int sim_launch(struct folio_backend *base, const struct folio_step_batch 
                              s->slot);
                     return -1;
                 }
-            } else if (id < 0 || id >= b->o.vocab_size) {
-                snprintf(err, errlen, "sim step: token id %d out of range", id);
-                return -1;
             }
             struct sim_kv *e = kv_at(b, s, start + j);
             e->prev = prev;
@@ -227,6 +180,7 @@ static void sim_destroy(struct folio_backend *base)
     struct sim_backend *b = (struct sim_backend *)base;
     if (!b)
         return;
+    folio_backend_base_free(base);
     for (int i = 0; i < SIM_PIPELINE_DEPTH; i++) {
         free(b->out[i].token_ids);
         free(b->out[i].logprobs);
@@ -261,6 +215,7 @@ int folio_sim_backend_create(const struct folio_backend_options *opt,
                                      .num_kv_blocks = blocks,
                                      .max_seqs = opt->max_seqs,
                                      .max_num_tokens = opt->max_num_tokens,
+                                     .vocab_size = sim->vocab_size,
                                      .caps = {.pipeline_depth = 2}};
     b->o = *sim;
     b->kv = calloc((size_t)blocks * FOLIO_KV_BLOCK_SIZE, sizeof *b->kv);

@@ -66,11 +66,6 @@ int folio_step_io_batch(struct folio_step_io *io, const struct folio_plan_view *
     const int32_t *blocks = v->block_ids;
     for (int32_t i = 0; i < h->num_seqs; i++) {
         const struct folio_plan_seq *p = &v->seqs[i];
-        if (p->num_logprobs < 0 || p->num_logprobs > FOLIO_MAX_LOGPROBS) {
-            snprintf(err, errlen, "step plan %llu: sequence %d asks for %d logprobs (max %d)",
-                     (unsigned long long)h->step_id, i, p->num_logprobs, FOLIO_MAX_LOGPROBS);
-            return -1;
-        }
         io->seqs[i] = (struct folio_step_seq){
             .slot = p->slot,
             .num_new_tokens = p->num_new_tokens,
@@ -79,28 +74,13 @@ int folio_step_io_batch(struct folio_step_io *io, const struct folio_plan_view *
             .block_table = blocks,
             .sample = p->sample != 0,
             .output_index = p->output_index,
-            .sampling = {.temperature = p->temperature,
-                         .top_k = p->top_k,
-                         .top_p = p->top_p,
-                         .min_p = p->min_p,
-                         .repetition_penalty = p->repetition_penalty,
-                         .frequency_penalty = p->frequency_penalty,
-                         .presence_penalty = p->presence_penalty,
-                         .seed = p->seed,
-                         .num_logprobs = p->num_logprobs},
+            .sampling = p->sampling,
             .num_bias = p->num_bias,
             .bias = p->num_bias ? v->bias + p->bias_offset : NULL, /* the decoder checked it */
             .num_prompt_logprobs = p->num_prompt_lp,
             .next_prompt_token = p->next_prompt_token,
         };
-        if (p->num_prompt_lp < 0 || p->num_prompt_lp > p->num_new_tokens) {
-            snprintf(err, errlen,
-                     "step plan %llu: sequence %d asks for %d prompt logprobs of %d "
-                     "new tokens",
-                     (unsigned long long)h->step_id, i, p->num_prompt_lp, p->num_new_tokens);
-            return -1;
-        }
-        io->num_logprobs[i] = p->sample ? p->num_logprobs : 0;
+        io->num_logprobs[i] = p->sample ? p->sampling.num_logprobs : 0;
         blocks += p->num_blocks; /* the decoder checked the sum */
     }
     *batch = (struct folio_step_batch){.num_seqs = h->num_seqs,

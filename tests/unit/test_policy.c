@@ -129,15 +129,15 @@ static void test_pipeline_and_length(void)
     const struct folio_plan_view *v = plan(p);
     CHECK(v && v->hdr->num_seqs == 1 && v->hdr->num_tokens == 20);
     CHECK(v->seqs[0].sample == 1 && v->seqs[0].output_index == 0 && v->seqs[0].num_blocks == 2);
-    CHECK(v->seqs[0].seed != 0); /* drawn by the scheduler */
-    v = plan(p);                 /* planned before step 1's token is known */
-    CHECK(v && v->hdr->num_tokens == 1 && v->token_ids[0] == FOLIO_PLAN_TOKEN_FROM_PREV);
+    CHECK(v->seqs[0].sampling.seed != 0); /* drawn by the scheduler */
+    v = plan(p);                          /* planned before step 1's token is known */
+    CHECK(v && v->hdr->num_tokens == 1 && v->token_ids[0] == FOLIO_TOKEN_FROM_PREV);
     CHECK(v->seqs[0].context_len == 21 && v->seqs[0].output_index == 1);
     CHECK(plan(p) == NULL); /* two in flight */
     answer(p, 5);
     CHECK(num_events == 1 && events[0].token == 5 && events[0].finish == FOLIO_FINISH_NONE);
     v = plan(p);
-    CHECK(v && v->seqs[0].output_index == 2 && v->token_ids[0] == FOLIO_PLAN_TOKEN_FROM_PREV);
+    CHECK(v && v->seqs[0].output_index == 2 && v->token_ids[0] == FOLIO_TOKEN_FROM_PREV);
     answer(p, 6);
     /* Three outputs planned = max_tokens: nothing more to plan. */
     CHECK(plan(p) == NULL);

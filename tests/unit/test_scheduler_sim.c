@@ -226,6 +226,8 @@ static void run_10k(const char *name, bool no_chunks, bool serial)
                                       .stop_ids = stops,
                                       .num_stop_ids = 1,
                                       .ignore_eos = next % 5 == 0};
+            q.sampling.top_p = 1.0f; /* as the scheduler's submit sets them */
+            q.sampling.repetition_penalty = 1.0f;
             q.sampling.temperature = next % 3 == 0 ? 0.0f : 0.8f;
             q.sampling.num_logprobs = next % 11 == 0 ? 3 : 0;
             folio_policy_submit(d.p, &q);
@@ -289,6 +291,8 @@ static void bench_plan_256(void)
                                   .num_prompt = 500,
                                   .max_tokens = 600,
                                   .ignore_eos = true};
+        q.sampling.top_p = 1.0f;
+        q.sampling.repetition_penalty = 1.0f;
         folio_policy_submit(d.p, &q);
     }
     int k = 0, inflight = 0;
