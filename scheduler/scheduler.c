@@ -29,16 +29,6 @@
 #include "worker_supervisor.h"
 #include "clock.h"
 
-void sched_on_event(void *ctx, const struct folio_token_event *ev)
-{
-    struct sched *s = ctx;
-    if (ev->finish != FOLIO_FINISH_NONE)
-        folio_log_debug(ev->request_id, "finish %d status %u: %u prompt, %u completion tokens%s%s",
-                        ev->finish, ev->status, ev->prompt_tokens, ev->completion_tokens,
-                        ev->message ? ": " : "", ev->message ? ev->message : "");
-    folio_links_send(&s->links, ev);
-}
-
 /* ---- rings ---------------------------------------------------------------- */
 
 static size_t pow2_at_least(size_t n)
