@@ -139,9 +139,7 @@ void ct_buf_putc(struct ct_arena *a, struct ct_buf *b, char c);
 
 /* Python's str(v) (undefined prints nothing) and repr(v). */
 void ct_put_str(struct ct_arena *a, struct ct_buf *b, const struct ct_value *v);
-void ct_put_repr(struct ct_arena *a, struct ct_buf *b, const struct ct_value *v);
 struct ct_value ct_to_str(struct ct_arena *a, const struct ct_value *v);
-void ct_put_float(struct ct_arena *a, struct ct_buf *b, double f);
 /* json.dumps(v, ensure_ascii, indent, separators, sort_keys) as
  * transformers' tojson filter calls it. indent NULL: one line. */
 void ct_put_json(struct ct_arena *a, struct ct_buf *b, const struct ct_value *v, const char *indent,
@@ -281,28 +279,11 @@ struct ct_nodes {
     size_t n, cap;
 };
 
-const struct ct_token *ct_parse_cur(struct ct_parser *p);
-const struct ct_token *ct_parse_peek(struct ct_parser *p, size_t k);
 /* fmt takes one "%.*s" argument (arg, arglen). */
-_Noreturn void ct_parse_fail_at(struct ct_parser *p, const struct ct_token *tok, const char *fmt,
-                                const char *arg, size_t arglen);
-_Noreturn void ct_parse_unexpected(struct ct_parser *p, const char *expected);
-bool ct_parse_is_op(const struct ct_token *t, const char *op);
-bool ct_parse_is_name(const struct ct_token *t, const char *name);
-bool ct_parse_skip_op(struct ct_parser *p, const char *op);
-bool ct_parse_skip_name(struct ct_parser *p, const char *name);
-void ct_parse_expect_op(struct ct_parser *p, const char *op);
-void ct_parse_expect_type(struct ct_parser *p, int type, const char *what);
-struct ct_node *ct_parse_node(struct ct_parser *p, int kind, const struct ct_token *at);
-void ct_parse_push(struct ct_parser *p, struct ct_nodes *l, struct ct_node *x);
 /* One level deeper; too deep is a syntax error. */
-void ct_parse_enter(struct ct_parser *p);
 /* An expression; with_condexpr false stops below `a if b else c`. */
-struct ct_node *ct_parse_expression(struct ct_parser *p, bool with_condexpr);
 /* A tuple or a single expression, up to the end of the tag, a closing
  * parenthesis or the name extra_end. */
-struct ct_node *ct_parse_tuple(struct ct_parser *p, bool with_condexpr, const char *extra_end,
-                               bool explicit_parens);
 
 /* ---- builtins (filters, tests, methods, globals) ---- */
 
@@ -442,47 +423,24 @@ struct ct_args {
 
 /* Argument helpers of the builtins (chat_template_builtins.c). */
 /* Argument pos (0-based, after the filter's operand) or keyword name. */
-const struct ct_value *ct_arg(const struct ct_args *a, size_t pos, const char *name);
 /* At most n arguments, else an error naming what. */
-void ct_max_args(struct ct_render *r, const struct ct_node *at, const struct ct_args *a, size_t n,
-                 const char *what);
 /* A string argument (NULL when absent or None); another type is an error. */
-const struct ct_value *ct_str_arg(struct ct_render *r, const struct ct_node *at,
-                                  const struct ct_args *a, size_t pos, const char *name,
-                                  const char *what);
 /* An integer (or bool) argument, dflt when absent or None; another type is
  * an error. */
-int64_t ct_int_arg(struct ct_render *r, const struct ct_node *at, const struct ct_args *a,
-                   size_t pos, const char *name, int64_t dflt, const char *what);
-bool ct_bool_arg(const struct ct_args *a, size_t pos, const char *name, bool dflt);
-struct ct_value ct_empty_str(void);
-struct ct_value ct_from_buf(const struct ct_buf *b);
 
 /* String helpers shared by the filters and the str methods
  * (chat_template_builtins_str.c). */
 enum ct_casing { CASE_UPPER, CASE_LOWER, CASE_CAPITALIZE, CASE_PY_TITLE };
 /* Case mapping of ASCII and the Latin-1, Latin Extended-A, Greek and
  * Cyrillic letters whose case pairs are a fixed offset apart. */
-uint32_t ct_to_upper(uint32_t c);
-uint32_t ct_to_lower(uint32_t c);
 /* The first occurrence of n (nl bytes) in h (hl bytes); NULL when none. */
-const char *ct_find_sub(const char *h, size_t hl, const char *n, size_t nl);
 /* str.strip/lstrip/rstrip: whitespace, or the characters of chars. */
-struct ct_value ct_strip(struct ct_value s, const struct ct_value *chars, bool left, bool right);
-struct ct_value ct_change_case(struct ct_arena *a, struct ct_value s, enum ct_casing how);
 /* jinja2's title filter: words begin after "-", whitespace, or an opening
  * bracket; each word's first character upper-cased, the rest lower-cased. */
-struct ct_value ct_jinja_title(struct ct_arena *a, struct ct_value s);
 /* str.replace(old, new, count); count < 0: all. */
-struct ct_value ct_replace(struct ct_render *r, struct ct_value s, struct ct_value old,
-                           struct ct_value new, int64_t count);
 /* str.split(sep, maxsplit); sep NULL: runs of whitespace. */
-struct ct_value ct_split(struct ct_render *r, const struct ct_node *at, struct ct_value s,
-                         const struct ct_value *sep, int64_t maxsplit);
 /* str.splitlines(): \n, \r, \r\n, \v, \f, \x1c-\x1e, \x85, U+2028, U+2029. */
-struct ct_value ct_splitlines(struct ct_render *r, struct ct_value s, bool keepends);
 /* sep.join(items): the str() of each item. */
-struct ct_value ct_join(struct ct_render *r, const struct ct_value *items, struct ct_value sep);
 
 struct ct_value ct_apply_filter(struct ct_render *r, const struct ct_node *at, int id,
                                 struct ct_value v, const struct ct_args *args);
@@ -520,23 +478,13 @@ struct ct_frame {
 };
 
 /* Sets name in frame f (replacing it when already there). */
-void ct_frame_set(struct ct_render *r, struct ct_frame *f, const char *name, size_t len,
-                  struct ct_value v);
 /* A variable from the innermost frame outwards, else a global function,
  * else undefined. */
-struct ct_value ct_lookup(struct ct_render *r, const char *name, size_t len);
 /* Evaluates an expression node (chat_template_eval_expr.c). */
-struct ct_value ct_eval(struct ct_render *r, const struct ct_node *n);
 /* Runs a body of statements; returns FLOW_NORMAL, FLOW_BREAK or FLOW_CONTINUE
  * (chat_template_eval.c). */
-int ct_exec_body(struct ct_render *r, const struct ct_node *body);
 /* Binary arithmetic and comparison operators (chat_template_eval_ops.c). */
-struct ct_value ct_arith(struct ct_render *r, const struct ct_node *n, int op,
-                         const struct ct_value *a, const struct ct_value *b);
-bool ct_compare_op(struct ct_render *r, const struct ct_node *at, int op, const struct ct_value *a,
-                   const struct ct_value *b);
 /* A number (int, bool) as int64_t. */
-int64_t ct_num_i(const struct ct_value *v);
 
 /* Raises a render error located at node at (may be NULL). */
 _Noreturn void ct_error(struct ct_render *r, const struct ct_node *at, const char *fmt, ...)
@@ -550,15 +498,11 @@ struct ct_value ct_getattr(struct ct_render *r, const struct ct_node *at,
 /* Iteration: a list of the items of a list, tuple, dict (its keys), string
  * (its characters) or undefined (nothing); others are an error. */
 struct ct_value ct_iterate(struct ct_render *r, const struct ct_node *at, const struct ct_value *v);
-struct ct_value ct_call_value(struct ct_render *r, const struct ct_node *at,
-                              const struct ct_value *callee, const struct ct_args *args);
 /* Python's comparison for sort and < (numbers, strings, lists). */
 int ct_compare(struct ct_render *r, const struct ct_node *at, const struct ct_value *a,
                const struct ct_value *b);
 /* Accounts for one unit of work and stops the render past the limit. */
 void ct_step(struct ct_render *r, const struct ct_node *at);
 /* Undefined values fail on use: attribute access, arithmetic, tojson. */
-_Noreturn void ct_undefined_error(struct ct_render *r, const struct ct_node *at,
-                                  const struct ct_value *v);
 
 #endif
