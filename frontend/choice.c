@@ -66,9 +66,11 @@ static void set_lp(const struct folio_tokenizer *t, struct folio_oai_token_logpr
     lp->logprob = logprob;
 }
 
-/* A token's logprob and the top want_top alternatives (of avail given). The
- * token is always among them, as OpenAI and vLLM list it (completions
- * logprobs=0: the token alone); chat's top_logprobs=0 lists none. */
+/* A token's logprob and the top want_top alternatives (of avail given).
+ * Completions add the token itself when it is not among them, as OpenAI's
+ * legacy endpoint and vLLM list it (up to want_top + 1; logprobs=0: the token
+ * alone). Chat lists exactly the want_top most likely, as OpenAI does: the
+ * token's own logprob is in the entry already. */
 static void fill_lp(const struct folio_tokenizer *t, struct folio_oai_token_logprob *lp, int32_t id,
                     float logprob, const int32_t *top_ids, const float *top_lps, uint32_t avail,
                     int32_t want_top, bool chat)
@@ -80,7 +82,7 @@ static void fill_lp(const struct folio_tokenizer *t, struct folio_oai_token_logp
         listed |= top_ids[k] == id;
         set_top(t, &lp->top[lp->num_top++], top_ids[k], top_lps[k]);
     }
-    if (!listed && !(chat && want_top == 0))
+    if (!listed && !chat)
         set_top(t, &lp->top[lp->num_top++], id, logprob);
 }
 

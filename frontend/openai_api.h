@@ -124,7 +124,8 @@ struct folio_oai_token_logprob {
     size_t len;
     float logprob;
     uint32_t num_top;
-    struct folio_oai_top top[FOLIO_MAX_LOGPROBS + 1]; /* the sampled token may come last */
+    struct folio_oai_top top[FOLIO_MAX_LOGPROBS + 1]; /* completions: the sampled token may
+                                                         come last */
 };
 
 /* What every chunk and response of one request shares. */
