@@ -399,6 +399,7 @@ static int parse_fields(json_t *root, struct folio_oai_request *r, struct folio_
         if (get_bool(v, "include_usage", &r->include_usage, e) ||
             get_bool(v, "continuous_usage_stats", &r->continuous_usage, e))
             return -1;
+        r->continuous_usage &= r->include_usage; /* vLLM's: only with include_usage */
     }
 
     /* max_completion_tokens is the newer name; it wins when both are given. */

@@ -64,7 +64,7 @@ struct folio_oai_request {
 
     bool stream;
     bool include_usage;    /* stream_options.include_usage */
-    bool continuous_usage; /* stream_options.continuous_usage_stats */
+    bool continuous_usage; /* stream_options.continuous_usage_stats, with include_usage */
 
     int32_t max_tokens; /* -1: to the end of the context (chat's default) */
     int32_t min_tokens;
