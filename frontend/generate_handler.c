@@ -562,7 +562,7 @@ static void admit(struct server *s, h2o_req_t *req, enum folio_oai_endpoint ep, 
     size_t *num_ids = NULL, total = 0;
     uint32_t num_prompts = 0;
     if (folio_oai_parse_request(ep, req->entity.base ? req->entity.base : "", req->entity.len,
-                                &g->oai, &e) != 0) {
+                                s->cfg->sampling_defaults, &g->oai, &e) != 0) {
         http_send_error(s, req, e.status, e.message, e.param, 0);
         goto fail;
     }

@@ -93,9 +93,12 @@ struct folio_oai_request {
 
 /* Parses and validates a request body. A field Folio does not implement is
  * a 400 naming it (openai_fields.h); invalid JSON, invalid UTF-8, wrong types and out-of-range
- * values give -1 with e filled (status 400). The request owns its strings; free it with
- * folio_oai_request_free (also after a failed parse). */
+ * values give -1 with e filled (status 400). A sampling field the body leaves
+ * out (or sends as null) takes the model's value from defaults, else
+ * OpenAI's (defaults NULL: OpenAI's only). The request owns its strings; free
+ * it with folio_oai_request_free (also after a failed parse). */
 int folio_oai_parse_request(enum folio_oai_endpoint ep, const char *body, size_t len,
+                            const struct folio_sampling_defaults *defaults,
                             struct folio_oai_request *r, struct folio_oai_error *e);
 void folio_oai_request_free(struct folio_oai_request *r);
 
