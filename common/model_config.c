@@ -313,11 +313,60 @@ static int read_config(struct reader *r, struct folio_model_config *cfg)
     return read_architecture_flags(r, cfg);
 }
 
-/* generation_config.json's eos_token_id (a number or a list) joins config.json's:
- * chat models end their turns with a token there (Llama-3-Instruct's
- * <|eot_id|>) that config.json may not list. */
-static int merge_generation_eos(const char *model_dir, struct folio_model_config *cfg, char *err,
-                                size_t errlen)
+/* A number field of generation_config.json into *out (and *has); absent or
+ * null leaves them. skip: the value transformers' GenerationConfig holds by
+ * default, which vLLM does not take as the model's (it reads the file's
+ * differences from those defaults: a top_k of 50 is no recommendation). */
+static int get_sampling(struct reader *r, const char *key, bool integer, double skip, bool *has,
+                        double *out)
+{
+    json_t *v = json_object_get(r->root, key);
+    if (!v || json_is_null(v))
+        return 0;
+    if (!json_is_number(v) || (integer && !json_is_integer(v))) {
+        folio_set_err(r->err, r->errlen, "%s: field \"%s\" must be %s", r->path, key,
+                      integer ? "an integer" : "a number");
+        return -1;
+    }
+    double x = json_number_value(v);
+    if (x == skip)
+        return 0;
+    *has = true;
+    *out = x;
+    return 0;
+}
+
+/* The sampling settings of generation_config.json, checked as a request's
+ * would be. */
+static int read_sampling_defaults(struct reader *r, struct folio_sampling_defaults *d)
+{
+    double t = 0, p = 0, k = 0, m = 0, rp = 0;
+    memset(d, 0, sizeof *d);
+    if (get_sampling(r, "temperature", false, 1.0, &d->has_temperature, &t) != 0 ||
+        get_sampling(r, "top_p", false, 1.0, &d->has_top_p, &p) != 0 ||
+        get_sampling(r, "top_k", true, 50, &d->has_top_k, &k) != 0 ||
+        get_sampling(r, "min_p", false, NAN, &d->has_min_p, &m) != 0 ||
+        get_sampling(r, "repetition_penalty", false, 1.0, &d->has_repetition_penalty, &rp) != 0)
+        return -1;
+    d->temperature = (float)t;
+    d->top_p = (float)p;
+    d->top_k = k > 2147483647.0 ? 2147483647 : k < 0 ? -1 : (int32_t)k;
+    d->min_p = (float)m;
+    d->repetition_penalty = (float)rp;
+    char why[256];
+    if (folio_sampling_defaults_check(d, why, sizeof why) != 0) {
+        folio_set_err(r->err, r->errlen, "%s: %s", r->path, why);
+        return -1;
+    }
+    return 0;
+}
+
+/* generation_config.json: its eos_token_id (a number or a list) joins
+ * config.json's, since chat models end their turns with a token there
+ * (Llama-3-Instruct's <|eot_id|>) that config.json may not list; and its
+ * sampling settings become the model's defaults. */
+static int read_generation_config(const char *model_dir, struct folio_model_config *cfg, char *err,
+                                  size_t errlen)
 {
     char path[4096];
     if ((size_t)snprintf(path, sizeof path, "%s/generation_config.json", model_dir) >=
@@ -337,6 +386,8 @@ static int merge_generation_eos(const char *model_dir, struct folio_model_config
     struct folio_model_config gen = {.vocab_size = cfg->vocab_size};
     struct reader r = {.path = path, .root = root, .err = err, .errlen = errlen};
     int rc = json_is_object(root) ? read_token_ids(&r, &gen) : 0;
+    if (rc == 0 && json_is_object(root))
+        rc = read_sampling_defaults(&r, &cfg->sampling_defaults);
     json_decref(root);
     if (rc != 0)
         return -1;
@@ -403,6 +454,6 @@ int folio_model_config_load(const char *model_dir, struct folio_model_config *cf
     int rc = read_config(&r, cfg);
     json_decref(root);
     if (rc == 0)
-        rc = merge_generation_eos(model_dir, cfg, err, errlen);
+        rc = read_generation_config(model_dir, cfg, err, errlen);
     return rc;
 }

@@ -5,6 +5,8 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#include "sampling_params.h"
+
 #define FOLIO_MAX_EOS_IDS 8
 
 enum folio_rope_scaling_type {
@@ -44,6 +46,10 @@ struct folio_model_config {
      * generation_config.json not already listed: generation stops at any. */
     int eos_token_ids[FOLIO_MAX_EOS_IDS];
     int num_eos_token_ids;
+    /* The sampling settings the model recommends (generation_config.json's
+     * temperature, top_p, top_k, min_p, repetition_penalty; a GGUF's
+     * general.sampling.*), for requests that leave them out. */
+    struct folio_sampling_defaults sampling_defaults;
 };
 
 /* Reads DIR/config.json (and DIR/generation_config.json when present), or the

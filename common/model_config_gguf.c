@@ -211,6 +211,54 @@ static int read_sizes(struct gguf_reader *r, struct folio_model_config *cfg)
     return get_positive(r, "attention.layer_norm_rms_epsilon", 1e-5f, &cfg->rms_norm_eps);
 }
 
+/* general.sampling.KEY into *out (and *has) when present: a number, or for
+ * top_k an integer. */
+static int sampling_key(struct gguf_reader *r, const char *key, bool integer, bool *has,
+                        double *out)
+{
+    char full[96];
+    snprintf(full, sizeof full, "general.sampling.%s", key);
+    const struct folio_gguf_kv *kv = folio_gguf_find(r->g, full);
+    if (!kv)
+        return 0;
+    int64_t i;
+    if (integer ? folio_gguf_kv_int(kv, &i) != 0 : folio_gguf_kv_float(kv, out) != 0) {
+        folio_set_err(r->err, r->errlen, "%s: key '%s' must be %s", r->path, full,
+                      integer ? "an integer" : "a number");
+        return -1;
+    }
+    if (integer)
+        *out = (double)i;
+    *has = true;
+    return 0;
+}
+
+/* The sampling settings the file recommends, under the keys llama.cpp reads
+ * (general.sampling.temp, top_p, top_k, min_p, penalty_repeat), checked as
+ * a request's would be. */
+static int read_sampling_defaults(struct gguf_reader *r, struct folio_sampling_defaults *d)
+{
+    double t = 0, p = 0, k = 0, m = 0, rp = 0;
+    memset(d, 0, sizeof *d);
+    if (sampling_key(r, "temp", false, &d->has_temperature, &t) != 0 ||
+        sampling_key(r, "top_p", false, &d->has_top_p, &p) != 0 ||
+        sampling_key(r, "top_k", true, &d->has_top_k, &k) != 0 ||
+        sampling_key(r, "min_p", false, &d->has_min_p, &m) != 0 ||
+        sampling_key(r, "penalty_repeat", false, &d->has_repetition_penalty, &rp) != 0)
+        return -1;
+    d->temperature = (float)t;
+    d->top_p = (float)p;
+    d->top_k = k > 2147483647.0 ? 2147483647 : k < 0 ? -1 : (int32_t)k;
+    d->min_p = (float)m;
+    d->repetition_penalty = (float)rp;
+    char why[256];
+    if (folio_sampling_defaults_check(d, why, sizeof why) != 0) {
+        folio_set_err(r->err, r->errlen, "%s: general.sampling.*: %s", r->path, why);
+        return -1;
+    }
+    return 0;
+}
+
 int folio_model_config_from_gguf(const struct folio_gguf *g, struct folio_model_config *cfg,
                                  char *err, size_t errlen)
 {
@@ -236,7 +284,7 @@ int folio_model_config_from_gguf(const struct folio_gguf *g, struct folio_model_
     }
     snprintf(cfg->model_type, sizeof cfg->model_type, "%s", r.arch);
     if (read_sizes(&r, cfg) != 0 || read_vocab(&r, cfg) != 0 || read_rope(&r, cfg) != 0 ||
-        read_token_ids(&r, cfg) != 0)
+        read_token_ids(&r, cfg) != 0 || read_sampling_defaults(&r, &cfg->sampling_defaults) != 0)
         return -1;
     /* No output.weight: the LM head is the embedding, as llama.cpp reads it. */
     cfg->tie_word_embeddings = folio_gguf_find_tensor(g, "output.weight") == NULL;

@@ -57,3 +57,36 @@ int folio_logit_bias_check(const struct folio_logit_bias *b, int32_t n, int32_t 
     }
     return 0;
 }
+
+void folio_sampling_defaults_apply(const struct folio_sampling_defaults *d,
+                                   struct folio_sampling_params *p)
+{
+    p->temperature = d && d->has_temperature ? d->temperature : 1.0f;
+    p->top_p = d && d->has_top_p ? d->top_p : 1.0f;
+    p->top_k = d && d->has_top_k && d->top_k > 0 ? d->top_k : -1;
+    p->min_p = d && d->has_min_p ? d->min_p : 0.0f;
+    p->repetition_penalty = d && d->has_repetition_penalty ? d->repetition_penalty : 1.0f;
+}
+
+int folio_sampling_defaults_check(const struct folio_sampling_defaults *d, char *err, size_t errlen)
+{
+    struct folio_sampling_params p = {0};
+    folio_sampling_defaults_apply(d, &p);
+    return folio_sampling_params_check(&p, err, errlen);
+}
+
+void folio_sampling_defaults_describe(const struct folio_sampling_defaults *d, char *out,
+                                      size_t outlen)
+{
+    size_t n = 0;
+    out[0] = 0;
+#define FIELD(flag, fmt, value)                                                                    \
+    if (d->flag && n < outlen)                                                                     \
+        n += (size_t)snprintf(out + n, outlen - n, "%s" fmt, n ? ", " : "", value);
+    FIELD(has_temperature, "temperature %g", (double)d->temperature)
+    FIELD(has_top_p, "top_p %g", (double)d->top_p)
+    FIELD(has_top_k, "top_k %d", (int)d->top_k)
+    FIELD(has_min_p, "min_p %g", (double)d->min_p)
+    FIELD(has_repetition_penalty, "repetition_penalty %g", (double)d->repetition_penalty)
+#undef FIELD
+}

@@ -5,6 +5,7 @@
 #ifndef FOLIO_SAMPLING_PARAMS_H
 #define FOLIO_SAMPLING_PARAMS_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -49,6 +50,20 @@ static inline int folio_sampling_params_penalized(const struct folio_sampling_pa
            p->presence_penalty != 0.0f;
 }
 
+/* The sampling settings a model recommends: generation_config.json's, or a
+ * GGUF's general.sampling.* keys. A request that omits a field gets the
+ * model's value, one that omits it too gets OpenAI's (vLLM's
+ * --generation-config auto): request > model > OpenAI. Each value counts
+ * only where its has_ flag is set. */
+struct folio_sampling_defaults {
+    bool has_temperature, has_top_p, has_top_k, has_min_p, has_repetition_penalty;
+    float temperature;
+    float top_p;
+    int32_t top_k; /* <= 0: off */
+    float min_p;
+    float repetition_penalty;
+};
+
 /* 0, or -1 with a message naming the field. */
 int folio_sampling_params_check(const struct folio_sampling_params *p, char *err, size_t errlen);
 
@@ -56,5 +71,18 @@ int folio_sampling_params_check(const struct folio_sampling_params *p, char *err
  * range (or -inf). 0, or -1 with a message naming the entry. */
 int folio_logit_bias_check(const struct folio_logit_bias *b, int32_t n, int32_t vocab, char *err,
                            size_t errlen);
+
+/* The model's values (d) over OpenAI's defaults, into p's sampling fields
+ * (temperature 1, top_p 1, top_k off, min_p 0, repetition_penalty 1 where d
+ * has none). d may be NULL. */
+void folio_sampling_defaults_apply(const struct folio_sampling_defaults *d,
+                                   struct folio_sampling_params *p);
+/* Whether d's values are ones a request could send: 0, or -1 with the
+ * message of folio_sampling_params_check. */
+int folio_sampling_defaults_check(const struct folio_sampling_defaults *d, char *err,
+                                  size_t errlen);
+/* "temperature 0.6, top_p 0.9" (the fields d has), or "" when none. */
+void folio_sampling_defaults_describe(const struct folio_sampling_defaults *d, char *out,
+                                      size_t outlen);
 
 #endif

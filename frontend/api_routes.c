@@ -84,7 +84,7 @@ static int32_t *messages_ids(const struct folio_api_text_ctx *c, json_t *root, b
     }
     struct folio_oai_request r;
     int32_t *ids = NULL;
-    if (folio_oai_parse_request(FOLIO_OAI_CHAT, text, strlen(text), &r, e) == 0) {
+    if (folio_oai_parse_request(FOLIO_OAI_CHAT, text, strlen(text), NULL, &r, e) == 0) {
         char err[512];
         ids = folio_chat_prompt_ids(c->tokenizer, c->chat_template, r.messages, r.num_messages,
                                     r.add_generation_prompt, add_special, n, err, sizeof err);

@@ -6,11 +6,12 @@
 
 int folio_choice_init(struct folio_choice *c, const struct folio_tokenizer *t,
                       const struct folio_oai_request *r, const struct folio_oai_response_ctx *rctx,
-                      uint32_t index, uint32_t prompt)
+                      uint32_t index, uint32_t prompt, uint32_t prompt_tokens)
 {
     memset(c, 0, sizeof *c);
     c->index = index;
     c->prompt = prompt;
+    c->prompt_tokens = prompt_tokens;
     c->rctx = *rctx;
     c->rctx.index = index;
     folio_jw_init(&c->text);
@@ -42,6 +43,26 @@ void folio_choice_free(struct folio_choice *c)
     memset(c, 0, sizeof *c);
 }
 
+/* Continuous usage stats as vLLM writes them in each chunk: this choice's
+ * prompt and the tokens it has generated so far, this chunk's included (the
+ * engine's count: a token that completed a stop string counts, text held
+ * back does not matter). NULL when not asked for. */
+static const struct folio_oai_usage *chunk_usage(const struct folio_choice *c,
+                                                 const struct folio_oai_request *r,
+                                                 struct folio_oai_usage *u)
+{
+    *u = (struct folio_oai_usage){.prompt_tokens = c->prompt_tokens,
+                                  .completion_tokens = c->ts.num_tokens};
+    return r->continuous_usage ? u : NULL;
+}
+
+void folio_choice_role_chunk(const struct folio_choice *c, const struct folio_oai_request *r,
+                             struct folio_jw *out)
+{
+    struct folio_oai_usage u;
+    folio_oai_write_chunk(out, &c->rctx, true, "", 0, NULL, NULL, 0, 0, chunk_usage(c, r, &u));
+}
+
 /* A token's text, owned by the caller ("" for an id the tokenizer lacks). */
 static const char *token_text(const struct folio_tokenizer *t, int32_t id, size_t *len)
 {
@@ -66,9 +87,11 @@ static void set_lp(const struct folio_tokenizer *t, struct folio_oai_token_logpr
     lp->logprob = logprob;
 }
 
-/* A token's logprob and the top want_top alternatives (of avail given). The
- * token is always among them, as OpenAI and vLLM list it (completions
- * logprobs=0: the token alone); chat's top_logprobs=0 lists none. */
+/* A token's logprob and the top want_top alternatives (of avail given).
+ * Completions add the token itself when it is not among them, as OpenAI's
+ * legacy endpoint and vLLM list it (up to want_top + 1; logprobs=0: the token
+ * alone). Chat lists exactly the want_top most likely, as OpenAI does: the
+ * token's own logprob is in the entry already. */
 static void fill_lp(const struct folio_tokenizer *t, struct folio_oai_token_logprob *lp, int32_t id,
                     float logprob, const int32_t *top_ids, const float *top_lps, uint32_t avail,
                     int32_t want_top, bool chat)
@@ -80,7 +103,7 @@ static void fill_lp(const struct folio_tokenizer *t, struct folio_oai_token_logp
         listed |= top_ids[k] == id;
         set_top(t, &lp->top[lp->num_top++], top_ids[k], top_lps[k]);
     }
-    if (!listed && !(chat && want_top == 0))
+    if (!listed && !chat)
         set_top(t, &lp->top[lp->num_top++], id, logprob);
 }
 
@@ -108,10 +131,12 @@ static struct folio_oai_token_logprob *grow_lps(struct folio_oai_token_logprob *
     return *a + num;
 }
 
-static void write_echo_chunk(struct folio_choice *c, struct folio_jw *out)
+static void write_echo_chunk(struct folio_choice *c, const struct folio_oai_request *r,
+                             struct folio_jw *out)
 {
+    struct folio_oai_usage u;
     folio_oai_write_chunk(out, &c->rctx, false, c->echo_text, c->echo_len, NULL, c->echo_lps,
-                          c->num_echo_lps, 0, NULL);
+                          c->num_echo_lps, 0, chunk_usage(c, r, &u));
     free_lps(c->echo_lps, c->num_echo_lps);
     free(c->echo_lps);
     c->echo_lps = NULL;
@@ -127,8 +152,10 @@ int folio_choice_echo(struct folio_choice *c, const struct folio_tokenizer *t,
     if (!r->stream)
         folio_jw_raw(&c->text, text, len);
     if (r->logprobs < 0) {
+        struct folio_oai_usage u;
         if (r->stream)
-            folio_oai_write_chunk(out, &c->rctx, false, text, len, NULL, NULL, 0, 0, NULL);
+            folio_oai_write_chunk(out, &c->rctx, false, text, len, NULL, NULL, 0, 0,
+                                  chunk_usage(c, r, &u));
         return 0;
     }
     size_t cap = 0;
@@ -144,7 +171,7 @@ int folio_choice_echo(struct folio_choice *c, const struct folio_tokenizer *t,
     c->echo_text = text;
     c->echo_len = len;
     if (r->stream && c->num_echo_lps == c->want_echo_lps)
-        write_echo_chunk(c, out);
+        write_echo_chunk(c, r, out);
     return 0;
 }
 
@@ -168,7 +195,7 @@ void folio_choice_prompt_lps(struct folio_choice *c, const struct folio_tokenize
                 v->prompt_top_logprobs + i * k, k, r->logprobs, false);
     *num += n;
     if (r->stream && c->num_echo_lps >= c->want_echo_lps)
-        write_echo_chunk(c, out);
+        write_echo_chunk(c, r, out);
 }
 
 /* The logprobs of the first `used` tokens: a new array when streaming (the
@@ -197,11 +224,11 @@ static const char *finish_name(uint32_t reason)
 enum folio_choice_step folio_choice_event(struct folio_choice *c, const struct folio_tokenizer *t,
                                           const struct folio_oai_request *r,
                                           const struct folio_event_view *v, struct folio_jw *out,
-                                          const struct folio_oai_usage *usage, uint32_t *used)
+                                          uint32_t *used)
 {
     const struct folio_event_header *h = v->hdr;
     if (r->stream && c->echo_text && (h->num_tokens || h->finish_reason != FOLIO_FINISH_NONE))
-        write_echo_chunk(c, out); /* the prompt's logprobs did not all come */
+        write_echo_chunk(c, r, out); /* the prompt's logprobs did not all come */
     struct folio_jw text;
     folio_jw_init(&text);
     bool stop_hit = false;
@@ -228,10 +255,11 @@ enum folio_choice_step folio_choice_event(struct folio_choice *c, const struct f
     }
     struct folio_oai_token_logprob *lp = r->logprobs >= 0 && n > 0 ? take_lps(c, t, r, v, n) : NULL;
     if (r->stream) {
+        struct folio_oai_usage u;
         if (text.len || lp || c->finish)
             folio_oai_write_chunk(out, &c->rctx, false, text.data ? text.data : "", text.len,
                                   c->finish, lp, lp ? n : 0,
-                                  c->text_base + c->ts.emitted - text.len, usage);
+                                  c->text_base + c->ts.emitted - text.len, chunk_usage(c, r, &u));
         if (lp) {
             free_lps(lp, n);
             free(lp);

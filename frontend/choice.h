@@ -19,6 +19,7 @@
 struct folio_choice {
     uint32_t index;                     /* in the response: prompt * n + sample */
     uint32_t prompt;                    /* which prompt of the request */
+    uint32_t prompt_tokens;             /* its length, for continuous usage stats */
     struct folio_oai_response_ctx rctx; /* the request's, with this choice's index */
     struct folio_text_stream ts;
     struct folio_jw text;                /* non-streaming: the echo and the completion */
@@ -36,8 +37,12 @@ struct folio_choice {
 
 int folio_choice_init(struct folio_choice *c, const struct folio_tokenizer *t,
                       const struct folio_oai_request *r, const struct folio_oai_response_ctx *rctx,
-                      uint32_t index, uint32_t prompt);
+                      uint32_t index, uint32_t prompt, uint32_t prompt_tokens);
 void folio_choice_free(struct folio_choice *c);
+
+/* A streamed chat choice's first chunk: the role, no text. */
+void folio_choice_role_chunk(const struct folio_choice *c, const struct folio_oai_request *r,
+                             struct folio_jw *out);
 
 /* echo: the prompt's text leads the choice's text (a chunk of its own when
  * streaming, into out). With logprobs, the prompt's tokens lead its logprobs:
@@ -61,13 +66,16 @@ enum folio_choice_step {
     FOLIO_CHOICE_BAD_TOKEN,   /* a token id the tokenizer does not know */
 };
 
-/* Takes the event's tokens: streaming, a chunk into out (usage: continuous
- * usage stats for it, or NULL); else into the choice's text and logprobs.
- * *used: tokens taken (those after a stop string are dropped). */
+/* Takes the event's tokens: streaming, a chunk into out; else into the
+ * choice's text and logprobs. With continuous usage stats every chunk of
+ * the choice (role and echo ones too) carries its prompt's tokens and the
+ * tokens it has generated up to and including that chunk, as vLLM counts
+ * them per choice. *used: tokens taken (those after a stop string are
+ * dropped). */
 enum folio_choice_step folio_choice_event(struct folio_choice *c, const struct folio_tokenizer *t,
                                           const struct folio_oai_request *r,
                                           const struct folio_event_view *v, struct folio_jw *out,
-                                          const struct folio_oai_usage *usage, uint32_t *used);
+                                          uint32_t *used);
 
 /* The choice as the whole response lists it. */
 struct folio_oai_choice folio_choice_result(const struct folio_choice *c, bool with_logprobs);

@@ -70,7 +70,7 @@ static void start_stream(struct gen_req *g)
     for (uint32_t k = 0; k < g->num_choices; k++) {
         struct folio_choice *c = &g->choices[k];
         if (g->oai.endpoint == FOLIO_OAI_CHAT)
-            folio_oai_write_chunk(&g->pending, &c->rctx, true, "", 0, NULL, NULL, 0, 0, NULL);
+            folio_choice_role_chunk(c, &g->oai, &g->pending);
         else if (g->echo)
             folio_choice_echo(c, g->srv->cfg->tokenizer, &g->oai, g->echo[c->prompt],
                               g->echo_len[c->prompt], g->echo_ids[c->prompt],
@@ -202,11 +202,9 @@ static void handle_event(struct gen_req *g, uint32_t k, const struct folio_event
         start_stream(g);
     if (h->num_prompt_lp)
         folio_choice_prompt_lps(c, s->cfg->tokenizer, &g->oai, v, &g->pending);
-    struct folio_oai_usage usage = request_usage(g);
     uint32_t used = 0;
     enum folio_choice_step step =
-        folio_choice_event(c, s->cfg->tokenizer, &g->oai, v, &g->pending,
-                           g->oai.continuous_usage ? &usage : NULL, &used);
+        folio_choice_event(c, s->cfg->tokenizer, &g->oai, v, &g->pending, &used);
     s->metrics.generation_tokens += used;
     if (step == FOLIO_CHOICE_BAD_TOKEN) {
         fail_request(g, 500, "the scheduler sent a token id the tokenizer does not know", 0);
@@ -518,7 +516,8 @@ static int submit_choices(struct server *s, h2o_req_t *req, struct gen_req *g, i
     for (uint32_t k = 0; k < g->num_choices; k++) {
         uint32_t i = k / (uint32_t)g->oai.n, j = k % (uint32_t)g->oai.n;
         struct folio_choice *c = &g->choices[k];
-        if (folio_choice_init(c, s->cfg->tokenizer, &g->oai, &g->rctx, k, i) != 0) {
+        if (folio_choice_init(c, s->cfg->tokenizer, &g->oai, &g->rctx, k, i, g->prompt_tokens[i]) !=
+            0) {
             abort_choices(g);
             http_send_error(s, req, 500, "out of memory", NULL, 0);
             return -1;
@@ -563,7 +562,7 @@ static void admit(struct server *s, h2o_req_t *req, enum folio_oai_endpoint ep, 
     size_t *num_ids = NULL, total = 0;
     uint32_t num_prompts = 0;
     if (folio_oai_parse_request(ep, req->entity.base ? req->entity.base : "", req->entity.len,
-                                &g->oai, &e) != 0) {
+                                s->cfg->sampling_defaults, &g->oai, &e) != 0) {
         http_send_error(s, req, e.status, e.message, e.param, 0);
         goto fail;
     }

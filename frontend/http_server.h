@@ -14,6 +14,7 @@
 
 #include "api_keys.h"
 #include "chat_template.h"
+#include "sampling_params.h"
 #include "tokenizer.h"
 
 struct folio_server_config {
@@ -35,7 +36,9 @@ struct folio_server_config {
     bool metrics_require_key;                        /* /metrics needs a key too */
     const char *metrics_shm_name; /* the counters all frontends share (NULL: private) */
     int32_t max_logprobs;         /* a request asking for more gets 400 */
-    bool log_requests;            /* one info line per request (else debug) */
+    /* The model's recommended sampling settings, for requests that omit them. */
+    const struct folio_sampling_defaults *sampling_defaults;
+    bool log_requests; /* one info line per request (else debug) */
 };
 
 /* Serves until SIGTERM/SIGINT, then stops accepting, lets open requests

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "chat_template.h"
+#include "gguf.h"
 #include "http_server.h"
 #include "log.h"
 #include "options.h"
@@ -18,6 +19,24 @@
 #include "tokenizer.h"
 
 #define EXIT_USAGE 2 /* folio serve does not restart a misconfigured child */
+
+/* Says at start which sampling settings a request that leaves them out gets,
+ * as vLLM does when the model's generation config changes its defaults. */
+static void log_sampling_defaults(const char *model, const struct folio_sampling_defaults *d)
+{
+    char desc[256], path[4096], err[256];
+    folio_sampling_defaults_describe(d, desc, sizeof desc);
+    if (!desc[0]) {
+        folio_log_info(0, "the model recommends no sampling settings: a request that leaves them "
+                          "out gets OpenAI's defaults (temperature 1, top_p 1)");
+        return;
+    }
+    bool gguf = folio_gguf_resolve(model, path, sizeof path, err, sizeof err) == 1;
+    folio_log_info(0,
+                   "sampling defaults from the model's %s: %s; a request's own values win, "
+                   "OpenAI's defaults fill the rest",
+                   gguf ? "GGUF metadata (general.sampling.*)" : "generation_config.json", desc);
+}
 
 /* The chat template: --chat-template FILE when given, else the one of
  * tokenizer_config.json (NULL when neither: chat requests get 400). */
@@ -161,8 +180,10 @@ int main(int argc, char **argv)
         .metrics_require_key = hf.metrics_require_key,
         .metrics_shm_name = metrics_shm,
         .max_logprobs = (int32_t)hf.max_logprobs,
+        .sampling_defaults = &mc.sampling_defaults,
         .log_requests = !hf.disable_log_requests,
     };
+    log_sampling_defaults(model, &mc.sampling_defaults);
     int rc = folio_server_run(&cfg, err, sizeof err);
     if (rc != 0)
         fprintf(stderr, "%s: %s\n", prog, err);

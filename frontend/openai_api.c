@@ -399,6 +399,7 @@ static int parse_fields(json_t *root, struct folio_oai_request *r, struct folio_
         if (get_bool(v, "include_usage", &r->include_usage, e) ||
             get_bool(v, "continuous_usage_stats", &r->continuous_usage, e))
             return -1;
+        r->continuous_usage &= r->include_usage; /* vLLM's: only with include_usage */
     }
 
     /* max_completion_tokens is the newer name; it wins when both are given. */
@@ -446,6 +447,7 @@ static int parse_fields(json_t *root, struct folio_oai_request *r, struct folio_
 }
 
 int folio_oai_parse_request(enum folio_oai_endpoint ep, const char *body, size_t len,
+                            const struct folio_sampling_defaults *defaults,
                             struct folio_oai_request *r, struct folio_oai_error *e)
 {
     memset(r, 0, sizeof *r);
@@ -456,10 +458,13 @@ int folio_oai_parse_request(enum folio_oai_endpoint ep, const char *body, size_t
     r->skip_special_tokens = true;
     r->spaces_between_special_tokens = true;
     r->n = 1;
-    r->temperature = 1.0f;
-    r->top_p = 1.0f;
-    r->repetition_penalty = 1.0f;
-    r->top_k = -1;
+    struct folio_sampling_params p;
+    folio_sampling_defaults_apply(defaults, &p);
+    r->temperature = p.temperature;
+    r->top_p = p.top_p;
+    r->top_k = p.top_k;
+    r->min_p = p.min_p;
+    r->repetition_penalty = p.repetition_penalty;
     r->logprobs = -1;
 
     json_error_t jerr;

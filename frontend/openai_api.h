@@ -64,7 +64,7 @@ struct folio_oai_request {
 
     bool stream;
     bool include_usage;    /* stream_options.include_usage */
-    bool continuous_usage; /* stream_options.continuous_usage_stats */
+    bool continuous_usage; /* stream_options.continuous_usage_stats, with include_usage */
 
     int32_t max_tokens; /* -1: to the end of the context (chat's default) */
     int32_t min_tokens;
@@ -93,9 +93,12 @@ struct folio_oai_request {
 
 /* Parses and validates a request body. A field Folio does not implement is
  * a 400 naming it (openai_fields.h); invalid JSON, invalid UTF-8, wrong types and out-of-range
- * values give -1 with e filled (status 400). The request owns its strings; free it with
- * folio_oai_request_free (also after a failed parse). */
+ * values give -1 with e filled (status 400). A sampling field the body leaves
+ * out (or sends as null) takes the model's value from defaults, else
+ * OpenAI's (defaults NULL: OpenAI's only). The request owns its strings; free
+ * it with folio_oai_request_free (also after a failed parse). */
 int folio_oai_parse_request(enum folio_oai_endpoint ep, const char *body, size_t len,
+                            const struct folio_sampling_defaults *defaults,
                             struct folio_oai_request *r, struct folio_oai_error *e);
 void folio_oai_request_free(struct folio_oai_request *r);
 
@@ -124,7 +127,8 @@ struct folio_oai_token_logprob {
     size_t len;
     float logprob;
     uint32_t num_top;
-    struct folio_oai_top top[FOLIO_MAX_LOGPROBS + 1]; /* the sampled token may come last */
+    struct folio_oai_top top[FOLIO_MAX_LOGPROBS + 1]; /* completions: the sampled token may
+                                                         come last */
 };
 
 /* What every chunk and response of one request shares. */

@@ -453,6 +453,10 @@ def test_special_tokens_in_text(server, chat):
 @pytest.mark.parametrize("stream", [False, True])
 @pytest.mark.parametrize("transport", TRANSPORTS)
 def test_completions_logprobs(server, stream, transport):
+    """logprobs: k on /v1/completions, as OpenAI's legacy endpoint and vLLM list them: the k most
+    likely, and the sampled token added when it is not among them (k + 1 entries, it the least
+    likely); logprobs: 0 gives the sampled token alone."""
+    outside = 0
     for n in (0, 1, 3):
         b = body_for(server, False, temperature=1.0, seed=8, max_tokens=6, logprobs=n,
                      stream=stream)
@@ -466,10 +470,17 @@ def test_completions_logprobs(server, stream, transport):
         for tok, v, top in zip(tokens, values, tops):
             assert tok in top and top[tok] == pytest.approx(v)  # the sampled token is listed
             assert len(top) <= n + 1 and (n > 0 or len(top) == 1)
+            if n and len(top) == n + 1:
+                assert v == min(top.values())
+                outside += 1
+    assert outside > 0  # the seed samples tokens outside the top k, so the case is tested
 
 
 @pytest.mark.parametrize("stream", [False, True])
 def test_chat_top_logprobs(client, server, stream):
+    """top_logprobs: k on chat lists exactly the k most likely tokens, most likely first, as
+    OpenAI does; a sampled token outside them is not added (its logprob is the entry's own)."""
+    outside = 0
     for n in (0, 2, 20):
         kw = dict(model=model_name(server), messages=[{"role": "user", "content": "Hi"}],
                   max_tokens=4, temperature=1.0, seed=3, logprobs=True, top_logprobs=n,
@@ -482,11 +493,14 @@ def test_chat_top_logprobs(client, server, stream):
             content = client.chat.completions.create(**kw).choices[0].logprobs.content
         assert len(content) == 4
         for t in content:
-            if n == 0:
-                assert t.top_logprobs == []
-            else:
+            top = [x.logprob for x in t.top_logprobs]
+            assert len(top) == n, (n, t)
+            assert top == sorted(top, reverse=True)
+            if n and t.logprob < top[-1]:
+                outside += 1
+            elif n:
                 assert t.token in [x.token for x in t.top_logprobs]
-                assert n <= len(t.top_logprobs) <= n + 1
+    assert outside > 0  # the seed samples tokens outside the top k, so the case is tested
     with pytest.raises(openai.BadRequestError):
         client.chat.completions.create(model=model_name(server), logprobs=True, top_logprobs=21,
                                        messages=[{"role": "user", "content": "Hi"}])

@@ -1,17 +1,20 @@
 """The API surface of issue 38 that is not the engine's: the 400 for every request field Folio
-does not implement, max_tokens' defaults, /tokenize, /detokenize, /version, /ping,
-/v1/models/{id}, API keys, vLLM's metric names summed over two frontends, and the CLI (one
-option parser, errors naming `folio serve`, no silent caps, vLLM's flag names wired through).
+does not implement, max_tokens' and the sampling fields' defaults, /tokenize, /detokenize,
+/version, /ping, /v1/models/{id}, API keys, vLLM's metric names summed over two frontends, and the
+CLI (one option parser, errors naming `folio serve`, no silent caps, vLLM's flag names wired
+through).
 
 Driven with the official openai client, httpx (HTTP/1.1) and curl --http2-prior-knowledge (h2c),
 streamed and not, on both generation endpoints. Two servers on the CPU backend and the tiny
 fixture model: A with two frontends and two --api-key keys; B with FOLIO_API_KEY,
 --metrics-require-key, --no-enable-prefix-caching, --chat-template, --max-logprobs 2,
---max-model-len 128, --disable-log-requests and --host 127.0.0.1."""
+--max-model-len 128, --disable-log-requests and --host 127.0.0.1. A third serves a copy of the
+model whose generation_config.json recommends sampling settings."""
 
 import json
 import os
 import re
+import shutil
 import signal
 import socket
 import subprocess
@@ -221,6 +224,46 @@ def test_chat_default_max_tokens_runs_to_the_context(srv_b):
                                   extra_body={"ignore_eos": True})
     assert r.choices[0].finish_reason == "length"
     assert r.usage.prompt_tokens + r.usage.completion_tokens == 128  # --max-model-len 128
+
+
+# ---- sampling defaults from the model's generation_config.json --------------------------------
+
+MODEL_SAMPLING = {"temperature": 0.5, "top_p": 0.9, "top_k": 3, "min_p": 0.05,
+                  "repetition_penalty": 1.3}
+OPENAI_SAMPLING = {"temperature": 1, "top_p": 1, "top_k": -1, "min_p": 0,
+                   "repetition_penalty": 1}
+
+
+def test_generation_config_sampling_defaults(tiny_model, tmp_path):
+    """vLLM's --generation-config auto: a request that leaves the sampling fields out gets the
+    model's generation_config.json values (the same text as a request that sends them, seed for
+    seed), one that sends OpenAI's gets OpenAI's; the server says at start what it applies."""
+    model = tmp_path / "tiny-with-generation-config"
+    shutil.copytree(tiny_model, model)
+    gen = json.loads((model / "generation_config.json").read_text())
+    (model / "generation_config.json").write_text(json.dumps({**gen, **MODEL_SAMPLING}))
+    s = Server(model, ["--frontends", "1"], name="gen")
+    try:
+        s.wait_ready()
+        for path, body in (("/v1/completions", {"prompt": "Once upon a time"}),
+                           ("/v1/chat/completions",
+                            {"messages": [{"role": "user", "content": "Once upon a time"}]})):
+            def text(**sampling):
+                r = httpx.post(s.base + path, timeout=60, json={
+                    "model": s.model, "max_tokens": 12, "seed": 4, "ignore_eos": True, **body,
+                    **sampling})
+                assert r.status_code == 200, r.text
+                choice = r.json()["choices"][0]
+                return choice["text"] if "text" in choice else choice["message"]["content"]
+
+            implicit = text()
+            assert implicit == text(**MODEL_SAMPLING), path
+            assert implicit != text(**OPENAI_SAMPLING), path
+            assert text(temperature=None) == implicit  # null: left out
+        assert ("sampling defaults from the model's generation_config.json: temperature 0.5, "
+                "top_p 0.9, top_k 3, min_p 0.05, repetition_penalty 1.3") in s.logs()
+    finally:
+        s.stop()
 
 
 # ---- /tokenize, /detokenize, /version, /ping, /v1/models/{id} ------------------------------

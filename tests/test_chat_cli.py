@@ -8,13 +8,15 @@ SmolLM2, the real default, answers a real question through `folio generate --cha
 `folio serve` with no --model."""
 
 import json
+import re
 import subprocess
 
+import httpx
 import openai
 import pytest
 from tokenizers import Tokenizer
 
-from conftest import BUILD, bin_path, smollm2_gguf
+from conftest import BUILD, REPO, bin_path, smollm2_gguf
 from llama_numpy import LlamaNumpy
 from test_serve_e2e import Server, free_port
 
@@ -109,20 +111,35 @@ def test_smollm2_answers_in_english():
     assert "Paris" in proc.stdout, proc.stdout
 
 
+def readme_quickstart():
+    """(path, request body, the answer shown) of the README's quickstart curl command, taken
+    literally from README.md."""
+    readme = (REPO / "README.md").read_text()
+    block = readme.split("## Quickstart", 1)[1].split("```sh", 1)[1].split("```", 1)[0]
+    path = re.search(r"curl -s localhost:8000(/v1/\S+)", block).group(1)
+    body = json.loads(re.search(r"-d '([^']*)'", block).group(1))
+    shown = re.search(r'^# \.\.\. "content":"([^"]*)" \.\.\.$', block, re.M).group(1)
+    return path, body, shown
+
+
 def test_serve_without_model_serves_smollm2():
-    """`folio serve` alone: the README's first command answers a real question."""
+    """`folio serve` alone: the README's quickstart request, sent as the README writes it, gets
+    the answer the README shows, every time (a newcomer sees what the README promises)."""
     smollm2_gguf()
+    path, body, shown = readme_quickstart()
     server = Server(None, free_port())
     try:
         server.wait_health(200)
         client = openai.OpenAI(base_url=server.base + "/v1", api_key="none", max_retries=0,
                                timeout=300)
         name = client.models.list().data[0].id
-        assert "SmolLM2" in name
-        r = client.chat.completions.create(
-            model=name, messages=[{"role": "user", "content": "What is the capital of France?"}],
-            max_tokens=24, temperature=0)
-        assert "Paris" in r.choices[0].message.content, r.choices[0].message.content
-        assert r.choices[0].finish_reason == "stop"  # <|im_end|>, SmolLM2's EOS
+        assert "SmolLM2" in name and body["model"] == name
+        for _ in range(3):
+            r = httpx.post(server.base + path, json=body, timeout=120)
+            assert r.status_code == 200, r.text
+            choice = r.json()["choices"][0]
+            assert choice["message"]["content"] == shown, (body, choice)
+            assert choice["finish_reason"] == "stop"  # <|im_end|>, SmolLM2's EOS
+        assert "the model recommends no sampling settings" in server.logs()
     finally:
         server.stop()

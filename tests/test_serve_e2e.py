@@ -248,19 +248,52 @@ def test_curl_stream(server):
     assert chunks[-1]["choices"][0]["finish_reason"] == "length"
 
 
-def test_continuous_usage_stats(server):
-    body = {"model": model_name(server), "prompt": "One two three", "max_tokens": 6,
-            "stream": True, "ignore_eos": True,
+def tokenize_count(server, chat, prompt):
+    body = {"messages": [{"role": "user", "content": prompt}]} if chat else {"prompt": prompt}
+    return httpx.post(server.base + "/tokenize", json=body, timeout=30).json()["count"]
+
+
+@pytest.mark.parametrize("chat", [False, True], ids=["completions", "chat"])
+def test_continuous_usage_stats(server, chat):
+    """stream_options.continuous_usage_stats as vLLM counts it: each chunk of a choice carries its
+    prompt's tokens and the tokens that choice has generated up to and including that chunk (the
+    chat role chunk 0), here with n = 2 (and two prompts on completions); the usage chunk at the
+    end sums them. Each chunk's logprobs name its tokens. Without include_usage there is none."""
+    prompts = ["One two three", "A longer prompt than the first one, by a few words"]
+    body = {"model": model_name(server), "max_tokens": 6, "n": 2, "stream": True,
+            "ignore_eos": True, "temperature": 1.0, "seed": 5,
             "stream_options": {"include_usage": True, "continuous_usage_stats": True}}
-    with httpx.stream("POST", server.base + "/v1/completions", json=body, timeout=60) as r:
-        assert r.status_code == 200
-        assert r.headers["content-type"].startswith("text/event-stream")
-        events = sse_events(list(r.iter_lines()))
+    if chat:
+        prompts = prompts[:1]
+        body.update(messages=[{"role": "user", "content": prompts[0]}], logprobs=True)
+    else:
+        body.update(prompt=prompts, logprobs=0)
+    prompt_len = [tokenize_count(server, chat, p) for p in prompts]
+    path = "/v1/chat/completions" if chat else "/v1/completions"
+    r = httpx.post(server.base + path, json=body, timeout=60)
+    assert r.status_code == 200 and r.headers["content-type"].startswith("text/event-stream")
+    events = sse_events(r.text.split("\n"))
     assert events[-1] == "[DONE]"
     chunks = [json.loads(e) for e in events[:-1]]
-    assert all(c["usage"] is not None for c in chunks)
-    counts = [c["usage"]["completion_tokens"] for c in chunks]
-    assert counts == sorted(counts) and counts[-1] == 6
+    generated = {}
+    for c in chunks[:-1]:
+        (choice,) = c["choices"]
+        i, lp = choice["index"], choice["logprobs"]
+        generated[i] = generated.get(i, 0) + (len(lp["content"] if chat else lp["tokens"])
+                                              if lp else 0)
+        want = {"prompt_tokens": prompt_len[i // 2], "completion_tokens": generated[i]}
+        got = {k: c["usage"][k] for k in want}
+        assert got == want, (c, generated)
+        assert c["usage"]["total_tokens"] == want["prompt_tokens"] + want["completion_tokens"]
+    assert generated == {i: 6 for i in range(2 * len(prompts))}
+    last = chunks[-1]
+    assert last["choices"] == [] and last["usage"]["completion_tokens"] == 6 * len(generated)
+    assert last["usage"]["prompt_tokens"] == sum(prompt_len)
+    # vLLM's: continuous usage stats only with include_usage.
+    body["stream_options"] = {"continuous_usage_stats": True}
+    r = httpx.post(server.base + path, json=body, timeout=60)
+    chunks = [json.loads(e) for e in sse_events(r.text.split("\n"))[:-1]]
+    assert chunks and all("usage" not in c for c in chunks), chunks[:3]
 
 
 def test_errors(server):

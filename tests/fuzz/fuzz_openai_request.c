@@ -105,7 +105,7 @@ static void check_response(const struct folio_oai_request *r)
     }
     char id[64];
     folio_oai_make_id(r->endpoint, 0x0001000000000001ull, 42, id, sizeof id);
-    struct folio_oai_response_ctx c = {r->endpoint, id, 1700000000, r->model ? r->model : "m",
+    struct folio_oai_response_ctx c = {r->endpoint,      id, 1700000000, r->model ? r->model : "m",
                                        r->include_usage, 0};
     struct folio_oai_usage u = {7, 3, 1};
     struct folio_oai_token_logprob lp = {.text = text, .len = len, .logprob = -0.5f, .num_top = 1};
@@ -142,7 +142,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     for (int i = 0; i < 2; i++) {
         struct folio_oai_request r;
         struct folio_oai_error e;
-        if (folio_oai_parse_request(eps[i], (const char *)data, size, &r, &e) == 0) {
+        if (folio_oai_parse_request(eps[i], (const char *)data, size, NULL, &r, &e) == 0) {
             if (r.endpoint != eps[i])
                 fail("endpoint not kept", NULL);
             check_request(&r);

@@ -10,7 +10,7 @@
 static int parse(enum folio_oai_endpoint ep, const char *body, struct folio_oai_request *r,
                  struct folio_oai_error *e)
 {
-    return folio_oai_parse_request(ep, body, strlen(body), r, e);
+    return folio_oai_parse_request(ep, body, strlen(body), NULL, r, e);
 }
 
 /* Parses the request, expects a 400 whose message contains want. */
