@@ -11,6 +11,7 @@
 #include <stdint.h>
 
 #include "json_writer.h"
+#include "openai_error.h"
 #include "sampling_params.h"
 
 enum folio_oai_endpoint {
@@ -21,18 +22,6 @@ enum folio_oai_endpoint {
 #define FOLIO_OAI_MAX_STOPS 64
 #define FOLIO_OAI_MAX_N 128        /* OpenAI's limit on n */
 #define FOLIO_OAI_MAX_CHOICES 1024 /* prompts x n of one request */
-
-/* What went wrong, ready to send: status 400/404/..., a message naming the
- * field, and the field's name in param (empty when none). */
-struct folio_oai_error {
-    int status;
-    char message[512];
-    char param[64];
-};
-
-/* Fills e (param NULL: none) and returns -1, for `return folio_oai_fail(...)`. */
-int folio_oai_fail(struct folio_oai_error *e, int status, const char *param, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
 
 struct folio_oai_message {
     char *role;
