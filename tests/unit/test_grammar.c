@@ -33,6 +33,10 @@ static double now(void)
 
 static bool allowed(const uint32_t *mask, int32_t id)
 {
+    if (id < 0) { /* a one_token that was not one token */
+        CHECK(id >= 0);
+        return false;
+    }
     return mask[id >> 5] >> (id & 31) & 1u;
 }
 
@@ -81,7 +85,7 @@ static void test_token_bytes(void)
 {
     check_token_bytes(tok, "{\"name\": \"Zoë\", \"emoji\": \"🦙🦙\", \"cjk\": \"漢字\"}", 0);
     check_token_bytes(tok, "  two spaces\n\ttab", 0);
-    char *s;
+    char *s = NULL;
     size_t len;
     /* 🦙 is F0 9F A6 99: byte-level tokens hold halves of it, which stay halves. */
     int32_t half = folio_tokenizer_token_id(tok, "ðŁ");
@@ -219,8 +223,7 @@ static void test_pathological(void)
     char err[512];
     const char *huge[] = {
         "{\"type\": \"array\", \"items\": {\"type\": \"integer\"}, \"maxItems\": 1000000000}",
-        "{\"type\": \"object\", \"properties\": {\"a\": {\"type\": \"array\", \"minItems\": "
-        "1e12}}}",
+        "{\"properties\": {\"a\": {\"type\": \"array\", \"minItems\": 1e12}}}",
         "{\"type\": \"array\", \"minItems\": 99999999999999999999999}",
     };
     for (int i = 0; i < 3; i++) {
@@ -314,7 +317,7 @@ static void test_masks_and_commits(void)
                                     sizeof err) == 0);
     CHECK(folio_grammar_fill_mask(m, mask, words, err, sizeof err) == 0);
     int32_t yes = one_token("yes");
-    CHECK(allowed(mask, yes) && !allowed(mask, one_token("y!")) && !allowed(mask, eos));
+    CHECK(allowed(mask, yes) && !allowed(mask, one_token("x")) && !allowed(mask, eos));
     CHECK(folio_grammar_commit(m, yes, err, sizeof err) == 0);
     CHECK(folio_grammar_is_accepting(m) && folio_grammar_is_finished(m));
     CHECK(folio_grammar_fill_mask(m, mask, words, err, sizeof err) == 0 && allowed(mask, eos) &&
