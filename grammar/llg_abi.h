@@ -71,7 +71,6 @@ struct LlgMatcher *llg_clone_matcher(const struct LlgMatcher *m);
 void llg_free_matcher(struct LlgMatcher *m);
 const char *llg_matcher_get_error(struct LlgMatcher *m);
 bool llg_matcher_is_error(const struct LlgMatcher *m);
-size_t llg_matcher_get_mask_byte_size(const struct LlgMatcher *m);
 /* 0, or -1 (the matcher is then in the error state). */
 int32_t llg_matcher_compute_mask_into(struct LlgMatcher *m, uint32_t *mask, size_t mask_bytes);
 int32_t llg_matcher_consume_token(struct LlgMatcher *m, uint32_t token);

@@ -58,6 +58,34 @@ static int32_t one_token(const char *s)
     return id;
 }
 
+/* What the first mask allows, a fresh matcher commits: the number of such
+ * tokens, each checked. */
+static int32_t first_mask_commits(struct folio_grammar_cache *c, int32_t vocab,
+                                  enum folio_grammar_kind kind, const char *text)
+{
+    char err[512];
+    struct folio_grammar_matcher *m;
+    uint32_t *mask = calloc(((size_t)vocab + 31) / 32, sizeof *mask);
+    int32_t n = 0;
+    CHECK(folio_grammar_matcher_new(c, kind, text, strlen(text), &m, err, sizeof err) == 0);
+    CHECK(folio_grammar_fill_mask(m, mask, ((size_t)vocab + 31) / 32, err, sizeof err) == 0);
+    folio_grammar_matcher_free(m);
+    for (int32_t id = 0; id < vocab; id++) {
+        if (!(mask[id >> 5] >> (id & 31) & 1u))
+            continue;
+        n++;
+        CHECK(folio_grammar_matcher_new(c, kind, text, strlen(text), &m, err, sizeof err) == 0);
+        int rc = folio_grammar_commit(m, id, err, sizeof err);
+        CHECK(rc == 0);
+        if (rc)
+            fprintf(stderr, "  %s %s: token %d allowed, commit: %s\n",
+                    folio_grammar_kind_name(kind), text, (int)id, err);
+        folio_grammar_matcher_free(m);
+    }
+    free(mask);
+    return n;
+}
+
 /* Every token's bytes, joined, are the text (a character split across tokens
  * included), for the byte-level SmolLM2 and the SentencePiece Llama-2. */
 static void check_token_bytes(const struct folio_tokenizer *t, const char *text, size_t skip)
@@ -132,6 +160,7 @@ static void test_token_bytes(void)
     int32_t hello = folio_tokenizer_token_id(llama, "Hello");
     CHECK(hello >= 0 && allowed(mask, hello) && !allowed(mask, 15043) && !allowed(mask, llama_eos));
     CHECK(folio_grammar_commit(m, hello, err, sizeof err) == 0 && folio_grammar_is_accepting(m));
+    CHECK(first_mask_commits(c, 32000, FOLIO_GRAMMAR_REGEX, "Hello") >= 2); /* "H", ..., "Hello" */
     folio_grammar_matcher_free(m);
     folio_grammar_cache_free(c);
     folio_grammar_vocab_free(v);
@@ -282,6 +311,14 @@ static void test_masks_and_commits(void)
     CHECK(a >= 0 && ab >= 0 && b >= 0);
     CHECK(allowed(mask, a) && allowed(mask, ab) && !allowed(mask, b) && !allowed(mask, eos));
     CHECK(!folio_grammar_is_accepting(m) && !folio_grammar_is_finished(m));
+    /* Forced text (a literal, a choice): every allowed token commits. With a
+     * tokenizer that spells exactly, llguidance allows only the canonical
+     * tokenization of text the grammar forces ("Hello" of "Hello, world"). */
+    CHECK(first_mask_commits(cache, n_vocab, FOLIO_GRAMMAR_REGEX, "Hello, world") == 1);
+    CHECK(first_mask_commits(cache, n_vocab, FOLIO_GRAMMAR_CHOICE, "[\"yes\", \"yesterday\"]") >=
+          2);
+    CHECK(first_mask_commits(cache, n_vocab, FOLIO_GRAMMAR_JSON_SCHEMA,
+                             "{\"const\": {\"status\": \"ok\"}}") >= 1);
     /* The wrong size of mask is an error, not a write past its end. */
     CHECK(folio_grammar_fill_mask(m, mask, words - 1, err, sizeof err) == -1 &&
           strstr(err, "words"));
