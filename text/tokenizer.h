@@ -32,6 +32,15 @@ int32_t *folio_tokenizer_encode(const struct folio_tokenizer *t, const char *tex
 char *folio_tokenizer_decode(const struct folio_tokenizer *t, const int32_t *ids, size_t n,
                              bool skip_special, size_t *len);
 
+/* The bytes id adds to the text when it is not the first token, with no
+ * UTF-8 repair (half a character stays half): what the grammar engine
+ * matches (tokenizer_bytes.c). A special token's bytes are its text.
+ * Returns 0 with a malloc'ed, NUL-terminated copy in *out (length *len, which
+ * may be 0), or -1 for an id out of range or without a token, or when out of
+ * memory. */
+int folio_tokenizer_token_bytes(const struct folio_tokenizer *t, int32_t id, char **out,
+                                size_t *len);
+
 int32_t folio_tokenizer_vocab_size(const struct folio_tokenizer *t);
 int32_t folio_tokenizer_bos_id(const struct folio_tokenizer *t); /* -1 when none */
 int32_t folio_tokenizer_eos_id(const struct folio_tokenizer *t); /* -1 when none */

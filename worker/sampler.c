@@ -66,6 +66,13 @@ void folio_logits_add_bias(float *logits, int32_t vocab, const struct folio_logi
             logits[bias[i].token] += bias[i].value;
 }
 
+void folio_logits_apply_mask(float *logits, int32_t vocab, const uint32_t *mask)
+{
+    for (int32_t i = 0; i < vocab; i++)
+        if (!(mask[i >> 5] >> (i & 31) & 1u))
+            logits[i] = -INFINITY;
+}
+
 static int by_value_desc(const void *a, const void *b)
 {
     const struct scored_token *x = a, *y = b;

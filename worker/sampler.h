@@ -58,6 +58,11 @@ void folio_sampler_free(struct folio_sampler *s);
 void folio_logits_add_bias(float *logits, int32_t vocab, const struct folio_logit_bias *bias,
                            int32_t num_bias);
 
+/* Sets logits[i] to -inf for every i < vocab whose bit (bit i % 32 of
+ * mask[i / 32]) is clear: a grammar's allowed tokens (grammar/grammar.h),
+ * applied before folio_sample. */
+void folio_logits_apply_mask(float *logits, int32_t vocab, const uint32_t *mask);
+
 /* The logprob of `token` under logits[vocab] and the top num_top (a prompt
  * token's logprob, for echo): 0, or -1 with a message. */
 int folio_token_logprobs(const float *logits, int32_t vocab, int32_t token, int32_t num_top,

@@ -328,8 +328,25 @@ static void test_logit_bias(void)
     folio_sampler_free(s);
 }
 
+/* A grammar's mask (grammar/grammar.h): clear bits become -inf, set bits keep
+ * their logit, over a vocabulary that is no multiple of 32. */
+static void test_apply_mask(void)
+{
+    enum { V = 37 };
+    float logits[V];
+    for (int i = 0; i < V; i++)
+        logits[i] = (float)i;
+    uint32_t mask[2] = {0x80000001u, 0x12u}; /* ids 0, 31, 33, 36 */
+    folio_logits_apply_mask(logits, V, mask);
+    for (int i = 0; i < V; i++) {
+        bool kept = i == 0 || i == 31 || i == 33 || i == 36;
+        CHECK(kept ? logits[i] == (float)i : isinf(logits[i]) && logits[i] < 0);
+    }
+}
+
 int main(void)
 {
+    test_apply_mask();
     test_logit_bias();
     test_penalties();
     test_greedy();
