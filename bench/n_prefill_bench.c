@@ -115,12 +115,11 @@ static long long prefill_work(int prompt_len, int n, int budget)
                                   .frontend_id = 1,
                                   .prompt = prompt,
                                   .num_prompt = prompt_len,
-                                  .max_tokens = 16};
-        q.sampling.top_p = 1;
-        q.sampling.repetition_penalty = 1;
-        q.sampling.temperature = 1;
-        q.sampling.seed = 42 + (uint64_t)j;
-        q.has_seed = true;
+                                  .params = {.max_tokens = 16, .has_seed = true}};
+        q.params.sampling.top_p = 1;
+        q.params.sampling.repetition_penalty = 1;
+        q.params.sampling.temperature = 1;
+        q.params.sampling.seed = 42 + (uint64_t)j;
         folio_policy_submit(r.policy, &q);
     }
     while (r.finished < n)

@@ -529,8 +529,10 @@ static int submit_choices(struct server *s, h2o_req_t *req, struct gen_req *g, i
             http_send_error(s, req, 500, "out of memory", NULL, 0);
             return -1;
         }
-        if (folio_link_submit(s->link, g->id | k, ids[i], num_ids[i], &g->oai, max_tokens[i], j,
-                              err, sizeof err) != 0) {
+        struct folio_seq_params params;
+        folio_oai_seq_params(&g->oai, j, max_tokens[i], &params);
+        if (folio_link_submit(s->link, g->id | k, ids[i], num_ids[i], &params, err, sizeof err) !=
+            0) {
             abort_choices(g);
             http_send_error(s, req, 503, err, NULL, 0);
             return -1;

@@ -297,9 +297,8 @@ static int parse_logit_bias(json_t *root, struct folio_oai_request *r, struct fo
     if (n > FOLIO_MAX_LOGIT_BIAS)
         return fail(e, 400, "logit_bias", "'logit_bias' has %zu entries; at most %d are allowed", n,
                     FOLIO_MAX_LOGIT_BIAS);
-    r->logit_bias_ids = malloc((n ? n : 1) * sizeof *r->logit_bias_ids);
-    r->logit_bias_values = malloc((n ? n : 1) * sizeof *r->logit_bias_values);
-    if (!r->logit_bias_ids || !r->logit_bias_values)
+    r->logit_bias = malloc((n ? n : 1) * sizeof *r->logit_bias);
+    if (!r->logit_bias)
         return fail(e, 500, NULL, "out of memory");
     const char *key;
     json_t *b;
@@ -313,8 +312,8 @@ static int parse_logit_bias(json_t *root, struct folio_oai_request *r, struct fo
             fabs(json_number_value(b)) > FOLIO_LOGIT_BIAS_MAX)
             return fail(e, 400, "logit_bias", "'logit_bias[%s]' must be a number in [-100, 100]",
                         key);
-        r->logit_bias_ids[r->num_logit_bias] = (int32_t)id;
-        r->logit_bias_values[r->num_logit_bias++] = (float)json_number_value(b);
+        r->logit_bias[r->num_logit_bias++] =
+            (struct folio_logit_bias){(int32_t)id, (float)json_number_value(b)};
     }
     return 0;
 }
@@ -473,8 +472,7 @@ void folio_oai_request_free(struct folio_oai_request *r)
         free(r->prompts[i].ids);
     }
     free(r->prompts);
-    free(r->logit_bias_ids);
-    free(r->logit_bias_values);
+    free(r->logit_bias);
     for (size_t i = 0; i < r->num_messages; i++) {
         free(r->messages[i].role);
         free(r->messages[i].content);
@@ -486,6 +484,31 @@ void folio_oai_request_free(struct folio_oai_request *r)
     free(r->stop_len);
     free(r->stop_token_ids);
     memset(r, 0, sizeof *r);
+}
+
+void folio_oai_seq_params(const struct folio_oai_request *r, uint32_t sample_index,
+                          int32_t max_tokens, struct folio_seq_params *out)
+{
+    *out = (struct folio_seq_params){
+        .sampling = {.temperature = r->temperature,
+                     .top_k = r->top_k,
+                     .top_p = r->top_p,
+                     .min_p = r->min_p,
+                     .repetition_penalty = r->repetition_penalty,
+                     .frequency_penalty = r->frequency_penalty,
+                     .presence_penalty = r->presence_penalty,
+                     .seed = r->seed + sample_index,
+                     .num_logprobs = r->logprobs < 0 ? 0 : r->logprobs},
+        .has_seed = r->has_seed,
+        .max_tokens = max_tokens,
+        .min_tokens = r->min_tokens,
+        .stop_ids = r->stop_token_ids,
+        .num_stop_ids = (int32_t)r->num_stop_token_ids,
+        .ignore_eos = r->ignore_eos,
+        .logit_bias = r->logit_bias,
+        .num_logit_bias = (int32_t)r->num_logit_bias,
+        .prompt_logprobs = r->echo && r->logprobs >= 0,
+    };
 }
 
 /* ---- responses ---------------------------------------------------------- */

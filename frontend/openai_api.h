@@ -13,6 +13,7 @@
 #include "json_writer.h"
 #include "openai_error.h"
 #include "sampling_params.h"
+#include "seq_params.h"
 
 enum folio_oai_endpoint {
     FOLIO_OAI_COMPLETIONS,
@@ -64,10 +65,9 @@ struct folio_oai_request {
     size_t num_stop_token_ids;
     bool ignore_eos;
     bool skip_special_tokens;
-    bool spaces_between_special_tokens; /* vLLM's; default true */
-    bool include_stop_str_in_output;    /* vLLM's: a matched stop string stays in the text */
-    int32_t *logit_bias_ids;            /* logit_bias, as two lists */
-    float *logit_bias_values;
+    bool spaces_between_special_tokens;  /* vLLM's; default true */
+    bool include_stop_str_in_output;     /* vLLM's: a matched stop string stays in the text */
+    struct folio_logit_bias *logit_bias; /* [num_logit_bias] */
     size_t num_logit_bias;
 
     float temperature, top_p, min_p;
@@ -90,6 +90,12 @@ int folio_oai_parse_request(enum folio_oai_endpoint ep, const char *body, size_t
                             const struct folio_sampling_defaults *defaults,
                             struct folio_oai_request *r, struct folio_oai_error *e);
 void folio_oai_request_free(struct folio_oai_request *r);
+
+/* What sample `sample_index` of the request asks of the engine: its seed is
+ * the request's plus the index (vLLM's), max_tokens as the caller resolved it
+ * against the context. The pointers are the request's own. */
+void folio_oai_seq_params(const struct folio_oai_request *r, uint32_t sample_index,
+                          int32_t max_tokens, struct folio_seq_params *out);
 
 /* ---- responses ---------------------------------------------------------- */
 

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "folio.pb-c.h"
+#include "seq_params_codec.h"
 #include "ipc_records.h"
 #include "nng_dial.h"
 #include "log.h"
@@ -461,36 +462,23 @@ static int push_envelope(struct folio_link *l, Folio__Envelope *env, char *err, 
 }
 
 int folio_link_submit(struct folio_link *l, uint64_t request_id, const int32_t *prompt_ids,
-                      size_t num_prompt_ids, const struct folio_oai_request *r, int32_t max_tokens,
-                      uint32_t sample_index, char *err, size_t errlen)
+                      size_t num_prompt_ids, const struct folio_seq_params *p, char *err,
+                      size_t errlen)
 {
     Folio__SamplingParams sp = FOLIO__SAMPLING_PARAMS__INIT;
-    sp.temperature = r->temperature;
-    sp.top_k = r->top_k;
-    sp.top_p = r->top_p;
-    sp.min_p = r->min_p;
-    sp.repetition_penalty = r->repetition_penalty;
-    sp.frequency_penalty = r->frequency_penalty;
-    sp.presence_penalty = r->presence_penalty;
-    sp.has_seed = r->has_seed;
-    sp.seed = r->seed + sample_index;
-    sp.logprobs = r->logprobs < 0 ? 0 : r->logprobs;
     Folio__Submit s = FOLIO__SUBMIT__INIT;
     s.request_id = request_id;
     s.frontend_id = l->cfg.frontend_id;
     s.n_prompt_token_ids = num_prompt_ids;
     s.prompt_token_ids = (int32_t *)prompt_ids;
-    s.sampling = &sp;
-    s.max_tokens = max_tokens;
-    s.min_tokens = r->min_tokens;
-    s.n_stop_token_ids = r->num_stop_token_ids;
-    s.stop_token_ids = r->stop_token_ids;
-    s.ignore_eos = r->ignore_eos;
-    s.n_logit_bias_ids = r->num_logit_bias;
-    s.logit_bias_ids = r->logit_bias_ids;
-    s.n_logit_bias_values = r->num_logit_bias;
-    s.logit_bias_values = r->logit_bias_values;
-    s.prompt_logprobs = r->echo && r->logprobs >= 0;
+    int32_t bias_ids[FOLIO_MAX_LOGIT_BIAS];
+    float bias_values[FOLIO_MAX_LOGIT_BIAS];
+    if (p->num_logit_bias > FOLIO_MAX_LOGIT_BIAS) {
+        snprintf(err, errlen, "'logit_bias' has %d entries; at most %d are allowed",
+                 p->num_logit_bias, FOLIO_MAX_LOGIT_BIAS);
+        return -1;
+    }
+    folio_seq_params_to_submit(p, &s, &sp, bias_ids, bias_values);
     s.arrival_unix_ns = folio_unix_ns();
     Folio__Envelope env = FOLIO__ENVELOPE__INIT;
     env.body_case = FOLIO__ENVELOPE__BODY_SUBMIT;

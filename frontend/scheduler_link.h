@@ -22,7 +22,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "openai_api.h"
+#include "seq_params.h"
 #include "loop_phase.h"
 #include "queue_time.h"
 
@@ -94,12 +94,11 @@ int folio_link_start(const struct folio_link_config *cfg, struct folio_link **ou
 void folio_link_stop(struct folio_link *l);
 
 /* From the loop thread: one choice of a validated request, already
- * tokenized; sample_index: its sample of the prompt (0..n-1), which offsets a
- * client's seed. Returns 0, or -1 when the scheduler cannot be reached (queue
- * full, not connected). */
+ * tokenized, and what it asks of the engine. Returns 0, or -1 when the
+ * scheduler cannot be reached (queue full, not connected). */
 int folio_link_submit(struct folio_link *l, uint64_t request_id, const int32_t *prompt_ids,
-                      size_t num_prompt_ids, const struct folio_oai_request *r, int32_t max_tokens,
-                      uint32_t sample_index, char *err, size_t errlen);
+                      size_t num_prompt_ids, const struct folio_seq_params *p, char *err,
+                      size_t errlen);
 int folio_link_abort(struct folio_link *l, uint64_t request_id);
 
 /* A copy of the latest status (thread-safe). */

@@ -308,14 +308,15 @@ static int request_invalid(const struct folio_policy *p, const struct folio_requ
                  r->num_prompt, room);
         return -1;
     }
-    if (r->max_tokens > 0 && (int64_t)r->num_prompt + r->max_tokens > p->cfg.max_model_len) {
+    if (r->params.max_tokens > 0 &&
+        (int64_t)r->num_prompt + r->params.max_tokens > p->cfg.max_model_len) {
         /* It could never finish: its KV would outgrow the pool (or the model). */
         snprintf(msg, len,
                  "This model's maximum context length is %d tokens. However, you requested %lld "
                  "tokens (%d in the prompt, %d for the completion). Please reduce the length of "
                  "the prompt or completion.",
-                 p->cfg.max_model_len, (long long)r->num_prompt + r->max_tokens, r->num_prompt,
-                 r->max_tokens);
+                 p->cfg.max_model_len, (long long)r->num_prompt + r->params.max_tokens,
+                 r->num_prompt, r->params.max_tokens);
         return -1;
     }
     for (int i = 0; i < r->num_prompt; i++) {
@@ -385,11 +386,11 @@ void folio_policy_submit(struct folio_policy *p, const struct folio_request *r)
     s->num_tokens = s->num_prompt = r->num_prompt;
     s->cap_tokens = cap;
     s->max_outputs = p->cfg.max_model_len - r->num_prompt;
-    if (r->max_tokens > 0 && r->max_tokens < s->max_outputs)
-        s->max_outputs = r->max_tokens;
+    if (r->params.max_tokens > 0 && r->params.max_tokens < s->max_outputs)
+        s->max_outputs = r->params.max_tokens;
     s->slot = -1;
-    s->sampling = r->sampling;
-    if (!r->has_seed)
+    s->sampling = r->params.sampling;
+    if (!r->params.has_seed)
         s->sampling.seed = folio_splitmix64(p->seed_counter++);
     if (s->sampling.num_logprobs > FOLIO_MAX_LOGPROBS)
         s->sampling.num_logprobs = FOLIO_MAX_LOGPROBS;

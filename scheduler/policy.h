@@ -35,6 +35,7 @@
 
 #include "ipc_records.h"
 #include "sampling_params.h"
+#include "seq_params.h"
 #include "queue_time.h"
 
 #define FOLIO_POLICY_MAX_INFLIGHT 2
@@ -62,16 +63,7 @@ struct folio_request {
     uint32_t frontend_id;
     const int32_t *prompt;
     int num_prompt;
-    struct folio_sampling_params sampling;
-    bool has_seed;
-    int max_tokens; /* <= 0: up to the context length */
-    int min_tokens;
-    const int32_t *stop_ids;
-    int num_stop_ids;
-    bool ignore_eos;
-    const struct folio_logit_bias *logit_bias;
-    int num_logit_bias;
-    bool prompt_logprobs; /* echo with logprobs: the prompt tokens' logprobs, each once */
+    struct folio_seq_params params;
 };
 
 /* One token event, handed to the emit callback; the arrays live until it returns. */

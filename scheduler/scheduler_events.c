@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "folio.pb-c.h"
+#include "seq_params_codec.h"
 #include "frontend_links.h"
 #include "ipc_records.h"
 #include "log.h"
@@ -295,26 +296,6 @@ static void submit_reject(struct sched *s, const Folio__Submit *m, uint32_t stat
 
 /* Submit's sampling fields into the policy's form; proto3 sends 0 for an
  * unset field, and 0 means "off" only where 0 is off. */
-static void submit_sampling(const Folio__Submit *m, struct folio_request *r)
-{
-    struct folio_sampling_params *sp = &r->sampling;
-    sp->top_p = 1;
-    sp->repetition_penalty = 1;
-    const Folio__SamplingParams *p = m->sampling;
-    if (!p)
-        return;
-    sp->temperature = p->temperature;
-    sp->top_k = p->top_k;
-    sp->top_p = p->top_p > 0 ? p->top_p : 1;
-    sp->min_p = p->min_p;
-    sp->repetition_penalty = p->repetition_penalty > 0 ? p->repetition_penalty : 1;
-    sp->frequency_penalty = p->frequency_penalty;
-    sp->presence_penalty = p->presence_penalty;
-    sp->seed = p->seed;
-    sp->num_logprobs = p->logprobs;
-    r->has_seed = p->has_seed;
-}
-
 static void handle_submit(struct sched *s, const Folio__Submit *m)
 {
     if (!folio_links_known(&s->links, m->frontend_id)) {
@@ -327,43 +308,28 @@ static void handle_submit(struct sched *s, const Folio__Submit *m)
         .frontend_id = m->frontend_id,
         .prompt = m->prompt_token_ids,
         .num_prompt = (int)m->n_prompt_token_ids,
-        .max_tokens = m->max_tokens,
-        .min_tokens = m->min_tokens,
-        .stop_ids = m->stop_token_ids,
-        .num_stop_ids = (int)m->n_stop_token_ids,
-        .ignore_eos = m->ignore_eos,
-        .prompt_logprobs = m->prompt_logprobs,
     };
-    submit_sampling(m, &r);
+    struct folio_logit_bias *bias = NULL;
     char why[256];
+    int rc = folio_seq_params_from_submit(m, &r.params, &bias, why, sizeof why);
+    if (rc != 0) {
+        submit_reject(s, m, rc == -2 ? 503 : 400, rc == -2, why);
+        return;
+    }
     /* The worker checks these too, but a bad value there fails a whole step:
      * refuse it here, for this request alone. */
-    if (folio_sampling_params_check(&r.sampling, why, sizeof why) != 0) {
+    if (folio_sampling_params_check(&r.params.sampling, why, sizeof why) != 0) {
         submit_reject(s, m, 400, 0, why);
+        free(bias);
         return;
     }
     /* Before any worker is ready the request is refused with a 503 below. */
-    if (r.prompt_logprobs && s->ws.ever_ready && !s->worker_prompt_logprobs) {
+    if (r.params.prompt_logprobs && s->ws.ever_ready && !s->worker_prompt_logprobs) {
         submit_reject(s, m, 400, 0,
                       "'echo' with 'logprobs' (the prompt tokens' logprobs) is computed by the "
                       "CPU backend only; this server runs another");
+        free(bias);
         return;
-    }
-    if (m->n_logit_bias_ids != m->n_logit_bias_values) {
-        submit_reject(s, m, 400, 0, "logit_bias: as many ids as values are needed");
-        return;
-    }
-    struct folio_logit_bias *bias = NULL;
-    if (m->n_logit_bias_ids > 0) {
-        bias = malloc(m->n_logit_bias_ids * sizeof *bias);
-        if (!bias) {
-            submit_reject(s, m, 503, 1, "the scheduler is out of memory");
-            return;
-        }
-        for (size_t i = 0; i < m->n_logit_bias_ids; i++)
-            bias[i] = (struct folio_logit_bias){m->logit_bias_ids[i], m->logit_bias_values[i]};
-        r.logit_bias = bias;
-        r.num_logit_bias = (int)m->n_logit_bias_ids;
     }
     const char *refusal = NULL;
     if (s->draining)
@@ -381,7 +347,7 @@ static void handle_submit(struct sched *s, const Folio__Submit *m)
         submit_reject(s, m, 503, 1, msg);
     } else {
         folio_log_debug(m->request_id, "submit: %d prompt tokens, max_tokens %d", r.num_prompt,
-                        r.max_tokens);
+                        r.params.max_tokens);
         folio_policy_submit(s->policy, &r);
     }
     free(bias);

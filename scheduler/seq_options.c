@@ -9,38 +9,40 @@
 
 int folio_seq_options_check(const struct folio_request *r, int vocab_size, char *msg, size_t len)
 {
-    if (r->num_stop_ids > FOLIO_MAX_STOP_TOKEN_IDS || r->num_stop_ids < 0) {
+    if (r->params.num_stop_ids > FOLIO_MAX_STOP_TOKEN_IDS || r->params.num_stop_ids < 0) {
         snprintf(msg, len, "'stop_token_ids' has %d entries; at most %d are allowed",
-                 r->num_stop_ids, FOLIO_MAX_STOP_TOKEN_IDS);
+                 r->params.num_stop_ids, FOLIO_MAX_STOP_TOKEN_IDS);
         return -1;
     }
-    if (r->num_logit_bias > FOLIO_MAX_LOGIT_BIAS || r->num_logit_bias < 0) {
-        snprintf(msg, len, "'logit_bias' has %d entries; at most %d are allowed", r->num_logit_bias,
-                 FOLIO_MAX_LOGIT_BIAS);
+    if (r->params.num_logit_bias > FOLIO_MAX_LOGIT_BIAS || r->params.num_logit_bias < 0) {
+        snprintf(msg, len, "'logit_bias' has %d entries; at most %d are allowed",
+                 r->params.num_logit_bias, FOLIO_MAX_LOGIT_BIAS);
         return -1;
     }
-    return folio_logit_bias_check(r->logit_bias, r->num_logit_bias, vocab_size, msg, len);
+    return folio_logit_bias_check(r->params.logit_bias, r->params.num_logit_bias, vocab_size, msg,
+                                  len);
 }
 
 bool folio_seq_options_init(struct folio_seq_options *o, const struct folio_request *r)
 {
     memset(o, 0, sizeof *o);
-    o->min_tokens = r->min_tokens;
-    o->ignore_eos = r->ignore_eos;
-    o->prompt_logprobs = r->prompt_logprobs;
-    if (r->num_stop_ids > 0) {
-        o->stop_ids = malloc((size_t)r->num_stop_ids * sizeof *o->stop_ids);
+    o->min_tokens = r->params.min_tokens;
+    o->ignore_eos = r->params.ignore_eos;
+    o->prompt_logprobs = r->params.prompt_logprobs;
+    if (r->params.num_stop_ids > 0) {
+        o->stop_ids = malloc((size_t)r->params.num_stop_ids * sizeof *o->stop_ids);
         if (!o->stop_ids)
             return false;
-        memcpy(o->stop_ids, r->stop_ids, (size_t)r->num_stop_ids * sizeof *o->stop_ids);
-        o->num_stop_ids = r->num_stop_ids;
+        memcpy(o->stop_ids, r->params.stop_ids,
+               (size_t)r->params.num_stop_ids * sizeof *o->stop_ids);
+        o->num_stop_ids = r->params.num_stop_ids;
     }
-    if (r->num_logit_bias > 0) {
-        o->bias = malloc((size_t)r->num_logit_bias * sizeof *o->bias);
+    if (r->params.num_logit_bias > 0) {
+        o->bias = malloc((size_t)r->params.num_logit_bias * sizeof *o->bias);
         if (!o->bias)
             return false;
-        memcpy(o->bias, r->logit_bias, (size_t)r->num_logit_bias * sizeof *o->bias);
-        o->num_bias = r->num_logit_bias;
+        memcpy(o->bias, r->params.logit_bias, (size_t)r->params.num_logit_bias * sizeof *o->bias);
+        o->num_bias = r->params.num_logit_bias;
     }
     return true;
 }

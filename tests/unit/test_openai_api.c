@@ -88,7 +88,7 @@ static void test_defaults_and_fields(void)
                 &r, &e) == 0);
     CHECK(r.num_prompts == 3 && r.n == 3 && r.echo);
     CHECK(r.prompts[1].num_ids == 2 && r.prompts[1].ids[1] == 8 && r.prompts[2].len == 2);
-    CHECK(r.num_logit_bias == 2 && r.logit_bias_ids[0] == 5 && r.logit_bias_values[1] == -100);
+    CHECK(r.num_logit_bias == 2 && r.logit_bias[0].token == 5 && r.logit_bias[1].value == -100);
     CHECK(r.include_stop_str_in_output && !r.spaces_between_special_tokens);
     folio_oai_request_free(&r);
 

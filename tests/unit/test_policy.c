@@ -69,7 +69,7 @@ static void submit(struct folio_policy *p, uint64_t id, int n, int first, int ma
                               .frontend_id = 1,
                               .prompt = prompt,
                               .num_prompt = n,
-                              .max_tokens = max_tokens};
+                              .params = {.max_tokens = max_tokens}};
     folio_policy_submit(p, &r);
 }
 
@@ -176,13 +176,11 @@ static void test_min_tokens_and_stop_ids(void)
 {
     struct folio_policy *p = make(4, 64, 16, 256);
     int32_t prompt[4] = {10, 11, 12, 13}, stops[1] = {77};
-    struct folio_request r = {.request_id = 3,
-                              .prompt = prompt,
-                              .num_prompt = 4,
-                              .max_tokens = 10,
-                              .min_tokens = 2,
-                              .stop_ids = stops,
-                              .num_stop_ids = 1};
+    struct folio_request r = {
+        .request_id = 3,
+        .prompt = prompt,
+        .num_prompt = 4,
+        .params = {.max_tokens = 10, .min_tokens = 2, .stop_ids = stops, .num_stop_ids = 1}};
     folio_policy_submit(p, &r);
     const struct folio_plan_view *v = plan(p);
     /* Below min_tokens EOS and the stop ids are banned in the sampler. */
@@ -358,9 +356,7 @@ static void test_logit_bias(void)
     struct folio_request r = {.request_id = 1,
                               .prompt = prompt,
                               .num_prompt = 3,
-                              .max_tokens = 4,
-                              .logit_bias = bias,
-                              .num_logit_bias = 2};
+                              .params = {.max_tokens = 4, .logit_bias = bias, .num_logit_bias = 2}};
     folio_policy_submit(p, &r);
     const struct folio_plan_view *v = plan(p);
     CHECK(v->seqs[0].num_bias == 2 && v->bias[0].token == 5 && v->bias[1].value == -100.0f);

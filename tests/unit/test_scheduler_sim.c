@@ -221,15 +221,15 @@ static void run_10k(const char *name, bool no_chunks, bool serial)
                                       .frontend_id = 1,
                                       .prompt = prompt,
                                       .num_prompt = r->prompt_len,
-                                      .max_tokens = r->max_tokens,
-                                      .min_tokens = r->min_tokens,
-                                      .stop_ids = stops,
-                                      .num_stop_ids = 1,
-                                      .ignore_eos = next % 5 == 0};
-            q.sampling.top_p = 1.0f; /* as the scheduler's submit sets them */
-            q.sampling.repetition_penalty = 1.0f;
-            q.sampling.temperature = next % 3 == 0 ? 0.0f : 0.8f;
-            q.sampling.num_logprobs = next % 11 == 0 ? 3 : 0;
+                                      .params = {.max_tokens = r->max_tokens,
+                                                 .min_tokens = r->min_tokens,
+                                                 .stop_ids = stops,
+                                                 .num_stop_ids = 1,
+                                                 .ignore_eos = next % 5 == 0}};
+            q.params.sampling.top_p = 1.0f; /* as the scheduler's submit sets them */
+            q.params.sampling.repetition_penalty = 1.0f;
+            q.params.sampling.temperature = next % 3 == 0 ? 0.0f : 0.8f;
+            q.params.sampling.num_logprobs = next % 11 == 0 ? 3 : 0;
             folio_policy_submit(d.p, &q);
             if (next % 50 == 0 && next > 20)
                 folio_policy_abort(d.p, (uint64_t)(next - 20)); /* may be running or done */
@@ -289,10 +289,9 @@ static void bench_plan_256(void)
         struct folio_request q = {.request_id = (uint64_t)id,
                                   .prompt = prompt,
                                   .num_prompt = 500,
-                                  .max_tokens = 600,
-                                  .ignore_eos = true};
-        q.sampling.top_p = 1.0f;
-        q.sampling.repetition_penalty = 1.0f;
+                                  .params = {.max_tokens = 600, .ignore_eos = true}};
+        q.params.sampling.top_p = 1.0f;
+        q.params.sampling.repetition_penalty = 1.0f;
         folio_policy_submit(d.p, &q);
     }
     int k = 0, inflight = 0;
