@@ -165,6 +165,10 @@ int folio_policy_inflight(const struct folio_policy *p);
 
 void folio_policy_stats(const struct folio_policy *p, struct folio_policy_stats *s);
 
+/* A policy rebuilt for a new worker's pool goes on from the old one's
+ * counters (st, from folio_policy_stats); the gauges stay its own. */
+void folio_policy_continue_stats(struct folio_policy *p, const struct folio_policy_stats *st);
+
 /* Checks the books (tests): block references equal what the sequences hold,
  * slots unique, queues consistent. 0, or -1 with what is wrong. */
 int folio_policy_check(const struct folio_policy *p, char *err, size_t errlen);

@@ -184,6 +184,7 @@ static void handle_load_reply(struct sched *s, const Folio__LoadReply *r)
             s->done = true;
             return;
         }
+        folio_policy_continue_stats(np, &st); /* /metrics' counters never go back */
         folio_policy_destroy(s->policy);
         s->policy = np;
         s->pcfg = cfg;
@@ -496,6 +497,8 @@ static void handle_status(struct sched *s)
     r.queue_time_counts = st.queue_time_counts;
     r.queue_time_sum = st.queue_time_sum;
     r.max_model_len = s->ws.ever_ready ? served_max_model_len(s) : 0;
+    r.scheduler_epoch = s->epoch;
+    r.status_seq = ++s->status_replies;
     Folio__Envelope env = FOLIO__ENVELOPE__INIT;
     env.body_case = FOLIO__ENVELOPE__BODY_STATUS_REPLY;
     env.status_reply = &r;
