@@ -89,13 +89,20 @@ static int new_plan_epoch(struct sched *s)
     return 0;
 }
 
-/* The worker is gone: end what it had, drop its stale records, back off. */
+/* The worker is gone: end what it had (a request that has sent nothing yet
+ * waits for the next worker), drop its stale records, back off. */
 static void worker_lost(struct sched *s, const char *why)
 {
-    folio_log_error(0, "%s: ending every request in flight", why);
     char msg[600];
     snprintf(msg, sizeof msg, "%s", why);
-    folio_policy_fail_all(s->policy, 503, msg);
+    if (s->draining) {
+        folio_log_error(0, "%s: ending every request in flight", why);
+        folio_policy_fail_all(s->policy, 503, msg);
+    } else {
+        folio_log_error(0, "%s: ending the requests that have had output, re-queueing the rest",
+                        why);
+        folio_policy_worker_lost(s->policy, 503, msg);
+    }
     s->timing_count = 0;
     /* Results the dead worker left are void, and so are the plans it had
      * not read. */

@@ -1,8 +1,9 @@
 """`folio serve` against a hostile client and a careless operator, on the CPU backend: a client
 that hangs up on a non-streaming request, SIGTERM with a short --drain-seconds, a log pipe that
 closes, request bodies over the limit on HTTP/1.1 and HTTP/2, a scheduler that is stopped
-(SIGSTOP), a JSON string holding \\u0000, a KV pool too small for the prompts it is given, and
-a scraper whose scrapes two frontends answer in turn.
+(SIGSTOP), a JSON string holding \\u0000, a KV pool too small for the prompts it is given, a
+scraper whose scrapes two frontends answer in turn, and /health and requests probed while the
+worker is killed.
 
 Most tests run against the simulated worker slowed down (--sim-time-scale), so that a request
 lasts long enough to be interrupted; the KV tests use the real CPU worker on the tiny model."""
@@ -382,3 +383,62 @@ def test_counters_never_go_backwards_across_frontends(tmp_path):
         assert s.stop() == 0, s.logs()
     s.assert_clean()
 
+
+def test_no_503_after_health_200_when_the_worker_dies(tmp_path):
+    """Issue 52 item 7: after kill -9 of the worker, /health still said 200 and a request then
+    got 503. Probers each ask /health and then send a one-token request, over and over, while
+    the worker is killed in several rounds: a request whose /health was asked after the kill and
+    said 200 must not be refused with 503 (a request that arrives while the scheduler has not
+    yet seen the death must wait for the new worker, as one arriving during the restart does)."""
+    s = Served(tmp_path, "--simulate")
+    stop = threading.Event()
+    records = []  # (when /health was asked, its status, the request's status and body)
+
+    def probe():
+        with httpx.Client(timeout=60) as c:
+            while not stop.is_set():
+                t = time.monotonic()
+                try:
+                    h = c.get(s.base + "/health").status_code
+                    r = c.post(s.base + "/v1/completions", json={"prompt": "Hi", "max_tokens": 1})
+                except httpx.HTTPError as e:
+                    records.append((t, None, None, repr(e)))
+                    continue
+                records.append((t, h, r.status_code, r.text[:200]))
+
+    threads = [threading.Thread(target=probe) for _ in range(3)]
+    kills = []
+    try:
+        s.wait_health()
+        sched = child_pids(s.proc.pid, "folio-scheduler")[0]
+        for t in threads:
+            t.start()
+        for _ in range(8):
+            wait_until(lambda: child_pids(sched, "folio-worker") and s.health() == 200, 30,
+                       "no ready worker")
+            # The requests the last kill caught have run by now: a second kill would end
+            # them (a request is re-queued once).
+            time.sleep(0.3)
+            workers = child_pids(sched, "folio-worker")
+            for w in workers:
+                os.kill(w, signal.SIGKILL)
+            kills.append(time.monotonic())
+            wait_until(lambda: child_pids(sched, "folio-worker") not in ([], workers), 30,
+                       "the worker was not restarted")
+        s.wait_health()
+        time.sleep(0.2)
+    finally:
+        stop.set()
+        for t in threads:
+            if t.is_alive():
+                t.join()
+    try:
+        errors = [r for r in records if r[1] is None]
+        assert errors == [], errors[:4]
+        after_kill = [r for r in records if any(k <= r[0] for k in kills)]
+        assert len(after_kill) >= len(kills)
+        bad = [r for r in after_kill if r[1] == 200 and r[2] == 503]
+        assert bad == [], f"{len(bad)} requests got 503 after /health said 200: {bad[:4]}"
+    finally:
+        assert s.stop() == 0, s.logs()
+    s.assert_clean()
