@@ -97,7 +97,8 @@ void http_reap_hung_up_clients(struct server *s);
 bool http_model_matches(const struct server *s, const char *model);
 int32_t http_max_model_len(struct server *s);
 void handle_generate(struct server *s, h2o_req_t *req, enum folio_oai_endpoint ep);
-/* Brings metrics.cpu_seconds up to date (the process's CPU time). */
-void http_note_cpu(struct server *s);
+/* Brings what this frontend publishes up to date: metrics.cpu_seconds (the
+ * process's CPU time) and metrics.sched (the scheduler's latest status). */
+void http_note_metrics(struct server *s);
 
 #endif

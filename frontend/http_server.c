@@ -143,23 +143,22 @@ static void handle_health(struct server *s, h2o_req_t *req)
     http_send_error(s, req, 503, msg, NULL, 0);
 }
 
-void http_note_cpu(struct server *s)
+void http_note_metrics(struct server *s)
 {
     struct timespec t;
     if (clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t) == 0)
         s->metrics.cpu_seconds = s->cpu_base + (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+    folio_link_get_status(s->link, &s->metrics.sched);
 }
 
 static void handle_metrics(struct server *s, h2o_req_t *req)
 {
-    http_note_cpu(s);
-    struct folio_link_status st;
-    folio_link_get_status(s->link, &st);
+    http_note_metrics(s);
     struct folio_metrics total;
     folio_metrics_block_total(s->metrics_block, &s->metrics, &total);
     struct folio_jw b;
     folio_jw_init(&b);
-    folio_metrics_render(&total, &st, s->model_name, &b);
+    folio_metrics_render(&total, s->model_name, &b);
     if (b.failed)
         http_send_error(s, req, 500, "out of memory", NULL, 0);
     else
@@ -491,7 +490,7 @@ int folio_server_run(const struct folio_server_config *cfg, char *err, size_t er
         h2o_evloop_run(s->ctx.loop, 200);
         http_reap_hung_up_clients(s);
         if (folio_metrics_block_due(s->metrics_block)) {
-            http_note_cpu(s);
+            http_note_metrics(s);
             folio_metrics_block_publish(s->metrics_block, &s->metrics);
         }
     }
@@ -517,7 +516,7 @@ int folio_server_run(const struct folio_server_config *cfg, char *err, size_t er
         while (s->num_open > 0 && folio_mono_s() < flushed_by)
             h2o_evloop_run(s->ctx.loop, 50);
     }
-    http_note_cpu(s);
+    http_note_metrics(s);
     folio_metrics_block_publish(s->metrics_block, &s->metrics); /* what the drain ended */
     rc = 0;
 out:

@@ -249,9 +249,9 @@ static void render_jemalloc(struct folio_jw *b)
     }
 }
 
-void folio_metrics_render(const struct folio_metrics *m, const struct folio_link_status *s,
-                          const char *model_name, struct folio_jw *b)
+void folio_metrics_render(const struct folio_metrics *m, const char *model_name, struct folio_jw *b)
 {
+    const struct folio_link_status *s = &m->sched;
     header(b, "folio_http_responses_total", "counter", "HTTP responses of all frontends by status");
     for (int i = 0; i < FOLIO_METRICS_STATUSES; i++) {
         if (i < FOLIO_METRICS_STATUSES - 1)
@@ -298,7 +298,7 @@ void folio_metrics_render(const struct folio_metrics *m, const struct folio_link
     render_hist(b, &m->request_generation_tokens);
     render_vllm(m, s, model_name, b);
 
-    /* The scheduler's view, from the last StatusReply. */
+    /* The scheduler's view, from the newest StatusReply of any frontend. */
     metric_u(b, "folio_scheduler_up", "gauge", "1 when the scheduler answered within 1 s",
              s->valid);
     metric_u(b, "folio_worker_ready", "gauge", "1 when the scheduler reports its worker ready",

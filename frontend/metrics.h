@@ -1,7 +1,8 @@
 /* The frontend's /metrics in the Prometheus text format: the request
  * counters and latency histograms (of every frontend, summed through
- * metrics_shared.h), the scheduler's and worker's figures from the latest
- * StatusReply, and the process's memory (RSS and jemalloc's statistics).
+ * metrics_shared.h), the scheduler's and worker's figures from the newest
+ * StatusReply any frontend got (also through metrics_shared.h), and the
+ * process's memory (RSS and jemalloc's statistics).
  * Each series is written under Folio's name (folio_*) and, where vLLM has
  * the same series, under vLLM's name and model_name label as well, so that
  * dashboards built for vLLM read Folio unchanged. Updated and rendered on the
@@ -45,6 +46,9 @@ struct folio_metrics {
      * the process's CPU seconds on all its threads (HTTP parsing, socket
      * I/O and the scheduler link are the rest). */
     double admit_seconds, events_seconds, cpu_seconds;
+    /* The latest StatusReply this frontend got: published with the counters
+     * so that a scrape of any frontend renders the newest (metrics_shared.h). */
+    struct folio_link_status sched;
 };
 
 void folio_metrics_init(struct folio_metrics *m, uint32_t frontend_id);
@@ -54,8 +58,9 @@ void folio_histogram_observe(struct folio_histogram *h, double seconds);
  * seconds, prompt and generated tokens. */
 void folio_metrics_request_finished(struct folio_metrics *m, const char *reason, double e2e,
                                     uint32_t prompt_tokens, uint32_t generation_tokens);
-/* Appends the whole exposition to b; model_name labels vLLM's series. */
-void folio_metrics_render(const struct folio_metrics *m, const struct folio_link_status *s,
-                          const char *model_name, struct folio_jw *b);
+/* Appends the whole exposition to b, the scheduler's series from m->sched
+ * (when valid); model_name labels vLLM's series. */
+void folio_metrics_render(const struct folio_metrics *m, const char *model_name,
+                          struct folio_jw *b);
 
 #endif

@@ -155,6 +155,43 @@ static void add_hist(struct folio_histogram *to, const struct folio_histogram *h
     to->count += h->count;
 }
 
+static void add_metrics(struct folio_metrics *to, const struct folio_metrics *o)
+{
+    for (int i = 0; i < FOLIO_METRICS_STATUSES; i++)
+        to->responses[i] += o->responses[i];
+    to->requests_submitted += o->requests_submitted;
+    to->finished_stop += o->finished_stop;
+    to->finished_length += o->finished_length;
+    to->finished_abort += o->finished_abort;
+    to->finished_error += o->finished_error;
+    to->finished_rejected += o->finished_rejected;
+    to->prompt_tokens += o->prompt_tokens;
+    to->generation_tokens += o->generation_tokens;
+    to->client_disconnects += o->client_disconnects;
+    to->requests_in_flight += o->requests_in_flight;
+    to->admit_seconds += o->admit_seconds;
+    to->events_seconds += o->events_seconds;
+    to->cpu_seconds += o->cpu_seconds;
+    add_hist(&to->ttft, &o->ttft);
+    add_hist(&to->itl, &o->itl);
+    add_hist(&to->e2e, &o->e2e);
+    add_hist(&to->queue, &o->queue);
+    add_hist(&to->request_prompt_tokens, &o->request_prompt_tokens);
+    add_hist(&to->request_generation_tokens, &o->request_generation_tokens);
+}
+
+/* Whether a is a newer StatusReply than b: a later scheduler's (an epoch is
+ * its start in ms, compared modulo 2^32) or the same one's later reply. A
+ * status never received (seq 0) is never the newer. */
+static bool status_newer(const struct folio_link_status *a, const struct folio_link_status *b)
+{
+    if (a->status_seq == 0 || b->status_seq == 0)
+        return b->status_seq == 0 && a->status_seq != 0;
+    if (a->status_epoch != b->status_epoch)
+        return (int32_t)(a->status_epoch - b->status_epoch) > 0;
+    return a->status_seq > b->status_seq;
+}
+
 void folio_metrics_block_total(struct folio_metrics_block *b, const struct folio_metrics *m,
                                struct folio_metrics *out)
 {
@@ -162,31 +199,23 @@ void folio_metrics_block_total(struct folio_metrics_block *b, const struct folio
     if (!b)
         return;
     folio_metrics_block_publish(b, m);
+    /* Every frontend adds the slots in the same order, its own in its place,
+     * so that floating-point sums of the same counts are the same numbers. */
+    folio_metrics_init(out, m->frontend_id);
+    out->sched = m->sched;
     for (uint32_t id = 0; id < FOLIO_MAX_FRONTENDS; id++) {
         const struct slot *s = &b->shm->slots[id];
         struct folio_metrics o;
-        if (id == m->frontend_id || !__atomic_load_n(&s->in_use, __ATOMIC_ACQUIRE) ||
-            s->layout != sizeof o || !read_slot(s, &o))
+        if (id == m->frontend_id) {
+            add_metrics(out, m);
             continue;
-        for (int i = 0; i < FOLIO_METRICS_STATUSES; i++)
-            out->responses[i] += o.responses[i];
-        out->requests_submitted += o.requests_submitted;
-        out->finished_stop += o.finished_stop;
-        out->finished_length += o.finished_length;
-        out->finished_abort += o.finished_abort;
-        out->finished_error += o.finished_error;
-        out->prompt_tokens += o.prompt_tokens;
-        out->generation_tokens += o.generation_tokens;
-        out->client_disconnects += o.client_disconnects;
-        out->requests_in_flight += o.requests_in_flight;
-        out->admit_seconds += o.admit_seconds;
-        out->events_seconds += o.events_seconds;
-        out->cpu_seconds += o.cpu_seconds;
-        add_hist(&out->ttft, &o.ttft);
-        add_hist(&out->itl, &o.itl);
-        add_hist(&out->e2e, &o.e2e);
-        add_hist(&out->queue, &o.queue);
-        add_hist(&out->request_prompt_tokens, &o.request_prompt_tokens);
-        add_hist(&out->request_generation_tokens, &o.request_generation_tokens);
+        }
+        if (!__atomic_load_n(&s->in_use, __ATOMIC_ACQUIRE) || s->layout != sizeof o ||
+            !read_slot(s, &o))
+            continue;
+        add_metrics(out, &o);
+        if (status_newer(&o.sched, &out->sched))
+            out->sched = o.sched;
     }
+    out->sched.valid = m->sched.valid; /* whether this frontend hears the scheduler */
 }

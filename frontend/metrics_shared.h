@@ -6,7 +6,17 @@
  * counters there under a sequence lock; /metrics sums every slot in use.
  * A slot outlives its process, so a restarted frontend continues its
  * predecessor's counters and the sums never go backwards. (The block is
- * named after the instance; `folio serve` removes it with the rest.) */
+ * named after the instance; `folio serve` removes it with the rest.)
+ *
+ * The scheduler's counters go the same way: each slot also holds the latest
+ * StatusReply its frontend got, and a scrape renders the newest of them (by
+ * the scheduler's epoch and its count of replies), after publishing its own.
+ * A scrape is thus never older than one answered before it by any frontend,
+ * and the counters of one scheduler only grow; a restarted scheduler starts
+ * its own from zero, once, as any restarted Prometheus target does. A scrape
+ * that asked the scheduler for a fresh status would hold this frontend's
+ * loop (every stream it serves) for a round trip, and its fallback on a
+ * timeout, a cached status, would go backwards again. */
 #ifndef FOLIO_METRICS_SHARED_H
 #define FOLIO_METRICS_SHARED_H
 
@@ -34,8 +44,10 @@ void folio_metrics_block_publish(struct folio_metrics_block *b, const struct fol
 #define FOLIO_METRICS_PUBLISH_S 0.05
 bool folio_metrics_block_due(const struct folio_metrics_block *b);
 
-/* out = the sum of every slot in use (m's names and bounds); m itself when
- * b is NULL. Publishes m first, so that the total never lags this frontend. */
+/* out = the sum of every slot in use (m's names and bounds), with the newest
+ * scheduler status of any slot but m's own `valid` (whether this frontend
+ * hears the scheduler now); m itself when b is NULL. Publishes m first, so
+ * that the total never lags this frontend. */
 void folio_metrics_block_total(struct folio_metrics_block *b, const struct folio_metrics *m,
                                struct folio_metrics *out);
 

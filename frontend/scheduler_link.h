@@ -64,6 +64,10 @@ struct folio_link_status {
     uint64_t prompt_tokens_total, generation_tokens_total;
     uint64_t queue_time_counts[FOLIO_QUEUE_TIME_BUCKETS + 1]; /* submit to admission */
     double queue_time_sum;
+    /* which reply these figures are (0: none yet): the scheduler's epoch and its count of
+     * StatusReplies, so that the newest of several frontends' statuses can be told */
+    uint32_t status_epoch;
+    uint64_t status_seq;
     /* from RegisterReply */
     uint32_t scheduler_epoch;
     char model_name[128];

@@ -145,16 +145,28 @@ size_t folio_policy_max_plan_bytes(const struct folio_policy *p);
 int folio_policy_apply_result(struct folio_policy *p, const struct folio_result_view *v, char *err,
                               size_t errlen);
 
-/* The worker is gone: every step in flight is void, every live request ends
- * with an ERROR event (status, message), every block is free and the prefix
- * cache empty (a new worker's pool holds nothing). */
+/* Every live request ends with an ERROR event (status, message); every step
+ * in flight is void, every block free and the prefix cache empty (a new
+ * worker's pool holds nothing). */
 void folio_policy_fail_all(struct folio_policy *p, uint32_t status, const char *message);
+
+/* The worker died: as fail_all, except that a request that has sent nothing
+ * to its frontend goes back to the front of the waiting queue, once, to run
+ * on the next worker. Its client cannot tell it from a request that arrived
+ * during the restart, and the scheduler cannot tell it either: a request can
+ * be planned onto a worker that is already dead but not yet reaped. A request
+ * caught by a second death fails, so one that kills workers cannot loop. */
+void folio_policy_worker_lost(struct folio_policy *p, uint32_t status, const char *message);
 
 /* No request live and no step in flight. */
 bool folio_policy_idle(const struct folio_policy *p);
 int folio_policy_inflight(const struct folio_policy *p);
 
 void folio_policy_stats(const struct folio_policy *p, struct folio_policy_stats *s);
+
+/* A policy rebuilt for a new worker's pool goes on from the old one's
+ * counters (st, from folio_policy_stats); the gauges stay its own. */
+void folio_policy_continue_stats(struct folio_policy *p, const struct folio_policy_stats *st);
 
 /* Checks the books (tests): block references equal what the sequences hold,
  * slots unique, queues consistent. 0, or -1 with what is wrong. */

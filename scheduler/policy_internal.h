@@ -29,6 +29,7 @@ struct seq {
     int inflight;      /* steps in flight that include this sequence */
     int cached_tokens; /* prompt tokens the first admission found cached */
     bool admitted_once;
+    bool requeued;       /* sent back to the queue once when its worker died */
     double submitted_at; /* cfg.clock() at submit, for the queue-time histogram */
     struct folio_sampling_params sampling;
     struct folio_seq_options opt;    /* stop ids, min_tokens, logit bias, prompt logprobs */

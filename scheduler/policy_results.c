@@ -193,6 +193,11 @@ void folio_policy_stats(const struct folio_policy *p, struct folio_policy_stats 
     s->pending_prompt_tokens = p->pending_prompt_tokens;
 }
 
+void folio_policy_continue_stats(struct folio_policy *p, const struct folio_policy_stats *st)
+{
+    p->st = *st; /* folio_policy_stats fills the gauges from the live state */
+}
+
 int folio_policy_check(const struct folio_policy *p, char *err, size_t errlen)
 {
     struct folio_block_stats b;

@@ -101,13 +101,20 @@ static int new_plan_epoch(struct sched *s)
     return 0;
 }
 
-/* The worker is gone: end what it had, drop its stale records, back off. */
+/* The worker is gone: end what it had (a request that has sent nothing yet
+ * waits for the next worker), drop its stale records, back off. */
 static void worker_lost(struct sched *s, const char *why)
 {
-    folio_log_error(0, "%s: ending every request in flight", why);
     char msg[600];
     snprintf(msg, sizeof msg, "%s", why);
-    folio_policy_fail_all(s->policy, 503, msg);
+    if (s->draining) {
+        folio_log_error(0, "%s: ending every request in flight", why);
+        folio_policy_fail_all(s->policy, 503, msg);
+    } else {
+        folio_log_error(0, "%s: ending the requests that have had output, re-queueing the rest",
+                        why);
+        folio_policy_worker_lost(s->policy, 503, msg);
+    }
     s->timing_count = 0;
     /* Results the dead worker left are void, and so are the plans it had
      * not read. */
@@ -196,6 +203,7 @@ static void handle_load_reply(struct sched *s, const Folio__LoadReply *r)
             s->done = true;
             return;
         }
+        folio_policy_continue_stats(np, &st); /* /metrics' counters never go back */
         folio_policy_destroy(s->policy);
         s->policy = np;
         s->pcfg = cfg;
@@ -461,6 +469,8 @@ static void handle_status(struct sched *s)
     r.queue_time_counts = st.queue_time_counts;
     r.queue_time_sum = st.queue_time_sum;
     r.max_model_len = s->ws.ever_ready ? served_max_model_len(s) : 0;
+    r.scheduler_epoch = s->epoch;
+    r.status_seq = ++s->status_replies;
     Folio__Envelope env = FOLIO__ENVELOPE__INIT;
     env.body_case = FOLIO__ENVELOPE__BODY_STATUS_REPLY;
     env.status_reply = &r;

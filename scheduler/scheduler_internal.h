@@ -34,6 +34,7 @@ struct sched {
     char model_name[256];
     int worker_vocab, worker_max_len;
     uint32_t epoch;
+    uint64_t status_replies; /* StatusReplies sent: orders them for the frontends */
 
     nng_socket submit_sock, ctl_sock, worker_sock;
     int submit_fd, ctl_fd, worker_fd, sig_fd;

@@ -1,16 +1,20 @@
 """`folio serve` against a hostile client and a careless operator, on the CPU backend: a client
 that hangs up on a non-streaming request, SIGTERM with a short --drain-seconds, a log pipe that
 closes, request bodies over the limit on HTTP/1.1 and HTTP/2, a scheduler that is stopped
-(SIGSTOP), a JSON string holding \\u0000, and a KV pool too small for the prompts it is given.
+(SIGSTOP), a JSON string holding \\u0000, a KV pool too small for the prompts it is given, a
+scraper whose scrapes two frontends answer in turn, and /health and requests probed while the
+worker is killed.
 
 Most tests run against the simulated worker slowed down (--sim-time-scale), so that a request
 lasts long enough to be interrupted; the KV tests use the real CPU worker on the tiny model."""
 
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
+import threading
 import time
 from pathlib import Path
 
@@ -40,15 +44,15 @@ def child_pids(pid, name):
 
 
 class Served:
-    """One `folio serve` with one frontend; logs to a file unless told otherwise."""
+    """One `folio serve` (one frontend unless told); logs to a file unless told otherwise."""
 
-    def __init__(self, tmp, *args, model=None, stdout=None):
+    def __init__(self, tmp, *args, model=None, stdout=None, frontends=1):
         self.port = free_port()
         self.base = f"http://127.0.0.1:{self.port}"
         self.logpath = Path(tmp) / f"serve-{self.port}.log"
         self.log = None if stdout else open(self.logpath, "w+")
         cmd = [str(bin_path("folio")), "serve", "--port", str(self.port), "--host", "127.0.0.1",
-               "--frontends", "1", *args]
+               "--frontends", str(frontends), *args]
         cmd += ["--model", str(model)] if model else ["--demo"]
         self.proc = subprocess.Popen(cmd, stdout=stdout or self.log, stderr=subprocess.STDOUT)
         self.run_dir = Path(f"/tmp/folio-{self.proc.pid}")
@@ -314,6 +318,127 @@ def test_request_that_can_never_fit_gets_400(tmp_path, kv_model):
         assert usage["prompt_tokens"] + usage["completion_tokens"] == 128
         m = httpx.get(s.base + "/v1/models", timeout=5).json()
         assert m["data"][0]["max_model_len"] == 128
+    finally:
+        assert s.stop() == 0, s.logs()
+    s.assert_clean()
+
+
+def counter_series(text):
+    """{series: value} of every counter and every histogram bucket, sum and count in a
+    /metrics text (gauges left out: they may go down)."""
+    kinds = dict(re.findall(r"^# TYPE (\S+) (\S+)$", text, re.M))
+    out = {}
+    for line in text.splitlines():
+        if not line or line.startswith("#"):
+            continue
+        key, value = line.rsplit(" ", 1)
+        name = key.split("{", 1)[0]
+        family = name if name in kinds else re.sub(r"_(bucket|sum|count)$", "", name)
+        if kinds.get(family) in ("counter", "histogram"):
+            out[key] = float(value)
+    return out
+
+
+def test_counters_never_go_backwards_across_frontends(tmp_path):
+    """Issue 52 item 2: with two frontends on one port each scrape (a new connection) reaches
+    either, and the scheduler's counters came from whichever StatusReply that frontend got last,
+    so they went back and forth. Under load, and across a worker restart (the scheduler's
+    counters live on), no counter, bucket, sum or count may ever be lower than in the scrape
+    before."""
+    s = Served(tmp_path, *SLOW_SIM, frontends=2)
+    stop = threading.Event()
+
+    def load():
+        with httpx.Client(timeout=60) as c:
+            while not stop.is_set():
+                c.post(s.base + "/v1/completions", json={"prompt": "Hi", "max_tokens": 6})
+
+    threads = [threading.Thread(target=load) for _ in range(2)]
+    try:
+        s.wait_health()
+        for t in threads:
+            t.start()
+        last, drops, scrapes, with_scheduler = {}, [], 0, 0
+        start = time.monotonic()
+        killed = False
+        while time.monotonic() - start < 8 or scrapes < 100:
+            if not killed and time.monotonic() - start > 3:
+                sched = child_pids(s.proc.pid, "folio-scheduler")[0]
+                for w in child_pids(sched, "folio-worker"):
+                    os.kill(w, signal.SIGKILL)
+                killed = True
+            now = counter_series(httpx.get(s.base + "/metrics", timeout=10).text)
+            scrapes += 1
+            with_scheduler += 'folio_scheduler_loop_seconds_total{phase="idle"}' in now
+            drops += [(k, last[k], v) for k, v in now.items() if k in last and v < last[k]]
+            last.update(now)
+        assert killed and scrapes >= 100
+        assert with_scheduler >= scrapes // 2, "the scheduler's series were missing"
+        assert drops == [], f"{len(drops)} series went backwards in {scrapes} scrapes: {drops[:8]}"
+    finally:
+        stop.set()
+        for t in threads:
+            if t.is_alive():
+                t.join()
+        assert s.stop() == 0, s.logs()
+    s.assert_clean()
+
+
+def test_no_503_after_health_200_when_the_worker_dies(tmp_path):
+    """Issue 52 item 7: after kill -9 of the worker, /health still said 200 and a request then
+    got 503. Probers each ask /health and then send a one-token request, over and over, while
+    the worker is killed in several rounds: a request whose /health was asked after the kill and
+    said 200 must not be refused with 503 (a request that arrives while the scheduler has not
+    yet seen the death must wait for the new worker, as one arriving during the restart does)."""
+    s = Served(tmp_path, "--simulate")
+    stop = threading.Event()
+    records = []  # (when /health was asked, its status, the request's status and body)
+
+    def probe():
+        with httpx.Client(timeout=60) as c:
+            while not stop.is_set():
+                t = time.monotonic()
+                try:
+                    h = c.get(s.base + "/health").status_code
+                    r = c.post(s.base + "/v1/completions", json={"prompt": "Hi", "max_tokens": 1})
+                except httpx.HTTPError as e:
+                    records.append((t, None, None, repr(e)))
+                    continue
+                records.append((t, h, r.status_code, r.text[:200]))
+
+    threads = [threading.Thread(target=probe) for _ in range(3)]
+    kills = []
+    try:
+        s.wait_health()
+        sched = child_pids(s.proc.pid, "folio-scheduler")[0]
+        for t in threads:
+            t.start()
+        for _ in range(8):
+            wait_until(lambda: child_pids(sched, "folio-worker") and s.health() == 200, 30,
+                       "no ready worker")
+            # The requests the last kill caught have run by now: a second kill would end
+            # them (a request is re-queued once).
+            time.sleep(0.3)
+            workers = child_pids(sched, "folio-worker")
+            for w in workers:
+                os.kill(w, signal.SIGKILL)
+            kills.append(time.monotonic())
+            wait_until(lambda: child_pids(sched, "folio-worker") not in ([], workers), 30,
+                       "the worker was not restarted")
+        s.wait_health()
+        time.sleep(0.2)
+    finally:
+        stop.set()
+        for t in threads:
+            if t.is_alive():
+                t.join()
+    try:
+        errors = [r for r in records if r[1] is None]
+        assert errors == [], errors[:4]
+        after_kill = [r for r in records if any(k <= r[0] for k in kills)]
+        assert len(after_kill) >= len(kills)
+        bad = [r for r in after_kill if r[1] == 200 and r[2] == 503]
+        assert bad == [], f"{len(bad)} requests got 503 after /health said 200: {bad[:4]}"
     finally:
         assert s.stop() == 0, s.logs()
     s.assert_clean()

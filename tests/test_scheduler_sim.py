@@ -126,6 +126,46 @@ def test_kill9_worker_mid_stream(sched_factory):
     assert rc == 0 and "worker exited: killed by signal 9" in log
 
 
+def test_counters_go_on_across_a_worker_with_another_pool(sched_factory):
+    """An external worker replaced by one with a different KV pool: the scheduler rebuilds its
+    policy for the new pool, and its counters (which /metrics exports as Prometheus counters)
+    must go on from where they were, not start again from zero."""
+    s = sched_factory("pool", "--simulate", "--external-worker", "--num-kv-blocks", "300")
+    args = s.run_dir / "worker.args"
+    deadline = time.time() + 30
+    while not args.exists():
+        assert time.time() < deadline, "the scheduler wrote no worker.args"
+        time.sleep(0.05)
+    text = args.read_text()
+    assert "--num-kv-blocks\n300\n" in text
+    other = s.run_dir.parent / "worker-200.args"
+    other.write_text(text.replace("--num-kv-blocks\n300\n", "--num-kv-blocks\n200\n"))
+    first = subprocess.Popen([str(bin_path("folio-worker")), "--args-file", str(args)])
+    second = None
+    try:
+        rc, reqs, summary, err = s.client("--requests", "8", "--max-tokens", "5")
+        assert rc == 0 and len(reqs) == 8, err
+        before = s.status()
+        assert before["kv_blocks_total"] == 300 and before["requests_finished"] == 8
+        first.kill()
+        first.wait()
+        second = subprocess.Popen([str(bin_path("folio-worker")), "--args-file", str(other)])
+        deadline = time.time() + 30
+        while (st := s.status())["kv_blocks_total"] != 200 or not st["worker_ready"]:
+            assert time.time() < deadline, f"the new worker's pool was not taken: {st}"
+            time.sleep(0.05)
+        for k in ("steps", "requests_finished", "prefix_cache_queries", "generation_tokens"):
+            assert st[k] >= before[k], (k, before, st)
+        rc, reqs, summary, err = s.client("--requests", "4", "--max-tokens", "5", fid=2)
+        assert rc == 0 and len(reqs) == 4, err
+        assert s.status()["requests_finished"] == before["requests_finished"] + 4
+    finally:
+        for w in (first, second):
+            if w and w.poll() is None:
+                w.kill()
+                w.wait()
+
+
 def test_stuck_step_restarts_the_worker(sched_factory):
     # A simulated step that would take hours stands for a hung GPU step: the
     # worker keeps sending heartbeats, but the step timeout catches it.

@@ -1,7 +1,8 @@
 /* The scheduler policy, step by step: pipelining with FROM_PREV tokens,
  * stops seen one step late, chunked prefill (and whole prompts without it),
  * one step in flight, decodes first, prefix caching,
- * preemption by recompute, admission limits, aborts and worker failure. */
+ * preemption by recompute, admission limits, aborts and worker failure
+ * (what is failed, what runs again on the next worker). */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -417,6 +418,49 @@ static void test_abort_in_flight(void)
     folio_policy_destroy(p);
 }
 
+/* A worker died: the requests that have had output end with 503; one that
+ * has sent nothing yet (prefilling, or still waiting) runs again on the next
+ * worker from its first token, and a second death ends it. */
+static void test_worker_lost_requeues_silent_requests(void)
+{
+    struct folio_policy *p = make(3, 64, 16, 256);
+    submit(p, 1, 20, 10, 10);
+    submit(p, 2, 20, 40, 10);
+    plan(p);
+    answer(p, 5); /* 1 and 2 have sent a token */
+    submit(p, 3, 20, 70, 10);
+    submit(p, 4, 20, 100, 10); /* no slot: waits */
+    const struct folio_plan_view *v = plan(p);
+    CHECK(v && v->hdr->num_seqs == 3 && v->seqs[2].request_id == 3);
+    CHECK(num_events == 2);
+    folio_policy_worker_lost(p, 503, "worker exited: killed by signal 9");
+    plans_head = plans_count = 0; /* the dead worker's steps are void */
+    CHECK(num_events == 4);
+    for (int i = 2; i < 4; i++)
+        CHECK(events[i].finish == FOLIO_FINISH_ERROR && events[i].status == 503 &&
+              (events[i].id == 1 || events[i].id == 2));
+    struct folio_policy_stats st;
+    folio_policy_stats(p, &st);
+    CHECK(st.num_waiting == 2 && st.num_running == 0 && st.kv_blocks_used == 0 &&
+          st.inflight_steps == 0 && st.requests_finished == 2);
+    checked(p);
+    v = plan(p); /* 3 again from its first token, then 4 */
+    CHECK(v && v->hdr->num_seqs == 2 && v->seqs[0].request_id == 3 &&
+          v->seqs[0].context_len == 20 && v->seqs[0].num_new_tokens == 20 &&
+          v->seqs[1].request_id == 4);
+    checked(p);
+    folio_policy_worker_lost(p, 503, "worker exited: killed by signal 9");
+    plans_head = plans_count = 0;
+    CHECK(num_events == 5 && events[4].id == 3 && events[4].finish == FOLIO_FINISH_ERROR);
+    checked(p);
+    v = plan(p); /* 4 died once: it runs again */
+    CHECK(v && v->hdr->num_seqs == 1 && v->seqs[0].request_id == 4);
+    answer(p, 6);
+    CHECK(num_events == 6 && events[5].id == 4 && events[5].token == 6);
+    checked(p);
+    folio_policy_destroy(p);
+}
+
 int main(void)
 {
     test_pipeline_and_length();
@@ -429,6 +473,7 @@ int main(void)
     test_preemption();
     test_admission();
     test_abort_in_flight();
+    test_worker_lost_requeues_silent_requests();
     test_logit_bias();
     test_same_step_prefix_sharing();
     return check_report();
