@@ -1,17 +1,37 @@
 #include "ipc_records.h"
+#include "grammar_kind.h"
 
 #include <stdio.h>
+#include <stdbool.h>
 #include <string.h>
 
 /* Arrays follow their header back to back; every element is 4 or 8 bytes and
- * every header a multiple of 8, so no array is misaligned. */
+ * every header a multiple of 8, so no array is misaligned (a plan's grammar
+ * text, bytes, comes last). */
 
 size_t folio_plan_size(int32_t num_seqs, int32_t num_tokens, int32_t num_block_ids,
-                       int32_t num_bias)
+                       int32_t num_bias, int32_t num_replay, int32_t num_grammar_bytes)
 {
     return sizeof(struct folio_plan_header) + (size_t)num_seqs * sizeof(struct folio_plan_seq) +
            (size_t)num_tokens * 4 + (size_t)num_block_ids * 4 +
-           (size_t)num_bias * sizeof(struct folio_logit_bias);
+           (size_t)num_bias * sizeof(struct folio_logit_bias) + (size_t)num_replay * 4 +
+           (size_t)num_grammar_bytes;
+}
+
+/* A sequence's grammar fields: a known kind, its text and replay inside the plan. */
+static bool plan_grammar_ok(const struct folio_plan_header *h, const struct folio_plan_seq *s)
+{
+    if (s->grammar_kind == -1)
+        return !s->grammar_new && !s->grammar_len && !s->num_replay;
+    if (s->grammar_kind < 0 || s->grammar_kind >= FOLIO_GRAMMAR_NUM_KINDS ||
+        (s->grammar_new != 0 && s->grammar_new != 1))
+        return false;
+    if (!s->grammar_new)
+        return !s->grammar_len && !s->num_replay;
+    return s->grammar_len >= 0 && s->grammar_offset >= 0 && s->num_replay >= 0 &&
+           s->replay_offset >= 0 &&
+           (int64_t)s->grammar_offset + s->grammar_len <= h->num_grammar_bytes &&
+           (int64_t)s->replay_offset + s->num_replay <= h->num_replay;
 }
 
 int folio_plan_decode(const void *rec, size_t len, struct folio_plan_view *v, char *err,
@@ -23,9 +43,11 @@ int folio_plan_decode(const void *rec, size_t len, struct folio_plan_view *v, ch
         return -1;
     }
     if (h->num_seqs < 0 || h->num_tokens < 0 || h->num_block_ids < 0 || h->num_bias < 0 ||
-        h->num_seqs > (1 << 20) || h->num_tokens > (1 << 24) || h->num_block_ids > (1 << 24) ||
-        h->num_bias > (1 << 24) ||
-        folio_plan_size(h->num_seqs, h->num_tokens, h->num_block_ids, h->num_bias) != len) {
+        h->num_replay < 0 || h->num_grammar_bytes < 0 || h->num_seqs > (1 << 20) ||
+        h->num_tokens > (1 << 24) || h->num_block_ids > (1 << 24) || h->num_bias > (1 << 24) ||
+        h->num_replay > (1 << 24) || h->num_grammar_bytes > (1 << 28) ||
+        folio_plan_size(h->num_seqs, h->num_tokens, h->num_block_ids, h->num_bias, h->num_replay,
+                        h->num_grammar_bytes) != len) {
         snprintf(err, errlen, "step plan %llu: counts do not match its length",
                  (unsigned long long)h->step_id);
         return -1;
@@ -39,6 +61,9 @@ int folio_plan_decode(const void *rec, size_t len, struct folio_plan_view *v, ch
     v->block_ids = (const int32_t *)p;
     p += (size_t)h->num_block_ids * 4;
     v->bias = (const struct folio_logit_bias *)p;
+    p += (size_t)h->num_bias * sizeof(struct folio_logit_bias);
+    v->replay = (const int32_t *)p;
+    v->grammar_text = p + (size_t)h->num_replay * 4;
     int64_t tokens = 0, blocks = 0;
     for (int32_t i = 0; i < h->num_seqs; i++) {
         const struct folio_plan_seq *s = &v->seqs[i];
@@ -48,6 +73,13 @@ int folio_plan_decode(const void *rec, size_t len, struct folio_plan_view *v, ch
                      "step plan %llu: sequence %d has negative counts or its logit "
                      "bias lies outside the plan",
                      (unsigned long long)h->step_id, i);
+            return -1;
+        }
+        if (!plan_grammar_ok(h, s)) {
+            snprintf(err, errlen,
+                     "step plan %llu: sequence %d's grammar (kind %d) is unknown or lies outside "
+                     "the plan",
+                     (unsigned long long)h->step_id, i, s->grammar_kind);
             return -1;
         }
         tokens += s->num_new_tokens;

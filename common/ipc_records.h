@@ -43,16 +43,32 @@ struct folio_plan_seq {
      * (-1 when the chunk reaches the prompt's end). */
     int32_t num_prompt_lp;
     int32_t next_prompt_token;
+    /* Structured output: grammar_kind is -1 for none, else the sequence's enum
+     * folio_grammar_kind (common/grammar_kind.h), and the worker's matcher for
+     * this slot masks its samples. The sequence's first sampling step on a
+     * slot has grammar_new 1 and brings the grammar's text (grammar_len bytes
+     * from grammar_offset in the plan's text area) and the tokens the sequence
+     * generated before (num_replay ids from replay_offset: a recompute after
+     * preemption), which the worker's new matcher replays. */
+    int32_t grammar_kind;
+    int32_t grammar_new;
+    int32_t grammar_offset;
+    int32_t grammar_len;
+    int32_t replay_offset;
+    int32_t num_replay;
 };
 
 /* Layout: header, seqs[num_seqs], token_ids[num_tokens], block_ids[sum num_blocks],
- * bias[num_bias] (struct folio_logit_bias, common/sampling_params.h). */
+ * bias[num_bias] (struct folio_logit_bias, common/sampling_params.h),
+ * replay[num_replay], grammar_text[num_grammar_bytes]. */
 struct folio_plan_header {
     uint32_t magic; /* FOLIO_PLAN_MAGIC */
     int32_t num_seqs;
     int32_t num_tokens;
     int32_t num_block_ids;
     int32_t num_bias;
+    int32_t num_replay;
+    int32_t num_grammar_bytes;
     int32_t reserved; /* 0; keeps the header a multiple of 8 bytes */
     uint64_t step_id;
     uint64_t plan_unix_ns; /* when the scheduler wrote it: IPC timing */
@@ -66,12 +82,15 @@ struct folio_plan_view {
     const int32_t *token_ids;
     const int32_t *block_ids;
     const struct folio_logit_bias *bias;
+    const int32_t *replay;
+    const char *grammar_text;
 };
 
 size_t folio_plan_size(int32_t num_seqs, int32_t num_tokens, int32_t num_block_ids,
-                       int32_t num_bias);
-/* Checks magic, counts and that every array lies inside len bytes, and that
- * the per-sequence counts add up. */
+                       int32_t num_bias, int32_t num_replay, int32_t num_grammar_bytes);
+/* Checks magic, counts and that every array lies inside len bytes, that the
+ * per-sequence counts add up, and that each grammar's kind, text and replay
+ * lie inside the plan. */
 int folio_plan_decode(const void *rec, size_t len, struct folio_plan_view *v, char *err,
                       size_t errlen);
 
@@ -89,6 +108,11 @@ struct folio_result_seq {
     int32_t prompt_lp_offset;
     int32_t prompt_top_offset;
     int32_t prompt_num_top;
+    /* 1: the sequence's grammar cannot go on (a mask past the engine's limits,
+     * a token it refused; the worker's log says which): the scheduler ends the
+     * sequence with an error and drops token_id. */
+    int32_t grammar_failed;
+    int32_t reserved;
 };
 
 /* Layout: header, seqs[num_seqs], top_ids[num_top], top_logprobs[num_top],

@@ -8,6 +8,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "grammar_kind.h"
 #include "sampling_params.h"
 
 struct folio_seq_params {
@@ -21,6 +22,7 @@ struct folio_seq_params {
     const struct folio_logit_bias *logit_bias; /* [num_logit_bias] */
     int32_t num_logit_bias;
     bool prompt_logprobs; /* echo with logprobs: each prompt token's logprob, once */
+    struct folio_seq_grammar grammar; /* structured output: the text must match it */
 };
 
 #endif

@@ -12,6 +12,7 @@
 #include "h2o.h"
 
 #include "chat_prompt.h"
+#include "grammar.h"
 #include "ipc_records.h"
 #include "log.h"
 #include "metrics.h"
@@ -542,6 +543,23 @@ static int submit_choices(struct server *s, h2o_req_t *req, struct gen_req *g, i
     return 0;
 }
 
+/* A request's constraint compiled by the engine (bounded by its limits; a
+ * schema that many requests share compiles once), so that a bad schema,
+ * regex or grammar is a 400 naming its field and the engine's message. 0,
+ * or -1 with the 400 sent. */
+static int check_grammar(struct server *s, h2o_req_t *req, const struct folio_oai_grammar *gr)
+{
+    char err[600];
+    if (!s->cfg->grammar)
+        snprintf(err, sizeof err, "structured outputs are not available on this server: %s",
+                 s->cfg->grammar_error ? s->cfg->grammar_error : "no grammar engine");
+    else if (folio_grammar_compile(s->cfg->grammar, gr->kind, gr->text, gr->len, err,
+                                   sizeof err) == 0)
+        return 0;
+    http_send_error(s, req, 400, err, gr->param, 0);
+    return -1;
+}
+
 /* A generation request from its body to the scheduler: parsed, checked,
  * templated and tokenized, then submitted; or answered with its error. */
 static void admit(struct server *s, h2o_req_t *req, enum folio_oai_endpoint ep, double t_arrival)
@@ -573,6 +591,8 @@ static void admit(struct server *s, h2o_req_t *req, enum folio_oai_endpoint ep, 
         http_send_error(s, req, 404, err, "model", 0);
         goto fail;
     }
+    if (g->oai.grammar.on && check_grammar(s, req, &g->oai.grammar) != 0)
+        goto fail;
     if (g->oai.logprobs > s->cfg->max_logprobs) {
         snprintf(err, sizeof err, "at most %d logprobs may be asked for (--max-logprobs), got %d",
                  s->cfg->max_logprobs, g->oai.logprobs);

@@ -39,6 +39,10 @@ struct folio_server_config {
     /* The model's recommended sampling settings, for requests that omit them. */
     const struct folio_sampling_defaults *sampling_defaults;
     bool log_requests; /* one info line per request (else debug) */
+    /* Structured outputs: the compile cache that validates each request's constraint (over
+     * the tokenizer's vocab); NULL when it could not be built, grammar_error saying why. */
+    struct folio_grammar_cache *grammar;
+    const char *grammar_error;
 };
 
 /* Serves until SIGTERM/SIGINT, then stops accepting, lets open requests

@@ -17,8 +17,11 @@
 #include "program_flags.h"
 #include "model_config.h"
 #include "tokenizer.h"
+#include "grammar.h"
 
 #define EXIT_USAGE 2 /* folio serve does not restart a misconfigured child */
+/* Compiled constraints kept for validation: the schemas a busy server sees again. */
+#define GRAMMAR_CACHE_ENTRIES 64
 
 /* Says at start which sampling settings a request that leaves them out gets,
  * as vLLM does when the model's generation config changes its defaults. */
@@ -130,6 +133,16 @@ int main(int argc, char **argv)
         folio_tokenizer_free(tok);
         return EXIT_USAGE;
     }
+    /* Structured outputs: requests' constraints are compiled here to be checked, over the
+     * model's vocab; a model whose vocab the engine refuses serves without them. */
+    char grammar_error[512] = "";
+    struct folio_grammar_vocab *gvocab = NULL;
+    struct folio_grammar_cache *gcache = NULL;
+    if (folio_grammar_vocab_new(tok, mc.vocab_size, mc.eos_token_ids, mc.num_eos_token_ids,
+                                &gvocab, grammar_error, sizeof grammar_error) != 0)
+        fprintf(stderr, "%s: structured outputs are off: %s\n", prog, grammar_error);
+    else if (!(gcache = folio_grammar_cache_new(gvocab, GRAMMAR_CACHE_ENTRIES)))
+        snprintf(grammar_error, sizeof grammar_error, "out of memory");
 
     char default_run_dir[64], default_instance[64], ring[300], metrics_shm[300], sub[PATH_MAX + 32],
         ctl[PATH_MAX + 32], base[PATH_MAX];
@@ -182,12 +195,16 @@ int main(int argc, char **argv)
         .max_logprobs = (int32_t)hf.max_logprobs,
         .sampling_defaults = &mc.sampling_defaults,
         .log_requests = !hf.disable_log_requests,
+        .grammar = gcache,
+        .grammar_error = grammar_error,
     };
     log_sampling_defaults(model, &mc.sampling_defaults);
     int rc = folio_server_run(&cfg, err, sizeof err);
     if (rc != 0)
         fprintf(stderr, "%s: %s\n", prog, err);
     folio_chat_template_free(tmpl);
+    folio_grammar_cache_free(gcache);
+    folio_grammar_vocab_free(gvocab);
     folio_tokenizer_free(tok);
     return rc == 0 ? 0 : 1;
 }

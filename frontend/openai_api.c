@@ -413,7 +413,7 @@ static int parse_fields(json_t *root, struct folio_oai_request *r, struct folio_
     } else if (get_int(root, "logprobs", 0, FOLIO_MAX_LOGPROBS, &r->logprobs, e)) {
         return -1;
     }
-    return 0;
+    return folio_oai_parse_structured(root, &r->grammar, e);
 }
 
 int folio_oai_parse_request(enum folio_oai_endpoint ep, const char *body, size_t len,
@@ -483,6 +483,7 @@ void folio_oai_request_free(struct folio_oai_request *r)
     free(r->stop);
     free(r->stop_len);
     free(r->stop_token_ids);
+    folio_oai_grammar_free(&r->grammar);
     memset(r, 0, sizeof *r);
 }
 
@@ -508,6 +509,10 @@ void folio_oai_seq_params(const struct folio_oai_request *r, uint32_t sample_ind
         .logit_bias = r->logit_bias,
         .num_logit_bias = (int32_t)r->num_logit_bias,
         .prompt_logprobs = r->echo && r->logprobs >= 0,
+        .grammar = {.on = r->grammar.on,
+                    .kind = r->grammar.kind,
+                    .text = r->grammar.text,
+                    .len = (int32_t)r->grammar.len},
     };
 }
 

@@ -14,6 +14,7 @@
 #include "openai_error.h"
 #include "sampling_params.h"
 #include "seq_params.h"
+#include "structured_output.h"
 
 enum folio_oai_endpoint {
     FOLIO_OAI_COMPLETIONS,
@@ -78,6 +79,8 @@ struct folio_oai_request {
     /* -1: no logprobs. completions: logprobs=N gives N top entries (0 gives
      * just the sampled token's); chat: logprobs=true, top_logprobs=N. */
     int32_t logprobs;
+    /* response_format, structured_outputs or guided_*: the output's grammar */
+    struct folio_oai_grammar grammar;
 };
 
 /* Parses and validates a request body. A field Folio does not implement is

@@ -24,16 +24,16 @@
  *                                     its own id
  *  service_tier                  CH   "auto" and "default" accepted (one tier)
  *  store                         H    false accepted; true is 400 (no storage)
- *  response_format               CH   {"type": "text"} accepted; others 400
+ *  response_format, structured_outputs, guided_json, guided_regex,
+ *  guided_choice, guided_grammar  CH   parsed (structured_output.c)
  *  tool_choice, function_call    H    "none" accepted; others 400
  *  modalities                    H    ["text"] accepted; others 400
  *  use_beam_search false, length_penalty 1, return_tokens_as_token_ids false,
  *  detokenize true, continue_final_message false, priority 0,
  *  add_special_tokens (C true, H false)                CH  accepted; others 400
  *  suffix, tools, functions, parallel_tool_calls, audio, prediction,
- *  reasoning_effort, web_search_options, guided_json, guided_regex,
- *  guided_choice, guided_grammar, guided_decoding_backend,
- *  guided_whitespace_pattern, structured_outputs, truncate_prompt_tokens,
+ *  reasoning_effort, web_search_options, guided_decoding_backend,
+ *  guided_whitespace_pattern, truncate_prompt_tokens,
  *  allowed_token_ids, bad_words, logits_processors, chat_template,
  *  chat_template_kwargs, documents, mm_processor_kwargs, cache_salt,
  *  kv_transfer_params, vllm_xargs                       CH  400 when not null
@@ -99,21 +99,6 @@ static int check_best_of(json_t *v, const char *name, const struct ctx *c,
                     "'best_of' greater than 'n' is not supported by this server (best_of %lld, "
                     "n %lld)",
                     b, n);
-    return 0;
-}
-
-static int check_response_format(json_t *v, const char *name, const struct ctx *c,
-                                 struct folio_oai_error *e)
-{
-    (void)c;
-    json_t *type = json_object_get(v, "type");
-    if (!json_is_object(v) || !json_is_string(type))
-        return fail(e, name, "'response_format' must be an object with a string 'type'");
-    if (!is_string(type, "text"))
-        return fail(e, name,
-                    "'response_format' of type '%s' is not supported by this server (only "
-                    "'text')",
-                    json_string_value(type));
     return 0;
 }
 
@@ -219,13 +204,19 @@ static const struct field_rule rules[] = {
     {"skip_special_tokens", EP_CH, PARSED, NULL},
     {"spaces_between_special_tokens", EP_CH, PARSED, NULL},
     {"prompt_logprobs", EP_CH, PARSED, NULL},
+    /* structured outputs: OpenAI's response_format, vLLM's structured_outputs and guided_* */
+    {"response_format", EP_CH, PARSED, NULL},
+    {"structured_outputs", EP_CH, PARSED, NULL},
+    {"guided_json", EP_CH, PARSED, NULL},
+    {"guided_regex", EP_CH, PARSED, NULL},
+    {"guided_choice", EP_CH, PARSED, NULL},
+    {"guided_grammar", EP_CH, PARSED, NULL},
     /* ignored, as OpenAI ignores them */
     {"user", EP_CH, IGNORED, NULL},
     {"metadata", EP_H, IGNORED, NULL},
     {"request_id", EP_CH, IGNORED, NULL},
     /* accepted only with the one value Folio implements */
     {"best_of", EP_CH, CHECKED, check_best_of},
-    {"response_format", EP_CH, CHECKED, check_response_format},
     {"tool_choice", EP_H, CHECKED, check_none_choice},
     {"function_call", EP_H, CHECKED, check_none_choice},
     {"modalities", EP_H, CHECKED, check_modalities},
@@ -247,13 +238,8 @@ static const struct field_rule rules[] = {
     {"prediction", EP_H, REJECT, NULL},
     {"reasoning_effort", EP_H, REJECT, NULL},
     {"web_search_options", EP_H, REJECT, NULL},
-    {"guided_json", EP_CH, REJECT, NULL},
-    {"guided_regex", EP_CH, REJECT, NULL},
-    {"guided_choice", EP_CH, REJECT, NULL},
-    {"guided_grammar", EP_CH, REJECT, NULL},
     {"guided_decoding_backend", EP_CH, REJECT, NULL},
     {"guided_whitespace_pattern", EP_CH, REJECT, NULL},
-    {"structured_outputs", EP_CH, REJECT, NULL},
     {"truncate_prompt_tokens", EP_CH, REJECT, NULL},
     {"allowed_token_ids", EP_CH, REJECT, NULL},
     {"bad_words", EP_CH, REJECT, NULL},

@@ -468,6 +468,7 @@ int folio_link_submit(struct folio_link *l, uint64_t request_id, const int32_t *
                       size_t errlen)
 {
     Folio__SamplingParams sp = FOLIO__SAMPLING_PARAMS__INIT;
+    Folio__Grammar g = FOLIO__GRAMMAR__INIT;
     Folio__Submit s = FOLIO__SUBMIT__INIT;
     s.request_id = request_id;
     s.frontend_id = l->cfg.frontend_id;
@@ -480,7 +481,7 @@ int folio_link_submit(struct folio_link *l, uint64_t request_id, const int32_t *
                  p->num_logit_bias, FOLIO_MAX_LOGIT_BIAS);
         return -1;
     }
-    folio_seq_params_to_submit(p, &s, &sp, bias_ids, bias_values);
+    folio_seq_params_to_submit(p, &s, &sp, &g, bias_ids, bias_values);
     s.arrival_unix_ns = folio_unix_ns();
     Folio__Envelope env = FOLIO__ENVELOPE__INIT;
     env.body_case = FOLIO__ENVELOPE__BODY_SUBMIT;

@@ -29,19 +29,13 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "grammar_kind.h" /* enum folio_grammar_kind */
+
 struct folio_tokenizer;
 
 /* The largest minItems or maxItems of an array a JSON schema may ask for
  * (grammar_precheck.c says why). */
 #define FOLIO_GRAMMAR_MAX_ARRAY_ITEMS 10000
-
-enum folio_grammar_kind {
-    FOLIO_GRAMMAR_JSON_OBJECT, /* any JSON object (response_format json_object); text unused */
-    FOLIO_GRAMMAR_JSON_SCHEMA, /* text: a JSON schema (Draft 2020-12, as llguidance supports) */
-    FOLIO_GRAMMAR_REGEX,       /* text: a regular expression (Rust regex syntax), matched whole */
-    FOLIO_GRAMMAR_CHOICE,      /* text: a JSON array of strings, the output being one of them */
-    FOLIO_GRAMMAR_LARK,        /* text: a grammar in llguidance's Lark syntax, rule `start` */
-};
 
 /* "json_object", "json_schema", "regex", "choice", "lark". */
 const char *folio_grammar_kind_name(enum folio_grammar_kind kind);

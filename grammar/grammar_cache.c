@@ -26,6 +26,7 @@ static const char *const kind_names[] = {
     [FOLIO_GRAMMAR_LARK] = "lark",
 };
 #define N_KINDS (sizeof kind_names / sizeof kind_names[0])
+_Static_assert(N_KINDS == FOLIO_GRAMMAR_NUM_KINDS, "a name for every kind");
 
 const char *folio_grammar_kind_name(enum folio_grammar_kind kind)
 {

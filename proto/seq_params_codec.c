@@ -4,7 +4,8 @@
 #include <stdlib.h>
 
 void folio_seq_params_to_submit(const struct folio_seq_params *p, Folio__Submit *s,
-                                Folio__SamplingParams *sp, int32_t *ids, float *values)
+                                Folio__SamplingParams *sp, Folio__Grammar *g, int32_t *ids,
+                                float *values)
 {
     const struct folio_sampling_params *q = &p->sampling;
     sp->temperature = q->temperature;
@@ -31,6 +32,13 @@ void folio_seq_params_to_submit(const struct folio_seq_params *p, Folio__Submit 
     s->logit_bias_ids = ids;
     s->logit_bias_values = values;
     s->prompt_logprobs = p->prompt_logprobs;
+    s->grammar = NULL;
+    if (p->grammar.on) {
+        g->kind = (int32_t)p->grammar.kind;
+        g->text.data = (uint8_t *)p->grammar.text;
+        g->text.len = (size_t)p->grammar.len;
+        s->grammar = g;
+    }
 }
 
 int folio_seq_params_from_submit(const Folio__Submit *s, struct folio_seq_params *p,
@@ -61,6 +69,23 @@ int folio_seq_params_from_submit(const Folio__Submit *s, struct folio_seq_params
         q->seed = sp->seed;
         q->num_logprobs = sp->logprobs;
         p->has_seed = sp->has_seed;
+    }
+    if (s->grammar) {
+        if (s->grammar->kind < 0 || s->grammar->kind >= FOLIO_GRAMMAR_NUM_KINDS) {
+            snprintf(why, whylen, "grammar: unknown kind %d", s->grammar->kind);
+            return -1;
+        }
+        if (s->grammar->text.len > FOLIO_MAX_GRAMMAR_BYTES) {
+            snprintf(why, whylen, "the grammar has %zu bytes; at most %d are allowed",
+                     s->grammar->text.len, FOLIO_MAX_GRAMMAR_BYTES);
+            return -1;
+        }
+        p->grammar = (struct folio_seq_grammar){
+            .on = true,
+            .kind = (enum folio_grammar_kind)s->grammar->kind,
+            .text = s->grammar->text.len ? (const char *)s->grammar->text.data : "",
+            .len = (int32_t)s->grammar->text.len,
+        };
     }
     if (s->n_logit_bias_ids != s->n_logit_bias_values) {
         snprintf(why, whylen, "logit_bias: as many ids as values are needed");

@@ -287,9 +287,11 @@ size_t folio_policy_max_plan_bytes(const struct folio_policy *p)
     int per_seq = p->max_blocks_per_seq;
     if (per_seq > p->cfg.num_kv_blocks)
         per_seq = p->cfg.num_kv_blocks;
+    /* A plan brings grammars while they fit one request's largest (grammar_room). */
     return folio_plan_size(p->cfg.max_num_seqs, p->cfg.max_num_batched_tokens,
                            p->cfg.max_num_seqs * per_seq,
-                           p->cfg.max_num_seqs * folio_seq_options_max_bias(p->cfg.num_eos_ids));
+                           p->cfg.max_num_seqs * folio_seq_options_max_bias(p->cfg.num_eos_ids),
+                           p->cfg.max_model_len, FOLIO_MAX_GRAMMAR_BYTES);
 }
 
 /* ---- submit / abort ----------------------------------------------------- */
@@ -511,10 +513,27 @@ static bool seq_in_scratch(const struct folio_policy *p, const struct seq *s)
     return false;
 }
 
+/* Whether this plan has room for the grammar s's sampling entry must bring
+ * (its first on a slot): the text and replay of one request always fit, more
+ * while the plan's share lasts; an entry that finds none waits a step. */
+static bool grammar_room(const struct folio_policy *p, const struct seq *s)
+{
+    int text, replay;
+    folio_seq_options_grammar_need(&s->opt, s->num_tokens - s->num_prompt, &text, &replay);
+    return p->plan_grammar_bytes + text <= FOLIO_MAX_GRAMMAR_BYTES &&
+           p->plan_replay_ids + replay <= p->cfg.max_model_len;
+}
+
 static void schedule(struct folio_policy *p, struct seq *s, int n)
 {
     int length = s->num_prompt + s->num_outputs;
     bool sample = s->num_computed + n == length;
+    if (sample) {
+        int text, replay;
+        folio_seq_options_grammar_need(&s->opt, s->num_tokens - s->num_prompt, &text, &replay);
+        p->plan_grammar_bytes += text;
+        p->plan_replay_ids += replay;
+    }
     p->scratch[p->num_scratch++] =
         (struct step_entry){.seq = s, .start = s->num_computed, .num_new = n, .sample = sample};
     /* Offered to the prefix cache at once: a request with the same prompt
@@ -573,6 +592,8 @@ static int plan_running_prefills(struct folio_policy *p, int budget)
         if (seq_is_decoding(s) || left <= 0)
             continue;
         int n = left < budget ? left : budget;
+        if (n == left && !grammar_room(p, s))
+            continue;
         while (!seq_grow_blocks(p, s, s->num_computed + n)) {
             struct seq *victim = p->running[p->num_running - 1];
             if (victim == s || seq_in_scratch(p, victim))
@@ -628,8 +649,10 @@ static int plan_admissions(struct folio_policy *p, int budget)
     int watermark = p->cfg.num_kv_blocks / 100;
     while (!p->preempted_this_step && budget > 0 && p->num_waiting > 0 && p->num_free_slots > 0) {
         struct seq *s = waiting_at(p, 0);
-        if (s->inflight > 0)
-            break; /* preempted with a step still in flight: wait for its tokens */
+        /* Preempted with a step still in flight: it waits for its tokens; its grammar finds no
+         * room in this plan: it waits a step. */
+        if (s->inflight > 0 || !grammar_room(p, s))
+            break;
         int free_matched;
         int m = match_prefix(p, s, &free_matched);
         int length = seq_length(s);
@@ -672,6 +695,7 @@ static int plan_admissions(struct folio_policy *p, int budget)
                 observe_queue_time(p, p->cfg.clock() - s->submitted_at);
         }
         s->slot = p->free_slots[--p->num_free_slots];
+        s->opt.grammar_sent = false; /* a new slot: the worker makes its matcher anew */
         s->state = SEQ_RUNNING;
         p->running[p->num_running++] = s;
         schedule(p, s, n);
@@ -706,13 +730,17 @@ static void encode_plan(struct folio_policy *p, uint64_t step_id, uint64_t plan_
                                     .num_tokens = num_tokens,
                                     .num_block_ids = num_block_ids,
                                     .num_bias = num_bias,
+                                    .num_replay = p->plan_replay_ids,
+                                    .num_grammar_bytes = p->plan_grammar_bytes,
                                     .step_id = step_id,
                                     .plan_unix_ns = plan_unix_ns};
     struct folio_plan_seq *out = (struct folio_plan_seq *)(h + 1);
     int32_t *tok = (int32_t *)(out + p->num_scratch);
     int32_t *blk = tok + num_tokens;
     struct folio_logit_bias *bias = (struct folio_logit_bias *)(blk + num_block_ids);
-    int bias_at = 0;
+    int32_t *replay = (int32_t *)(bias + num_bias);
+    char *text = (char *)(replay + p->plan_replay_ids);
+    int bias_at = 0, replay_at = 0, text_at = 0;
     for (int i = 0; i < p->num_scratch; i++) {
         const struct step_entry *e = &p->scratch[i];
         struct seq *s = e->seq;
@@ -729,13 +757,17 @@ static void encode_plan(struct folio_policy *p, uint64_t step_id, uint64_t plan_
         o->num_bias = e->sample ? seq_plan_bias(p, s, bias + bias_at) : 0;
         bias_at += o->num_bias;
         folio_seq_options_plan_prompt_lp(&s->opt, s->tokens, s->num_prompt, start, e->num_new, o);
+        folio_seq_options_plan_grammar(&s->opt, e->sample, s->tokens + s->num_prompt,
+                                       s->num_tokens - s->num_prompt, replay, &replay_at, text,
+                                       &text_at, o);
         /* A token not known yet is the one this slot's previous step samples. */
         for (int pos = start; pos < context; pos++)
             *tok++ = pos < s->num_tokens ? s->tokens[pos] : FOLIO_TOKEN_FROM_PREV;
         memcpy(blk, s->blocks, (size_t)o->num_blocks * sizeof *blk);
         blk += o->num_blocks;
     }
-    *len = folio_plan_size(p->num_scratch, num_tokens, num_block_ids, num_bias);
+    *len = folio_plan_size(p->num_scratch, num_tokens, num_block_ids, num_bias, p->plan_replay_ids,
+                           p->plan_grammar_bytes);
 }
 
 /* Two steps in flight keep the worker busy while the next is planned; --no-async-scheduling
@@ -751,6 +783,7 @@ int folio_policy_plan(struct folio_policy *p, uint64_t plan_unix_ns, const void 
         return 0;
     p->num_scratch = 0;
     p->preempted_this_step = false;
+    p->plan_grammar_bytes = p->plan_replay_ids = 0;
     int budget = p->cfg.max_num_batched_tokens;
     budget = plan_decodes(p, budget);
     budget = plan_running_prefills(p, budget);

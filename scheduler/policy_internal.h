@@ -83,6 +83,7 @@ struct folio_policy {
     int num_scratch;
     int *scratch_blocks; /* a prefix match, before it is taken */
     bool preempted_this_step;
+    int plan_grammar_bytes, plan_replay_ids; /* the grammars this plan brings (policy.c) */
     char *plan_buf;
     size_t plan_cap;
     int max_blocks_per_seq;

@@ -33,6 +33,15 @@ static void seq_take_token(struct folio_policy *p, struct seq *s, const struct f
                            int i)
 {
     const struct folio_result_seq *r = &v->seqs[i];
+    if (r->grammar_failed) {
+        const char *msg = "structured output: the grammar could not go on past this point (its "
+                          "mask exceeded the engine's limits, or it refused a token)";
+        folio_log_error(s->request_id, "%s, in step %llu", msg,
+                        (unsigned long long)v->hdr->step_id);
+        policy_emit_simple(p, s, s->request_id, s->frontend_id, FOLIO_FINISH_ERROR, 500, 0, msg);
+        policy_seq_finish(p, s);
+        return;
+    }
     if (r->token_id < 0 || r->token_id >= p->cfg.vocab_size || !seq_push_token(s, r->token_id)) {
         char msg[128];
         snprintf(msg, sizeof msg, "the worker returned token id %d (vocabulary %d) in step %llu",

@@ -209,6 +209,7 @@ static void handle_load_reply(struct sched *s, const Folio__LoadReply *r)
         s->pcfg = cfg;
     }
     s->worker_prompt_logprobs = r->prompt_logprobs;
+    s->worker_grammar = r->grammar;
     /* The worker skips plans of the epoch it attached in: an external
      * worker may attach while its predecessor's plans are still written. */
     if (new_plan_epoch(s) != 0)
@@ -336,6 +337,14 @@ static void handle_submit(struct sched *s, const Folio__Submit *m)
         submit_reject(s, m, 400, 0,
                       "'echo' with 'logprobs' (the prompt tokens' logprobs) is computed by the "
                       "CPU backend only; this server runs another");
+        free(bias);
+        return;
+    }
+    if (r.params.grammar.on && s->ws.ever_ready && !s->worker_grammar) {
+        submit_reject(s, m, 400, 0,
+                      "structured outputs (response_format, structured_outputs, guided_*) are "
+                      "not available on this server: its worker's backend does not apply "
+                      "grammars (the CPU backend does; the CUDA backend does not yet)");
         free(bias);
         return;
     }

@@ -31,6 +31,7 @@ struct sched {
     struct folio_frontend_links links;
     struct folio_worker_supervisor ws;
     bool worker_prompt_logprobs; /* the last LoadReply's: its backend computes prompt logprobs */
+    bool worker_grammar;         /* the last LoadReply's: its backend applies grammar masks */
     char model_name[256];
     int worker_vocab, worker_max_len;
     uint32_t epoch;

@@ -1,8 +1,9 @@
 /* What a request asks of its sequence beyond the prompt and the sampling
  * parameters, and what the policy does with it at each step: the stop token
  * ids (and EOS) that end it, min_tokens (which bans those in the sampler
- * until reached, as vLLM does), the client's logit bias, and the prompt
- * logprobs of echo. */
+ * until reached, as vLLM does), the client's logit bias, the prompt
+ * logprobs of echo, and its structured-output grammar, which the plan brings
+ * to the worker with the sequence's first sampling step on a slot. */
 #ifndef FOLIO_SCHEDULER_SEQ_OPTIONS_H
 #define FOLIO_SCHEDULER_SEQ_OPTIONS_H
 
@@ -10,6 +11,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "grammar_kind.h"
 #include "ipc_records.h"
 #include "sampling_params.h"
 
@@ -24,6 +26,11 @@ struct folio_seq_options {
     struct folio_logit_bias *bias;
     bool prompt_logprobs; /* echo with logprobs */
     int prompt_lp_sent;   /* prompt positions 1..prompt_lp_sent have their logprob sent */
+    /* Structured output: the grammar (its text owned here). EOS is the
+     * grammar's to allow, so min_tokens does not ban it and ignore_eos does
+     * not keep it from ending the sequence. */
+    struct folio_seq_grammar grammar;
+    bool grammar_sent; /* the worker's matcher for the current slot has it */
 };
 
 /* 0, or -1 with why the request's options are invalid (a 400): more stop ids
@@ -47,6 +54,19 @@ int folio_seq_options_plan_bias(const struct folio_seq_options *o, const int *eo
 /* tok ends the sequence (EOS unless ignored, or a stop token id). */
 bool folio_seq_options_is_stop(const struct folio_seq_options *o, const int *eos_ids,
                                int num_eos_ids, int32_t tok);
+
+/* What a sampling entry must bring for the grammar (none once sent):
+ * text bytes and replay ids, for a sequence with num_outputs tokens. */
+void folio_seq_options_grammar_need(const struct folio_seq_options *o, int num_outputs,
+                                    int *text_bytes, int *replay_ids);
+
+/* The plan entry's grammar fields; for the first sampling entry on a slot,
+ * the text at text[*text_at] and the outputs (outputs[num_outputs]) at
+ * replay[*replay_at], both cursors advanced, and the grammar marked sent. */
+void folio_seq_options_plan_grammar(struct folio_seq_options *o, bool sample,
+                                    const int32_t *outputs, int num_outputs, int32_t *replay,
+                                    int *replay_at, char *text, int *text_at,
+                                    struct folio_plan_seq *out);
 
 /* The prompt logprobs of a chunk [start, start + n) of a sequence whose
  * tokens start with num_prompt prompt tokens: the logprob of the prompt token

@@ -37,6 +37,14 @@ static int check_seq(const struct folio_backend *b, const struct folio_step_seq 
                  i);
         return -1;
     }
+    if (q->allowed && (!q->sample || !b->caps.grammar)) {
+        snprintf(err, errlen,
+                 "step: seq %d brings a grammar mask %s", i,
+                 q->sample ? "to a backend that does not apply them (its LoadReply says so, and "
+                             "the scheduler refuses them)"
+                           : "but does not sample");
+        return -1;
+    }
     if ((q->sample || q->num_prompt_logprobs > 0) &&
         folio_sampling_params_check(&q->sampling, err, errlen) != 0)
         return -1;

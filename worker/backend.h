@@ -39,6 +39,11 @@ struct folio_step_seq {
      * top sampling.num_logprobs. 0: none (the CUDA backend refuses them). */
     int32_t num_prompt_logprobs;
     int32_t next_prompt_token;
+    /* Structured output: the tokens its grammar allows at this sample, bit i % 32 of word i / 32
+     * for token i (grammar/grammar.h's masks, (vocab_size + 31) / 32 words), applied to the
+     * logits after the bias, before sampling, so the reported logprobs include it. NULL: no
+     * constraint. Only where the backend's caps.grammar says it applies them. */
+    const uint32_t *allowed;
 };
 
 struct folio_step_batch {
@@ -56,7 +61,7 @@ struct folio_step_result {
     float *top_logprobs; /* [num_seqs * FOLIO_MAX_LOGPROBS] */
     float *logits;       /* optional, NULL to skip: [num_sampling_seqs * vocab]
                             final logits of each sampling sequence, in order, with
-                            its logit bias added (nothing else);
+                            its logit bias and grammar mask applied (nothing else);
                             tests compare them with the references */
     /* Prompt logprobs, the sequences' entries one after another in batch order
      * (NULL to skip when no sequence asks): the token each one is for, its
@@ -114,6 +119,7 @@ struct folio_backend_caps {
     int pipeline_depth;   /* steps worth launching before the oldest is collected: 1 where
                              launch() runs the step whole (the CPU), 2 where it only queues it */
     bool prompt_logprobs; /* computes the prompt tokens' logprobs (echo with logprobs) */
+    bool grammar;         /* applies a sequence's allowed-token mask (structured outputs) */
 };
 
 struct folio_backend {
@@ -131,7 +137,8 @@ struct folio_backend {
 
 /* The one check of a step batch against the backend that is to run it, before anything is
  * touched: counts, slots (each once), block tables, token ids, prompt logprobs (where the
- * backend computes them), sampling parameters and logit biases. Every backend's launch() calls
+ * backend computes them), grammar masks (where it applies them, on sampling sequences),
+ * sampling parameters and logit biases. Every backend's launch() calls
  * it first, so the worker's plans and the test drivers' scripts pass the same gate. 0, or -1
  * with a message naming the sequence and the field. */
 int folio_step_batch_check(struct folio_backend *b, const struct folio_step_batch *batch, char *err,

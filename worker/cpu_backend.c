@@ -495,6 +495,8 @@ static int cpu_launch(struct folio_backend *base, const struct folio_step_batch 
         struct folio_token_history h = {sh->ids, sh->len, s->output_index};
         float *logits = out->logits + (size_t)j * c->vocab_size;
         folio_logits_add_bias(logits, c->vocab_size, s->bias, s->num_bias);
+        if (s->allowed)
+            folio_logits_apply_mask(logits, c->vocab_size, s->allowed);
         b->sample_status[j] = folio_sample(b->samplers[omp_get_thread_num()], logits, &s->sampling,
                                            (uint32_t)s->output_index, &h, &r, b->sample_err[j],
                                            sizeof b->sample_err[j]);
@@ -662,7 +664,8 @@ int folio_cpu_backend_create(const struct folio_model *m, const struct folio_bac
         return -1;
     }
     b->base.ops = &cpu_ops;
-    b->base.caps = (struct folio_backend_caps){.pipeline_depth = 1, .prompt_logprobs = true};
+    b->base.caps = (struct folio_backend_caps){
+        .pipeline_depth = 1, .prompt_logprobs = true, .grammar = true};
     b->base.model = m;
     b->base.num_kv_blocks = (int)num_blocks;
     b->base.max_seqs = opt->max_seqs;

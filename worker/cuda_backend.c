@@ -275,7 +275,10 @@ static int create(struct cuda_backend *cb, const struct folio_model *m,
         return -1;
     }
     cb->base.ops = &cuda_ops;
-    cb->base.caps = (struct folio_backend_caps){.pipeline_depth = 2};
+    /* grammar false: the worker computes structured outputs' masks on the host
+     * (grammar_slots.c) and runs such steps alone in its pipeline, but nothing applies
+     * folio_step_seq.allowed on the GPU yet, so the scheduler refuses those requests. */
+    cb->base.caps = (struct folio_backend_caps){.pipeline_depth = 2, .grammar = false};
     cb->base.model = m;
     cb->base.max_seqs = opt->max_seqs;
     cb->base.max_num_tokens = opt->max_num_tokens;

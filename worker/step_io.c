@@ -4,6 +4,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "grammar_slots.h"
+
 int folio_step_io_init(struct folio_step_io *io, int max_seqs, int max_num_tokens, char *err,
                        size_t errlen)
 {
@@ -82,12 +84,27 @@ int folio_step_io_batch(struct folio_step_io *io, const struct folio_plan_view *
         };
         io->num_logprobs[i] = p->sample ? p->sampling.num_logprobs : 0;
         blocks += p->num_blocks; /* the decoder checked the sum */
+        if (p->grammar_kind >= 0 && !io->grammar) {
+            snprintf(err, errlen,
+                     "step plan %llu: sequence %d has a grammar, which this worker's backend "
+                     "does not apply",
+                     (unsigned long long)h->step_id, i);
+            return -1;
+        }
     }
+    if (io->grammar)
+        folio_grammar_slots_prepare(io->grammar, v, io->seqs);
     *batch = (struct folio_step_batch){.num_seqs = h->num_seqs,
                                        .num_tokens = h->num_tokens,
                                        .token_ids = v->token_ids,
                                        .seqs = io->seqs};
     return 0;
+}
+
+void folio_step_io_commit(struct folio_step_io *io)
+{
+    if (io->grammar)
+        folio_grammar_slots_commit(io->grammar, io->res.token_ids);
 }
 
 /* Sequence i's prompt logprobs (entries from *entry in io->res) into the
@@ -138,10 +155,12 @@ size_t folio_step_io_encode_result(struct folio_step_io *io, const struct folio_
     float *prompt_lps = (float *)(prompt_ids + num_prompt);
     int32_t off = 0, entry = 0;
     for (int32_t i = 0; i < num_seqs; i++) {
-        seqs[i] = (struct folio_result_seq){.token_id = io->res.token_ids[i],
-                                            .logprob = io->res.logprobs[i],
-                                            .num_top = num_logprobs[i],
-                                            .top_offset = off};
+        seqs[i] = (struct folio_result_seq){
+            .token_id = io->res.token_ids[i],
+            .logprob = io->res.logprobs[i],
+            .num_top = num_logprobs[i],
+            .top_offset = off,
+            .grammar_failed = io->grammar && folio_grammar_slots_failed(io->grammar, i)};
         for (int32_t k = 0; k < num_logprobs[i]; k++, off++) {
             top_ids[off] = io->res.top_ids[(size_t)i * FOLIO_MAX_LOGPROBS + k];
             top_lps[off] = io->res.top_logprobs[(size_t)i * FOLIO_MAX_LOGPROBS + k];

@@ -12,8 +12,11 @@
 #include "backend.h"
 #include "ipc_records.h"
 
+struct folio_grammar_slots;
+
 struct folio_step_io {
     int max_seqs, max_num_tokens;
+    struct folio_grammar_slots *grammar; /* NULL: the backend applies no grammars */
     struct folio_step_seq *seqs;
     struct folio_step_result res;
     int32_t *num_logprobs; /* per sequence of the step being collected */
@@ -27,11 +30,16 @@ int folio_step_io_init(struct folio_step_io *io, int max_seqs, int max_num_token
                        size_t errlen);
 void folio_step_io_free(struct folio_step_io *io);
 
-/* The batch for a plan (pointers into the plan record and io). Checks what
+/* The batch for a plan (pointers into the plan record and io), with the
+ * grammar masks of its constrained sequences (io->grammar's). Checks what
  * the plan record decoder cannot: block tables inside the plan, logprob
- * counts, num_seqs within max_seqs. */
+ * counts, num_seqs within max_seqs, grammars only where io has them. */
 int folio_step_io_batch(struct folio_step_io *io, const struct folio_plan_view *v,
                         struct folio_step_batch *batch, char *err, size_t errlen);
+
+/* After the step of the last batch is collected into io->res: its
+ * constrained sequences commit their tokens. */
+void folio_step_io_commit(struct folio_step_io *io);
 
 /* Encodes io->res (filled by collect for the plan v) as a result record in
  * io->result_buf; returns its length. status -1 with a message encodes a

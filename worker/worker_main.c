@@ -26,6 +26,7 @@
 
 #include "backend.h"
 #include "folio.pb-c.h"
+#include "grammar_slots.h"
 #include "ipc_records.h"
 #include "log.h"
 #include "model.h"
@@ -208,7 +209,7 @@ static void *heartbeat_main(void *arg)
 }
 
 static void send_load_reply(bool ok, const char *error, const struct folio_backend *b, int vocab,
-                            int max_len)
+                            int max_len, bool grammar)
 {
     Folio__LoadReply r = FOLIO__LOAD_REPLY__INIT;
     r.ok = ok;
@@ -219,6 +220,7 @@ static void send_load_reply(bool ok, const char *error, const struct folio_backe
         r.max_model_len = max_len;
         r.pipeline_depth = b->caps.pipeline_depth;
         r.prompt_logprobs = b->caps.prompt_logprobs;
+        r.grammar = grammar;
     }
     Folio__Envelope env = FOLIO__ENVELOPE__INIT;
     env.body_case = FOLIO__ENVELOPE__BODY_LOAD_REPLY;
@@ -232,6 +234,7 @@ struct launched {
     struct folio_plan_header hdr; /* copied: the plan record is released at launch */
     int32_t *num_logprobs;
     uint64_t launch_ns;
+    bool constrained; /* samples under a grammar: runs alone in the pipeline */
 };
 
 static volatile sig_atomic_t stop_requested;
@@ -288,8 +291,10 @@ static int run_steps(struct folio_backend *b, struct folio_ring *plans, struct f
             if (w == 0)
                 continue;
         }
-        /* Launch every plan already waiting, up to the pipeline depth. */
-        while (count < depth) {
+        /* Launch every plan already waiting, up to the pipeline depth. A step that samples
+         * under a grammar runs alone: its masks need every earlier token committed, and the
+         * next step's masks need its tokens. */
+        while (count < depth && !(count > 0 && q[(head + count - 1) % PIPELINE_DEPTH].constrained)) {
             struct folio_ring_record rec;
             int r = folio_ring_peek(plans, &rec, err, errlen);
             if (r < 0) {
@@ -305,8 +310,10 @@ static int run_steps(struct folio_backend *b, struct folio_ring *plans, struct f
             struct folio_plan_view v;
             struct folio_step_batch batch;
             struct launched *l = &q[(head + count) % PIPELINE_DEPTH];
-            if (folio_plan_decode(rec.data, rec.len, &v, err, errlen) != 0 ||
-                folio_step_io_batch(io, &v, &batch, err, errlen) != 0) {
+            int dr = folio_plan_decode(rec.data, rec.len, &v, err, errlen);
+            if (dr == 0 && count > 0 && folio_grammar_plan_constrained(&v))
+                break; /* it waits in the ring for the steps in flight */
+            if (dr != 0 || folio_step_io_batch(io, &v, &batch, err, errlen) != 0) {
                 const struct folio_plan_header *h = rec.data;
                 failed_step = rec.len >= sizeof *h ? h->step_id : 0;
                 failed_plan_ns = rec.len >= sizeof *h ? h->plan_unix_ns : 0;
@@ -315,6 +322,7 @@ static int run_steps(struct folio_backend *b, struct folio_ring *plans, struct f
                 break;
             }
             l->hdr = *v.hdr;
+            l->constrained = folio_grammar_plan_constrained(&v);
             memcpy(l->num_logprobs, io->num_logprobs, (size_t)v.hdr->num_seqs * sizeof(int32_t));
             l->launch_ns = folio_mono_ns();
             int lr = b->ops->launch(b, &batch, err, errlen);
@@ -338,6 +346,8 @@ static int run_steps(struct folio_backend *b, struct folio_ring *plans, struct f
             rc = -1;
             break;
         }
+        if (l->constrained)
+            folio_step_io_commit(io);
         /* Pipelined, a step's backend time runs from its own launch or from
          * the end of the previous collect, whichever is later. */
         uint64_t done = folio_mono_ns();
@@ -443,15 +453,22 @@ int main(int argc, char **argv)
         create_backend(&a, &model, &b, &vocab, &max_len, err, sizeof err) != 0 ||
         folio_step_io_init(&io, (int)a.max_seqs, (int)a.max_num_tokens, err, sizeof err) != 0) {
         folio_log_error(0, "load failed: %s", err);
-        send_load_reply(false, err, NULL, 0, 0);
+        send_load_reply(false, err, NULL, 0, 0, false);
         usleep(100 * 1000); /* let the reply leave before the socket closes */
         goto out;
     }
     folio_log_info(0, "%s backend ready: %d KV blocks, %d slots, %d tokens per step%s", a.backend,
                    b->num_kv_blocks, (int)a.max_seqs, (int)a.max_num_tokens,
                    a.tensor_parallel_size > 1 ? ", tensor-parallel ranks emulated" : "");
+    /* Structured outputs: the model's tokenizer and vocab for the matchers, where the backend
+     * applies masks; without them the scheduler refuses constrained requests. */
+    if (b->caps.grammar && model &&
+        folio_grammar_slots_new(a.model_dir, vocab, model->config.eos_token_ids,
+                                model->config.num_eos_token_ids, (int)a.max_seqs, &io.grammar,
+                                err, sizeof err) != 0)
+        folio_log_warn(0, "structured outputs are off: %s", err);
     uint32_t stale_epoch = folio_ring_writer_epoch(plans);
-    send_load_reply(true, NULL, b, vocab, max_len);
+    send_load_reply(true, NULL, b, vocab, max_len, io.grammar != NULL);
     pthread_t hb;
     pthread_create(&hb, NULL, heartbeat_main, NULL);
     if (run_steps(b, plans, results, &io, stale_epoch, err, sizeof err) != 0) {
@@ -463,6 +480,7 @@ int main(int argc, char **argv)
     atomic_store(&heartbeat_stop, true);
     pthread_join(hb, NULL);
 out:
+    folio_grammar_slots_free(io.grammar);
     folio_step_io_free(&io);
     if (b)
         b->ops->destroy(b);

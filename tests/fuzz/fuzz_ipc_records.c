@@ -28,6 +28,10 @@ static void walk_plan(const struct folio_plan_view *v)
             acc += (uint32_t)v->block_ids[blk + j];
         tok += s->num_new_tokens;
         blk += s->num_blocks;
+        for (int32_t j = 0; s->grammar_new && j < s->grammar_len; j++)
+            acc += (unsigned char)v->grammar_text[s->grammar_offset + j];
+        for (int32_t j = 0; s->grammar_new && j < s->num_replay; j++)
+            acc += (uint32_t)v->replay[s->replay_offset + j];
         for (int32_t j = 0; j < s->num_bias; j++)
             acc += (uint32_t)v->bias[s->bias_offset + j].token;
     }

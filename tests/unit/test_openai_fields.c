@@ -47,10 +47,8 @@ static void expect_ok(enum folio_oai_endpoint ep, const char *body)
 static void test_rejected(void)
 {
     expect_400(C, "{\"prompt\":\"x\",\"suffix\":\"y\"}", "suffix", "'suffix' is not supported");
-    expect_400(H, "{" MSG ",\"response_format\":{\"type\":\"json_object\"}}", "response_format",
-               "'json_object'");
     expect_400(C, "{\"prompt\":\"x\",\"response_format\":{\"type\":\"json_schema\"}}",
-               "response_format", "'json_schema'");
+               "response_format", "'response_format.json_schema' must be an object");
     expect_400(H, "{" MSG ",\"response_format\":{\"type\":\"bogus\"}}", "response_format",
                "'bogus'");
     expect_400(H, "{" MSG ",\"response_format\":\"text\"}", "response_format", "an object");
@@ -64,7 +62,8 @@ static void test_rejected(void)
     expect_400(H, "{" MSG ",\"modalities\":[\"text\",\"audio\"]}", "modalities", "[\"text\"]");
     expect_400(H, "{" MSG ",\"store\":true}", "store", "other than false");
     expect_400(C, "{\"prompt\":\"x\",\"use_beam_search\":true}", "use_beam_search", "false");
-    expect_400(C, "{\"prompt\":\"x\",\"guided_json\":{}}", "guided_json", "not supported");
+    expect_400(C, "{\"prompt\":\"x\",\"guided_decoding_backend\":\"xgrammar\"}",
+               "guided_decoding_backend", "not supported");
     expect_400(C, "{\"prompt\":\"x\",\"best_of\":3}", "best_of", "greater than 'n'");
     expect_400(C, "{\"prompt\":\"x\",\"best_of\":2,\"n\":3}", "best_of", "at least 'n'");
     expect_400(C, "{\"prompt\":\"x\",\"frobnicate\":1}", "frobnicate",
