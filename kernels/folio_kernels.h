@@ -363,6 +363,13 @@ struct folio_k_logit_bias {
 cudaError_t folio_k_logit_bias(float *logits, int vocab, const struct folio_k_logit_bias *bias,
                                int n, cudaStream_t s);
 
+/* Structured outputs (token_mask.cu): for each of n masked rows, rows[m]'s
+ * logits [vocab] set to -inf where bit v % 32 of masks[m][v / 32] is clear
+ * ((vocab + 31) / 32 words a mask); launch it after the logit bias, before
+ * folio_k_sample. */
+cudaError_t folio_k_token_mask(float *logits, int vocab, const uint32_t *masks, const int32_t *rows,
+                               int n, cudaStream_t s);
+
 /* folio_k_sample's rows that need no filter, penalty or top-N logprobs
  * (greedy, or tempered over the whole row) over several CTAs a row
  * (sample_split.cu); folio_k_sample does it first when given split_ws (a

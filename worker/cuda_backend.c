@@ -41,6 +41,7 @@ static void cuda_destroy(struct folio_backend *b)
     for (int i = 0; i < cb->num_weight_blocks; i++)
         cudaFree(cb->weight_blocks[i]);
     folio_cuda_bias_free(&cb->bias);
+    folio_cuda_mask_free(&cb->mask);
     void *bufs[] = {cb->kv_pool,        cb->res,
                     cb->normed,         cb->qkv,
                     cb->attn_out,       cb->proj_out,
@@ -278,7 +279,7 @@ static int create(struct cuda_backend *cb, const struct folio_model *m,
     /* grammar false: the worker computes structured outputs' masks on the host
      * (grammar_slots.c) and runs such steps alone in its pipeline, but nothing applies
      * folio_step_seq.allowed on the GPU yet, so the scheduler refuses those requests. */
-    cb->base.caps = (struct folio_backend_caps){.pipeline_depth = 2, .grammar = false};
+    cb->base.caps = (struct folio_backend_caps){.pipeline_depth = 2, .grammar = true};
     cb->base.model = m;
     cb->base.max_seqs = opt->max_seqs;
     cb->base.max_num_tokens = opt->max_num_tokens;

@@ -157,6 +157,7 @@ static int sample(struct cuda_backend *cb, const struct step_ctx *x, bool pdl, c
 {
     const struct step_layout *l = x->l;
     CUDA_CHECK(folio_cuda_bias_apply(&cb->bias, cb->d_logits, cb->vocab, cb->stream));
+    CUDA_CHECK(folio_cuda_mask_apply(&cb->mask, cb->d_logits, cb->vocab, cb->stream));
     CUDA_CHECK(folio_k_sample(
         cb->d_logits, x->n_sample, cb->vocab,
         (const struct folio_k_sample_params *)(cb->d_meta + l->params),

@@ -20,6 +20,7 @@
 
 #include "backend.h"
 #include "cuda_logit_bias.h"
+#include "cuda_token_mask.h"
 #include "folio_kernels.h"
 
 #define MAX_INFLIGHT 2
@@ -185,6 +186,7 @@ struct cuda_backend {
     int32_t *d_pen_rebuild;
     int pen_max_ctx;
     struct folio_cuda_bias bias; /* the logit bias of the step being queued */
+    struct folio_cuda_mask mask; /* the structured-output masks of the step being queued */
     /* folio_k_sample_split's workspace; NULL (paths.one_cta_sampler): every row
      * in sample.cu's one-CTA-a-row kernel. */
     void *d_sample_split;

@@ -165,7 +165,8 @@ int cuda_launch(struct folio_backend *b, const struct folio_step_batch *batch, c
     bool decode_only = batch->num_tokens == batch->num_seqs;
     int bucket = cuda_graph_bucket(batch->num_seqs);
     bool use_graph = cb->use_graphs && decode_only && bucket <= cb->base.max_seqs &&
-                     bucket <= cb->base.max_num_tokens && !folio_cuda_bias_in_batch(batch);
+                     bucket <= cb->base.max_num_tokens && !folio_cuda_bias_in_batch(batch) &&
+                     !folio_cuda_mask_in_batch(batch);
     int t_rows = use_graph ? bucket : batch->num_tokens;
     int s_rows = use_graph ? bucket : batch->num_seqs;
     struct step_layout l;
@@ -183,7 +184,9 @@ int cuda_launch(struct folio_backend *b, const struct folio_step_batch *batch, c
     CUDA_CHECK(cudaEventRecord(fl->uploaded, cb->upload));
     CUDA_CHECK(cudaStreamWaitEvent(cb->stream, fl->uploaded, 0));
     cb->d_meta = fl->d_step;
-    if (folio_cuda_bias_upload(&cb->bias, batch, fl->seq_row, cb->stream, err, errlen) != 0)
+    if (folio_cuda_bias_upload(&cb->bias, batch, fl->seq_row, cb->stream, err, errlen) != 0 ||
+        folio_cuda_mask_upload(&cb->mask, batch, fl->seq_row, cb->vocab, cb->stream, err, errlen) !=
+            0)
         return -1;
     if (use_graph) {
         if (cuda_run_decode_graph(cb, bucket, slot, &l, err, errlen) != 0)
