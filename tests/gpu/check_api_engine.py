@@ -25,6 +25,11 @@ Checks:
      CPU vs CUDA tokens (the reported logits include the bias on both backends, so the sampler
      ports apply unchanged), and the CUDA run against itself without graphs (enforce_eager),
      bitwise.
+  3. structured outputs' masks (step_driver's "allowed") on a batch of 4: one allowed token (every
+     token must be it), 40 allowed with top-k sampling, 3000 allowed at temperature 1 on every
+     other step only (masked steps run eagerly, the others as CUDA graphs), and no mask. CPU vs
+     CUDA tokens (the reported logits carry the mask on both backends), every masked token among
+     the allowed, and the CUDA run against itself without graphs, bitwise.
 Prints one line per check (PASS/FAIL, figures) and exits 1 if any failed.
 
 On the GPU machine, with the bundle built as for check_cuda.py (bench/gpu/check_and_time.sh makes
@@ -159,6 +164,44 @@ def logit_bias(drv, fx, vocab):
           f"tokens equal: {[r['token_ids'] for r in re] == [r['token_ids'] for r in rg]}")
 
 
+def token_masks(drv, fx, vocab):
+    """3. structured outputs' masks, CPU vs CUDA, graphs vs eager."""
+    n_dec = 12
+    lens = (6, 19, 33, 11)
+    ps = [prompt(m, 500 + m, vocab) for m in lens]
+    tabs = [[4 * i, 4 * i + 1, 4 * i + 2, 4 * i + 3] for i in range(len(ps))]
+    opts = dict(max_num_tokens=256, num_kv_blocks=64)
+    rng = np.random.default_rng(7)
+    allowed = [sorted(int(t) for t in rng.choice(vocab, size=k, replace=False))
+               for k in (1, 40, 3000)]
+    rows = [lambda d: dict(seed=21, num_logprobs=1, allowed=allowed[0]),
+            lambda d: dict(SAMPLED, seed=22, num_logprobs=3, allowed=allowed[1]),
+            lambda d: dict(temperature=1.0, seed=23, num_logprobs=1,
+                           **({"allowed": allowed[2]} if d % 2 == 0 else {})),
+            lambda d: dict(SAMPLED, seed=24, num_logprobs=1)]
+    st = [[seq(i, q, len(q), tabs[i], **rows[i](0)) for i, q in enumerate(ps)]]
+    for d in range(n_dec):
+        st.append([seq(i, [FROM_PREV], len(q) + d + 1, tabs[i], output_index=d + 1,
+                       **rows[i](d + 1)) for i, q in enumerate(ps)])
+    rc, lc = drv.run(fx, st, vocab, backend="cpu", threads=4, **opts)
+    rg, lg = drv.run(fx, st, vocab, paths={"keep_logits": True}, **opts)
+    compare_tokens("token masks: CPU vs CUDA", st, rc, finite(lc), rg, finite(lg))
+    for name, res in (("CPU", rc), ("CUDA", rg)):
+        f = tokens_of(res, 0)
+        check(f"a mask of one token forces it ({name})", all(t == allowed[0][0] for t in f),
+              f"tokens {f[:6]}..., allowed {allowed[0]}")
+        t = tokens_of(res, 1)
+        check(f"top-k sampling stays inside a mask of 40 ({name})",
+              all(x in set(allowed[1]) for x in t), f"tokens {t[:6]}...")
+        e = tokens_of(res, 2)
+        check(f"a mask on every other step holds there ({name})",
+              all(e[d] in set(allowed[2]) for d in range(0, n_dec + 1, 2)), f"tokens {e}")
+    re, _ = drv.run(fx, st, vocab, enforce_eager=True, **opts)
+    check("token masks on CUDA: graphs and eager steps mixed == all eager",
+          [r["token_ids"] for r in re] == [r["token_ids"] for r in rg],
+          f"tokens equal: {[r['token_ids'] for r in re] == [r['token_ids'] for r in rg]}")
+
+
 def main():
     if len(sys.argv) not in (4, 5):
         print(__doc__)
@@ -169,6 +212,7 @@ def main():
     vocab = json.loads(Path(fx, "config.json").read_text())["vocab_size"]
     n_samples(drv, fx, vocab)
     logit_bias(drv, fx, vocab)
+    token_masks(drv, fx, vocab)
     failed = [r for r in check_cuda.results if not r[1]]
     print(f"{len(check_cuda.results) - len(failed)} passed, {len(failed)} failed")
     return 1 if failed else 0

@@ -13,8 +13,10 @@
  *                "temperature": 0, "top_k": 0, "top_p": 1, "min_p": 0,
  *                "seed": 0, "num_logprobs": 0, "repetition_penalty": 1,
  *                "frequency_penalty": 0, "presence_penalty": 0,
- *                "logit_bias": [[token, value], ...]}, ...], ...]}
- * (a logit_bias value null is -inf, a ban).
+ *                "logit_bias": [[token, value], ...],
+ *                "allowed": [token, ...]}, ...], ...]}
+ * (a logit_bias value null is -inf, a ban; "allowed": a structured output's
+ * mask, the only tokens the sequence may sample).
  * A token -1 is FOLIO_TOKEN_FROM_PREV. With launch_ahead, step N+1 is launched
  * before step N is collected (the scheduler's pipeline).
  *
@@ -39,6 +41,7 @@ struct parsed_step {
     int32_t *tokens;
     int32_t **tables;
     struct folio_logit_bias **bias;
+    uint32_t **allowed;
 };
 
 static int int_field(json_t *obj, const char *key, long long def, long long *out)
@@ -94,6 +97,10 @@ static void free_step(struct parsed_step *p)
         for (int32_t i = 0; i < p->batch.num_seqs; i++)
             free(p->bias[i]);
     free(p->bias);
+    if (p->allowed)
+        for (int32_t i = 0; i < p->batch.num_seqs; i++)
+            free(p->allowed[i]);
+    free(p->allowed);
     free(p->seqs);
     free(p->tokens);
 }
@@ -124,7 +131,27 @@ static int parse_bias(json_t *js, struct folio_step_seq *s, struct folio_logit_b
     return 0;
 }
 
-static int parse_step(json_t *jstep, struct parsed_step *p, char *err, size_t errlen)
+/* "allowed": [token, ...] as a mask of (vocab + 31) / 32 words; absent: none. */
+static int parse_allowed(json_t *js, int vocab, uint32_t **out)
+{
+    json_t *a = json_object_get(js, "allowed");
+    if (!a)
+        return 0;
+    if (!json_is_array(a) || !(*out = calloc(((size_t)vocab + 31) / 32, sizeof **out)))
+        return -1;
+    size_t k;
+    json_t *v;
+    json_array_foreach(a, k, v)
+    {
+        json_int_t id = json_integer_value(v);
+        if (!json_is_integer(v) || id < 0 || id >= vocab)
+            return -1;
+        (*out)[id / 32] |= 1u << (id % 32);
+    }
+    return 0;
+}
+
+static int parse_step(json_t *jstep, struct parsed_step *p, int vocab, char *err, size_t errlen)
 {
     memset(p, 0, sizeof *p);
     if (!json_is_array(jstep)) {
@@ -136,11 +163,12 @@ static int parse_step(json_t *jstep, struct parsed_step *p, char *err, size_t er
     p->seqs = calloc((size_t)nseq + 1, sizeof *p->seqs);
     p->tables = calloc((size_t)nseq + 1, sizeof *p->tables);
     p->bias = calloc((size_t)nseq + 1, sizeof *p->bias);
+    p->allowed = calloc((size_t)nseq + 1, sizeof *p->allowed);
     size_t total = 0;
     for (int32_t i = 0; i < nseq; i++)
         total += json_array_size(json_object_get(json_array_get(jstep, (size_t)i), "tokens"));
     p->tokens = malloc((total + 1) * sizeof *p->tokens);
-    if (!p->seqs || !p->tables || !p->bias || !p->tokens) {
+    if (!p->seqs || !p->tables || !p->bias || !p->allowed || !p->tokens) {
         snprintf(err, errlen, "out of memory");
         return -1;
     }
@@ -193,6 +221,11 @@ static int parse_step(json_t *jstep, struct parsed_step *p, char *err, size_t er
             snprintf(err, errlen, "seq %d: logit_bias must be a list of [token, value]", i);
             return -1;
         }
+        if (parse_allowed(js, vocab, &p->allowed[i]) != 0) {
+            snprintf(err, errlen, "seq %d: allowed must be a list of token ids below %d", i, vocab);
+            return -1;
+        }
+        s->allowed = p->allowed[i];
     }
     p->batch.num_tokens = (int32_t)t;
     p->batch.token_ids = p->tokens;
@@ -366,7 +399,8 @@ int main(int argc, char **argv)
     }
     steps = calloc(nsteps + 1, sizeof *steps);
     for (size_t i = 0; steps && i < nsteps; i++) {
-        if (parse_step(json_array_get(jsteps, i), &steps[i], err, sizeof err) != 0) {
+        if (parse_step(json_array_get(jsteps, i), &steps[i], model->config.vocab_size, err,
+                       sizeof err) != 0) {
             fprintf(stderr, "step_driver: step %zu: %s\n", i, err);
             goto done;
         }
