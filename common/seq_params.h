@@ -21,7 +21,7 @@ struct folio_seq_params {
     bool ignore_eos;
     const struct folio_logit_bias *logit_bias; /* [num_logit_bias] */
     int32_t num_logit_bias;
-    bool prompt_logprobs; /* echo with logprobs: each prompt token's logprob, once */
+    bool prompt_logprobs;             /* echo with logprobs: each prompt token's logprob, once */
     struct folio_seq_grammar grammar; /* structured output: the text must match it */
 };
 

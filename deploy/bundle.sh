@@ -44,6 +44,10 @@ done
 # libgomp (OpenMP) is not on every machine: carry it too.
 for exe in "$OUT"/bin/*; do ldd "$exe" 2>/dev/null | awk '/libgomp/ {print $3}'; done | sort -u |
   while read -r path; do cp -L "$path" "$OUT/lib/"; done
+# The structured-output engine (llguidance's _lib.abi3.so) and the libpython it needs are among
+# them; without their debug sections they weigh a third (a device call carries 64 MiB at most).
+chmod u+w "$OUT"/lib/*
+strip --strip-debug "$OUT"/lib/* 2>/dev/null || true
 
 cp -r "$ASSETS/models/llama2-tokenizer" "$OUT/models/"
 mkdir -p "$OUT/models/tinyllama-1.1b-shape"

@@ -12,6 +12,7 @@ DEB_PACKAGES=(
   libh2o-evloop-dev libnng-dev libprotobuf-c-dev protobuf-c-compiler
   libjemalloc-dev libjansson-dev libssl-dev zlib1g-dev libuv1-dev libpcre2-dev libutf8proc-dev
   nghttp2-client curl openssl python3 python3-pip
+  libpython3-dev # the structured-output engine's library (llguidance's wheel) needs libpython
   docker.io docker-compose debootstrap # the compose deployment and its test
 )
 missing=()

@@ -553,8 +553,8 @@ static int check_grammar(struct server *s, h2o_req_t *req, const struct folio_oa
     if (!s->cfg->grammar)
         snprintf(err, sizeof err, "structured outputs are not available on this server: %s",
                  s->cfg->grammar_error ? s->cfg->grammar_error : "no grammar engine");
-    else if (folio_grammar_compile(s->cfg->grammar, gr->kind, gr->text, gr->len, err,
-                                   sizeof err) == 0)
+    else if (folio_grammar_compile(s->cfg->grammar, gr->kind, gr->text, gr->len, err, sizeof err) ==
+             0)
         return 0;
     http_send_error(s, req, 400, err, gr->param, 0);
     return -1;

@@ -138,8 +138,8 @@ int main(int argc, char **argv)
     char grammar_error[512] = "";
     struct folio_grammar_vocab *gvocab = NULL;
     struct folio_grammar_cache *gcache = NULL;
-    if (folio_grammar_vocab_new(tok, mc.vocab_size, mc.eos_token_ids, mc.num_eos_token_ids,
-                                &gvocab, grammar_error, sizeof grammar_error) != 0)
+    if (folio_grammar_vocab_new(tok, mc.vocab_size, mc.eos_token_ids, mc.num_eos_token_ids, &gvocab,
+                                grammar_error, sizeof grammar_error) != 0)
         fprintf(stderr, "%s: structured outputs are off: %s\n", prog, grammar_error);
     else if (!(gcache = folio_grammar_cache_new(gvocab, GRAMMAR_CACHE_ENTRIES)))
         snprintf(grammar_error, sizeof grammar_error, "out of memory");

@@ -92,7 +92,8 @@ static int read_response_format(json_t *root, struct sources *ss, struct folio_o
     static const char *const js_keys[] = {"name", "schema", "strict", "description", NULL};
     if (only_keys(js, "response_format.json_schema", js_keys, e, P))
         return -1;
-    json_t *name = field(js, "name"), *strict = field(js, "strict"), *desc = field(js, "description");
+    json_t *name = field(js, "name"), *strict = field(js, "strict"),
+           *desc = field(js, "description");
     if ((name && !json_is_string(name)) || (desc && !json_is_string(desc)))
         return fail(e, 400, P, "'response_format.json_schema.%s' must be a string",
                     name && !json_is_string(name) ? "name" : "description");
@@ -100,8 +101,9 @@ static int read_response_format(json_t *root, struct sources *ss, struct folio_o
         return fail(e, 400, P, "'response_format.json_schema.strict' must be a boolean");
     json_t *schema = field(js, "schema");
     if (!json_is_object(schema) && !json_is_boolean(schema))
-        return fail(e, 400, P, "'response_format.json_schema.schema' must be a JSON schema (an "
-                               "object)");
+        return fail(e, 400, P,
+                    "'response_format.json_schema.schema' must be a JSON schema (an "
+                    "object)");
     add(ss, P, FOLIO_GRAMMAR_JSON_SCHEMA, schema);
     return 0;
 }
@@ -180,8 +182,7 @@ static int source_text(const struct source *src, struct folio_oai_grammar *g,
     return 0;
 }
 
-int folio_oai_parse_structured(json_t *root, struct folio_oai_grammar *g,
-                               struct folio_oai_error *e)
+int folio_oai_parse_structured(json_t *root, struct folio_oai_grammar *g, struct folio_oai_error *e)
 {
     memset(g, 0, sizeof *g);
     struct sources ss = {.n = 0};

@@ -22,8 +22,10 @@ int folio_seq_options_check(const struct folio_request *r, int vocab_size, char 
     const struct folio_seq_grammar *g = &r->params.grammar;
     if (g->on && (g->len < 0 || g->len > FOLIO_MAX_GRAMMAR_BYTES || (g->len > 0 && !g->text) ||
                   (unsigned)g->kind >= FOLIO_GRAMMAR_NUM_KINDS)) {
-        snprintf(msg, len, "the structured-output grammar (kind %d) has %d bytes; at most %d are "
-                 "allowed", (int)g->kind, g->len, FOLIO_MAX_GRAMMAR_BYTES);
+        snprintf(msg, len,
+                 "the structured-output grammar (kind %d) has %d bytes; at most %d are "
+                 "allowed",
+                 (int)g->kind, g->len, FOLIO_MAX_GRAMMAR_BYTES);
         return -1;
     }
     return folio_logit_bias_check(r->params.logit_bias, r->params.num_logit_bias, vocab_size, msg,

@@ -130,11 +130,10 @@ def curl_h2(url, key=None, body=None):
 # ---- fields Folio does not implement: 400 naming the field ---------------------------------
 
 UNSUPPORTED_BOTH = [
-    ("response_format", {"type": "json_object"}),
-    ("response_format", {"type": "json_schema", "json_schema": {"name": "x", "schema": {}}}),
     ("response_format", {"type": "bogus"}),
     ("best_of", 3),
-    ("guided_json", {"type": "object"}),
+    ("guided_decoding_backend", "xgrammar"),
+    ("structured_outputs", {"whitespace_pattern": " "}),
     ("use_beam_search", True),
     ("frobnicate", 1),
 ]

@@ -11,14 +11,12 @@ refused at once, masks, commits and threads)."""
 import json
 import re
 import subprocess
-import urllib.parse
 
-import jsonschema
 import lark
 import pytest
 
 from conftest import bin_path, smollm2_gguf
-from grammar_schemas import CHOICES, LARK, REGEXES, SCHEMAS
+from grammar_schemas import CHOICES, LARK, REGEXES, SCHEMAS, schema_validator
 
 WALKS = 3
 MAX_TOKENS = 600
@@ -62,38 +60,6 @@ def finished_texts(res):
     return texts
 
 
-HOSTNAME = re.compile(r"(?=.{1,253}$)([A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?)(\.[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*")
-# RFC 3339 appendix A's duration.
-DURATION = re.compile(
-    r"P((\d+D|\d+M(\d+D)?|\d+Y(\d+M(\d+D)?)?)(T(\d+H(\d+M(\d+S)?)?|\d+M(\d+S)?|\d+S))?"
-    r"|T(\d+H(\d+M(\d+S)?)?|\d+M(\d+S)?|\d+S)|\d+W)"
-)
-
-
-def format_checker(schema):
-    """The draft's checker, with the formats llguidance enforces that jsonschema checks only
-    through packages Folio does not install (fqdn, rfc3987, isoduration)."""
-    checker = jsonschema.FormatChecker()
-    checker.checkers = dict(jsonschema.validators.validator_for(schema).FORMAT_CHECKER.checkers)
-
-    @checker.checks("hostname")
-    def hostname(s):
-        return not isinstance(s, str) or HOSTNAME.fullmatch(s) is not None
-
-    @checker.checks("uri")
-    def uri(s):
-        if not isinstance(s, str):
-            return True
-        parts = urllib.parse.urlsplit(s)
-        return re.fullmatch(r"[A-Za-z][A-Za-z0-9+.-]*", parts.scheme or "") is not None and not re.search(r"\s", s)
-
-    @checker.checks("duration")
-    def duration(s):
-        return not isinstance(s, str) or DURATION.fullmatch(s) is not None
-
-    return checker
-
-
 def test_suite_size():
     assert len(SCHEMAS) >= 50 and REGEXES and CHOICES and LARK
 
@@ -101,7 +67,7 @@ def test_suite_size():
 @pytest.mark.parametrize("name", list(SCHEMAS))
 def test_json_schema_walks(walked, name):
     schema = SCHEMAS[name]
-    validator = jsonschema.validators.validator_for(schema)(schema, format_checker=format_checker(schema))
+    validator = schema_validator(schema)
     for text in finished_texts(walked[("json_schema", name)]):
         try:
             value = json.loads(text)

@@ -38,8 +38,7 @@ static int check_seq(const struct folio_backend *b, const struct folio_step_seq 
         return -1;
     }
     if (q->allowed && (!q->sample || !b->caps.grammar)) {
-        snprintf(err, errlen,
-                 "step: seq %d brings a grammar mask %s", i,
+        snprintf(err, errlen, "step: seq %d brings a grammar mask %s", i,
                  q->sample ? "to a backend that does not apply them (its LoadReply says so, and "
                              "the scheduler refuses them)"
                            : "but does not sample");

@@ -154,9 +154,9 @@ void folio_grammar_slots_prepare(struct folio_grammar_slots *g, const struct fol
         if (p->grammar_new)
             make_matcher(g, v, i);
         else if (sl->m && sl->request_id != p->request_id)
-            fail(g, i, sl, "a plan for a slot whose matcher is another sequence's");
+            drop(sl); /* the slot's previous sequence's: this one's comes with its first sample */
         if (p->sample && !sl->m)
-            g->failed[i] = true; /* failed before (the scheduler ends it): unmasked */
+            g->failed[i] = true; /* its grammar failed before (the scheduler ends it): unmasked */
         else if (p->sample)
             g->masked_slot[i] = p->slot;
     }

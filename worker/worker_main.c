@@ -294,7 +294,8 @@ static int run_steps(struct folio_backend *b, struct folio_ring *plans, struct f
         /* Launch every plan already waiting, up to the pipeline depth. A step that samples
          * under a grammar runs alone: its masks need every earlier token committed, and the
          * next step's masks need its tokens. */
-        while (count < depth && !(count > 0 && q[(head + count - 1) % PIPELINE_DEPTH].constrained)) {
+        while (count < depth &&
+               !(count > 0 && q[(head + count - 1) % PIPELINE_DEPTH].constrained)) {
             struct folio_ring_record rec;
             int r = folio_ring_peek(plans, &rec, err, errlen);
             if (r < 0) {
@@ -464,8 +465,8 @@ int main(int argc, char **argv)
      * applies masks; without them the scheduler refuses constrained requests. */
     if (b->caps.grammar && model &&
         folio_grammar_slots_new(a.model_dir, vocab, model->config.eos_token_ids,
-                                model->config.num_eos_token_ids, (int)a.max_seqs, &io.grammar,
-                                err, sizeof err) != 0)
+                                model->config.num_eos_token_ids, (int)a.max_seqs, &io.grammar, err,
+                                sizeof err) != 0)
         folio_log_warn(0, "structured outputs are off: %s", err);
     uint32_t stale_epoch = folio_ring_writer_epoch(plans);
     send_load_reply(true, NULL, b, vocab, max_len, io.grammar != NULL);

@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include "folio.pb-c.h"
+#include "grammar_kind.h"
 #include "ipc_records.h"
 #include "shm_ring.h"
 
@@ -77,7 +78,7 @@ static Folio__StatusReply *status(nng_socket ctl, Folio__Envelope **holder)
 
 int main(int argc, char **argv)
 {
-    const char *run_dir = NULL, *instance = NULL, *prompt_arg = NULL;
+    const char *run_dir = NULL, *instance = NULL, *prompt_arg = NULL, *regex = NULL;
     int id = 1, nreq = 1, prompt_len = 8, max_tokens = 16, min_tokens = 0, abort_after = -1;
     double timeout = 60, temperature = 0;
     bool ignore_eos = false, quiet = false, only_status = false, wait_ready = false;
@@ -118,6 +119,8 @@ int main(int argc, char **argv)
             temperature = strtod(v, NULL);
         else if (!strcmp(k, "--timeout"))
             timeout = strtod(v, NULL);
+        else if (!strcmp(k, "--regex"))
+            regex = v; /* every request's output constrained to match it */
         else if (!strcmp(k, "--abort-after"))
             abort_after = atoi(v); /* abort request 0 after this many of its tokens */
         else {
@@ -129,7 +132,8 @@ int main(int argc, char **argv)
         fprintf(stderr, "usage: sched_client --run-dir DIR --instance NAME [--id N] "
                         "[--requests N] [--prompt-len N | --prompt 1,2,3] [--max-tokens N]\n"
                         "       [--min-tokens N] [--ignore-eos] [--temperature F] "
-                        "[--abort-after N] [--timeout S] [--quiet] [--status] [--wait-ready]\n");
+                        "[--abort-after N] [--timeout S] [--quiet] [--status] [--wait-ready]\n"
+                        "       [--regex RE]\n");
         return 2;
     }
     char url[4200];
@@ -241,6 +245,13 @@ int main(int argc, char **argv)
         sub.max_tokens = max_tokens;
         sub.min_tokens = min_tokens;
         sub.ignore_eos = ignore_eos;
+        Folio__Grammar g = FOLIO__GRAMMAR__INIT;
+        if (regex) {
+            g.kind = FOLIO_GRAMMAR_REGEX;
+            g.text.data = (uint8_t *)regex;
+            g.text.len = strlen(regex);
+            sub.grammar = &g;
+        }
         Folio__Envelope e = FOLIO__ENVELOPE__INIT;
         e.body_case = FOLIO__ENVELOPE__BODY_SUBMIT;
         e.submit = &sub;

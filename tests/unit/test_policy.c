@@ -95,11 +95,10 @@ static void answer(struct folio_policy *p, int32_t token)
     struct folio_plan_view pv;
     char err[256];
     const struct folio_plan_header *h = (const void *)plans[plans_head];
-    CHECK(folio_plan_decode(
-              plans[plans_head],
-              folio_plan_size(h->num_seqs, h->num_tokens, h->num_block_ids, h->num_bias,
-                              h->num_replay, h->num_grammar_bytes),
-              &pv, err, sizeof err) == 0);
+    CHECK(folio_plan_decode(plans[plans_head],
+                            folio_plan_size(h->num_seqs, h->num_tokens, h->num_block_ids,
+                                            h->num_bias, h->num_replay, h->num_grammar_bytes),
+                            &pv, err, sizeof err) == 0);
     static char buf[1 << 14];
     struct folio_result_header *rh = (void *)buf;
     *rh = (struct folio_result_header){

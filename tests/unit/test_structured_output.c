@@ -70,8 +70,8 @@ static void test_sources(void)
     expect_none(H, "{" MSG ",\"response_format\":{\"type\":\"text\"}}");
     expect_none(H, "{" MSG ",\"response_format\":null,\"guided_json\":null,"
                    "\"structured_outputs\":{\"regex\":null}}");
-    expect(H, "{" MSG ",\"response_format\":{\"type\":\"json_object\"}}",
-           FOLIO_GRAMMAR_JSON_OBJECT, "", "response_format");
+    expect(H, "{" MSG ",\"response_format\":{\"type\":\"json_object\"}}", FOLIO_GRAMMAR_JSON_OBJECT,
+           "", "response_format");
     /* the schema's keys keep their order: the output's properties follow it */
     expect(H,
            "{" MSG ",\"response_format\":{\"type\":\"json_schema\",\"json_schema\":{\"name\":"
@@ -81,12 +81,14 @@ static void test_sources(void)
            "{\"type\":\"object\",\"properties\":{\"z\":{\"type\":\"integer\"},\"a\":{\"type\":"
            "\"string\"}}}",
            "response_format");
-    expect(C, "{\"prompt\":\"x\",\"response_format\":{\"type\":\"json_schema\",\"json_schema\":"
-              "{\"name\":\"n\",\"schema\":{\"type\":\"integer\"},\"strict\":null}}}",
+    expect(C,
+           "{\"prompt\":\"x\",\"response_format\":{\"type\":\"json_schema\",\"json_schema\":"
+           "{\"name\":\"n\",\"schema\":{\"type\":\"integer\"},\"strict\":null}}}",
            FOLIO_GRAMMAR_JSON_SCHEMA, "{\"type\":\"integer\"}", "response_format");
     expect(C, "{\"prompt\":\"x\",\"structured_outputs\":{\"json\":{\"type\":\"boolean\"}}}",
            FOLIO_GRAMMAR_JSON_SCHEMA, "{\"type\":\"boolean\"}", "structured_outputs.json");
-    expect(C, "{\"prompt\":\"x\",\"structured_outputs\":{\"json\":\"{\\\"type\\\": \\\"null\\\"}\"}}",
+    expect(C,
+           "{\"prompt\":\"x\",\"structured_outputs\":{\"json\":\"{\\\"type\\\": \\\"null\\\"}\"}}",
            FOLIO_GRAMMAR_JSON_SCHEMA, "{\"type\": \"null\"}", "structured_outputs.json");
     expect(H, "{" MSG ",\"structured_outputs\":{\"regex\":\"[a-z]+\",\"choice\":null}}",
            FOLIO_GRAMMAR_REGEX, "[a-z]+", "structured_outputs.regex");
@@ -94,11 +96,11 @@ static void test_sources(void)
            FOLIO_GRAMMAR_CHOICE, "[\"yes\",\"no\"]", "structured_outputs.choice");
     expect(H, "{" MSG ",\"structured_outputs\":{\"grammar\":\"start: \\\"a\\\"+\"}}",
            FOLIO_GRAMMAR_LARK, "start: \"a\"+", "structured_outputs.grammar");
-    expect(H, "{" MSG ",\"structured_outputs\":{\"json_object\":true}}",
-           FOLIO_GRAMMAR_JSON_OBJECT, "", "structured_outputs.json_object");
+    expect(H, "{" MSG ",\"structured_outputs\":{\"json_object\":true}}", FOLIO_GRAMMAR_JSON_OBJECT,
+           "", "structured_outputs.json_object");
     expect_none(H, "{" MSG ",\"structured_outputs\":{\"json_object\":false}}");
-    expect(C, "{\"prompt\":\"x\",\"guided_json\":{\"type\":\"object\"}}",
-           FOLIO_GRAMMAR_JSON_SCHEMA, "{\"type\":\"object\"}", "guided_json");
+    expect(C, "{\"prompt\":\"x\",\"guided_json\":{\"type\":\"object\"}}", FOLIO_GRAMMAR_JSON_SCHEMA,
+           "{\"type\":\"object\"}", "guided_json");
     expect(C, "{\"prompt\":\"x\",\"guided_regex\":\"\\\\d{3}\"}", FOLIO_GRAMMAR_REGEX, "\\d{3}",
            "guided_regex");
     expect(C, "{\"prompt\":\"x\",\"guided_choice\":[\"a\",\"b c\"]}", FOLIO_GRAMMAR_CHOICE,
@@ -116,17 +118,21 @@ static void test_refused(void)
                "'structured_outputs.regex' and 'structured_outputs.choice'");
     expect_400(C, "{\"prompt\":\"x\",\"guided_json\":{},\"structured_outputs\":{\"json\":{}}}",
                "guided_json", "one structured output constraint");
-    expect_400(H, "{" MSG ",\"response_format\":{\"type\":\"json_schema\",\"json_schema\":"
-                  "{\"name\":\"n\"}}}",
+    expect_400(H,
+               "{" MSG ",\"response_format\":{\"type\":\"json_schema\",\"json_schema\":"
+               "{\"name\":\"n\"}}}",
                "response_format", "'response_format.json_schema.schema' must be a JSON schema");
-    expect_400(H, "{" MSG ",\"response_format\":{\"type\":\"json_schema\",\"json_schema\":"
-                  "{\"name\":3,\"schema\":{}}}}",
+    expect_400(H,
+               "{" MSG ",\"response_format\":{\"type\":\"json_schema\",\"json_schema\":"
+               "{\"name\":3,\"schema\":{}}}}",
                "response_format", "'response_format.json_schema.name' must be a string");
-    expect_400(H, "{" MSG ",\"response_format\":{\"type\":\"json_schema\",\"json_schema\":"
-                  "{\"schema\":{},\"strict\":\"yes\"}}}",
+    expect_400(H,
+               "{" MSG ",\"response_format\":{\"type\":\"json_schema\",\"json_schema\":"
+               "{\"schema\":{},\"strict\":\"yes\"}}}",
                "response_format", "strict' must be a boolean");
-    expect_400(H, "{" MSG ",\"response_format\":{\"type\":\"json_schema\",\"json_schema\":"
-                  "{\"schema\":{},\"extra\":1}}}",
+    expect_400(H,
+               "{" MSG ",\"response_format\":{\"type\":\"json_schema\",\"json_schema\":"
+               "{\"schema\":{},\"extra\":1}}}",
                "response_format", "'response_format.json_schema.extra' is not supported");
     expect_400(H, "{" MSG ",\"response_format\":{\"type\":\"structural_tag\"}}", "response_format",
                "'structural_tag' is not supported");
