@@ -1,5 +1,6 @@
-/* The HTTP server's internal types and the functions shared by http_server.c and
- * generate_handler.c. */
+/* The HTTP server's internal types, and the functions its files share: the
+ * request table (request_table.c), plain responses (http_reply.c) and the
+ * generation handler (generate_handler.c), which http_server.c calls. */
 #ifndef FOLIO_HTTP_INTERNAL_H
 #define FOLIO_HTTP_INTERNAL_H
 
