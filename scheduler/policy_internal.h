@@ -26,6 +26,7 @@ struct seq {
     int num_hashed; /* leading full blocks registered in the prefix cache */
     uint64_t last_hash;
     int slot;          /* -1 when none */
+    int entry;         /* its entry in the step being planned (p->scratch), -1 when none */
     int inflight;      /* steps in flight that include this sequence */
     int cached_tokens; /* prompt tokens the first admission found cached */
     bool admitted_once;
@@ -50,6 +51,7 @@ struct step_entry {
 struct inflight_step {
     uint64_t step_id;
     int num_entries;
+    int num_tokens;
     struct step_entry *entries;
 };
 
@@ -82,6 +84,9 @@ struct folio_policy {
     int num_scratch;
     int *scratch_blocks; /* a prefix match, before it is taken */
     bool preempted_this_step;
+    /* The worker's speed: tokens and backend seconds of the steps that came back, each sum
+     * halved at every step so that it follows a worker that slows down or speeds up. */
+    double speed_tokens, speed_seconds;
     char *plan_buf;
     size_t plan_cap;
     int max_blocks_per_seq;

@@ -129,6 +129,10 @@ int folio_policy_apply_result(struct folio_policy *p, const struct folio_result_
     }
     p->inflight_head = (p->inflight_head + 1) % FOLIO_POLICY_MAX_INFLIGHT;
     p->num_inflight--;
+    if (v->hdr->backend_ns > 0) {
+        p->speed_tokens = p->speed_tokens / 2 + st->num_tokens;
+        p->speed_seconds = p->speed_seconds / 2 + (double)v->hdr->backend_ns * 1e-9;
+    }
     for (int i = 0; i < st->num_entries; i++) {
         struct seq *s = st->entries[i].seq;
         s->inflight--;
