@@ -64,6 +64,7 @@ struct folio_link_status {
     uint64_t prompt_tokens_total, generation_tokens_total;
     uint64_t queue_time_counts[FOLIO_QUEUE_TIME_BUCKETS + 1]; /* submit to admission */
     double queue_time_sum;
+    uint64_t scheduler_rss_bytes, worker_rss_bytes;
     /* from RegisterReply */
     uint32_t scheduler_epoch;
     char model_name[128];

@@ -18,6 +18,7 @@
 #include "ipc_records.h"
 #include "log.h"
 #include "policy.h"
+#include "process_rss.h"
 #include "sampling_params.h"
 #include "shm_ring.h"
 #include "worker_supervisor.h"
@@ -97,6 +98,7 @@ static void worker_lost(struct sched *s, const char *why)
     snprintf(msg, sizeof msg, "%s", why);
     folio_policy_fail_all(s->policy, 503, msg);
     s->timing_count = 0;
+    s->worker_rss_bytes = 0; /* until its successor's first heartbeat */
     /* Results the dead worker left are void, and so are the plans it had
      * not read. */
     char err[256];
@@ -218,8 +220,10 @@ void sched_handle_worker_ctl(struct sched *s)
         if (env->body_case == FOLIO__ENVELOPE__BODY_LOAD_REPLY)
             handle_load_reply(s, env->load_reply);
         else if (env->body_case == FOLIO__ENVELOPE__BODY_HEARTBEAT &&
-                 folio_ws_heartbeat_is_ours(&s->ws, env->heartbeat->pid))
+                 folio_ws_heartbeat_is_ours(&s->ws, env->heartbeat->pid)) {
             folio_ws_heartbeat(&s->ws, folio_mono_ns());
+            s->worker_rss_bytes = env->heartbeat->rss_bytes;
+        }
         folio__envelope__free_unpacked(env, NULL);
     }
 }
@@ -496,6 +500,8 @@ static void handle_status(struct sched *s)
     r.queue_time_counts = st.queue_time_counts;
     r.queue_time_sum = st.queue_time_sum;
     r.max_model_len = s->ws.ever_ready ? served_max_model_len(s) : 0;
+    r.scheduler_rss_bytes = folio_process_rss_bytes();
+    r.worker_rss_bytes = s->worker_rss_bytes;
     Folio__Envelope env = FOLIO__ENVELOPE__INIT;
     env.body_case = FOLIO__ENVELOPE__BODY_STATUS_REPLY;
     env.status_reply = &r;
