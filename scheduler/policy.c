@@ -697,7 +697,7 @@ static int prefill_budget(const struct folio_policy *p, int decodes, int left)
 }
 
 /* Passes 2 and 3 sharing the prompt tokens. While a request waits that could
- * be admitted, the running prefills (oldest first) take at most half, the
+ * be admitted, the running prefills take at most half (in equal shares), the
  * admissions the rest, and the running prefills then take what admissions
  * left: a short request that arrives behind a long prompt starts at once
  * instead of queueing behind all its chunks, and the long prompt still runs

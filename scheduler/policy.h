@@ -43,7 +43,7 @@
 #define FOLIO_POLICY_MAX_INFLIGHT 2
 /* The step time prompts are chunked to (folio_policy_config.step_target_seconds): long enough
  * that a step's fixed costs are small next to it, short enough that a request arriving behind
- * a long prompt gets its first token a few steps later. A GPU's steps stay far below it at the
+ * a long prompt gets its first token a few steps later. A GPU's steps stay below it at the
  * default token budget, so there the budget alone decides. */
 #define FOLIO_POLICY_STEP_TARGET_SECONDS 0.5
 #define FOLIO_PLAN_TOKEN_FROM_PREV (-1) /* worker/backend.h: FOLIO_TOKEN_FROM_PREV */
