@@ -49,7 +49,7 @@ static void waiting_push_back(struct folio_policy *p, struct seq *s)
     p->num_waiting++;
 }
 
-static void waiting_push_front(struct folio_policy *p, struct seq *s)
+void policy_waiting_push_front(struct folio_policy *p, struct seq *s)
 {
     p->waiting_head = (p->waiting_head + p->waiting_cap - 1) % p->waiting_cap;
     p->waiting[p->waiting_head] = s;
@@ -85,7 +85,7 @@ int policy_seq_pending_prompt(const struct seq *s)
     return s->num_tokens; /* what admission will have to prefill (recompute included) */
 }
 
-static void seq_release_blocks(struct folio_policy *p, struct seq *s)
+void policy_seq_release_blocks(struct folio_policy *p, struct seq *s)
 {
     /* Last block first: a sequence's tail is the least likely prefix of
      * another request, so it should be evicted before its head. */
@@ -105,7 +105,7 @@ static void seq_release_slot(struct folio_policy *p, struct seq *s)
 
 void policy_seq_free(struct folio_policy *p, struct seq *s)
 {
-    seq_release_blocks(p, s);
+    policy_seq_release_blocks(p, s);
     seq_release_slot(p, s);
     map_remove(p, s);
     if (s->all_prev)
@@ -389,6 +389,7 @@ void folio_policy_submit(struct folio_policy *p, const struct folio_request *r)
     if (r->params.max_tokens > 0 && r->params.max_tokens < s->max_outputs)
         s->max_outputs = r->params.max_tokens;
     s->slot = -1;
+    s->entry = -1;
     s->sampling = r->params.sampling;
     if (!r->params.has_seed)
         s->sampling.seed = folio_splitmix64(p->seed_counter++);
@@ -454,11 +455,11 @@ void folio_policy_drop_frontend(struct folio_policy *p, uint32_t frontend_id)
 static void preempt(struct folio_policy *p, struct seq *s)
 {
     running_remove(p, s);
-    seq_release_blocks(p, s);
+    policy_seq_release_blocks(p, s);
     seq_release_slot(p, s);
     s->num_computed = 0;
     s->state = SEQ_WAITING;
-    waiting_push_front(p, s);
+    policy_waiting_push_front(p, s);
     p->pending_prompt_tokens += policy_seq_pending_prompt(s);
     p->st.num_preemptions++;
     p->preempted_this_step = true;
@@ -466,62 +467,21 @@ static void preempt(struct folio_policy *p, struct seq *s)
                     s->num_tokens);
 }
 
-void folio_policy_worker_lost(struct folio_policy *p, uint32_t status, const char *message)
-{
-    p->num_inflight = p->inflight_head = 0; /* their results will never come */
-    struct seq *next;
-    for (struct seq *s = p->all_head; s; s = next) {
-        next = s->all_next;
-        bool ran = s->state == SEQ_RUNNING || s->inflight > 0;
-        s->inflight = 0;
-        s->num_outputs = s->num_tokens - s->num_prompt; /* those the frontend has */
-        bool sent = s->num_outputs > 0 || s->opt.prompt_lp_sent > 0;
-        if (s->state == SEQ_FINISHED) {
-            policy_seq_free(p, s);
-        } else if (sent || (ran && s->requeued)) {
-            policy_emit_simple(p, s, s->request_id, s->frontend_id, FOLIO_FINISH_ERROR, status, 0,
-                               message);
-            policy_seq_finish(p, s);
-        } else if (ran) {
-            s->requeued = true;
-        }
-    }
-    /* Newest first to the front: they keep their order, ahead of those that
-     * were waiting. */
-    while (p->num_running > 0) {
-        struct seq *s = p->running[--p->num_running];
-        seq_release_blocks(p, s);
-        s->slot = -1;
-        s->num_computed = 0;
-        s->state = SEQ_WAITING;
-        waiting_push_front(p, s);
-        p->pending_prompt_tokens += policy_seq_pending_prompt(s);
-    }
-    folio_bm_reset(p->bm);
-    p->num_free_slots = 0;
-    for (int i = p->cfg.max_num_seqs - 1; i >= 0; i--)
-        p->free_slots[p->num_free_slots++] = i;
-}
-
-static bool seq_in_scratch(const struct folio_policy *p, const struct seq *s)
-{
-    for (int i = 0; i < p->num_scratch; i++)
-        if (p->scratch[i].seq == s)
-            return true;
-    return false;
-}
-
+/* Adds n tokens to s's entry in the step being planned (a new entry if it has none). */
 static void schedule(struct folio_policy *p, struct seq *s, int n)
 {
-    int length = s->num_prompt + s->num_outputs;
-    bool sample = s->num_computed + n == length;
-    p->scratch[p->num_scratch++] =
-        (struct step_entry){.seq = s, .start = s->num_computed, .num_new = n, .sample = sample};
+    if (s->entry < 0) {
+        s->entry = p->num_scratch++;
+        p->scratch[s->entry] = (struct step_entry){.seq = s, .start = s->num_computed};
+    }
+    struct step_entry *e = &p->scratch[s->entry];
+    e->num_new += n;
+    e->sample = s->num_computed + e->num_new == s->num_prompt + s->num_outputs;
     /* Offered to the prefix cache at once: a request with the same prompt
      * admitted later in this very step (the n samples of one request are
      * submitted side by side) shares these blocks, since a step writes every
      * sequence's KV of a layer before any attention of that layer reads it. */
-    seq_cache_blocks_upto(p, s, s->num_computed + n);
+    seq_cache_blocks_upto(p, s, s->num_computed + e->num_new);
 }
 
 /* The logical length of a sequence: its prompt and every output sampled or
@@ -562,32 +522,66 @@ static int plan_decodes(struct folio_policy *p, int budget)
     return budget;
 }
 
+/* The prompt tokens s has still to compute beyond what this step plans for it. */
+static int prefill_left(const struct folio_policy *p, const struct seq *s)
+{
+    if (seq_is_decoding(s))
+        return 0;
+    return seq_length(s) - s->num_computed - (s->entry >= 0 ? p->scratch[s->entry].num_new : 0);
+}
+
+/* Gives s up to n more prompt tokens in this step; returns how many it got.
+ * Blocks short: preempt newer sequences not in this step; if none is left,
+ * the chunk shrinks to the blocks there are. */
+static int grow_prefill(struct folio_policy *p, struct seq *s, int n)
+{
+    int from = s->num_computed + (s->entry >= 0 ? p->scratch[s->entry].num_new : 0);
+    while (!seq_grow_blocks(p, s, from + n)) {
+        struct seq *victim = p->running[p->num_running - 1];
+        if (victim == s || victim->entry >= 0)
+            break;
+        preempt(p, victim);
+    }
+    int fits = s->num_blocks * FOLIO_KV_BLOCK_SIZE - from;
+    if (n > fits)
+        n = fits;
+    if (n > 0)
+        schedule(p, s, n);
+    return n > 0 ? n : 0;
+}
+
 /* Pass 2: prefill chunks for running sequences still in their prompt (or in
- * a recompute). Blocks short: preempt newer sequences not in this step; if
- * none is left, the chunk shrinks to the blocks there are. */
+ * a recompute), in equal shares, oldest first, until the budget or their
+ * prompts are spent; a sequence planned already in this step gets its chunk
+ * extended. Equal shares, because a request admitted with part of its prompt
+ * (the budget ran out) must not wait behind every chunk of an older, longer
+ * prompt. */
 static int plan_running_prefills(struct folio_policy *p, int budget)
 {
-    for (int i = 0; i < p->num_running && budget > 0; i++) {
-        struct seq *s = p->running[i];
-        int left = seq_length(s) - s->num_computed;
-        if (seq_is_decoding(s) || left <= 0)
-            continue;
-        int n = left < budget ? left : budget;
-        while (!seq_grow_blocks(p, s, s->num_computed + n)) {
-            struct seq *victim = p->running[p->num_running - 1];
-            if (victim == s || seq_in_scratch(p, victim))
-                break;
-            preempt(p, victim);
+    for (;;) {
+        int k = 0;
+        for (int i = 0; i < p->num_running; i++)
+            k += prefill_left(p, p->running[i]) > 0;
+        if (k == 0 || budget <= 0)
+            return budget;
+        /* Each round spends the budget or finishes a prompt, unless the pool is dry. */
+        int quota = (budget + k - 1) / k;
+        bool short_of_blocks = false;
+        for (int i = 0; i < p->num_running && budget > 0; i++) {
+            struct seq *s = p->running[i];
+            int left = prefill_left(p, s);
+            if (left <= 0)
+                continue;
+            int n = left < quota ? left : quota;
+            if (n > budget)
+                n = budget;
+            int got = grow_prefill(p, s, n);
+            short_of_blocks |= got < n;
+            budget -= got;
         }
-        int fits = s->num_blocks * FOLIO_KV_BLOCK_SIZE - s->num_computed;
-        if (n > fits)
-            n = fits;
-        if (n <= 0)
-            continue;
-        schedule(p, s, n);
-        budget -= n;
+        if (short_of_blocks)
+            return budget;
     }
-    return budget;
 }
 
 /* The cached full blocks that start s's tokens (never all of them: the last
@@ -682,6 +676,42 @@ static int plan_admissions(struct folio_policy *p, int budget)
     return budget;
 }
 
+/* The prompt tokens of a step: what the decodes left of the token budget, and
+ * with a step target no more than the worker ran in that time lately (less
+ * the decodes), so that a slow worker (the CPU backend) takes a long prompt
+ * in chunks of about that time instead of steps that stall every other
+ * request. At least one block's worth, so that prompts progress however many
+ * decodes there are; one block's worth too before any step has come back. */
+static int prefill_budget(const struct folio_policy *p, int decodes, int left)
+{
+    if (p->cfg.step_target_seconds <= 0 || p->cfg.disable_chunked_prefill)
+        return left;
+    double n = FOLIO_KV_BLOCK_SIZE;
+    if (p->speed_seconds > 0)
+        n = p->cfg.step_target_seconds * p->speed_tokens / p->speed_seconds - decodes;
+    if (n < FOLIO_KV_BLOCK_SIZE)
+        n = FOLIO_KV_BLOCK_SIZE;
+    return n < left ? (int)n : left;
+}
+
+/* Passes 2 and 3 sharing the prompt tokens. While a request waits that could
+ * be admitted, the running prefills take at most half (in equal shares), the
+ * admissions the rest, and the running prefills then take what admissions
+ * left: a short request that arrives behind a long prompt starts at once
+ * instead of queueing behind all its chunks, and the long prompt still runs
+ * at half speed or better, so neither can starve the other. (vLLM's V1
+ * scheduler gives running requests the whole budget first; its
+ * long_prefill_token_threshold caps a long prefill's chunk for the same
+ * reason.) */
+static void plan_prefills(struct folio_policy *p, int budget)
+{
+    bool can_admit = p->num_waiting > 0 && p->num_free_slots > 0 && waiting_at(p, 0)->inflight == 0;
+    int running = can_admit ? (budget + 1) / 2 : budget;
+    int left = budget - running + plan_running_prefills(p, running);
+    left = plan_admissions(p, left);
+    plan_running_prefills(p, left);
+}
+
 /* The logit bias of a sequence's sampling entry (NULL: only counted). */
 static int seq_plan_bias(const struct folio_policy *p, const struct seq *s,
                          struct folio_logit_bias *out)
@@ -751,10 +781,9 @@ int folio_policy_plan(struct folio_policy *p, uint64_t plan_unix_ns, const void 
         return 0;
     p->num_scratch = 0;
     p->preempted_this_step = false;
-    int budget = p->cfg.max_num_batched_tokens;
-    budget = plan_decodes(p, budget);
-    budget = plan_running_prefills(p, budget);
-    plan_admissions(p, budget);
+    int cap = p->cfg.max_num_batched_tokens;
+    int left = plan_decodes(p, cap);
+    plan_prefills(p, prefill_budget(p, cap - left, left));
     if (p->num_scratch == 0)
         return 0;
 
@@ -768,9 +797,11 @@ int folio_policy_plan(struct folio_policy *p, uint64_t plan_unix_ns, const void 
     st->step_id = step_id;
     st->num_entries = p->num_scratch;
     memcpy(st->entries, p->scratch, (size_t)p->num_scratch * sizeof *st->entries);
+    st->num_tokens = ((const struct folio_plan_header *)p->plan_buf)->num_tokens;
     p->num_inflight++;
     for (int i = 0; i < p->num_scratch; i++) {
         struct seq *s = p->scratch[i].seq;
+        s->entry = -1;
         if (s->num_computed < s->num_prompt) {
             int left = s->num_prompt - s->num_computed;
             p->st.prompt_tokens_computed +=
