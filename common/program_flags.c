@@ -24,7 +24,8 @@ const struct folio_opt folio_engine_flag_table[] = {
      "sequences per step (default 64 cpu; 1024 cuda, vLLM's default on large GPUs; the KV pool "
      "still bounds what runs)"},
     {"--max-num-batched-tokens", FOLIO_OPT_INT, E(max_num_batched_tokens), NULL, 16, 1 << 20, NULL,
-     "token budget per step (default 2048 cpu, 8192 cuda)"},
+     "token budget per step (default 2048 cpu, 8192 cuda); prompt chunks are also kept to about "
+     "half a second of the worker's measured speed"},
     {"--num-kv-blocks", FOLIO_OPT_INT, E(num_kv_blocks), "0", 0, 1 << 24, NULL,
      "KV pool in 16-token blocks (0: the worker sizes it)"},
     {"--max-model-len", FOLIO_OPT_INT, E(max_model_len), NULL, 16, 1 << 24, NULL,

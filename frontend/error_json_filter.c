@@ -6,6 +6,7 @@
 #include "error_json_filter.h"
 
 #include <stdbool.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "json_writer.h"
@@ -15,10 +16,12 @@ struct json_error_filter {
     h2o_filter_t super;
     void (*count)(void *arg, int status);
     void *arg;
+    size_t max_body;
 };
 
 struct json_error_ostream {
     h2o_ostream_t super;
+    size_t max_body;
 };
 
 static void json_error_send(h2o_ostream_t *self, h2o_req_t *req, h2o_iovec_t *bufs, size_t n,
@@ -41,6 +44,13 @@ static void json_error_send(h2o_ostream_t *self, h2o_req_t *req, h2o_iovec_t *bu
     while (len > 0 && (text[len - 1] == '\n' || text[len - 1] == '\r'))
         len--;
     text[len] = 0;
+    char too_large[96];
+    if (req->res.status == 413) {
+        snprintf(too_large, sizeof too_large,
+                 "the request body is larger than the maximum of %zu bytes",
+                 ((struct json_error_ostream *)self)->max_body);
+        text = too_large;
+    }
     struct folio_jw b;
     folio_jw_init(&b);
     folio_oai_write_error(&b, req->res.status, text, NULL);
@@ -70,17 +80,19 @@ static void on_setup_ostream(h2o_filter_t *self, h2o_req_t *req, h2o_ostream_t *
         struct json_error_ostream *os =
             (void *)h2o_add_ostream(req, sizeof(struct json_error_ostream), slot);
         os->super.do_send = json_error_send;
+        os->max_body = f->max_body;
         slot = &os->super.next;
     }
     h2o_setup_next_ostream(req, slot);
 }
 
 void folio_register_error_json_filter(h2o_hostconf_t *host, void (*count)(void *arg, int status),
-                                      void *arg)
+                                      void *arg, size_t max_body)
 {
     struct json_error_filter *f =
         (struct json_error_filter *)h2o_create_filter(&host->fallback_path, sizeof *f);
     f->super.on_setup_ostream = on_setup_ostream;
     f->count = count;
     f->arg = arg;
+    f->max_body = max_body;
 }

@@ -1,5 +1,6 @@
-/* The HTTP server's internal types and the functions shared by http_server.c and
- * generate_handler.c. */
+/* The HTTP server's internal types, and the functions its files share: the
+ * request table (request_table.c), plain responses (http_reply.c) and the
+ * generation handler (generate_handler.c), which http_server.c calls. */
 #ifndef FOLIO_HTTP_INTERNAL_H
 #define FOLIO_HTTP_INTERNAL_H
 
@@ -18,7 +19,6 @@
 #include "scheduler_link.h"
 
 #define NUM_BUCKETS 4096
-#define H2O_BODY_CAP_FACTOR 4 /* h2o buffers bodies up to this many times --max-body-bytes */
 
 /* One generation request (completion or chat) from arrival to its last byte.
  * It lives exactly as long as the h2o request: freed when h2o disposes of the
@@ -71,7 +71,8 @@ struct server {
     h2o_multithread_receiver_t receiver;
     struct folio_link *link;
     struct folio_metrics metrics;
-    struct folio_metrics_block *metrics_block; /* every frontend's counters; NULL: own only */
+    struct folio_metrics_block *metrics_block;   /* every frontend's counters; NULL: own only */
+    const h2o_conn_callbacks_t *http1_callbacks; /* h2o's HTTP/1 connections' */
     struct gen_req *buckets[NUM_BUCKETS];
     size_t num_open;
     uint64_t next_seq, id_salt;

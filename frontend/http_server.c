@@ -19,6 +19,7 @@
 #include "h2o.h"
 #include "h2o/http1.h"
 #include "h2o/http2.h"
+#include "h2o/http2_internal.h"
 
 #include "api_routes.h"
 #include "chat_prompt.h"
@@ -31,6 +32,8 @@
 #include "choice.h"
 #include "clock.h"
 #include "error_json_filter.h"
+#include "h2_body_limit.h"
+#include "http1_framing.h"
 
 static volatile sig_atomic_t stop_requested;
 static struct server *volatile last_server; /* see the end of folio_server_run */
@@ -39,89 +42,6 @@ static void on_signal(int sig)
 {
     (void)sig;
     stop_requested = 1;
-}
-
-/* ---- the request table ---------------------------------------------------- */
-
-struct gen_req **http_bucket(struct server *s, uint64_t id)
-{
-    return &s->buckets[(id * 0x9e3779b97f4a7c15ull) >> 52 & (NUM_BUCKETS - 1)];
-}
-
-struct gen_req *http_find(struct server *s, uint64_t id)
-{
-    for (struct gen_req *g = *http_bucket(s, id); g; g = g->next)
-        if (g->id == id)
-            return g;
-    return NULL;
-}
-
-void http_table_remove(struct server *s, struct gen_req *g)
-{
-    for (struct gen_req **p = http_bucket(s, g->id); *p; p = &(*p)->next)
-        if (*p == g) {
-            *p = g->next;
-            s->num_open--;
-            return;
-        }
-}
-
-/* ---- plain responses ------------------------------------------------------ */
-
-static const char *reason_of(int status)
-{
-    switch (status) {
-    case 200:
-        return "OK";
-    case 400:
-        return "Bad Request";
-    case 401:
-        return "Unauthorized";
-    case 404:
-        return "Not Found";
-    case 405:
-        return "Method Not Allowed";
-    case 413:
-        return "Payload Too Large";
-    case 429:
-        return "Too Many Requests";
-    case 503:
-        return "Service Unavailable";
-    default:
-        return status >= 500 ? "Internal Server Error" : "Error";
-    }
-}
-
-void http_send_body(struct server *s, h2o_req_t *req, int status, const char *type,
-                    const char *body, size_t len)
-{
-    folio_metrics_count_response(&s->metrics, status);
-    req->res.status = status;
-    req->res.reason = reason_of(status);
-    h2o_add_header(&req->pool, &req->res.headers, H2O_TOKEN_CONTENT_TYPE, NULL, type, strlen(type));
-    h2o_send_inline(req, body, len);
-}
-
-void http_send_error(struct server *s, h2o_req_t *req, int status, const char *message,
-                     const char *param, uint32_t retry_after_s)
-{
-    struct folio_jw b;
-    folio_jw_init(&b);
-    folio_oai_write_error(&b, status, message, param);
-    if (status == 405)
-        h2o_add_header(&req->pool, &req->res.headers, H2O_TOKEN_ALLOW, NULL,
-                       H2O_STRLIT("GET, POST"));
-    if (status == 429) {
-        char v[16];
-        int n = snprintf(v, sizeof v, "%u", retry_after_s ? retry_after_s : 1);
-        h2o_add_header_by_str(&req->pool, &req->res.headers, H2O_STRLIT("retry-after"), 0, NULL,
-                              h2o_strdup(&req->pool, v, (size_t)n).base, (size_t)n);
-    }
-    if (b.failed)
-        http_send_body(s, req, 500, "text/plain", H2O_STRLIT("out of memory"));
-    else
-        http_send_body(s, req, status, "application/json", b.data, b.len);
-    folio_jw_free(&b);
 }
 
 /* ---- other routes ---------------------------------------------------------------- */
@@ -267,9 +187,37 @@ static void dispatch(struct server *s, h2o_req_t *req, enum route_kind kind)
     }
 }
 
+/* An HTTP/1.x request's head as received, where h2o still holds it: at the
+ * start of the connection's input, or, for the request that upgraded to h2c
+ * (stream 1 of a connection with HTTP/1.1 input), of the input h2o keeps.
+ * Empty for an HTTP/2 request. */
+static h2o_iovec_t http1_head(struct server *s, h2o_req_t *req)
+{
+    h2o_buffer_t *in = NULL;
+    if (req->conn->callbacks == s->http1_callbacks) {
+        in = req->conn->callbacks->get_socket(req->conn)->input;
+    } else {
+        h2o_http2_conn_t *conn = (h2o_http2_conn_t *)req->conn;
+        if (H2O_STRUCT_FROM_MEMBER(h2o_http2_stream_t, req, req)->stream_id == 1)
+            in = conn->_http1_req_input;
+    }
+    return in ? h2o_iovec_init(in->bytes, in->size) : h2o_iovec_init(NULL, 0);
+}
+
 static int on_req(h2o_handler_t *self, h2o_req_t *req)
 {
     struct server *s = ((struct handler *)self)->srv;
+    /* An h2c connection by Upgrade is h2o's own doing: its body limit starts
+     * with its first request, which h2o read as HTTP/1.1. */
+    if (req->conn->callbacks != s->http1_callbacks)
+        folio_h2_body_limit((h2o_http2_conn_t *)req->conn, s->cfg->max_body_bytes);
+    h2o_iovec_t head = http1_head(s, req);
+    const char *framing = head.len ? folio_http1_framing_error(head.base, head.len) : NULL;
+    if (framing) {
+        req->http1_is_persistent = 0; /* what follows on the connection cannot be trusted */
+        http_send_error(s, req, 400, framing, NULL, 0);
+        return 0;
+    }
     h2o_iovec_t p = req->path_normalized;
     bool get = h2o_memis(req->method.base, req->method.len, H2O_STRLIT("GET")) ||
                h2o_memis(req->method.base, req->method.len, H2O_STRLIT("HEAD"));
@@ -324,6 +272,92 @@ static int on_req(h2o_handler_t *self, h2o_req_t *req)
 
 /* ---- listening -------------------------------------------------------------------- */
 
+/* Folio starts h2o's protocols itself instead of h2o_accept, so that it holds
+ * each connection before h2o parses a byte of it: an HTTP/2 connection gets
+ * its body limit (h2_body_limit.h) before its first frame, and an HTTP/1
+ * connection is known as one (http1_head). Until then a connection is
+ * pending: in its TLS handshake, or, in clear text, until its first bytes
+ * tell HTTP/2's preface from an HTTP/1 request. */
+struct pending_conn {
+    struct server *s;
+    h2o_socket_t *sock;
+    h2o_timeout_entry_t timeout;
+    struct timeval connected_at;
+};
+
+static const char h2_preface[] = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
+
+static void end_pending(struct pending_conn *p)
+{
+    h2o_timeout_unlink(&p->timeout);
+    free(p);
+}
+
+static void close_pending(struct pending_conn *p)
+{
+    h2o_socket_t *sock = p->sock;
+    end_pending(p);
+    h2o_socket_close(sock);
+}
+
+static void on_pending_timeout(h2o_timeout_entry_t *entry)
+{
+    close_pending(H2O_STRUCT_FROM_MEMBER(struct pending_conn, timeout, entry));
+}
+
+/* Hands the connection to h2o with the bytes already read held back until
+ * h2o's connection exists, then lets h2o read them. */
+static void start_protocol(struct pending_conn *p, bool http2)
+{
+    struct server *s = p->s;
+    h2o_socket_t *sock = p->sock;
+    struct timeval connected_at = p->connected_at;
+    end_pending(p);
+    h2o_buffer_t *early = sock->input;
+    h2o_buffer_init(&sock->input, &h2o_socket_buffer_prototype);
+    if (http2) {
+        h2o_http2_accept(&s->accept_ctx, sock, connected_at);
+        folio_h2_body_limit(sock->data, s->cfg->max_body_bytes);
+    } else {
+        h2o_http1_accept(&s->accept_ctx, sock, connected_at);
+        s->http1_callbacks = ((h2o_conn_t *)sock->data)->callbacks;
+    }
+    h2o_buffer_dispose(&sock->input);
+    sock->input = early;
+    if (early->size != 0)
+        sock->_cb.read(sock, NULL); /* h2o's reader, as h2o's accept calls it */
+}
+
+static void on_clear_text(h2o_socket_t *sock, const char *err)
+{
+    struct pending_conn *p = sock->data;
+    if (err) {
+        close_pending(p);
+        return;
+    }
+    size_t n =
+        sock->input->size < sizeof h2_preface - 1 ? sock->input->size : sizeof h2_preface - 1;
+    if (memcmp(sock->input->bytes, h2_preface, n) != 0)
+        start_protocol(p, false);
+    else if (n == sizeof h2_preface - 1)
+        start_protocol(p, true); /* h2c with prior knowledge */
+}
+
+static void on_tls_handshake(h2o_socket_t *sock, const char *err)
+{
+    struct pending_conn *p = sock->data;
+    sock->data = NULL;
+    if (err) {
+        close_pending(p);
+        return;
+    }
+    h2o_iovec_t proto = h2o_socket_ssl_get_selected_protocol(sock);
+    bool http2 = false;
+    for (const h2o_iovec_t *id = h2o_http2_alpn_protocols; id->len; id++)
+        http2 |= h2o_memis(proto.base, proto.len, id->base, id->len);
+    start_protocol(p, http2);
+}
+
 static void on_accept(h2o_socket_t *listener, const char *err)
 {
     struct server *s = listener->data;
@@ -331,8 +365,23 @@ static void on_accept(h2o_socket_t *listener, const char *err)
         return;
     h2o_socket_t *sock;
     /* Several connections may be waiting; take them all. */
-    for (int i = 0; i < 64 && (sock = h2o_evloop_socket_accept(listener)); i++)
-        h2o_accept(&s->accept_ctx, sock);
+    for (int i = 0; i < 64 && (sock = h2o_evloop_socket_accept(listener)); i++) {
+        struct pending_conn *p = calloc(1, sizeof *p);
+        if (!p) {
+            h2o_socket_close(sock);
+            continue;
+        }
+        p->s = s;
+        p->sock = sock;
+        p->connected_at = *h2o_get_timestamp(&s->ctx, NULL, NULL);
+        p->timeout.cb = on_pending_timeout;
+        h2o_timeout_link(s->ctx.loop, &s->ctx.handshake_timeout, &p->timeout);
+        sock->data = p;
+        if (s->accept_ctx.ssl_ctx)
+            h2o_socket_ssl_handshake(sock, s->accept_ctx.ssl_ctx, NULL, on_tls_handshake);
+        else
+            h2o_socket_read_start(sock, on_clear_text);
+    }
 }
 
 static int open_listener(struct server *s, char *err, size_t errlen)
@@ -440,18 +489,15 @@ int folio_server_run(const struct folio_server_config *cfg, char *err, size_t er
     sigaction(SIGINT, &sa, NULL);
 
     h2o_config_init(&s->config);
-    /* h2o's own limit sits above Folio's: past it, HTTP/2 gets only
-     * REFUSED_STREAM (which clients retry, uploading the body again), while
-     * a body between the two reaches handle_generate and gets a 413 with
-     * OpenAI's error JSON on either protocol. */
-    s->config.max_request_entity_size = cfg->max_body_bytes > SIZE_MAX / H2O_BODY_CAP_FACTOR
-                                            ? SIZE_MAX
-                                            : cfg->max_body_bytes * H2O_BODY_CAP_FACTOR;
+    /* h2o refuses an HTTP/1 body with a 413 as soon as it passes this (a
+     * chunked one once it reaches it, hence the byte more). HTTP/2 bodies are
+     * refused by h2_body_limit.c first: h2o would only reset the stream. */
+    s->config.max_request_entity_size = cfg->max_body_bytes + 1;
     s->config.http1.upgrade_to_http2 = 1; /* h2c upgrade and prior knowledge */
     s->config.server_name = h2o_iovec_init(H2O_STRLIT("folio"));
     h2o_hostconf_t *host =
         h2o_config_register_host(&s->config, h2o_iovec_init(H2O_STRLIT("default")), 65535);
-    folio_register_error_json_filter(host, count_h2o_error, s);
+    folio_register_error_json_filter(host, count_h2o_error, s, cfg->max_body_bytes);
     h2o_pathconf_t *path = h2o_config_register_path(host, "/", 0);
     struct handler *h = (struct handler *)h2o_create_handler(path, sizeof *h);
     h->super.on_req = on_req;

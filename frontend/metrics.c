@@ -3,7 +3,8 @@
 #include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
-#include <unistd.h>
+
+#include "process_rss.h"
 
 /* jemalloc's mallctl, when jemalloc is the allocator (the sanitizer build
  * keeps ASan's): weak, so the frontend links and runs either way. */
@@ -216,17 +217,6 @@ static void render_vllm(const struct folio_metrics *m, const struct folio_link_s
            s->num_preemptions);
 }
 
-static uint64_t rss_bytes(void)
-{
-    FILE *f = fopen("/proc/self/statm", "r");
-    if (!f)
-        return 0;
-    unsigned long long size = 0, resident = 0;
-    int n = fscanf(f, "%llu %llu", &size, &resident);
-    fclose(f);
-    return n == 2 ? resident * (uint64_t)sysconf(_SC_PAGESIZE) : 0;
-}
-
 static void render_jemalloc(struct folio_jw *b)
 {
     if (!mallctl)
@@ -343,6 +333,15 @@ void folio_metrics_render(const struct folio_metrics *m, const char *model_name,
                  "Tokens generated (all frontends)", s->generation_tokens_total);
     }
     metric_u(b, "process_resident_memory_bytes", "gauge", "Resident memory of this frontend",
-             rss_bytes());
+             folio_process_rss_bytes());
+    if (s->valid) {
+        header(b, "folio_resident_memory_bytes", "gauge",
+               "Resident memory of the scheduler and of its worker (from its last heartbeat)");
+        folio_jw_printf(b,
+                        "folio_resident_memory_bytes{process=\"scheduler\"} %llu\n"
+                        "folio_resident_memory_bytes{process=\"worker\"} %llu\n",
+                        (unsigned long long)s->scheduler_rss_bytes,
+                        (unsigned long long)s->worker_rss_bytes);
+    }
     render_jemalloc(b);
 }

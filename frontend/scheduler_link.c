@@ -258,6 +258,8 @@ static int do_status(struct folio_link *l)
     o->step_plan_seconds_total = s->step_plan_seconds_total;
     o->step_gpu_seconds_total = s->step_gpu_seconds_total;
     o->step_ipc_seconds_total = s->step_ipc_seconds_total;
+    o->scheduler_rss_bytes = s->scheduler_rss_bytes;
+    o->worker_rss_bytes = s->worker_rss_bytes;
     for (size_t i = 0; i < FOLIO_LOOP_PHASES; i++)
         o->loop_seconds_total[i] = i < s->n_loop_seconds_total ? s->loop_seconds_total[i] : 0;
     o->worker_restarts = s->worker_restarts;

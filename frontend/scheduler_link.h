@@ -68,6 +68,7 @@ struct folio_link_status {
      * StatusReplies, so that the newest of several frontends' statuses can be told */
     uint32_t status_epoch;
     uint64_t status_seq;
+    uint64_t scheduler_rss_bytes, worker_rss_bytes;
     /* from RegisterReply */
     uint32_t scheduler_epoch;
     char model_name[128];

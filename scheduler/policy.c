@@ -12,11 +12,6 @@
 
 /* ---- small helpers ------------------------------------------------------ */
 
-int policy_ceil_blocks(int tokens)
-{
-    return (tokens + FOLIO_KV_BLOCK_SIZE - 1) / FOLIO_KV_BLOCK_SIZE;
-}
-
 static size_t map_index(const struct folio_policy *p, uint64_t id)
 {
     return folio_splitmix64(id) & p->map_mask;
@@ -49,7 +44,7 @@ static void waiting_push_back(struct folio_policy *p, struct seq *s)
     p->num_waiting++;
 }
 
-static void waiting_push_front(struct folio_policy *p, struct seq *s)
+void policy_waiting_push_front(struct folio_policy *p, struct seq *s)
 {
     p->waiting_head = (p->waiting_head + p->waiting_cap - 1) % p->waiting_cap;
     p->waiting[p->waiting_head] = s;
@@ -85,7 +80,7 @@ int policy_seq_pending_prompt(const struct seq *s)
     return s->num_tokens; /* what admission will have to prefill (recompute included) */
 }
 
-static void seq_release_blocks(struct folio_policy *p, struct seq *s)
+void policy_seq_release_blocks(struct folio_policy *p, struct seq *s)
 {
     /* Last block first: a sequence's tail is the least likely prefix of
      * another request, so it should be evicted before its head. */
@@ -105,7 +100,7 @@ static void seq_release_slot(struct folio_policy *p, struct seq *s)
 
 void policy_seq_free(struct folio_policy *p, struct seq *s)
 {
-    seq_release_blocks(p, s);
+    policy_seq_release_blocks(p, s);
     seq_release_slot(p, s);
     map_remove(p, s);
     if (s->all_prev)
@@ -391,6 +386,7 @@ void folio_policy_submit(struct folio_policy *p, const struct folio_request *r)
     if (r->params.max_tokens > 0 && r->params.max_tokens < s->max_outputs)
         s->max_outputs = r->params.max_tokens;
     s->slot = -1;
+    s->entry = -1;
     s->sampling = r->params.sampling;
     if (!r->params.has_seed)
         s->sampling.seed = folio_splitmix64(p->seed_counter++);
@@ -456,61 +452,16 @@ void folio_policy_drop_frontend(struct folio_policy *p, uint32_t frontend_id)
 static void preempt(struct folio_policy *p, struct seq *s)
 {
     running_remove(p, s);
-    seq_release_blocks(p, s);
+    policy_seq_release_blocks(p, s);
     seq_release_slot(p, s);
     s->num_computed = 0;
     s->state = SEQ_WAITING;
-    waiting_push_front(p, s);
+    policy_waiting_push_front(p, s);
     p->pending_prompt_tokens += policy_seq_pending_prompt(s);
     p->st.num_preemptions++;
     p->preempted_this_step = true;
     folio_log_debug(s->request_id, "preempted by recompute (%d tokens to re-prefill)",
                     s->num_tokens);
-}
-
-void folio_policy_worker_lost(struct folio_policy *p, uint32_t status, const char *message)
-{
-    p->num_inflight = p->inflight_head = 0; /* their results will never come */
-    struct seq *next;
-    for (struct seq *s = p->all_head; s; s = next) {
-        next = s->all_next;
-        bool ran = s->state == SEQ_RUNNING || s->inflight > 0;
-        s->inflight = 0;
-        s->num_outputs = s->num_tokens - s->num_prompt; /* those the frontend has */
-        bool sent = s->num_outputs > 0 || s->opt.prompt_lp_sent > 0;
-        if (s->state == SEQ_FINISHED) {
-            policy_seq_free(p, s);
-        } else if (sent || (ran && s->requeued)) {
-            policy_emit_simple(p, s, s->request_id, s->frontend_id, FOLIO_FINISH_ERROR, status, 0,
-                               message);
-            policy_seq_finish(p, s);
-        } else if (ran) {
-            s->requeued = true;
-        }
-    }
-    /* Newest first to the front: they keep their order, ahead of those that
-     * were waiting. */
-    while (p->num_running > 0) {
-        struct seq *s = p->running[--p->num_running];
-        seq_release_blocks(p, s);
-        s->slot = -1;
-        s->num_computed = 0;
-        s->state = SEQ_WAITING;
-        waiting_push_front(p, s);
-        p->pending_prompt_tokens += policy_seq_pending_prompt(s);
-    }
-    folio_bm_reset(p->bm);
-    p->num_free_slots = 0;
-    for (int i = p->cfg.max_num_seqs - 1; i >= 0; i--)
-        p->free_slots[p->num_free_slots++] = i;
-}
-
-static bool seq_in_scratch(const struct folio_policy *p, const struct seq *s)
-{
-    for (int i = 0; i < p->num_scratch; i++)
-        if (p->scratch[i].seq == s)
-            return true;
-    return false;
 }
 
 /* Whether this plan has room for the grammar s's sampling entry must bring
@@ -524,23 +475,28 @@ static bool grammar_room(const struct folio_policy *p, const struct seq *s)
            p->plan_replay_ids + replay <= p->cfg.max_model_len;
 }
 
+/* Adds n tokens to s's entry in the step being planned (a new entry if it has none). */
 static void schedule(struct folio_policy *p, struct seq *s, int n)
 {
-    int length = s->num_prompt + s->num_outputs;
-    bool sample = s->num_computed + n == length;
-    if (sample) {
+    if (s->entry < 0) {
+        s->entry = p->num_scratch++;
+        p->scratch[s->entry] = (struct step_entry){.seq = s, .start = s->num_computed};
+    }
+    struct step_entry *e = &p->scratch[s->entry];
+    bool was_sample = e->sample;
+    e->num_new += n;
+    e->sample = s->num_computed + e->num_new == s->num_prompt + s->num_outputs;
+    if (e->sample && !was_sample) { /* the grammar its first sample on a slot brings */
         int text, replay;
         folio_seq_options_grammar_need(&s->opt, s->num_tokens - s->num_prompt, &text, &replay);
         p->plan_grammar_bytes += text;
         p->plan_replay_ids += replay;
     }
-    p->scratch[p->num_scratch++] =
-        (struct step_entry){.seq = s, .start = s->num_computed, .num_new = n, .sample = sample};
     /* Offered to the prefix cache at once: a request with the same prompt
      * admitted later in this very step (the n samples of one request are
      * submitted side by side) shares these blocks, since a step writes every
      * sequence's KV of a layer before any attention of that layer reads it. */
-    seq_cache_blocks_upto(p, s, s->num_computed + n);
+    seq_cache_blocks_upto(p, s, s->num_computed + e->num_new);
 }
 
 /* The logical length of a sequence: its prompt and every output sampled or
@@ -581,34 +537,69 @@ static int plan_decodes(struct folio_policy *p, int budget)
     return budget;
 }
 
+/* The prompt tokens s has still to compute beyond what this step plans for it. */
+static int prefill_left(const struct folio_policy *p, const struct seq *s)
+{
+    if (seq_is_decoding(s))
+        return 0;
+    return seq_length(s) - s->num_computed - (s->entry >= 0 ? p->scratch[s->entry].num_new : 0);
+}
+
+/* Gives s up to n more prompt tokens in this step; returns how many it got.
+ * Blocks short: preempt newer sequences not in this step; if none is left,
+ * the chunk shrinks to the blocks there are. */
+static int grow_prefill(struct folio_policy *p, struct seq *s, int n)
+{
+    int from = s->num_computed + (s->entry >= 0 ? p->scratch[s->entry].num_new : 0);
+    while (!seq_grow_blocks(p, s, from + n)) {
+        struct seq *victim = p->running[p->num_running - 1];
+        if (victim == s || victim->entry >= 0)
+            break;
+        preempt(p, victim);
+    }
+    int fits = s->num_blocks * FOLIO_KV_BLOCK_SIZE - from;
+    if (n > fits)
+        n = fits;
+    if (n > 0)
+        schedule(p, s, n);
+    return n > 0 ? n : 0;
+}
+
 /* Pass 2: prefill chunks for running sequences still in their prompt (or in
- * a recompute). Blocks short: preempt newer sequences not in this step; if
- * none is left, the chunk shrinks to the blocks there are. */
+ * a recompute), in equal shares, oldest first, until the budget or their
+ * prompts are spent; a sequence planned already in this step gets its chunk
+ * extended. Equal shares, because a request admitted with part of its prompt
+ * (the budget ran out) must not wait behind every chunk of an older, longer
+ * prompt. */
 static int plan_running_prefills(struct folio_policy *p, int budget)
 {
-    for (int i = 0; i < p->num_running && budget > 0; i++) {
-        struct seq *s = p->running[i];
-        int left = seq_length(s) - s->num_computed;
-        if (seq_is_decoding(s) || left <= 0)
-            continue;
-        int n = left < budget ? left : budget;
-        if (n == left && !grammar_room(p, s))
-            continue;
-        while (!seq_grow_blocks(p, s, s->num_computed + n)) {
-            struct seq *victim = p->running[p->num_running - 1];
-            if (victim == s || seq_in_scratch(p, victim))
-                break;
-            preempt(p, victim);
+    for (;;) {
+        int k = 0;
+        for (int i = 0; i < p->num_running; i++)
+            k += prefill_left(p, p->running[i]) > 0;
+        if (k == 0 || budget <= 0)
+            return budget;
+        /* Each round spends the budget or finishes a prompt, unless the pool is dry. */
+        int quota = (budget + k - 1) / k;
+        bool short_of_blocks = false, progressed = false;
+        for (int i = 0; i < p->num_running && budget > 0; i++) {
+            struct seq *s = p->running[i];
+            int left = prefill_left(p, s);
+            if (left <= 0)
+                continue;
+            int n = left < quota ? left : quota;
+            if (n > budget)
+                n = budget;
+            if (n == left && !grammar_room(p, s))
+                continue; /* its sampling chunk waits for a plan with room for its grammar */
+            int got = grow_prefill(p, s, n);
+            short_of_blocks |= got < n;
+            progressed |= got > 0;
+            budget -= got;
         }
-        int fits = s->num_blocks * FOLIO_KV_BLOCK_SIZE - s->num_computed;
-        if (n > fits)
-            n = fits;
-        if (n <= 0)
-            continue;
-        schedule(p, s, n);
-        budget -= n;
+        if (short_of_blocks || !progressed)
+            return budget;
     }
-    return budget;
 }
 
 /* The cached full blocks that start s's tokens (never all of them: the last
@@ -706,70 +697,43 @@ static int plan_admissions(struct folio_policy *p, int budget)
     return budget;
 }
 
+/* The prompt tokens of a step: what the decodes left of the token budget, and
+ * with a step target no more than the worker ran in that time lately (less
+ * the decodes), so that a slow worker (the CPU backend) takes a long prompt
+ * in chunks of about that time instead of steps that stall every other
+ * request. At least one block's worth, so that prompts progress however many
+ * decodes there are; one block's worth too before any step has come back. */
+static int prefill_budget(const struct folio_policy *p, int decodes, int left)
+{
+    if (p->cfg.step_target_seconds <= 0 || p->cfg.disable_chunked_prefill)
+        return left;
+    double n = FOLIO_KV_BLOCK_SIZE;
+    if (p->speed_seconds > 0)
+        n = p->cfg.step_target_seconds * p->speed_tokens / p->speed_seconds - decodes;
+    if (n < FOLIO_KV_BLOCK_SIZE)
+        n = FOLIO_KV_BLOCK_SIZE;
+    return n < left ? (int)n : left;
+}
+
+/* Passes 2 and 3 sharing the prompt tokens. While a request waits that could
+ * be admitted, the running prefills take at most half (in equal shares), the
+ * admissions the rest, and the running prefills then take what admissions
+ * left: a short request that arrives behind a long prompt starts at once
+ * instead of queueing behind all its chunks, and the long prompt still runs
+ * at half speed or better, so neither can starve the other. (vLLM's V1
+ * scheduler gives running requests the whole budget first; its
+ * long_prefill_token_threshold caps a long prefill's chunk for the same
+ * reason.) */
+static void plan_prefills(struct folio_policy *p, int budget)
+{
+    bool can_admit = p->num_waiting > 0 && p->num_free_slots > 0 && waiting_at(p, 0)->inflight == 0;
+    int running = can_admit ? (budget + 1) / 2 : budget;
+    int left = budget - running + plan_running_prefills(p, running);
+    left = plan_admissions(p, left);
+    plan_running_prefills(p, left);
+}
+
 /* The logit bias of a sequence's sampling entry (NULL: only counted). */
-static int seq_plan_bias(const struct folio_policy *p, const struct seq *s,
-                         struct folio_logit_bias *out)
-{
-    return folio_seq_options_plan_bias(&s->opt, p->cfg.eos_ids, p->cfg.num_eos_ids, s->num_outputs,
-                                       out);
-}
-
-static void encode_plan(struct folio_policy *p, uint64_t step_id, uint64_t plan_unix_ns,
-                        size_t *len)
-{
-    int num_tokens = 0, num_block_ids = 0, num_bias = 0;
-    for (int i = 0; i < p->num_scratch; i++) {
-        const struct step_entry *e = &p->scratch[i];
-        num_tokens += e->num_new;
-        num_block_ids += policy_ceil_blocks(e->seq->num_computed + e->num_new);
-        num_bias += e->sample ? seq_plan_bias(p, e->seq, NULL) : 0;
-    }
-    struct folio_plan_header *h = (struct folio_plan_header *)p->plan_buf;
-    *h = (struct folio_plan_header){.magic = FOLIO_PLAN_MAGIC,
-                                    .num_seqs = p->num_scratch,
-                                    .num_tokens = num_tokens,
-                                    .num_block_ids = num_block_ids,
-                                    .num_bias = num_bias,
-                                    .num_replay = p->plan_replay_ids,
-                                    .num_grammar_bytes = p->plan_grammar_bytes,
-                                    .step_id = step_id,
-                                    .plan_unix_ns = plan_unix_ns};
-    struct folio_plan_seq *out = (struct folio_plan_seq *)(h + 1);
-    int32_t *tok = (int32_t *)(out + p->num_scratch);
-    int32_t *blk = tok + num_tokens;
-    struct folio_logit_bias *bias = (struct folio_logit_bias *)(blk + num_block_ids);
-    int32_t *replay = (int32_t *)(bias + num_bias);
-    char *text = (char *)(replay + p->plan_replay_ids);
-    int bias_at = 0, replay_at = 0, text_at = 0;
-    for (int i = 0; i < p->num_scratch; i++) {
-        const struct step_entry *e = &p->scratch[i];
-        struct seq *s = e->seq;
-        int start = s->num_computed, context = start + e->num_new;
-        struct folio_plan_seq *o = &out[i];
-        *o = (struct folio_plan_seq){.request_id = s->request_id, .sampling = s->sampling};
-        o->slot = s->slot;
-        o->num_new_tokens = e->num_new;
-        o->context_len = context;
-        o->num_blocks = policy_ceil_blocks(context);
-        o->output_index = s->num_outputs;
-        o->sample = e->sample;
-        o->bias_offset = bias_at;
-        o->num_bias = e->sample ? seq_plan_bias(p, s, bias + bias_at) : 0;
-        bias_at += o->num_bias;
-        folio_seq_options_plan_prompt_lp(&s->opt, s->tokens, s->num_prompt, start, e->num_new, o);
-        folio_seq_options_plan_grammar(&s->opt, e->sample, s->tokens + s->num_prompt,
-                                       s->num_tokens - s->num_prompt, replay, &replay_at, text,
-                                       &text_at, o);
-        /* A token not known yet is the one this slot's previous step samples. */
-        for (int pos = start; pos < context; pos++)
-            *tok++ = pos < s->num_tokens ? s->tokens[pos] : FOLIO_TOKEN_FROM_PREV;
-        memcpy(blk, s->blocks, (size_t)o->num_blocks * sizeof *blk);
-        blk += o->num_blocks;
-    }
-    *len = folio_plan_size(p->num_scratch, num_tokens, num_block_ids, num_bias, p->plan_replay_ids,
-                           p->plan_grammar_bytes);
-}
-
 /* Two steps in flight keep the worker busy while the next is planned; --no-async-scheduling
  * keeps one, so the worker waits for every plan. */
 static int policy_max_inflight(const struct folio_policy *p)
@@ -784,15 +748,14 @@ int folio_policy_plan(struct folio_policy *p, uint64_t plan_unix_ns, const void 
     p->num_scratch = 0;
     p->preempted_this_step = false;
     p->plan_grammar_bytes = p->plan_replay_ids = 0;
-    int budget = p->cfg.max_num_batched_tokens;
-    budget = plan_decodes(p, budget);
-    budget = plan_running_prefills(p, budget);
-    plan_admissions(p, budget);
+    int cap = p->cfg.max_num_batched_tokens;
+    int left = plan_decodes(p, cap);
+    plan_prefills(p, prefill_budget(p, cap - left, left));
     if (p->num_scratch == 0)
         return 0;
 
     uint64_t step_id = p->next_step_id++;
-    encode_plan(p, step_id, plan_unix_ns, len);
+    policy_encode_plan(p, step_id, plan_unix_ns, len);
     *rec = p->plan_buf;
 
     /* The step is in flight: advance every sequence past it. */
@@ -801,9 +764,11 @@ int folio_policy_plan(struct folio_policy *p, uint64_t plan_unix_ns, const void 
     st->step_id = step_id;
     st->num_entries = p->num_scratch;
     memcpy(st->entries, p->scratch, (size_t)p->num_scratch * sizeof *st->entries);
+    st->num_tokens = ((const struct folio_plan_header *)p->plan_buf)->num_tokens;
     p->num_inflight++;
     for (int i = 0; i < p->num_scratch; i++) {
         struct seq *s = p->scratch[i].seq;
+        s->entry = -1;
         if (s->num_computed < s->num_prompt) {
             int left = s->num_prompt - s->num_computed;
             p->st.prompt_tokens_computed +=

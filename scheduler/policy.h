@@ -10,12 +10,15 @@
  *      the pool has no block for it, the newest running sequence is preempted
  *      by recompute (its blocks freed, back to the front of the waiting
  *      queue, its generated tokens kept and re-prefilled with its prompt);
- *   2. running sequences still in their prompt get prefill chunks from what
- *      is left of the token budget (--max-num-batched-tokens);
+ *   2. running sequences still in their prompt get prefill chunks, and
  *   3. waiting requests are admitted, oldest first, while slots, budget and
  *      blocks last; a new request starts from the longest cached prefix of
  *      its prompt (prefix caching, by reference, copy-free). Without chunked
  *      prefill a prompt is admitted only whole, else it and those behind it wait.
+ *   The prompt tokens of a step are what is left of the token budget
+ *   (--max-num-batched-tokens), and no more than the worker's measured speed
+ *   runs in step_target_seconds; while a request waits, the running prefills
+ *   take at most half of them and admissions the rest (plan_prefills).
  *
  * Pipelining: up to FOLIO_POLICY_MAX_INFLIGHT steps are in flight (one with
  * serial_steps, --no-async-scheduling). Step N+1
@@ -39,6 +42,11 @@
 #include "queue_time.h"
 
 #define FOLIO_POLICY_MAX_INFLIGHT 2
+/* The step time prompts are chunked to (folio_policy_config.step_target_seconds): long enough
+ * that a step's fixed costs are small next to it, short enough that a request arriving behind
+ * a long prompt gets its first token a few steps later. A GPU's steps stay below it at the
+ * default token budget, so there the budget alone decides. */
+#define FOLIO_POLICY_STEP_TARGET_SECONDS 0.5
 
 struct folio_policy_config {
     int max_num_seqs;           /* slots */
@@ -54,7 +62,10 @@ struct folio_policy_config {
     bool disable_prefix_caching;  /* every prompt is computed whole */
     bool disable_chunked_prefill; /* a prompt runs whole in one step (the budget must hold it) */
     bool serial_steps;            /* one step in flight, not FOLIO_POLICY_MAX_INFLIGHT */
-    double (*clock)(void);        /* seconds, for queue times; NULL: none kept */
+    /* > 0: a step's prompt tokens are as many as the worker ran in this time in the last steps
+     * (their results' backend_ns); 0: the token budget alone. Chunked prefill only. */
+    double step_target_seconds;
+    double (*clock)(void); /* seconds, for queue times; NULL: none kept */
 };
 
 /* A request as Submit carries it (the caller keeps the arrays). */

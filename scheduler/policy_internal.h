@@ -26,6 +26,7 @@ struct seq {
     int num_hashed; /* leading full blocks registered in the prefix cache */
     uint64_t last_hash;
     int slot;          /* -1 when none */
+    int entry;         /* its entry in the step being planned (p->scratch), -1 when none */
     int inflight;      /* steps in flight that include this sequence */
     int cached_tokens; /* prompt tokens the first admission found cached */
     bool admitted_once;
@@ -51,6 +52,7 @@ struct step_entry {
 struct inflight_step {
     uint64_t step_id;
     int num_entries;
+    int num_tokens;
     struct step_entry *entries;
 };
 
@@ -84,6 +86,9 @@ struct folio_policy {
     int *scratch_blocks; /* a prefix match, before it is taken */
     bool preempted_this_step;
     int plan_grammar_bytes, plan_replay_ids; /* the grammars this plan brings (policy.c) */
+    /* The worker's speed: tokens and backend seconds of the steps that came back, each sum
+     * halved at every step so that it follows a worker that slows down or speeds up. */
+    double speed_tokens, speed_seconds;
     char *plan_buf;
     size_t plan_cap;
     int max_blocks_per_seq;
@@ -95,7 +100,13 @@ struct folio_policy {
     struct folio_policy_stats st;
 };
 
-int policy_ceil_blocks(int tokens);
+static inline int policy_ceil_blocks(int tokens)
+{
+    return (tokens + FOLIO_KV_BLOCK_SIZE - 1) / FOLIO_KV_BLOCK_SIZE;
+}
+/* The plan of the entries in p->scratch into p->plan_buf (plan_record.c). */
+void policy_encode_plan(struct folio_policy *p, uint64_t step_id, uint64_t plan_unix_ns,
+                        size_t *len);
 int policy_seq_pending_prompt(const struct seq *s);
 void policy_seq_free(struct folio_policy *p, struct seq *s);
 void policy_seq_cache_full_blocks(struct folio_policy *p, struct seq *s);
@@ -103,5 +114,7 @@ void policy_emit_simple(struct folio_policy *p, const struct seq *s, uint64_t re
                         uint32_t frontend_id, enum folio_finish_reason finish, uint32_t status,
                         uint32_t retry_after_s, const char *message);
 void policy_seq_finish(struct folio_policy *p, struct seq *s);
+void policy_seq_release_blocks(struct folio_policy *p, struct seq *s);
+void policy_waiting_push_front(struct folio_policy *p, struct seq *s);
 
 #endif

@@ -1,5 +1,5 @@
-/* The policy's step results (sampled tokens, prompt logprobs, finishes) and its introspection
- * (stats, invariant check). */
+/* The policy's step results (sampled tokens, prompt logprobs, finishes), the loss of the worker
+ * that would have sent them, and its introspection (stats, invariant check). */
 #include "policy.h"
 #include "policy_internal.h"
 
@@ -138,6 +138,10 @@ int folio_policy_apply_result(struct folio_policy *p, const struct folio_result_
     }
     p->inflight_head = (p->inflight_head + 1) % FOLIO_POLICY_MAX_INFLIGHT;
     p->num_inflight--;
+    if (v->hdr->backend_ns > 0) {
+        p->speed_tokens = p->speed_tokens / 2 + st->num_tokens;
+        p->speed_seconds = p->speed_seconds / 2 + (double)v->hdr->backend_ns * 1e-9;
+    }
     for (int i = 0; i < st->num_entries; i++) {
         struct seq *s = st->entries[i].seq;
         s->inflight--;
@@ -284,4 +288,41 @@ out:
 int folio_policy_max_model_len(const struct folio_policy *p)
 {
     return p->cfg.max_model_len;
+}
+
+void folio_policy_worker_lost(struct folio_policy *p, uint32_t status, const char *message)
+{
+    p->num_inflight = p->inflight_head = 0; /* their results will never come */
+    struct seq *next;
+    for (struct seq *s = p->all_head; s; s = next) {
+        next = s->all_next;
+        bool ran = s->state == SEQ_RUNNING || s->inflight > 0;
+        s->inflight = 0;
+        s->num_outputs = s->num_tokens - s->num_prompt; /* those the frontend has */
+        bool sent = s->num_outputs > 0 || s->opt.prompt_lp_sent > 0;
+        if (s->state == SEQ_FINISHED) {
+            policy_seq_free(p, s);
+        } else if (sent || (ran && s->requeued)) {
+            policy_emit_simple(p, s, s->request_id, s->frontend_id, FOLIO_FINISH_ERROR, status, 0,
+                               message);
+            policy_seq_finish(p, s);
+        } else if (ran) {
+            s->requeued = true;
+        }
+    }
+    /* Newest first to the front: they keep their order, ahead of those that
+     * were waiting. */
+    while (p->num_running > 0) {
+        struct seq *s = p->running[--p->num_running];
+        policy_seq_release_blocks(p, s);
+        s->slot = -1;
+        s->num_computed = 0;
+        s->state = SEQ_WAITING;
+        policy_waiting_push_front(p, s);
+        p->pending_prompt_tokens += policy_seq_pending_prompt(s);
+    }
+    folio_bm_reset(p->bm);
+    p->num_free_slots = 0;
+    for (int i = p->cfg.max_num_seqs - 1; i >= 0; i--)
+        p->free_slots[p->num_free_slots++] = i;
 }

@@ -232,6 +232,7 @@ static int load_model_config(struct sched *s, char *err, size_t errlen)
     c->seed = o->seed;
     c->disable_prefix_caching = o->disable_prefix_caching;
     c->disable_chunked_prefill = o->disable_chunked_prefill;
+    c->step_target_seconds = FOLIO_POLICY_STEP_TARGET_SECONDS;
     c->serial_steps = o->serial_steps;
     c->clock = folio_mono_s;
     struct folio_model_config mc;
@@ -366,8 +367,9 @@ int folio_scheduler_run(const struct folio_scheduler_options *o)
                    "prompts %s, %d step%s in flight%s",
                    s->submit_url, s->ctl_url, s->worker_url, s->pcfg.max_num_seqs,
                    s->pcfg.max_num_batched_tokens,
-                   o->disable_chunked_prefill ? "whole" : "in chunks", o->serial_steps ? 1 : 2,
-                   o->serial_steps ? "" : "s", o->enforce_eager ? ", no CUDA graphs" : "");
+                   o->disable_chunked_prefill ? "whole" : "in chunks of the worker's speed",
+                   o->serial_steps ? 1 : 2, o->serial_steps ? "" : "s",
+                   o->enforce_eager ? ", no CUDA graphs" : "");
 
     uint64_t mark = folio_mono_ns();
     while (!s->done) {

@@ -19,6 +19,7 @@
 #include "ipc_records.h"
 #include "log.h"
 #include "policy.h"
+#include "process_rss.h"
 #include "sampling_params.h"
 #include "shm_ring.h"
 #include "worker_supervisor.h"
@@ -116,6 +117,7 @@ static void worker_lost(struct sched *s, const char *why)
         folio_policy_worker_lost(s->policy, 503, msg);
     }
     s->timing_count = 0;
+    s->worker_rss_bytes = 0; /* until its successor's first heartbeat */
     /* Results the dead worker left are void, and so are the plans it had
      * not read. */
     char err[256];
@@ -240,8 +242,10 @@ void sched_handle_worker_ctl(struct sched *s)
         if (env->body_case == FOLIO__ENVELOPE__BODY_LOAD_REPLY)
             handle_load_reply(s, env->load_reply);
         else if (env->body_case == FOLIO__ENVELOPE__BODY_HEARTBEAT &&
-                 folio_ws_heartbeat_is_ours(&s->ws, env->heartbeat->pid))
+                 folio_ws_heartbeat_is_ours(&s->ws, env->heartbeat->pid)) {
             folio_ws_heartbeat(&s->ws, folio_mono_ns());
+            s->worker_rss_bytes = env->heartbeat->rss_bytes;
+        }
         folio__envelope__free_unpacked(env, NULL);
     }
 }
@@ -480,6 +484,8 @@ static void handle_status(struct sched *s)
     r.max_model_len = s->ws.ever_ready ? served_max_model_len(s) : 0;
     r.scheduler_epoch = s->epoch;
     r.status_seq = ++s->status_replies;
+    r.scheduler_rss_bytes = folio_process_rss_bytes();
+    r.worker_rss_bytes = s->worker_rss_bytes;
     Folio__Envelope env = FOLIO__ENVELOPE__INIT;
     env.body_case = FOLIO__ENVELOPE__BODY_STATUS_REPLY;
     env.status_reply = &r;

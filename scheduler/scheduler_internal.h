@@ -50,6 +50,7 @@ struct sched {
     double plan_s, backend_s, ipc_s;
     double loop_s[FOLIO_LOOP_PHASES]; /* the loop's time by phase (common/loop_phase.h) */
     uint64_t last_result_ns;
+    uint64_t worker_rss_bytes; /* from the worker's last heartbeat; 0 when it is gone */
 
     bool draining;
     uint64_t drain_deadline_ns;

@@ -116,3 +116,21 @@ def test_no_environment_switches():
             read |= set(re.findall(r'getenv\("(FOLIO_[A-Z0-9_]+)"\)', text))
     print(f"FOLIO_* variables read: {sorted(read)}")
     assert read <= allowed, read - allowed
+
+
+def test_nothing_reads_a_folder_beside_the_clone():
+    """A clone builds and tests with nothing beside it (issue 53): the test tokenizer, the model
+    shapes and the ShareGPT sample are in assets/, and no build file, source, test or set-up
+    script names ../shared or FOLIO_SHARED (vLLM's wheels for the comparisons on the GPU machine,
+    ../shared/tools/vllm, stay an optional tool)."""
+    found = []
+    for p in tracked():
+        if p.startswith(("bench/results/", "docs/", "tests/fuzz/corpus/")) or p.endswith(".md"):
+            continue
+        if p == "tests/test_house.py":
+            continue
+        text = "\n".join(line for line in (REPO / p).read_text(errors="replace").splitlines()
+                         if "shared/tools/vllm" not in line)
+        if "../shared" in text or "FOLIO_SHARED" in text:
+            found.append(p)
+    assert not found, found

@@ -1,6 +1,7 @@
 """`folio serve` against a hostile client and a careless operator, on the CPU backend: a client
 that hangs up on a non-streaming request, SIGTERM with a short --drain-seconds, a log pipe that
-closes, request bodies over the limit on HTTP/1.1 and HTTP/2, a scheduler that is stopped
+closes, request bodies over the limit on HTTP/1.1 and HTTP/2 (refused while they arrive), request
+heads whose HTTP/1.1 framing a proxy could read otherwise, a scheduler that is stopped
 (SIGSTOP), a JSON string holding \\u0000, a KV pool too small for the prompts it is given, a
 scraper whose scrapes two frontends answer in turn, and /health and requests probed while the
 worker is killed.
@@ -167,6 +168,198 @@ def test_body_over_the_limit_is_413_json_on_h1_and_h2(sim, tmp_path):
     assert head.startswith(b"HTTP/1.1 413"), head
     assert b"application/json" in head.lower(), head
     assert json.loads(payload)["error"]["code"] == 413
+
+
+LIMIT = 1 << 20  # --max-body-bytes of the `small` server
+
+
+@pytest.fixture(scope="module")
+def small(tmp_path_factory):
+    s = Served(tmp_path_factory.mktemp("small"), "--simulate", "--max-body-bytes", str(LIMIT))
+    try:
+        s.wait_health()
+        yield s
+    finally:
+        rc = s.stop()
+        assert rc == 0, s.logs()
+
+
+def read_to_eof(sock, timeout=10):
+    """Everything the server sends until it closes, or pytest.fail if it does not close."""
+    sock.settimeout(timeout)
+    reply = b""
+    try:
+        while chunk := sock.recv(65536):
+            reply += chunk
+    except socket.timeout:
+        pytest.fail(f"the server kept the connection open; it sent:\n{reply[:2000]!r}")
+    return reply
+
+
+BODY = b'{"prompt": "x", "max_tokens": 1}'
+NEXT = b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n"
+POST = b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+AMBIGUOUS = {
+    "two Content-Lengths": POST + b"Content-Length: %d\r\nContent-Length: 0\r\n\r\n%s" % (
+        len(BODY), BODY),
+    "Transfer-Encoding and Content-Length": POST + (
+        b"Transfer-Encoding: chunked\r\nContent-Length: %d\r\n\r\n%x\r\n%s\r\n0\r\n\r\n" % (
+            len(BODY), len(BODY), BODY)),
+    "two Transfer-Encodings": POST + (
+        b"Transfer-Encoding: chunked\r\nTransfer-Encoding: chunked\r\n\r\n%x\r\n%s\r\n0\r\n\r\n"
+        % (len(BODY), BODY)),
+    "Transfer-Encoding in HTTP/1.0": POST.replace(b"HTTP/1.1", b"HTTP/1.0") + (
+        b"Connection: keep-alive\r\nTransfer-Encoding: chunked\r\n\r\n%x\r\n%s\r\n0\r\n\r\n" % (
+            len(BODY), BODY)),
+    "bare LF": b"GET /health HTTP/1.1\nHost: x\n\n",
+    "bare LF ending the head": b"GET /health HTTP/1.1\r\nHost: x\r\n\n",
+    "obs-fold": b"GET /health HTTP/1.1\r\nHost: x\r\nX-A: a\r\n b\r\n\r\n",
+}
+
+
+@pytest.mark.parametrize("case", AMBIGUOUS)
+def test_ambiguous_http1_framing_is_400_and_closes(small, case):
+    """A request head whose framing a proxy in front may read differently from h2o (RFC 9112
+    6.1, 6.3, 2.2, 5.2) gets one 400 and the connection closes: the request pipelined behind
+    it is never answered (issue 52 item 1)."""
+    sock = socket.create_connection(("127.0.0.1", small.port), timeout=10)
+    sock.sendall(AMBIGUOUS[case] + NEXT)
+    reply = read_to_eof(sock)
+    sock.close()
+    assert len(re.findall(rb"(?:^|\r\n)HTTP/1\.1 \d\d\d ", reply)) == 1, reply
+    head, _, payload = reply.partition(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 400"), head
+    assert b"connection: close" in head.lower(), head
+    assert json.loads(payload)["error"]["code"] == 400
+
+
+def test_sound_http1_framing_is_served(small):
+    """What RFC 9112 allows stays allowed: an empty line before the request line, a repeated
+    Content-Length with the same value, chunked bodies; all on one connection."""
+    sock = socket.create_connection(("127.0.0.1", small.port), timeout=10)
+    sock.sendall(b"\r\n" + POST + b"Content-Length: %d\r\nContent-Length: %d\r\n\r\n%s" % (
+        len(BODY), len(BODY), BODY) + POST + b"Transfer-Encoding: chunked\r\n\r\n%x\r\n%s\r\n0\r\n\r\n"
+        % (len(BODY), BODY) + b"GET /health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+    reply = read_to_eof(sock, timeout=60)
+    sock.close()
+    assert [line.split()[1] for line in reply.split(b"\r\n") if line.startswith(b"HTTP/1.1 ")] \
+        == [b"200"] * 3, reply
+
+
+def test_h1_chunked_body_is_refused_at_the_limit(small):
+    """A chunked body gets its 413 as soon as it passes --max-body-bytes, not once h2o's own
+    larger limit is reached or the body ends (issue 52 item 6)."""
+    sock = socket.create_connection(("127.0.0.1", small.port), timeout=10)
+    sock.sendall(POST + b"Transfer-Encoding: chunked\r\n\r\n")
+    chunk = b"x" * 65536
+    for _ in range(LIMIT // len(chunk)):
+        sock.sendall(b"%x\r\n%s\r\n" % (len(chunk), chunk))
+    sock.sendall(b"1\r\nx\r\n")  # one byte past the limit; the body does not end
+    reply = read_to_eof(sock)
+    sock.close()
+    head, _, payload = reply.partition(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 413"), head
+    assert json.loads(payload)["error"]["code"] == 413
+
+
+# ---- a bare HTTP/2 client: enough frames to send a body and read the answers ----------------
+
+def h2_frame(kind, flags, stream, payload=b""):
+    return len(payload).to_bytes(3, "big") + bytes([kind, flags]) + stream.to_bytes(4, "big") \
+        + payload
+
+
+def h2_headers(stream, method, path, extra=(), end_stream=False):
+    """HEADERS with every field a literal without indexing and without Huffman coding."""
+    def lit(name, value):
+        assert len(name) < 127 and len(value) < 127
+        return bytes([0, len(name)]) + name + bytes([len(value)]) + value
+    block = b"".join(lit(n, v) for n, v in [(b":method", method), (b":scheme", b"http"),
+                                             (b":path", path), (b":authority", b"x"), *extra])
+    return h2_frame(1, 0x4 | (0x1 if end_stream else 0), stream, block)
+
+
+class H2:
+    def __init__(self, port, upgrade=None):
+        """h2c with prior knowledge, or by Upgrade from the HTTP/1.1 request upgrade (whose
+        answer comes on stream 1)."""
+        self.sock = socket.create_connection(("127.0.0.1", port), timeout=10)
+        self.buf = b""
+        if upgrade:
+            self.sock.sendall(upgrade)
+            while b"\r\n\r\n" not in self.buf:
+                chunk = self.sock.recv(65536)
+                assert chunk, "the server closed the connection"
+                self.buf += chunk
+            head, _, self.buf = self.buf.partition(b"\r\n\r\n")
+            assert head.startswith(b"HTTP/1.1 101 "), head
+        self.sock.sendall(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + h2_frame(4, 0, 0))
+        while (f := self.frame())[0] != 4 or f[1] & 1:  # the server's SETTINGS
+            pass
+        self.sock.sendall(h2_frame(4, 1, 0))
+
+    def frame(self):
+        while len(self.buf) < 9 or len(self.buf) < 9 + int.from_bytes(self.buf[:3], "big"):
+            chunk = self.sock.recv(65536)
+            assert chunk, "the server closed the connection"
+            self.buf += chunk
+        n = 9 + int.from_bytes(self.buf[:3], "big")
+        f, self.buf = self.buf[:n], self.buf[n:]
+        return f[3], f[4], int.from_bytes(f[5:9], "big") & 0x7FFFFFFF, f[9:]
+
+    def answer(self, stream, timeout=10):
+        """The body of stream's response (its DATA up to END_STREAM); fails on a reset or
+        GOAWAY, or when nothing comes within timeout seconds."""
+        self.sock.settimeout(timeout)
+        body = b""
+        try:
+            while True:
+                kind, flags, sid, payload = self.frame()
+                assert kind != 7, f"GOAWAY {payload!r}"
+                assert not (kind == 3 and sid == stream), f"stream {stream} reset: {payload!r}"
+                if kind == 0 and sid == stream:
+                    body += payload
+                    if flags & 1:
+                        return body
+        except socket.timeout:
+            pytest.fail(f"no answer on stream {stream} within {timeout} s")
+
+
+def test_ambiguous_framing_of_an_h2c_upgrade_is_400(small):
+    """The HTTP/1.1 request that upgrades a connection to h2c is checked like any other; its 400
+    comes on stream 1 (issue 52 item 1)."""
+    c = H2(small.port, upgrade=POST + (
+        b"Connection: Upgrade, HTTP2-Settings\r\nUpgrade: h2c\r\n"
+        b"HTTP2-Settings: AAMAAABkAAQAAP__\r\nContent-Length: %d\r\nContent-Length: 0\r\n\r\n%s"
+        % (len(BODY), BODY)))
+    answer = json.loads(c.answer(1))
+    assert answer.get("error", {}).get("code") == 400, answer
+    c.sock.close()
+
+
+@pytest.mark.parametrize("declared", [False, True], ids=["no-content-length", "content-length"])
+def test_h2_body_is_refused_at_the_limit(small, declared):
+    """An HTTP/2 body gets its 413 as soon as it passes --max-body-bytes (or as soon as its
+    content-length says it will), while the client is still sending: h2o used to buffer it
+    whole, or reset the stream past 4x the limit. The rest of that stream's DATA is dropped and
+    the connection serves the next stream (issue 52 item 6)."""
+    c = H2(small.port)
+    extra = [(b"content-type", b"application/json")]
+    if declared:
+        extra.append((b"content-length", b"%d" % (2 * LIMIT)))
+    c.sock.sendall(h2_headers(1, b"POST", b"/v1/completions", extra))
+    chunk = b"x" * 16384
+    for _ in range(1 if declared else LIMIT // len(chunk)):
+        c.sock.sendall(h2_frame(0, 0, 1, chunk))
+    if not declared:
+        c.sock.sendall(h2_frame(0, 0, 1, b"x"))  # one byte past the limit; no END_STREAM
+    err = json.loads(c.answer(1))["error"]
+    assert err["code"] == 413 and "max" in err["message"], err
+    for _ in range(8):  # a client still sending before it reads the 413
+        c.sock.sendall(h2_frame(0, 0, 1, chunk))
+    c.sock.sendall(h2_headers(3, b"GET", b"/health", end_stream=True))
+    assert json.loads(c.answer(3)) == {"status": "ok"}
+    c.sock.close()
 
 
 def test_nul_in_a_json_string_is_a_clear_400(sim):

@@ -31,6 +31,7 @@
 #include "log.h"
 #include "model.h"
 #include "options.h"
+#include "process_rss.h"
 #include "shm_ring.h"
 #include "sim_backend.h"
 #include "step_io.h"
@@ -199,6 +200,7 @@ static void *heartbeat_main(void *arg)
         Folio__Heartbeat hb = FOLIO__HEARTBEAT__INIT;
         hb.pid = (uint32_t)getpid();
         hb.unix_ns = folio_unix_ns();
+        hb.rss_bytes = folio_process_rss_bytes();
         Folio__Envelope env = FOLIO__ENVELOPE__INIT;
         env.body_case = FOLIO__ENVELOPE__BODY_HEARTBEAT;
         env.heartbeat = &hb;

@@ -4,7 +4,8 @@
 # and b256 in interleaved rounds; the GPU correctness suite (tests/gpu/run.sh, sanitizers off
 # unless FOLIO_SANITIZE_RUN=1); check_and_time's timing part (decode b1, b64, b256 over 1000
 # steps against the card's floors) with the greedy tokens' hashes against the expected ones;
-# and GuideLLM's rate2 workload (when the wheels are staged).
+# and GuideLLM's rate2 workload (when the wheels are staged), against the previous build's
+# programs too where bundle/bin/base/ holds them (folio, folio-scheduler, -frontend, -worker).
 # Run from the repo root on the GPU machine after, here: deploy/bundle.sh, the baseline binary
 # (docs/benchmarks.md), bench/fetch_guidellm_wheels.sh, `bash bench/gpu/guidellm_bench.sh --stage`
 # and deploy/pack.sh (carry build-pack):
@@ -51,8 +52,11 @@ done
 
 if [ -d .whl ] && [ "$(left)" -gt 120 ]; then
   echo "== GuideLLM rate2 ($(left) s left)"
+  servers=(--server folio)
+  [ -x "$B/base/folio" ] && servers+=(--server \
+    "folio-base=env LD_LIBRARY_PATH={ld} $B/base/folio serve --backend cuda --model {model} --port {port}")
   OUT=$W/guidellm timeout $(($(left) - 10)) bash bench/gpu/guidellm_bench.sh --workloads rate2 \
-    --budget-s $(($(left) - 20)) \
+    "${servers[@]}" --budget-s $(($(left) - 20)) \
     >"$W/guidellm.log" 2>&1
   tail -12 "$W/guidellm.log"
 fi

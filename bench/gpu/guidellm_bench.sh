@@ -342,6 +342,7 @@ for spec in "${SERVERS[@]}"; do
   cmd=${cmd//\{model\}/$MODEL}
   cmd=${cmd//\{port\}/$PORT}
   cmd=${cmd//\{tokenizer\}/$TOKDIR}
+  cmd=${cmd//\{ld\}/$FOLIO_LD}
   dir=$WORK/$name
   mkdir -p "$dir"
   echo "$cmd" >"$dir/server_cmd.txt"

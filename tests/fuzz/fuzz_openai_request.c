@@ -72,7 +72,7 @@ static void check_request(const struct folio_oai_request *r)
         (r->num_prompts ? r->num_prompts : 1) * (size_t)r->n > FOLIO_OAI_MAX_CHOICES)
         fail("n or the number of choices out of range", NULL);
     for (size_t i = 0; i < r->num_logit_bias; i++)
-        if (r->logit_bias_ids[i] < 0 || !(fabsf(r->logit_bias_values[i]) <= 100.0f))
+        if (r->logit_bias[i].token < 0 || !(fabsf(r->logit_bias[i].value) <= 100.0f))
             fail("logit_bias entry out of range", NULL);
     if (r->num_stop > FOLIO_OAI_MAX_STOPS)
         fail("more stop strings than allowed", NULL);

@@ -1,5 +1,5 @@
 /* grammar/ with the real SmolLM2 tokenizer (models/smollm2, byte-level BPE)
- * and the Llama-2 one (../shared, SentencePiece with byte fallback): each
+ * and the Llama-2 one (assets/, SentencePiece with byte fallback): each
  * id's bytes, the vocab's checks, compile errors that name the problem, a
  * pathological schema refused at once, masks and commits (a refused token,
  * EOS only where the grammar accepts, a finished grammar), special tokens
@@ -125,9 +125,8 @@ static void test_token_bytes(void)
     CHECK(folio_tokenizer_token_bytes(tok, -1, &s, &len) == -1 && !s);
     CHECK(folio_tokenizer_token_bytes(tok, n_vocab, &s, &len) == -1);
 
-    const char *env = getenv("FOLIO_SHARED");
-    char dir[1024], err[512];
-    snprintf(dir, sizeof dir, "%s/models/llama2-tokenizer", env ? env : "../shared");
+    const char *dir = "assets/models/llama2-tokenizer"; /* ctest runs in the source folder */
+    char err[512];
     struct folio_tokenizer *llama;
     if (folio_tokenizer_load(dir, &llama, err, sizeof err)) {
         fprintf(stderr, "%s\n", err);

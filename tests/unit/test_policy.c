@@ -1,6 +1,7 @@
 /* The scheduler policy, step by step: pipelining with FROM_PREV tokens,
  * stops seen one step late, chunked prefill (and whole prompts without it),
- * one step in flight, decodes first, prefix caching,
+ * prompt chunks sized by the worker's measured speed, short requests beside
+ * a long prompt, one step in flight, decodes first, prefix caching,
  * preemption by recompute, admission limits, aborts and worker failure
  * (what is failed, what runs again on the next worker). */
 #include <math.h>
@@ -63,9 +64,9 @@ static struct folio_policy *make(int seqs, int budget, int blocks, int max_len)
 
 static void submit(struct folio_policy *p, uint64_t id, int n, int first, int max_tokens)
 {
-    int32_t prompt[512];
+    int32_t prompt[16384];
     for (int i = 0; i < n; i++)
-        prompt[i] = first + i;
+        prompt[i] = (first + i) % 1000;
     struct folio_request r = {.request_id = id,
                               .frontend_id = 1,
                               .prompt = prompt,
@@ -89,6 +90,9 @@ static const struct folio_plan_view *plan(struct folio_policy *p)
     return &v[k];
 }
 
+/* The worker time the next answers report (0: none measured). */
+static double answer_seconds;
+
 /* Answers the oldest planned step: every sampling sequence gets `token`. */
 static void answer(struct folio_policy *p, int32_t token)
 {
@@ -101,8 +105,10 @@ static void answer(struct folio_policy *p, int32_t token)
                             &pv, err, sizeof err) == 0);
     static char buf[1 << 14];
     struct folio_result_header *rh = (void *)buf;
-    *rh = (struct folio_result_header){
-        .magic = FOLIO_RESULT_MAGIC, .num_seqs = h->num_seqs, .step_id = h->step_id};
+    *rh = (struct folio_result_header){.magic = FOLIO_RESULT_MAGIC,
+                                       .num_seqs = h->num_seqs,
+                                       .step_id = h->step_id,
+                                       .backend_ns = (uint64_t)(answer_seconds * 1e9)};
     struct folio_result_seq *rs = (void *)(rh + 1);
     for (int i = 0; i < h->num_seqs; i++)
         rs[i] = (struct folio_result_seq){.token_id = pv.seqs[i].sample ? token : -1};
@@ -461,6 +467,110 @@ static void test_worker_lost_requeues_silent_requests(void)
     folio_policy_destroy(p);
 }
 
+/* A short request that arrives while a long prompt is in prefill starts in the
+ * next step, beside the long prompt's chunk; a prompt admitted in part then
+ * shares the prefill tokens with the long one instead of waiting for its end. */
+static void test_short_request_beside_long_prefill(void)
+{
+    serial = true;
+    struct folio_policy *p = make(4, 64, 64, 1024);
+    submit(p, 1, 500, 10, 1);
+    const struct folio_plan_view *v = plan(p);
+    CHECK(v && v->hdr->num_seqs == 1 && v->seqs[0].num_new_tokens == 64);
+    answer(p, 5);
+    submit(p, 2, 5, 600, 2);
+    /* Half the prompt tokens to the running prefill, the rest to admissions,
+     * and what they leave back to the running one. */
+    v = plan(p);
+    CHECK(v && v->hdr->num_seqs == 2 && v->hdr->num_tokens == 64);
+    CHECK(v->seqs[0].request_id == 1 && v->seqs[0].num_new_tokens == 59 &&
+          v->seqs[0].context_len == 123);
+    CHECK(v->hdr->num_seqs == 2 && v->seqs[1].request_id == 2 && v->seqs[1].num_new_tokens == 5 &&
+          v->seqs[1].sample);
+    answer(p, 5);
+    CHECK(num_events == 1 && events[0].id == 2);
+    submit(p, 3, 100, 700, 1);
+    /* The decode first; 32 of the 63 left to the long prompt, 31 to the newcomer. */
+    v = plan(p);
+    CHECK(v && v->hdr->num_seqs == 3 && v->hdr->num_tokens == 64);
+    CHECK(v->seqs[0].request_id == 2 && v->seqs[0].num_new_tokens == 1);
+    CHECK(v->hdr->num_seqs == 3 && v->seqs[1].request_id == 1 && v->seqs[1].num_new_tokens == 32);
+    CHECK(v->hdr->num_seqs == 3 && v->seqs[2].request_id == 3 && v->seqs[2].num_new_tokens == 31);
+    answer(p, 5);
+    CHECK(num_events == 2 && events[1].id == 2 && events[1].finish == FOLIO_FINISH_LENGTH);
+    /* Nothing waits: the two prompts in prefill share the step equally. */
+    v = plan(p);
+    CHECK(v && v->hdr->num_seqs == 2 && v->hdr->num_tokens == 64);
+    CHECK(v->seqs[0].request_id == 1 && v->seqs[0].num_new_tokens == 32);
+    CHECK(v->hdr->num_seqs == 2 && v->seqs[1].request_id == 3 && v->seqs[1].num_new_tokens == 32);
+    answer(p, 5);
+    /* Request 3 needs 37 more: 32 each, then its last 5 and 27 for the long one. */
+    v = plan(p);
+    CHECK(v && v->seqs[0].num_new_tokens == 32 && v->seqs[1].num_new_tokens == 32);
+    answer(p, 5);
+    v = plan(p);
+    CHECK(v && v->hdr->num_seqs == 2 && v->seqs[0].num_new_tokens == 59);
+    CHECK(v->hdr->num_seqs == 2 && v->seqs[1].request_id == 3 && v->seqs[1].num_new_tokens == 5 &&
+          v->seqs[1].sample);
+    answer(p, 5);
+    checked(p);
+    folio_policy_destroy(p);
+    serial = false;
+}
+
+/* With a step target, a step's prompt tokens are what the worker ran in that
+ * time lately: one block's worth before anything is measured, then following
+ * the backend time of the steps that come back, up to the token budget. */
+static void test_chunks_follow_measured_speed(void)
+{
+    serial = true;
+    struct folio_policy_config cfg = {.serial_steps = true,
+                                      .max_num_seqs = 4,
+                                      .max_num_batched_tokens = 2048,
+                                      .num_kv_blocks = 1024,
+                                      .max_model_len = 16384,
+                                      .vocab_size = 1000,
+                                      .max_waiting_requests = 4,
+                                      .max_pending_prompt_tokens = 100000,
+                                      .eos_ids = {2},
+                                      .num_eos_ids = 1,
+                                      .seed = 7,
+                                      .step_target_seconds = 0.5};
+    struct folio_policy *p;
+    char err[256];
+    CHECK(folio_policy_create(&cfg, on_event, NULL, &p, err, sizeof err) == 0);
+    num_events = 0;
+    plans_head = plans_count = 0;
+    submit(p, 1, 10000, 10, 1);
+    const struct folio_plan_view *v = plan(p);
+    CHECK(v && v->hdr->num_tokens == 16); /* nothing measured yet */
+    answer_seconds = 0.16;                /* 100 tokens/s */
+    answer(p, 5);
+    v = plan(p);
+    CHECK(v && v->hdr->num_tokens == 50);
+    answer_seconds = 0.05; /* ten times faster: the chunks grow to 500 within a few steps */
+    answer(p, 5);
+    int n = 0;
+    for (int i = 0; i < 8; i++) {
+        v = plan(p);
+        n = v ? v->hdr->num_tokens : 0;
+        answer_seconds = n / 1000.0;
+        answer(p, 5);
+    }
+    CHECK(n >= 490 && n <= 500);
+    for (int i = 0; i < 4; i++) { /* a GPU: the token budget decides */
+        v = plan(p);
+        n = v ? v->hdr->num_tokens : 0;
+        answer_seconds = n / 1e6;
+        answer(p, 5);
+    }
+    CHECK(n == 2048);
+    answer_seconds = 0;
+    checked(p);
+    folio_policy_destroy(p);
+    serial = false;
+}
+
 int main(void)
 {
     test_pipeline_and_length();
@@ -476,5 +586,7 @@ int main(void)
     test_worker_lost_requeues_silent_requests();
     test_logit_bias();
     test_same_step_prefix_sharing();
+    test_short_request_beside_long_prefill();
+    test_chunks_follow_measured_speed();
     return check_report();
 }

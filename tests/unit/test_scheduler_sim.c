@@ -8,7 +8,10 @@
  *   - decodes are never starved: a generating sequence is in every step
  *     until it finishes, unless that step preempted something;
  *   - preemption happens when blocks run out, aborts free their blocks,
- *     the books balance (folio_policy_check) and no block leaks at the end.
+ *     the books balance (folio_policy_check) and no block leaks at the end;
+ *   - with a step target (the worker's modelled step times fed back as its
+ *     backend time), prompts are chunked to that time: no step with more
+ *     prompt tokens than the one-block floor runs much past the target.
  * Prints the plan time per step at 256 running sequences. */
 #include <stdlib.h>
 #include <string.h>
@@ -76,6 +79,12 @@ struct driver {
     int budget, max_seqs;
     uint64_t steps;
     double plan_seconds;
+    double step_us[2];    /* the modelled time of each step in flight */
+    bool feed_time;       /* the modelled time goes back as the result's backend_ns */
+    double target_us;     /* the policy's step target */
+    int prompt_tokens[2]; /* prompt (not decode) tokens of each step in flight */
+    uint64_t timed_steps, over_target;
+    double max_over_us;
 };
 
 static double now_s(void)
@@ -132,10 +141,26 @@ static bool step_launch(struct driver *d, int k)
     struct folio_step_batch batch;
     CHECK(folio_step_io_batch(&d->io, &v, &batch, err, sizeof err) == 0);
     memcpy(d->inflight_logprobs[k], d->io.num_logprobs, (size_t)v.hdr->num_seqs * 4);
+    double us0 = folio_sim_backend_modelled_us(d->sim);
     int rc = d->sim->ops->launch(d->sim, &batch, err, sizeof err);
     if (rc)
         fprintf(stderr, "%s\n", err);
     CHECK(rc == 0);
+    d->step_us[k] = folio_sim_backend_modelled_us(d->sim) - us0;
+    d->prompt_tokens[k] = 0;
+    for (int i = 0; i < v.hdr->num_seqs; i++)
+        if (v.seqs[i].num_new_tokens > 1 || !v.seqs[i].sample || v.seqs[i].output_index == 0)
+            d->prompt_tokens[k] += v.seqs[i].num_new_tokens;
+    /* Past the first steps (nothing measured yet), a step with more prompt
+     * tokens than the floor is sized by the measured speed. */
+    if (d->target_us > 0 && d->steps > 8 && d->prompt_tokens[k] > 16) {
+        d->timed_steps++;
+        double over = d->step_us[k] - d->target_us;
+        if (over > 0)
+            d->over_target++;
+        if (over > d->max_over_us)
+            d->max_over_us = over;
+    }
     return true;
 }
 
@@ -144,7 +169,9 @@ static void step_collect(struct driver *d, int k)
     char err[256];
     const struct folio_plan_header *h = (const void *)d->plan_copy[k];
     CHECK(d->sim->ops->collect(d->sim, &d->io.res, err, sizeof err) == 0);
-    size_t len = folio_step_io_encode_result(&d->io, h, h->num_seqs, d->inflight_logprobs[k], 0);
+    uint64_t backend_ns = d->feed_time ? (uint64_t)(d->step_us[k] * 1000) : 0;
+    size_t len =
+        folio_step_io_encode_result(&d->io, h, h->num_seqs, d->inflight_logprobs[k], backend_ns);
     struct folio_result_view rv;
     CHECK(folio_result_decode(d->io.result_buf, len, &rv, err, sizeof err) == 0);
     int rc = folio_policy_apply_result(d->p, &rv, err, sizeof err);
@@ -154,11 +181,13 @@ static void step_collect(struct driver *d, int k)
 }
 
 static void driver_init(struct driver *d, int seqs, int budget, int blocks, int max_len,
-                        bool no_chunks, bool serial)
+                        bool no_chunks, bool serial, double target_us)
 {
     memset(d, 0, sizeof *d);
     d->budget = budget;
     d->max_seqs = seqs;
+    d->target_us = target_us;
+    d->feed_time = target_us > 0;
     struct folio_policy_config cfg = {.disable_chunked_prefill = no_chunks,
                                       .serial_steps = serial,
                                       .max_num_seqs = seqs,
@@ -170,7 +199,8 @@ static void driver_init(struct driver *d, int seqs, int budget, int blocks, int 
                                       .max_pending_prompt_tokens = 1 << 30,
                                       .eos_ids = {EOS},
                                       .num_eos_ids = 1,
-                                      .seed = 1};
+                                      .seed = 1,
+                                      .step_target_seconds = target_us * 1e-6};
     char err[256];
     CHECK(folio_policy_create(&cfg, on_event, NULL, &d->p, err, sizeof err) == 0);
     struct folio_backend_options bo = {
@@ -193,12 +223,12 @@ static void driver_free(struct driver *d)
 
 /* Runs until idle, feeding 8 new requests each step; one abort per 50 submits.
  * The ablations (whole prompts, one step in flight) keep the same books. */
-static void run_10k(const char *name, bool no_chunks, bool serial)
+static void run_10k(const char *name, bool no_chunks, bool serial, double target_us)
 {
     struct driver d;
     memset(reqs, 0, sizeof reqs);
     /* A pool too small for 128 long sequences: preemption must happen. */
-    driver_init(&d, 128, no_chunks ? 4096 : 2048, 1200, 4096, no_chunks, serial);
+    driver_init(&d, 128, no_chunks ? 4096 : 2048, 1200, 4096, no_chunks, serial, target_us);
     uint64_t rng = 42;
     int next = 1, k = 0, inflight = 0;
     /* Five shared "system prompts" so that the prefix cache has hits. */
@@ -272,6 +302,15 @@ static void run_10k(const char *name, bool no_chunks, bool serial)
         folio_sim_backend_modelled_us(d.sim) / 1e6, (unsigned long long)st.num_preemptions,
         (unsigned long long)st.prefix_cache_hits, (unsigned long long)st.prefix_cache_queries,
         aborted, (unsigned long long)st.tokens_discarded);
+    if (target_us > 0) {
+        /* A full budget's step would take about twice the target: the time bounds them. */
+        CHECK(d.timed_steps > 1000);
+        CHECK(d.max_over_us < 0.1 * target_us);
+        CHECK(d.over_target * 100 < d.timed_steps);
+        printf("  %llu steps sized by time, %llu past the %.0f us target, by %.0f us at most\n",
+               (unsigned long long)d.timed_steps, (unsigned long long)d.over_target, target_us,
+               d.max_over_us);
+    }
     driver_free(&d);
 }
 
@@ -280,7 +319,7 @@ static void bench_plan_256(void)
 {
     memset(reqs, 0, sizeof reqs);
     struct driver d;
-    driver_init(&d, 256, 8192, 256 * 80, 2048, false, false);
+    driver_init(&d, 256, 8192, 256 * 80, 2048, false, false, 0);
     int32_t prompt[512];
     for (int id = 1; id <= 256; id++) {
         for (int i = 0; i < 500; i++)
@@ -322,9 +361,10 @@ static void bench_plan_256(void)
 
 int main(void)
 {
-    run_10k("default", false, false);
-    run_10k("whole prompts", true, false);
-    run_10k("one step in flight", false, true);
+    run_10k("default", false, false, 0);
+    run_10k("whole prompts", true, false, 0);
+    run_10k("one step in flight", false, true, 0);
+    run_10k("steps of 2 ms", false, false, 2000);
     bench_plan_256();
     return check_report();
 }
