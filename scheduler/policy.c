@@ -96,6 +96,7 @@ static void seq_release_slot(struct folio_policy *p, struct seq *s)
     if (s->slot >= 0)
         p->free_slots[p->num_free_slots++] = s->slot;
     s->slot = -1;
+    s->opt.grammar_sent = false; /* its next slot's matcher is made anew */
 }
 
 void policy_seq_free(struct folio_policy *p, struct seq *s)
@@ -686,7 +687,6 @@ static int plan_admissions(struct folio_policy *p, int budget)
                 observe_queue_time(p, p->cfg.clock() - s->submitted_at);
         }
         s->slot = p->free_slots[--p->num_free_slots];
-        s->opt.grammar_sent = false; /* a new slot: the worker makes its matcher anew */
         s->state = SEQ_RUNNING;
         p->running[p->num_running++] = s;
         schedule(p, s, n);

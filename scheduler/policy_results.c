@@ -316,6 +316,7 @@ void folio_policy_worker_lost(struct folio_policy *p, uint32_t status, const cha
         struct seq *s = p->running[--p->num_running];
         policy_seq_release_blocks(p, s);
         s->slot = -1;
+        s->opt.grammar_sent = false;
         s->num_computed = 0;
         s->state = SEQ_WAITING;
         policy_waiting_push_front(p, s);

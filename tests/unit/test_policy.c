@@ -339,6 +339,86 @@ static void test_preemption(void)
     folio_policy_destroy(p);
 }
 
+static void submit_constrained(struct folio_policy *p, uint64_t id, int n, int first,
+                               int max_tokens, const char *regex)
+{
+    int32_t prompt[64];
+    for (int i = 0; i < n; i++)
+        prompt[i] = first + i;
+    struct folio_request r = {
+        .request_id = id,
+        .frontend_id = 1,
+        .prompt = prompt,
+        .num_prompt = n,
+        .params = {.max_tokens = max_tokens,
+                   .min_tokens = 2,
+                   .ignore_eos = true,
+                   .grammar = {true, FOLIO_GRAMMAR_REGEX, regex, (int32_t)strlen(regex)}}};
+    folio_policy_submit(p, &r);
+}
+
+/* A constrained sequence's plan entries name its grammar; the first sampling entry on each slot
+ * brings the text and the tokens generated so far (none at first, all of them when a preempted
+ * sequence is recomputed), every other entry neither. min_tokens bans no EOS of a constrained
+ * sequence and ignore_eos does not keep an EOS from ending it: the grammar decides. */
+static void test_grammar_travels_with_the_plan(void)
+{
+    struct folio_policy *p = make(4, 64, 5, 80);
+    submit_constrained(p, 1, 30, 10, 6, "[a-z]+");
+    submit_constrained(p, 2, 30, 500, 6, "x{1,9}");
+    int outputs[3] = {0}, news[3] = {0}, replays[3] = {0}, steps = 0;
+    while (!folio_policy_idle(p) && steps++ < 100) {
+        const struct folio_plan_view *v;
+        while ((v = plan(p))) {
+            CHECK(v->hdr->num_grammar_bytes <= FOLIO_MAX_GRAMMAR_BYTES);
+            for (int i = 0; i < v->hdr->num_seqs; i++) {
+                const struct folio_plan_seq *q = &v->seqs[i];
+                int id = q->request_id == 1 ? 1 : 2;
+                const char *want = id == 1 ? "[a-z]+" : "x{1,9}";
+                CHECK(q->grammar_kind == FOLIO_GRAMMAR_REGEX);
+                for (int b = 0; b < q->num_bias; b++)
+                    CHECK(v->bias[q->bias_offset + b].token != 2); /* EOS never banned */
+                if (!q->grammar_new)
+                    continue;
+                CHECK(q->sample);
+                CHECK(q->grammar_len == (int)strlen(want) &&
+                      !memcmp(v->grammar_text + q->grammar_offset, want, strlen(want)));
+                CHECK(q->num_replay == outputs[id]);
+                for (int k = 0; k < q->num_replay; k++)
+                    CHECK(v->replay[q->replay_offset + k] == 9);
+                news[id]++;
+                replays[id] += q->num_replay > 0;
+            }
+        }
+        if (plans_count) {
+            const struct folio_plan_header *h = (const void *)plans[plans_head];
+            const struct folio_plan_seq *qs = (const void *)(h + 1);
+            for (int i = 0; i < h->num_seqs; i++)
+                outputs[qs[i].request_id == 1 ? 1 : 2] += qs[i].sample;
+            answer(p, 9);
+        }
+        checked(p);
+    }
+    struct folio_policy_stats st;
+    folio_policy_stats(p, &st);
+    CHECK(st.num_preemptions >= 1);
+    CHECK(news[1] >= 1 && news[2] >= 1);
+    CHECK(news[1] + news[2] == 2 + (int)st.num_preemptions); /* once per admission */
+    CHECK(replays[1] + replays[2] >= 1);                     /* a recompute replayed */
+    folio_policy_destroy(p);
+
+    /* An EOS ends a constrained sequence despite ignore_eos. */
+    p = make(4, 64, 16, 256);
+    submit_constrained(p, 3, 20, 10, 50, "a+");
+    CHECK(plan(p) != NULL);
+    answer(p, 7);
+    CHECK(plan(p) != NULL);
+    answer(p, 2);
+    CHECK(num_events == 2 && events[1].finish == FOLIO_FINISH_STOP);
+    checked(p);
+    folio_policy_destroy(p);
+}
+
 static void test_admission(void)
 {
     struct folio_policy *p = make(4, 64, 16, 100);
@@ -588,5 +668,6 @@ int main(void)
     test_same_step_prefix_sharing();
     test_short_request_beside_long_prefill();
     test_chunks_follow_measured_speed();
+    test_grammar_travels_with_the_plan();
     return check_report();
 }
