@@ -13,8 +13,7 @@
  * state. Every step sees CONTEXT tokens of context, as issue 4 defines its
  * figures: the new token goes to position CONTEXT each time, overwriting the
  * previous step's key and value there. --grow: the sequences grow by a token
- * a step instead, as in the figures logged before round 22 (contexts
- * CONTEXT + 1 .. CONTEXT + STEPS + 3).
+ * a step instead (contexts CONTEXT + 1 .. CONTEXT + STEPS + 3).
  *
  * mixed: the same decode steps with one more sequence beside the BATCH, a
  * prompt chunk of CHUNK new tokens after CONTEXT cached ones (written again at

@@ -348,13 +348,8 @@ static int read_sampling_defaults(struct reader *r, struct folio_sampling_defaul
         get_sampling(r, "min_p", false, NAN, &d->has_min_p, &m) != 0 ||
         get_sampling(r, "repetition_penalty", false, 1.0, &d->has_repetition_penalty, &rp) != 0)
         return -1;
-    d->temperature = (float)t;
-    d->top_p = (float)p;
-    d->top_k = k > 2147483647.0 ? 2147483647 : k < 0 ? -1 : (int32_t)k;
-    d->min_p = (float)m;
-    d->repetition_penalty = (float)rp;
     char why[256];
-    if (folio_sampling_defaults_check(d, why, sizeof why) != 0) {
+    if (folio_sampling_defaults_set(d, t, p, k, m, rp, why, sizeof why) != 0) {
         folio_set_err(r->err, r->errlen, "%s: %s", r->path, why);
         return -1;
     }

@@ -90,3 +90,15 @@ void folio_sampling_defaults_describe(const struct folio_sampling_defaults *d, c
     FIELD(has_repetition_penalty, "repetition_penalty %g", (double)d->repetition_penalty)
 #undef FIELD
 }
+
+int folio_sampling_defaults_set(struct folio_sampling_defaults *d, double temperature, double top_p,
+                                double top_k, double min_p, double repetition_penalty, char *err,
+                                size_t errlen)
+{
+    d->temperature = (float)temperature;
+    d->top_p = (float)top_p;
+    d->top_k = top_k > 2147483647.0 ? 2147483647 : top_k < 0 ? -1 : (int32_t)top_k;
+    d->min_p = (float)min_p;
+    d->repetition_penalty = (float)repetition_penalty;
+    return folio_sampling_defaults_check(d, err, errlen);
+}

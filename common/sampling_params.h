@@ -79,6 +79,11 @@ void folio_sampling_defaults_apply(const struct folio_sampling_defaults *d,
                                    struct folio_sampling_params *p);
 /* Whether d's values are ones a request could send: 0, or -1 with the
  * message of folio_sampling_params_check. */
+/* Stores the values a reader found (k clamped to an int32; negative: off) and checks them:
+ * 0, or -1 with the message of folio_sampling_defaults_check. */
+int folio_sampling_defaults_set(struct folio_sampling_defaults *d, double temperature, double top_p,
+                                double top_k, double min_p, double repetition_penalty, char *err,
+                                size_t errlen);
 int folio_sampling_defaults_check(const struct folio_sampling_defaults *d, char *err,
                                   size_t errlen);
 /* "temperature 0.6, top_p 0.9" (the fields d has), or "" when none. */
