@@ -16,29 +16,6 @@
 
 #include "tokenizer_internal.h"
 
-/* <0xXX> (tokenizer_decode.c's rule: two hex digits). */
-static int fallback_byte(const char *s, size_t len, unsigned char *byte)
-{
-    if (len != 6 || memcmp(s, "<0x", 3) || s[5] != '>')
-        return 0;
-    unsigned v = 0;
-    for (int i = 3; i < 5; i++) {
-        char c = s[i];
-        unsigned d;
-        if (c >= '0' && c <= '9')
-            d = (unsigned)(c - '0');
-        else if (c >= 'a' && c <= 'f')
-            d = (unsigned)(c - 'a' + 10);
-        else if (c >= 'A' && c <= 'F')
-            d = (unsigned)(c - 'A' + 10);
-        else
-            return 0;
-        v = v * 16 + d;
-    }
-    *byte = (unsigned char)v;
-    return 1;
-}
-
 /* Replaces every pat in s[0..*len) with rep; returns the new buffer or NULL. */
 static char *replace_all(char *s, size_t *len, const char *pat, size_t pat_len, const char *rep,
                          size_t rep_len)
@@ -119,7 +96,7 @@ int folio_tokenizer_token_bytes(const struct folio_tokenizer *t, int32_t id, cha
             next = replace_all(s, &len, op->a, op->a_len, " ", 1);
             break;
         case TOK_DEC_BYTE_FALLBACK:
-            if (fallback_byte(s, len, &byte)) {
+            if (folio_tok_byte_token(s, len, &byte)) {
                 s[0] = (char)byte;
                 len = 1;
                 s[1] = 0;

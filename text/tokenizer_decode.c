@@ -219,7 +219,7 @@ static void list_clear(struct piece_list *l)
     l->len = 0;
 }
 
-static int byte_token(const char *s, size_t len, unsigned char *byte)
+int folio_tok_byte_token(const char *s, size_t len, unsigned char *byte)
 {
     if (len != 6 || memcmp(s, "<0x", 3) || s[5] != '>')
         return 0;
@@ -334,7 +334,7 @@ static int stage_piece(const struct folio_tokenizer *t, const struct tok_dec_op 
     }
     case TOK_DEC_BYTE_FALLBACK: {
         unsigned char byte;
-        if (!cont && byte_token(s, len, &byte)) {
+        if (!cont && folio_tok_byte_token(s, len, &byte)) {
             if (st->n_bytes == st->bytes_cap &&
                 tok_grow((void **)&st->bytes, &st->bytes_cap, st->n_bytes + 1, 1))
                 return -1;

@@ -327,4 +327,7 @@ int tok_load_gguf(const char *path, struct folio_tokenizer **out, char *err, siz
 int tok_decoder_parse(struct folio_tokenizer *t, const void *json_decoder, char *err,
                       size_t errlen);
 
+/* A ByteFallback token <0xXX> and its byte (tokenizer_decode.c): 1, or 0 for any other. */
+int folio_tok_byte_token(const char *s, size_t len, unsigned char *byte);
+
 #endif
