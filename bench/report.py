@@ -13,8 +13,9 @@ the folder's name). Two or more servers give a side-by-side table.
 
 --check verifies that the output lengths really were fixed: every request GuideLLM sent carried
 ignore_eos and max_tokens equal to its prompt's output_tokens_count in the workload file, every
-completed request got exactly that many tokens, and the server's own log (Folio at debug level)
-saw the same max_tokens values. Exit status 1 when a check fails.
+completed request got exactly that many tokens (a constrained one, of a json_schema workload, at
+most that many, and JSON where its grammar ended it sooner), and the server's own log (Folio at
+debug level) saw the same max_tokens values. Exit status 1 when a check fails.
 
 Only the standard library: the charts are inline SVG drawn here, so the page needs nothing else.
 """
@@ -449,7 +450,13 @@ def check_run(run, workload, submits):
     with_body = [(q, request_body(q)) for q in done]
     with_body = [(q, body) for q, body in with_body if body is not None]
     no_eos = sum(1 for _, body in with_body if body.get("ignore_eos") is not True)
-    wrong_len = sum(1 for q, body in with_body if body_max_tokens(body) != q.get("output_tokens"))
+    # A constrained request (a json_schema workload) ends where its grammar ends: at most
+    # max_tokens, and where it ended before them its output must be JSON.
+    constrained = [(q, body) for q, body in with_body if body.get("response_format")]
+    free = [(q, body) for q, body in with_body if not body.get("response_format")]
+    wrong_len = sum(1 for q, body in free if body_max_tokens(body) != q.get("output_tokens"))
+    wrong_len += sum(1 for q, body in constrained
+                     if not 0 < int(q.get("output_tokens") or 0) <= (body_max_tokens(body) or 0))
     unknown = wrong_data = 0
     if workload is not None:
         for _, body in with_body:
@@ -466,7 +473,19 @@ def check_run(run, workload, submits):
     else:
         line += "; workload file not found (max_tokens not compared with it)"
     lines.append(line)
-    if not with_body or no_eos or wrong_len or wrong_data or unknown:
+    bad_json = 0
+    if constrained:
+        ended = [q for q, body in constrained
+                 if int(q.get("output_tokens") or 0) < (body_max_tokens(body) or 0)]
+        for q in ended:
+            try:
+                json.loads(q.get("output") or "")
+            except json.JSONDecodeError:
+                bad_json += 1
+        lines.append(f"{run.server}/{run.name}: {len(constrained)} constrained requests, "
+                     f"{len(ended)} ended by their grammar before max_tokens, {bad_json} of those "
+                     f"not JSON")
+    if not with_body or no_eos or wrong_len or wrong_data or unknown or bad_json:
         ok = False
     if submits is not None:
         lo, hi = run.window()
