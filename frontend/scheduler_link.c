@@ -32,7 +32,8 @@ struct folio_link {
      * connection. */
     struct folio_dial submit_dial, ctl_dial;
     atomic_size_t pending_bytes;
-    uint32_t epoch;       /* ours: Register says it, so the scheduler tells restarts apart */
+    uint32_t epoch;       /* ours: Register says it, so the scheduler tells restarts apart;
+                           * the control thread's alone */
     char ctl_error[1100]; /* why the last control call failed (the control thread's) */
 
     pthread_mutex_t mu; /* guards status */
@@ -281,6 +282,15 @@ static int do_status(struct folio_link *l)
     return 0;
 }
 
+/* Fails every open request (the loop does, on FOLIO_LINK_LOST) and takes a
+ * new epoch, so that the scheduler, when this frontend registers again,
+ * drops what it still holds of them rather than run them for nobody. */
+static void give_up_requests(struct folio_link *l)
+{
+    l->epoch++;
+    post(l, FOLIO_LINK_LOST, 0);
+}
+
 static void *ctl_main(void *arg)
 {
     struct folio_link *l = arg;
@@ -299,7 +309,7 @@ static void *ctl_main(void *arg)
             pthread_mutex_lock(&l->mu);
             l->status.registered = false;
             pthread_mutex_unlock(&l->mu);
-            post(l, FOLIO_LINK_LOST, 0);
+            give_up_requests(l);
         }
         /* Register only once the Submit socket is connected too: the two
          * sockets redial on their own, and a frontend that said it was ready
@@ -329,7 +339,7 @@ static void *ctl_main(void *arg)
             if (!lost_posted && (now - last_ok) * 1000 > l->cfg.lost_after_ms) {
                 folio_log_error(0, "no answer from the scheduler for %d ms: %s",
                                 l->cfg.lost_after_ms, l->ctl_error);
-                post(l, FOLIO_LINK_LOST, 0);
+                give_up_requests(l);
                 lost_posted = true;
                 last_said = now;
             } else if (lost_posted && now - last_said >= 10.0) {

@@ -47,7 +47,14 @@ void folio_links_remove(struct folio_frontend_links *l, uint32_t id)
         link_clear(k);
 }
 
-int folio_links_register(struct folio_frontend_links *l, uint32_t id, uint32_t pid,
+bool folio_links_same_process(const struct folio_frontend_links *l, uint32_t id, uint32_t pid,
+                              uint32_t epoch)
+{
+    const struct frontend_link *k = find((struct folio_frontend_links *)l, id);
+    return k && k->pid == pid && k->epoch == epoch;
+}
+
+int folio_links_register(struct folio_frontend_links *l, uint32_t id, uint32_t pid, uint32_t epoch,
                          const char *ring_name, char *err, size_t errlen)
 {
     struct folio_ring *ring;
@@ -62,6 +69,7 @@ int folio_links_register(struct folio_frontend_links *l, uint32_t id, uint32_t p
             k->used = true;
             k->id = id;
             k->pid = pid;
+            k->epoch = epoch;
             k->ring = ring;
             return 0;
         }

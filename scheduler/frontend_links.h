@@ -22,6 +22,7 @@ struct frontend_link {
     bool used;
     uint32_t id;
     uint32_t pid;
+    uint32_t epoch; /* the frontend process's own (Register.epoch) */
     struct folio_ring *ring;
     struct backlog_rec *head, *tail;
     size_t backlog_bytes;
@@ -36,8 +37,13 @@ struct folio_frontend_links {
 /* Attaches to ring_name as its writer (a new epoch): a frontend that
  * registers again replaces its old link, whose backlog is discarded (its
  * reader is gone with the old process). Returns 0 or -1. */
-int folio_links_register(struct folio_frontend_links *l, uint32_t id, uint32_t pid,
+int folio_links_register(struct folio_frontend_links *l, uint32_t id, uint32_t pid, uint32_t epoch,
                          const char *ring_name, char *err, size_t errlen);
+/* Whether frontend id is registered as this very process (pid and epoch):
+ * one that registers again after a StatusReply it missed, whose requests
+ * and ring are still there. */
+bool folio_links_same_process(const struct folio_frontend_links *l, uint32_t id, uint32_t pid,
+                              uint32_t epoch);
 void folio_links_remove(struct folio_frontend_links *l, uint32_t id);
 bool folio_links_known(const struct folio_frontend_links *l, uint32_t id);
 

@@ -431,11 +431,17 @@ static void handle_register(struct sched *s, const Folio__Register *r)
         snprintf(err, sizeof err, "only frontends register here, with their ring_name");
     } else if (r->version && strcmp(r->version, FOLIO_VERSION) != 0) {
         snprintf(err, sizeof err, "version %s, the scheduler is %s", r->version, FOLIO_VERSION);
+    } else if (folio_links_same_process(&s->links, r->id, r->pid, r->epoch)) {
+        /* The same process again: it missed a StatusReply (this loop was
+         * late) and still waits on its requests, which go on. */
+        folio_log_info(0, "frontend %u (pid %u) registered again; its requests go on", r->id,
+                       r->pid);
     } else {
-        /* A frontend registering again restarted: its old requests have no
-         * reader any more. */
+        /* A frontend registering again restarted, or gave its requests up:
+         * they have no reader any more. */
         folio_policy_drop_frontend(s->policy, r->id);
-        if (folio_links_register(&s->links, r->id, r->pid, r->ring_name, err, sizeof err) == 0)
+        if (folio_links_register(&s->links, r->id, r->pid, r->epoch, r->ring_name, err,
+                                 sizeof err) == 0)
             folio_log_info(0, "frontend %u (pid %u) registered, ring %s", r->id, r->pid,
                            r->ring_name);
     }

@@ -542,6 +542,37 @@ def test_scheduler_stalls_then_resumes(server):
         assert r.status_code == 200, r.text
 
 
+def test_stream_survives_a_scheduler_stall(server):
+    """A scheduler late to answer (SIGSTOP past the frontends' 1 s StatusRequest timeout, short
+    of their 5 s limit) makes them register again; a stream open meanwhile goes on to its last
+    token, because the scheduler knows the same frontend process and keeps its requests
+    (it used to drop them, and the stream hung while its frontend still waited)."""
+    server.wait_health(200, timeout=MAX_WAIT_S)
+    body = {"model": model_name(server), "prompt": "Keep going", "stream": True,
+            "max_tokens": 400, "ignore_eos": True,
+            "stream_options": {"include_usage": True}}
+    sched = server.child_pids("folio-scheduler")[0]
+    with httpx.stream("POST", server.base + "/v1/completions", json=body, timeout=30) as r:
+        assert r.status_code == 200
+        lines = r.iter_lines()
+        for line in lines:
+            if line.startswith("data: "):
+                break
+        os.kill(sched, signal.SIGSTOP)
+        try:
+            time.sleep(2.5)
+        finally:
+            os.kill(sched, signal.SIGCONT)
+        rest = [line[6:] for line in lines if line.startswith("data: ")]
+    assert rest[-1] == "[DONE]", rest[-3:]
+    events = [json.loads(x) for x in rest[:-1]]
+    assert not [e for e in events if "error" in e], events[-2:]
+    assert events[-1]["usage"]["completion_tokens"] == 400
+    server.log.flush()
+    server.log.seek(0)
+    assert "registered again; its requests go on" in server.log.read()
+
+
 def test_kill_one_frontend(server):
     server.wait_health(200, timeout=MAX_WAIT_S)
     frontends = server.child_pids("folio-frontend")
