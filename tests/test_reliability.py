@@ -413,7 +413,8 @@ def test_drain_seconds_reach_the_children(tmp_path):
         assert rest and rest[-1] == "[DONE]", rest[-3:]
         assert "error" in json.loads(rest[-2])
         assert s.proc.wait(timeout=20) == 0, s.logs()
-        assert time.time() - t0 < 4
+        # Well under the default 30 s drain, with room for a loaded CI machine.
+        assert time.time() - t0 < 15
         log = s.logs()
         assert "draining up to 30" not in log and "SIGKILL" not in log, log
         s.assert_clean()
