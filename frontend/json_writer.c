@@ -63,7 +63,8 @@ void folio_jw_raw(struct folio_jw *b, const char *s, size_t n)
 {
     if (!reserve(b, n))
         return;
-    memcpy(b->data + b->len, s, n);
+    if (n) /* s may be NULL then (an empty buffer's data) */
+        memcpy(b->data + b->len, s, n);
     b->len += n;
     b->data[b->len] = 0;
 }

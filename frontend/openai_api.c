@@ -744,22 +744,59 @@ static void write_logprobs(struct folio_jw *b, enum folio_oai_endpoint ep,
     folio_jw_str(b, "]}");
 }
 
-void folio_oai_write_chunk(struct folio_jw *b, const struct folio_oai_response_ctx *c,
-                           bool role_chunk, const char *text, size_t len, const char *finish_reason,
-                           const struct folio_oai_token_logprob *lp, size_t num_lp,
-                           size_t text_offset, const struct folio_oai_usage *usage)
+/* "tool_calls":[...] of a message or a delta. */
+static void write_tool_calls(struct folio_jw *b, const struct folio_oai_chat_parts *p, bool delta)
+{
+    folio_jw_str(b, "\"tool_calls\":[");
+    for (size_t i = 0; i < p->num_calls; i++) {
+        const struct folio_oai_tool_call *t = &p->calls[i];
+        folio_jw_str(b, i ? ",{" : "{");
+        if (delta)
+            folio_jw_printf(b, "\"index\":%u,", t->index);
+        if (t->id) {
+            folio_jw_str(b, "\"id\":");
+            folio_jw_string(b, t->id, strlen(t->id));
+            folio_jw_str(b, ",\"type\":\"function\",\"function\":{\"name\":");
+            folio_jw_string(b, t->name, strlen(t->name));
+            folio_jw_str(b, ",\"arguments\":");
+        } else {
+            folio_jw_str(b, "\"function\":{\"arguments\":");
+        }
+        folio_jw_string(b, t->args, t->args_len);
+        folio_jw_str(b, "}}");
+    }
+    folio_jw_str(b, "]");
+}
+
+static void write_chunk(struct folio_jw *b, const struct folio_oai_response_ctx *c, bool role_chunk,
+                        const char *text, size_t len, const struct folio_oai_chat_parts *parts,
+                        const char *finish_reason, const struct folio_oai_token_logprob *lp,
+                        size_t num_lp, size_t text_offset, const struct folio_oai_usage *usage)
 {
     folio_jw_str(b, "data: ");
     write_head(b, c, true);
     folio_jw_printf(b, ",\"choices\":[{\"index\":%u,", c->index);
     if (c->endpoint == FOLIO_OAI_CHAT) {
+        bool reasoning = parts && parts->reasoning_len > 0;
+        bool calls = parts && parts->num_calls > 0;
         folio_jw_str(b, "\"delta\":{");
         if (role_chunk)
             folio_jw_str(b, "\"role\":\"assistant\",");
-        /* The closing chunk carries an empty delta unless text came with it. */
-        if (len || role_chunk || !finish_reason) {
+        /* The closing chunk carries an empty delta unless text came with it;
+         * a chunk of reasoning or calls alone has no content. */
+        bool content = len || role_chunk || (!finish_reason && !reasoning && !calls);
+        if (content) {
             folio_jw_str(b, "\"content\":");
             folio_jw_string(b, text, len);
+        }
+        if (reasoning) {
+            folio_jw_str(b, content ? ",\"reasoning_content\":" : "\"reasoning_content\":");
+            folio_jw_string(b, parts->reasoning, parts->reasoning_len);
+        }
+        if (calls) {
+            if (content || reasoning)
+                folio_jw_raw(b, ",", 1);
+            write_tool_calls(b, parts, true);
         }
         folio_jw_str(b, "},");
     } else {
@@ -778,6 +815,23 @@ void folio_oai_write_chunk(struct folio_jw *b, const struct folio_oai_response_c
         folio_jw_str(b, ",\"usage\":null");
     }
     folio_jw_str(b, "}\n\n");
+}
+
+void folio_oai_write_chunk(struct folio_jw *b, const struct folio_oai_response_ctx *c,
+                           bool role_chunk, const char *text, size_t len, const char *finish_reason,
+                           const struct folio_oai_token_logprob *lp, size_t num_lp,
+                           size_t text_offset, const struct folio_oai_usage *usage)
+{
+    write_chunk(b, c, role_chunk, text, len, NULL, finish_reason, lp, num_lp, text_offset, usage);
+}
+
+void folio_oai_write_chat_chunk(struct folio_jw *b, const struct folio_oai_response_ctx *c,
+                                bool role_chunk, const char *text, size_t len,
+                                const struct folio_oai_chat_parts *parts, const char *finish_reason,
+                                const struct folio_oai_token_logprob *lp, size_t num_lp,
+                                const struct folio_oai_usage *usage)
+{
+    write_chunk(b, c, role_chunk, text, len, parts, finish_reason, lp, num_lp, 0, usage);
 }
 
 void folio_oai_write_usage_chunk(struct folio_jw *b, const struct folio_oai_response_ctx *c,
@@ -800,8 +854,23 @@ void folio_oai_write_response(struct folio_jw *b, const struct folio_oai_respons
         const struct folio_oai_choice *ch = &choices[i];
         folio_jw_printf(b, "%s{\"index\":%zu,", i ? "," : "", i);
         if (c->endpoint == FOLIO_OAI_CHAT) {
+            const struct folio_oai_chat_parts *p = ch->parts;
             folio_jw_str(b, "\"message\":{\"role\":\"assistant\",\"content\":");
-            folio_jw_string(b, ch->text, ch->len);
+            if (p && p->num_calls && !ch->len)
+                folio_jw_str(b, "null");
+            else
+                folio_jw_string(b, ch->text, ch->len);
+            if (p && p->reasoning_field) {
+                folio_jw_str(b, ",\"reasoning_content\":");
+                if (p->reasoning_len)
+                    folio_jw_string(b, p->reasoning, p->reasoning_len);
+                else
+                    folio_jw_str(b, "null");
+            }
+            if (p && p->num_calls) {
+                folio_jw_raw(b, ",", 1);
+                write_tool_calls(b, p, false);
+            }
             folio_jw_str(b, "},");
         } else {
             folio_jw_str(b, "\"text\":");

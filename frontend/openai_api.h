@@ -143,6 +143,26 @@ struct folio_oai_response_ctx {
 void folio_oai_make_id(enum folio_oai_endpoint ep, uint64_t request_id, uint64_t salt, char *out,
                        size_t outlen);
 
+/* A tool call in a message, or what a chunk adds to one: id, type and
+ * name come in the call's first chunk (id NULL in the others), then pieces
+ * of its arguments' JSON text. */
+struct folio_oai_tool_call {
+    uint32_t index;
+    const char *id;
+    const char *name;
+    const char *args;
+    size_t args_len;
+};
+
+/* What a chat message or delta carries beside its content (chat_output.h). */
+struct folio_oai_chat_parts {
+    bool reasoning_field; /* a reasoning parser runs: the message has reasoning_content */
+    const char *reasoning;
+    size_t reasoning_len;
+    const struct folio_oai_tool_call *calls;
+    size_t num_calls;
+};
+
 /* One SSE event "data: {...}\n\n". role_chunk: the first chat chunk (delta
  * carries role "assistant"). finish_reason NULL while more follows. lp: the
  * logprobs of this chunk's tokens (NULL when not asked); text_offset: where
@@ -152,6 +172,13 @@ void folio_oai_write_chunk(struct folio_jw *b, const struct folio_oai_response_c
                            bool role_chunk, const char *text, size_t len, const char *finish_reason,
                            const struct folio_oai_token_logprob *lp, size_t num_lp,
                            size_t text_offset, const struct folio_oai_usage *usage);
+/* A chat chunk whose delta may carry reasoning_content and tool_calls
+ * (parts NULL: folio_oai_write_chunk's). */
+void folio_oai_write_chat_chunk(struct folio_jw *b, const struct folio_oai_response_ctx *c,
+                                bool role_chunk, const char *text, size_t len,
+                                const struct folio_oai_chat_parts *parts, const char *finish_reason,
+                                const struct folio_oai_token_logprob *lp, size_t num_lp,
+                                const struct folio_oai_usage *usage);
 /* The final usage chunk of stream_options.include_usage: empty choices. */
 void folio_oai_write_usage_chunk(struct folio_jw *b, const struct folio_oai_response_ctx *c,
                                  const struct folio_oai_usage *usage);
@@ -167,6 +194,9 @@ struct folio_oai_choice {
     const char *finish_reason;
     const struct folio_oai_token_logprob *lp; /* NULL when not asked */
     size_t num_lp;
+    /* chat: reasoning and tool calls (NULL: none); content is null when
+     * there are calls and no text */
+    const struct folio_oai_chat_parts *parts;
 };
 
 /* The whole non-streaming response: text_completion or chat.completion, its
