@@ -105,7 +105,15 @@ const struct folio_opt folio_http_flag_table[] = {
     {"--metrics-require-key", FOLIO_OPT_BOOL, H(metrics_require_key), "false", 0, 0, NULL,
      "with API keys, /metrics needs one too"},
     {"--chat-template", FOLIO_OPT_STR, H(chat_template), NULL, 0, 0, NULL,
-     "a Jinja chat template file (default: tokenizer_config.json's)"},
+     "a Jinja chat template file (default: tokenizer_config.json's); "
+     "assets/templates/ has tool-calling ones"},
+    {"--enable-auto-tool-choice", FOLIO_OPT_BOOL, H(enable_auto_tool_choice), "false", 0, 0, NULL,
+     "tool_choice \"auto\" (the default with tools): the model decides, --tool-call-parser "
+     "reads its calls"},
+    {"--tool-call-parser", FOLIO_OPT_CHOICE, H(tool_call_parser), NULL, 0, 0,
+     "hermes|llama3_json|mistral", "how the model writes tool calls (vLLM's names)"},
+    {"--reasoning-parser", FOLIO_OPT_CHOICE, H(reasoning_parser), NULL, 0, 0, "deepseek_r1|qwen3",
+     "<think>...</think> text goes to reasoning_content"},
     {"--max-logprobs", FOLIO_OPT_INT, H(max_logprobs), "20", 0, 20, NULL,
      "the most top logprobs a request may ask for"},
     {"--disable-log-requests", FOLIO_OPT_BOOL, H(disable_log_requests), "false", 0, 0, NULL,

@@ -48,8 +48,9 @@ struct folio_http_flags {
     const char *host;
     int64_t port;
     const char *served_model_name, *tls_cert, *tls_key, *chat_template;
+    const char *tool_call_parser, *reasoning_parser;
     struct folio_opt_list api_key;
-    bool metrics_require_key, disable_log_requests;
+    bool metrics_require_key, disable_log_requests, enable_auto_tool_choice;
     int64_t max_logprobs, max_body_bytes, event_ring_bytes;
 };
 extern const struct folio_opt folio_http_flag_table[];

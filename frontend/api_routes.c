@@ -73,9 +73,12 @@ static int32_t *messages_ids(const struct folio_api_text_ctx *c, json_t *root, b
 {
     json_t *sub = json_object();
     json_object_set(sub, "messages", json_object_get(root, "messages"));
-    json_t *agp = json_object_get(root, "add_generation_prompt");
-    if (agp)
-        json_object_set(sub, "add_generation_prompt", agp);
+    static const char *const keys[] = {"add_generation_prompt", "tools"};
+    for (size_t k = 0; k < sizeof keys / sizeof *keys; k++) {
+        json_t *v = json_object_get(root, keys[k]);
+        if (v)
+            json_object_set(sub, keys[k], v);
+    }
     char *text = json_dumps(sub, JSON_COMPACT);
     json_decref(sub);
     if (!text) {
@@ -86,8 +89,8 @@ static int32_t *messages_ids(const struct folio_api_text_ctx *c, json_t *root, b
     int32_t *ids = NULL;
     if (folio_oai_parse_request(FOLIO_OAI_CHAT, text, strlen(text), NULL, &r, e) == 0) {
         char err[512];
-        ids = folio_chat_prompt_ids(c->tokenizer, c->chat_template, r.messages, r.num_messages,
-                                    r.add_generation_prompt, add_special, n, err, sizeof err);
+        ids = folio_chat_prompt_ids(c->tokenizer, c->chat_template, &r, add_special, n, err,
+                                    sizeof err);
         if (!ids)
             fail(e, err[0] ? 400 : 500, "messages", "%s", err[0] ? err : "out of memory");
     }
@@ -104,6 +107,7 @@ int folio_api_tokenize(const struct folio_api_text_ctx *c, const char *body, siz
                                         "messages",
                                         "add_special_tokens",
                                         "add_generation_prompt",
+                                        "tools",
                                         "return_token_strs",
                                         NULL};
     memset(e, 0, sizeof *e);

@@ -6,9 +6,8 @@
 
 int32_t *folio_chat_prompt_ids(const struct folio_tokenizer *t,
                                const struct folio_chat_template *tmpl,
-                               const struct folio_oai_message *messages, size_t num_messages,
-                               bool add_generation_prompt, bool add_bos, size_t *n, char *err,
-                               size_t errlen)
+                               const struct folio_oai_request *r, bool add_bos, size_t *n,
+                               char *err, size_t errlen)
 {
     err[0] = 0;
     if (!tmpl) {
@@ -17,19 +16,21 @@ int32_t *folio_chat_prompt_ids(const struct folio_tokenizer *t,
                  "chat_template); use /v1/completions");
         return NULL;
     }
-    struct folio_chat_message *msgs = calloc(num_messages ? num_messages : 1, sizeof *msgs);
-    if (!msgs)
+    const char *bos = folio_tokenizer_bos_token(t), *eos = folio_tokenizer_eos_token(t);
+    json_t *vars = json_pack("{s:O, s:b}", "messages", r->template_messages,
+                             "add_generation_prompt", r->add_generation_prompt);
+    if (!vars)
         return NULL;
-    for (size_t i = 0; i < num_messages; i++) {
-        msgs[i].role = messages[i].role;
-        msgs[i].content = messages[i].content;
-    }
+    if (r->tools.tools)
+        json_object_set(vars, "tools", r->tools.tools);
+    if (bos)
+        json_object_set_new(vars, "bos_token", json_string(bos));
+    if (eos)
+        json_object_set_new(vars, "eos_token", json_string(eos));
     char *text = NULL;
     size_t len = 0;
-    const char *bos = folio_tokenizer_bos_token(t);
-    int rc = folio_chat_template_render(tmpl, msgs, num_messages, add_generation_prompt, bos,
-                                        folio_tokenizer_eos_token(t), &text, &len, err, errlen);
-    free(msgs);
+    int rc = folio_chat_template_render_json(tmpl, vars, NULL, &text, &len, err, errlen);
+    json_decref(vars);
     if (rc != 0) {
         if (!err[0])
             snprintf(err, errlen, "the chat template failed to render");

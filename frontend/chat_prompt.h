@@ -12,14 +12,15 @@
 #include "openai_api.h"
 #include "tokenizer.h"
 
-/* tmpl NULL: the model has no chat template, an error in err. add_bos: give
- * the tokenizer's BOS when the rendered text does not start with it (false:
- * only what the template writes). Returns malloc'ed ids (*n of them), or NULL
- * with err set (err[0] == 0: out of memory). */
+/* The request's messages (its template_messages) and tools, rendered by
+ * tmpl with add_generation_prompt, bos_token and eos_token as transformers
+ * gives them. tmpl NULL: the model has no chat template, an error in err.
+ * add_bos: give the tokenizer's BOS when the rendered text does not start
+ * with it (false: only what the template writes). Returns malloc'ed ids (*n
+ * of them), or NULL with err set (err[0] == 0: out of memory). */
 int32_t *folio_chat_prompt_ids(const struct folio_tokenizer *t,
                                const struct folio_chat_template *tmpl,
-                               const struct folio_oai_message *messages, size_t num_messages,
-                               bool add_generation_prompt, bool add_bos, size_t *n, char *err,
-                               size_t errlen);
+                               const struct folio_oai_request *r, bool add_bos, size_t *n,
+                               char *err, size_t errlen);
 
 #endif

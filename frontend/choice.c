@@ -32,8 +32,23 @@ static void free_lps(struct folio_oai_token_logprob *lp, size_t n)
     }
 }
 
+int folio_choice_set_output(struct folio_choice *c, const struct folio_chat_output_cfg *cfg,
+                            bool reasoning_field, bool named_call, bool hide_special_stop)
+{
+    if (!(c->out = malloc(sizeof *c->out)) || folio_chat_output_init(c->out, cfg) != 0)
+        return -1;
+    c->reasoning_field = reasoning_field;
+    c->named_call = named_call;
+    c->hide_special_stop = hide_special_stop;
+    return 0;
+}
+
 void folio_choice_free(struct folio_choice *c)
 {
+    if (c->out) {
+        folio_chat_output_free(c->out);
+        free(c->out);
+    }
     folio_text_stream_free(&c->ts);
     folio_jw_free(&c->text);
     free_lps(c->lps, c->num_lps);
@@ -221,6 +236,30 @@ static const char *finish_name(uint32_t reason)
     return reason == FOLIO_FINISH_STOP ? "stop" : reason == FOLIO_FINISH_LENGTH ? "length" : NULL;
 }
 
+/* A parsed chat choice's new text: into its message; streaming, the chunk of
+ * what the message gained. */
+static void parsed_text(struct folio_choice *c, const struct folio_oai_request *r,
+                        const struct folio_jw *text, const struct folio_oai_token_logprob *lp,
+                        uint32_t n, struct folio_jw *out)
+{
+    folio_chat_output_push(c->out, text->data, text->len);
+    if (c->finish) {
+        folio_chat_output_finish(c->out);
+        if (c->out->sink.num_calls && !strcmp(c->finish, "stop") && !c->named_call)
+            c->finish = "tool_calls";
+    }
+    if (!r->stream)
+        return;
+    struct folio_oai_chat_parts parts;
+    const char *content;
+    size_t len;
+    folio_chat_output_take(c->out, c->reasoning_field, &parts, &content, &len);
+    struct folio_oai_usage u;
+    if (len || parts.reasoning_len || parts.num_calls || lp || c->finish)
+        folio_oai_write_chat_chunk(out, &c->rctx, false, content, len, &parts, c->finish, lp,
+                                   lp ? n : 0, chunk_usage(c, r, &u));
+}
+
 enum folio_choice_step folio_choice_event(struct folio_choice *c, const struct folio_tokenizer *t,
                                           const struct folio_oai_request *r,
                                           const struct folio_event_view *v, struct folio_jw *out,
@@ -234,6 +273,12 @@ enum folio_choice_step folio_choice_event(struct folio_choice *c, const struct f
     bool stop_hit = false;
     uint32_t n = 0;
     for (; n < h->num_tokens && !stop_hit; n++) {
+        if (c->hide_special_stop && n + 1 == h->num_tokens &&
+            h->finish_reason == FOLIO_FINISH_STOP &&
+            folio_tokenizer_is_special(t, v->token_ids[n])) {
+            c->ts.num_tokens++; /* EOS ends the text without being part of it */
+            continue;
+        }
         int rc = folio_text_stream_push(&c->ts, v->token_ids[n], &text);
         if (rc < 0) {
             folio_jw_free(&text);
@@ -254,7 +299,13 @@ enum folio_choice_step folio_choice_event(struct folio_choice *c, const struct f
         step = FOLIO_CHOICE_FINISHED;
     }
     struct folio_oai_token_logprob *lp = r->logprobs >= 0 && n > 0 ? take_lps(c, t, r, v, n) : NULL;
-    if (r->stream) {
+    if (c->out) {
+        parsed_text(c, r, &text, lp, n, out);
+        if (r->stream && lp) {
+            free_lps(lp, n);
+            free(lp);
+        }
+    } else if (r->stream) {
         struct folio_oai_usage u;
         if (text.len || lp || c->finish)
             folio_oai_write_chunk(out, &c->rctx, false, text.data ? text.data : "", text.len,
@@ -271,11 +322,16 @@ enum folio_choice_step folio_choice_event(struct folio_choice *c, const struct f
     return step;
 }
 
-struct folio_oai_choice folio_choice_result(const struct folio_choice *c, bool with_logprobs)
+struct folio_oai_choice folio_choice_result(struct folio_choice *c, bool with_logprobs)
 {
-    return (struct folio_oai_choice){.text = c->text.data ? c->text.data : "",
-                                     .len = c->text.len,
-                                     .finish_reason = c->finish,
-                                     .lp = with_logprobs ? c->lps : NULL,
-                                     .num_lp = c->num_lps};
+    struct folio_oai_choice res = {.text = c->text.data ? c->text.data : "",
+                                   .len = c->text.len,
+                                   .finish_reason = c->finish,
+                                   .lp = with_logprobs ? c->lps : NULL,
+                                   .num_lp = c->num_lps};
+    if (c->out) {
+        folio_chat_output_message(c->out, c->reasoning_field, &c->parts, &res.text, &res.len);
+        res.parts = &c->parts;
+    }
+    return res;
 }

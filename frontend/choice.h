@@ -10,6 +10,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "chat_output.h"
 #include "ipc_records.h"
 #include "json_writer.h"
 #include "openai_api.h"
@@ -33,12 +34,26 @@ struct folio_choice {
     size_t echo_len;
     struct folio_oai_token_logprob *echo_lps;
     size_t num_echo_lps, want_echo_lps;
+    /* chat with a reasoning or tool parser: the text as a message (NULL: plain text) */
+    struct folio_chat_output *out;
+    struct folio_oai_chat_parts parts; /* the whole message's, for the response */
+    bool reasoning_field;              /* the message has reasoning_content */
+    bool named_call;                   /* a named function: finish_reason stays "stop" */
+    bool hide_special_stop; /* special tokens are text for the parser: not the one that ends it */
 };
 
 int folio_choice_init(struct folio_choice *c, const struct folio_tokenizer *t,
                       const struct folio_oai_request *r, const struct folio_oai_response_ctx *rctx,
                       uint32_t index, uint32_t prompt, uint32_t prompt_tokens);
 void folio_choice_free(struct folio_choice *c);
+
+/* The choice's text goes through a reasoning and/or tool parser (chat_output.h).
+ * reasoning_field: the message carries reasoning_content; named_call: the calls
+ * come from a named tool_choice; hide_special_stop: special tokens were kept in
+ * the text for the parser, but the one that stops the text is not text. 0, or
+ * -1 when out of memory. */
+int folio_choice_set_output(struct folio_choice *c, const struct folio_chat_output_cfg *cfg,
+                            bool reasoning_field, bool named_call, bool hide_special_stop);
 
 /* A streamed chat choice's first chunk: the role, no text. */
 void folio_choice_role_chunk(const struct folio_choice *c, const struct folio_oai_request *r,
@@ -77,7 +92,7 @@ enum folio_choice_step folio_choice_event(struct folio_choice *c, const struct f
                                           const struct folio_event_view *v, struct folio_jw *out,
                                           uint32_t *used);
 
-/* The choice as the whole response lists it. */
-struct folio_oai_choice folio_choice_result(const struct folio_choice *c, bool with_logprobs);
+/* The choice as the whole response lists it (valid while c is). */
+struct folio_oai_choice folio_choice_result(struct folio_choice *c, bool with_logprobs);
 
 #endif

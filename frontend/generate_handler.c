@@ -409,8 +409,7 @@ static int32_t *prompt_ids(struct server *s, const struct folio_oai_request *r, 
         }
         return folio_tokenizer_encode(t, p->text, p->len, true, n);
     }
-    return folio_chat_prompt_ids(t, s->cfg->chat_template, r->messages, r->num_messages,
-                                 r->add_generation_prompt, true, n, err, errlen);
+    return folio_chat_prompt_ids(t, s->cfg->chat_template, r, true, n, err, errlen);
 }
 
 int32_t http_max_model_len(struct server *s)
@@ -507,6 +506,43 @@ static int gen_req_alloc(struct server *s, struct gen_req *g, h2o_req_t *req,
                : -1;
 }
 
+/* A chat choice's text through the reasoning and tool parsers the server and
+ * the request ask for: tool_choice auto reads calls with --tool-call-parser,
+ * required and a named function read the grammar's calls (and have no
+ * reasoning: the grammar holds from the first token). */
+static int set_chat_output(struct server *s, struct gen_req *g, struct folio_choice *c)
+{
+    const struct folio_oai_tools *t = &g->oai.tools;
+    if (g->oai.endpoint != FOLIO_OAI_CHAT)
+        return 0;
+    struct folio_chat_output_cfg cfg = {
+        .reasoning = s->cfg->reasoning,
+        .max_calls = t->parallel ? 0 : 1,
+        .id_seed = g->id ^ ((uint64_t)c->index << 48) ^ s->id_salt,
+        .function = t->function,
+    };
+    switch (t->choice) {
+    case FOLIO_TOOL_CHOICE_AUTO:
+        cfg.parser = s->cfg->tool_parser;
+        break;
+    case FOLIO_TOOL_CHOICE_REQUIRED:
+        cfg.parser = &folio_tool_parser_required;
+        cfg.reasoning = FOLIO_REASONING_NONE;
+        break;
+    case FOLIO_TOOL_CHOICE_NAMED:
+        cfg.parser = &folio_tool_parser_named;
+        cfg.reasoning = FOLIO_REASONING_NONE;
+        break;
+    default:
+        break;
+    }
+    if (!cfg.parser && cfg.reasoning == FOLIO_REASONING_NONE &&
+        s->cfg->reasoning == FOLIO_REASONING_NONE)
+        return 0;
+    return folio_choice_set_output(c, &cfg, s->cfg->reasoning != FOLIO_REASONING_NONE,
+                                   t->choice == FOLIO_TOOL_CHOICE_NAMED, g->hide_special_stop);
+}
+
 /* Submits every choice: prompt i's sample j as request id | (i * n + j),
  * with seed + j when the client gave a seed (as vLLM seeds its n samples).
  * 0, or -1 with the 503 sent and the choices already submitted aborted. */
@@ -526,6 +562,11 @@ static int submit_choices(struct server *s, h2o_req_t *req, struct gen_req *g, i
         if (g->echo && !g->oai.stream &&
             folio_choice_echo(c, s->cfg->tokenizer, &g->oai, g->echo[i], g->echo_len[i], ids[i],
                               num_ids[i], NULL) != 0) {
+            abort_choices(g);
+            http_send_error(s, req, 500, "out of memory", NULL, 0);
+            return -1;
+        }
+        if (set_chat_output(s, g, c) != 0) {
             abort_choices(g);
             http_send_error(s, req, 500, "out of memory", NULL, 0);
             return -1;
@@ -560,6 +601,55 @@ static int check_grammar(struct server *s, h2o_req_t *req, const struct folio_oa
     return -1;
 }
 
+/* The request's tools against what the server can do: tool_choice auto needs
+ * a parser (vLLM's 400), required and a named function need each function's
+ * parameters to compile as a grammar (a 400 naming the tool when one does
+ * not). A parser whose marker is a special token (Llama's <|python_tag|>,
+ * Mistral's [TOOL_CALLS]) needs special tokens kept in the text. 0, or -1
+ * with the 400 sent. */
+static int check_tools(struct server *s, h2o_req_t *req, struct gen_req *g)
+{
+    struct folio_oai_tools *t = &g->oai.tools;
+    if (t->choice == FOLIO_TOOL_CHOICE_AUTO) {
+        if (!s->cfg->enable_auto_tool_choice || !s->cfg->tool_parser) {
+            http_send_error(s, req, 400,
+                            "\"auto\" tool choice requires --enable-auto-tool-choice and "
+                            "--tool-call-parser to be set",
+                            "tool_choice", 0);
+            return -1;
+        }
+        const char *marker = s->cfg->tool_parser->marker;
+        int32_t id = marker ? folio_tokenizer_token_id(s->cfg->tokenizer, marker) : -1;
+        if (id >= 0 && folio_tokenizer_is_special(s->cfg->tokenizer, id)) {
+            g->oai.skip_special_tokens = false;
+            g->hide_special_stop = true;
+        }
+        return 0;
+    }
+    if (t->choice != FOLIO_TOOL_CHOICE_REQUIRED && t->choice != FOLIO_TOOL_CHOICE_NAMED)
+        return 0;
+    for (size_t i = 0; i < t->num_tools && s->cfg->grammar; i++) {
+        char *params = folio_oai_tool_parameters(t, i);
+        json_t *fn = json_object_get(json_array_get(t->tools, i), "function");
+        const char *name = json_string_value(json_object_get(fn, "name"));
+        if (t->choice == FOLIO_TOOL_CHOICE_NAMED && strcmp(name, t->function) != 0) {
+            free(params);
+            continue;
+        }
+        char err[600], param[64];
+        int rc = params ? folio_grammar_compile(s->cfg->grammar, FOLIO_GRAMMAR_JSON_SCHEMA, params,
+                                                strlen(params), err, sizeof err)
+                        : -1;
+        free(params);
+        if (rc != 0) {
+            snprintf(param, sizeof param, "tools[%zu].function.parameters", i);
+            http_send_error(s, req, params ? 400 : 500, params ? err : "out of memory", param, 0);
+            return -1;
+        }
+    }
+    return 0;
+}
+
 /* A generation request from its body to the scheduler: parsed, checked,
  * templated and tokenized, then submitted; or answered with its error. */
 static void admit(struct server *s, h2o_req_t *req, enum folio_oai_endpoint ep, double t_arrival)
@@ -591,6 +681,8 @@ static void admit(struct server *s, h2o_req_t *req, enum folio_oai_endpoint ep, 
         http_send_error(s, req, 404, err, "model", 0);
         goto fail;
     }
+    if (check_tools(s, req, g) != 0)
+        goto fail;
     if (g->oai.grammar.on && check_grammar(s, req, &g->oai.grammar) != 0)
         goto fail;
     if (g->oai.logprobs > s->cfg->max_logprobs) {

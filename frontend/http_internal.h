@@ -37,9 +37,10 @@ struct gen_req {
     bool sending; /* h2o_send issued, proceed not yet called */
     bool final_queued;
     bool got_event;
-    bool done;     /* the last byte is handed to h2o: later events are ignored */
-    bool rejected; /* refused by the scheduler's admission control */
-    bool counted;  /* its one finish reason is counted (it may still be sending) */
+    bool done;              /* the last byte is handed to h2o: later events are ignored */
+    bool rejected;          /* refused by the scheduler's admission control */
+    bool counted;           /* its one finish reason is counted (it may still be sending) */
+    bool hide_special_stop; /* special tokens kept for the tool parser; the stopping one hidden */
     struct folio_jw pending, inflight;
     struct folio_choice *choices;
     uint32_t num_choices, num_submitted, num_finished;

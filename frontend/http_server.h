@@ -14,8 +14,10 @@
 
 #include "api_keys.h"
 #include "chat_template.h"
+#include "reasoning_parser.h"
 #include "sampling_params.h"
 #include "tokenizer.h"
+#include "tool_parser.h"
 
 struct folio_server_config {
     const char *host;
@@ -43,6 +45,11 @@ struct folio_server_config {
      * the tokenizer's vocab); NULL when it could not be built, grammar_error saying why. */
     struct folio_grammar_cache *grammar;
     const char *grammar_error;
+    /* Tool calling and reasoning: --tool-call-parser (NULL: none), --enable-auto-tool-choice,
+     * --reasoning-parser. */
+    const struct folio_tool_parser_ops *tool_parser;
+    bool enable_auto_tool_choice;
+    enum folio_reasoning_kind reasoning;
 };
 
 /* Serves until SIGTERM/SIGINT, then stops accepting, lets open requests

@@ -111,6 +111,15 @@ int main(int argc, char **argv)
         fprintf(stderr, "%s: --tls-cert and --tls-key go together\n", prog);
         return EXIT_USAGE;
     }
+    if (hf.enable_auto_tool_choice && !hf.tool_call_parser) {
+        fprintf(stderr, "%s: --enable-auto-tool-choice needs --tool-call-parser\n", prog);
+        return EXIT_USAGE;
+    }
+    enum folio_reasoning_kind reasoning;
+    if (folio_reasoning_kind_parse(hf.reasoning_parser, &reasoning) != 0) {
+        fprintf(stderr, "%s: --reasoning-parser %s is unknown\n", prog, hf.reasoning_parser);
+        return EXIT_USAGE;
+    }
     char err[1024];
     struct folio_api_keys keys;
     if (folio_api_keys_init(&keys, hf.api_key.v, (size_t)hf.api_key.n, getenv("FOLIO_API_KEY"), err,
@@ -197,6 +206,9 @@ int main(int argc, char **argv)
         .log_requests = !hf.disable_log_requests,
         .grammar = gcache,
         .grammar_error = grammar_error,
+        .tool_parser = folio_tool_parser_find(hf.tool_call_parser),
+        .enable_auto_tool_choice = hf.enable_auto_tool_choice,
+        .reasoning = reasoning,
     };
     log_sampling_defaults(model, &mc.sampling_defaults);
     int rc = folio_server_run(&cfg, err, sizeof err);

@@ -60,7 +60,7 @@ void folio_metrics_init(struct folio_metrics *m, uint32_t frontend_id)
 void folio_metrics_request_finished(struct folio_metrics *m, const char *reason, double e2e,
                                     uint32_t prompt_tokens, uint32_t generation_tokens)
 {
-    m->finished_stop += reason[0] == 's';
+    m->finished_stop += reason[0] == 's' || reason[0] == 't'; /* "tool_calls" is a stop too */
     m->finished_length += reason[0] == 'l';
     folio_histogram_observe(&m->e2e, e2e);
     folio_histogram_observe(&m->request_prompt_tokens, prompt_tokens);

@@ -236,7 +236,8 @@ static int parse_messages(json_t *root, struct folio_oai_request *r, struct foli
         return fail(e, 400, "messages", "'messages' must be a non-empty list");
     size_t n = json_array_size(m);
     r->messages = calloc(n, sizeof *r->messages);
-    if (!r->messages)
+    r->template_messages = json_array();
+    if (!r->messages || !r->template_messages)
         return fail(e, 500, NULL, "out of memory");
     for (size_t i = 0; i < n; i++) {
         json_t *msg = json_array_get(m, i);
@@ -250,6 +251,12 @@ static int parse_messages(json_t *root, struct folio_oai_request *r, struct foli
             return fail(e, 500, NULL, "out of memory");
         r->num_messages++;
         if (parse_content(field(msg, "content"), i, &out->content, e) != 0)
+            return -1;
+        /* What the template sees: the role, the content as text and the tool fields. */
+        json_t *tm = json_pack("{s:O, s:s}", "role", role, "content", out->content);
+        if (!tm || json_array_append_new(r->template_messages, tm) != 0)
+            return fail(e, 400, "messages", "'messages[%zu].content' is not valid UTF-8", i);
+        if (folio_oai_message_tool_fields(msg, i, tm, e) != 0)
             return -1;
     }
     return 0;
@@ -413,7 +420,9 @@ static int parse_fields(json_t *root, struct folio_oai_request *r, struct folio_
     } else if (get_int(root, "logprobs", 0, FOLIO_MAX_LOGPROBS, &r->logprobs, e)) {
         return -1;
     }
-    return folio_oai_parse_structured(root, &r->grammar, e);
+    if (folio_oai_parse_structured(root, &r->grammar, e))
+        return -1;
+    return chat ? folio_oai_parse_tools(root, &r->tools, &r->grammar, e) : 0;
 }
 
 int folio_oai_parse_request(enum folio_oai_endpoint ep, const char *body, size_t len,
@@ -478,6 +487,8 @@ void folio_oai_request_free(struct folio_oai_request *r)
         free(r->messages[i].content);
     }
     free(r->messages);
+    json_decref(r->template_messages);
+    folio_oai_tools_free(&r->tools);
     for (size_t i = 0; i < r->num_stop; i++)
         free(r->stop[i]);
     free(r->stop);
@@ -744,30 +755,6 @@ static void write_logprobs(struct folio_jw *b, enum folio_oai_endpoint ep,
     folio_jw_str(b, "]}");
 }
 
-/* "tool_calls":[...] of a message or a delta. */
-static void write_tool_calls(struct folio_jw *b, const struct folio_oai_chat_parts *p, bool delta)
-{
-    folio_jw_str(b, "\"tool_calls\":[");
-    for (size_t i = 0; i < p->num_calls; i++) {
-        const struct folio_oai_tool_call *t = &p->calls[i];
-        folio_jw_str(b, i ? ",{" : "{");
-        if (delta)
-            folio_jw_printf(b, "\"index\":%u,", t->index);
-        if (t->id) {
-            folio_jw_str(b, "\"id\":");
-            folio_jw_string(b, t->id, strlen(t->id));
-            folio_jw_str(b, ",\"type\":\"function\",\"function\":{\"name\":");
-            folio_jw_string(b, t->name, strlen(t->name));
-            folio_jw_str(b, ",\"arguments\":");
-        } else {
-            folio_jw_str(b, "\"function\":{\"arguments\":");
-        }
-        folio_jw_string(b, t->args, t->args_len);
-        folio_jw_str(b, "}}");
-    }
-    folio_jw_str(b, "]");
-}
-
 static void write_chunk(struct folio_jw *b, const struct folio_oai_response_ctx *c, bool role_chunk,
                         const char *text, size_t len, const struct folio_oai_chat_parts *parts,
                         const char *finish_reason, const struct folio_oai_token_logprob *lp,
@@ -777,28 +764,7 @@ static void write_chunk(struct folio_jw *b, const struct folio_oai_response_ctx 
     write_head(b, c, true);
     folio_jw_printf(b, ",\"choices\":[{\"index\":%u,", c->index);
     if (c->endpoint == FOLIO_OAI_CHAT) {
-        bool reasoning = parts && parts->reasoning_len > 0;
-        bool calls = parts && parts->num_calls > 0;
-        folio_jw_str(b, "\"delta\":{");
-        if (role_chunk)
-            folio_jw_str(b, "\"role\":\"assistant\",");
-        /* The closing chunk carries an empty delta unless text came with it;
-         * a chunk of reasoning or calls alone has no content. */
-        bool content = len || role_chunk || (!finish_reason && !reasoning && !calls);
-        if (content) {
-            folio_jw_str(b, "\"content\":");
-            folio_jw_string(b, text, len);
-        }
-        if (reasoning) {
-            folio_jw_str(b, content ? ",\"reasoning_content\":" : "\"reasoning_content\":");
-            folio_jw_string(b, parts->reasoning, parts->reasoning_len);
-        }
-        if (calls) {
-            if (content || reasoning)
-                folio_jw_raw(b, ",", 1);
-            write_tool_calls(b, parts, true);
-        }
-        folio_jw_str(b, "},");
+        folio_oai_write_chat_delta(b, role_chunk, text, len, parts, finish_reason);
     } else {
         folio_jw_str(b, "\"text\":");
         folio_jw_string(b, text, len);
@@ -854,24 +820,7 @@ void folio_oai_write_response(struct folio_jw *b, const struct folio_oai_respons
         const struct folio_oai_choice *ch = &choices[i];
         folio_jw_printf(b, "%s{\"index\":%zu,", i ? "," : "", i);
         if (c->endpoint == FOLIO_OAI_CHAT) {
-            const struct folio_oai_chat_parts *p = ch->parts;
-            folio_jw_str(b, "\"message\":{\"role\":\"assistant\",\"content\":");
-            if (p && p->num_calls && !ch->len)
-                folio_jw_str(b, "null");
-            else
-                folio_jw_string(b, ch->text, ch->len);
-            if (p && p->reasoning_field) {
-                folio_jw_str(b, ",\"reasoning_content\":");
-                if (p->reasoning_len)
-                    folio_jw_string(b, p->reasoning, p->reasoning_len);
-                else
-                    folio_jw_str(b, "null");
-            }
-            if (p && p->num_calls) {
-                folio_jw_raw(b, ",", 1);
-                write_tool_calls(b, p, false);
-            }
-            folio_jw_str(b, "},");
+            folio_oai_write_chat_message(b, ch->text, ch->len, ch->parts);
         } else {
             folio_jw_str(b, "\"text\":");
             folio_jw_string(b, ch->text, ch->len);

@@ -15,6 +15,7 @@
 #include "sampling_params.h"
 #include "seq_params.h"
 #include "structured_output.h"
+#include "tool_request.h"
 
 enum folio_oai_endpoint {
     FOLIO_OAI_COMPLETIONS,
@@ -51,6 +52,8 @@ struct folio_oai_request {
     /* chat */
     struct folio_oai_message *messages;
     size_t num_messages;
+    json_t *template_messages; /* the messages as the chat template sees them, tool fields too */
+    struct folio_oai_tools tools;
     bool add_generation_prompt; /* vLLM's extension; default true */
 
     bool stream;
@@ -79,7 +82,8 @@ struct folio_oai_request {
     /* -1: no logprobs. completions: logprobs=N gives N top entries (0 gives
      * just the sampled token's); chat: logprobs=true, top_logprobs=N. */
     int32_t logprobs;
-    /* response_format, structured_outputs or guided_*: the output's grammar */
+    /* response_format, structured_outputs or guided_* (or tool_choice required or
+     * naming a function): the output's grammar */
     struct folio_oai_grammar grammar;
 };
 
@@ -179,6 +183,15 @@ void folio_oai_write_chat_chunk(struct folio_jw *b, const struct folio_oai_respo
                                 const struct folio_oai_chat_parts *parts, const char *finish_reason,
                                 const struct folio_oai_token_logprob *lp, size_t num_lp,
                                 const struct folio_oai_usage *usage);
+/* The chat parts of a chunk and of a response (openai_chat_json.c): a
+ * chunk's "delta":{...} (role, content unless reasoning or calls come alone,
+ * reasoning_content, tool_calls with their index), and a response's
+ * "message":{...} (content null when calls come without text). */
+void folio_oai_write_chat_delta(struct folio_jw *b, bool role_chunk, const char *text, size_t len,
+                                const struct folio_oai_chat_parts *parts,
+                                const char *finish_reason);
+void folio_oai_write_chat_message(struct folio_jw *b, const char *text, size_t len,
+                                  const struct folio_oai_chat_parts *parts);
 /* The final usage chunk of stream_options.include_usage: empty choices. */
 void folio_oai_write_usage_chunk(struct folio_jw *b, const struct folio_oai_response_ctx *c,
                                  const struct folio_oai_usage *usage);

@@ -26,12 +26,13 @@
  *  store                         H    false accepted; true is 400 (no storage)
  *  response_format, structured_outputs, guided_json, guided_regex,
  *  guided_choice, guided_grammar  CH   parsed (structured_output.c)
- *  tool_choice, function_call    H    "none" accepted; others 400
+ *  tools, tool_choice, parallel_tool_calls  H  parsed (tool_request.c)
+ *  function_call                 H    "none" accepted; others 400
  *  modalities                    H    ["text"] accepted; others 400
  *  use_beam_search false, length_penalty 1, return_tokens_as_token_ids false,
  *  detokenize true, continue_final_message false, priority 0,
  *  add_special_tokens (C true, H false)                CH  accepted; others 400
- *  suffix, tools, functions, parallel_tool_calls, audio, prediction,
+ *  suffix, functions, audio, prediction,
  *  reasoning_effort, web_search_options, guided_decoding_backend,
  *  guided_whitespace_pattern, truncate_prompt_tokens,
  *  allowed_token_ids, bad_words, logits_processors, chat_template,
@@ -39,10 +40,11 @@
  *  kv_transfer_params, vllm_xargs                       CH  400 when not null
  *  anything else                 CH   400 "Unrecognized request argument"
  *
- * In messages, only "role" and "content" are read: any other key with a
- * value (name, tool_calls, tool_call_id, function_call, audio...) is a 400,
- * and content parts other than text (image_url, input_audio, file...) are a
- * 400 that names the part's type. */
+ * In messages, "role", "content" and "name" are read, an assistant's
+ * "tool_calls" and "reasoning_content" and a tool's "tool_call_id": any other
+ * key with a value (function_call, audio, refusal...) is a 400, and content
+ * parts other than text (image_url, input_audio, file...) are a 400 that
+ * names the part's type. */
 #include "openai_fields.h"
 
 #include <stdio.h>
@@ -211,13 +213,16 @@ static const struct field_rule rules[] = {
     {"guided_regex", EP_CH, PARSED, NULL},
     {"guided_choice", EP_CH, PARSED, NULL},
     {"guided_grammar", EP_CH, PARSED, NULL},
+    /* tool calling (tool_request.c) */
+    {"tools", EP_H, PARSED, NULL},
+    {"tool_choice", EP_H, PARSED, NULL},
+    {"parallel_tool_calls", EP_H, PARSED, NULL},
     /* ignored, as OpenAI ignores them */
     {"user", EP_CH, IGNORED, NULL},
     {"metadata", EP_H, IGNORED, NULL},
     {"request_id", EP_CH, IGNORED, NULL},
     /* accepted only with the one value Folio implements */
     {"best_of", EP_CH, CHECKED, check_best_of},
-    {"tool_choice", EP_H, CHECKED, check_none_choice},
     {"function_call", EP_H, CHECKED, check_none_choice},
     {"modalities", EP_H, CHECKED, check_modalities},
     {"service_tier", EP_CH, CHECKED, check_service_tier},
@@ -231,9 +236,7 @@ static const struct field_rule rules[] = {
     {"add_special_tokens", EP_CH, CHECKED, check_default},
     /* not implemented: 400 */
     {"suffix", EP_C, REJECT, NULL},
-    {"tools", EP_H, REJECT, NULL},
     {"functions", EP_H, REJECT, NULL},
-    {"parallel_tool_calls", EP_H, REJECT, NULL},
     {"audio", EP_H, REJECT, NULL},
     {"prediction", EP_H, REJECT, NULL},
     {"reasoning_effort", EP_H, REJECT, NULL},
@@ -262,15 +265,22 @@ static const struct field_rule *find_rule(const char *name, enum folio_oai_endpo
     return NULL;
 }
 
-/* messages[i]: role and content are read; any other key with a value would
- * be dropped on the way to the template, so it is a 400. */
+/* messages[i]: the keys the template is given (tool_request.c checks the
+ * tool ones); any other key with a value would be dropped on the way to the
+ * template, so it is a 400. */
 static int check_message(json_t *msg, size_t i, struct folio_oai_error *e)
 {
+    const char *role = json_string_value(json_object_get(msg, "role"));
+    bool assistant = role && !strcmp(role, "assistant"), tool = role && !strcmp(role, "tool");
     const char *key;
     json_t *v;
     json_object_foreach(msg, key, v)
     {
-        if (!strcmp(key, "role") || !strcmp(key, "content") || json_is_null(v))
+        if (!strcmp(key, "role") || !strcmp(key, "content") || !strcmp(key, "name") ||
+            json_is_null(v))
+            continue;
+        if ((assistant && (!strcmp(key, "tool_calls") || !strcmp(key, "reasoning_content"))) ||
+            (tool && !strcmp(key, "tool_call_id")))
             continue;
         return fail(e, "messages", "'messages[%zu].%s' is not supported by this server", i, key);
     }

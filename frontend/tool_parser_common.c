@@ -1,5 +1,5 @@
 /* What the tool-call parsers share: a call object's members as the JSON
- * scanner passes them, text around markers, and the table of parsers. */
+ * scanner passes them, and text around markers. */
 #include "tool_parser.h"
 
 #include <jansson.h>
@@ -9,16 +9,6 @@
 bool folio_tool_is_ws(unsigned char c)
 {
     return c == ' ' || c == '\t' || c == '\n' || c == '\r';
-}
-
-const struct folio_tool_parser_ops *folio_tool_parser_find(const char *name)
-{
-    static const struct folio_tool_parser_ops *const all[] = {
-        &folio_tool_parser_hermes, &folio_tool_parser_llama3_json, &folio_tool_parser_mistral};
-    for (size_t i = 0; name && i < sizeof all / sizeof *all; i++)
-        if (!strcmp(all[i]->name, name))
-            return all[i];
-    return NULL;
 }
 
 /* ---- a call object's members ---- */

@@ -175,7 +175,7 @@ static int parse_options(int argc, char **argv, struct serve_options *o)
          o->http_given},
     };
     _Static_assert(sizeof o->engine_given / sizeof *o->engine_given >= 20 &&
-                       sizeof o->http_given / sizeof *o->http_given >= 14,
+                       sizeof o->http_given / sizeof *o->http_given >= 17,
                    "room for every flag's given text");
     int rc = folio_opts_parse(
         "folio serve",
@@ -191,6 +191,10 @@ static int parse_options(int argc, char **argv, struct serve_options *o)
         return rc;
     if (!o->http.tls_cert != !o->http.tls_key) {
         fprintf(stderr, "folio serve: --tls-cert and --tls-key go together\n");
+        return -1;
+    }
+    if (o->http.enable_auto_tool_choice && !o->http.tool_call_parser) {
+        fprintf(stderr, "folio serve: --enable-auto-tool-choice needs --tool-call-parser\n");
         return -1;
     }
     const char *files[][2] = {{"--chat-template", o->http.chat_template},

@@ -253,7 +253,8 @@ static void test_responses(void)
     struct folio_oai_usage u = {4, 2, 0};
     struct folio_oai_response_ctx c = {FOLIO_OAI_CHAT, "chatcmpl-x", 5, "m", false, 0};
     struct folio_oai_token_logprob lp = {"hi", 2, -0.25f, 1, {{"hi", 2, -0.25f}}};
-    struct folio_oai_choice ch2[2] = {{"hi", 2, "length", &lp, 1}, {"yo", 2, "stop", &lp, 1}};
+    struct folio_oai_choice ch2[2] = {{"hi", 2, "length", &lp, 1, NULL},
+                                      {"yo", 2, "stop", &lp, 1, NULL}};
     folio_oai_write_response(&b, &c, ch2, 2, &u);
     json_error_t jerr;
     json_t *j = json_loadb(b.data, b.len, 0, &jerr);

@@ -52,12 +52,8 @@ static void test_rejected(void)
     expect_400(H, "{" MSG ",\"response_format\":{\"type\":\"bogus\"}}", "response_format",
                "'bogus'");
     expect_400(H, "{" MSG ",\"response_format\":\"text\"}", "response_format", "an object");
-    expect_400(H, "{" MSG ",\"tools\":[]}", "tools", "'tools' is not supported");
-    expect_400(H, "{" MSG ",\"tool_choice\":\"auto\"}", "tool_choice", "only \"none\"");
     expect_400(H, "{" MSG ",\"functions\":[{\"name\":\"f\"}]}", "functions", "not supported");
     expect_400(H, "{" MSG ",\"function_call\":\"auto\"}", "function_call", "only \"none\"");
-    expect_400(H, "{" MSG ",\"parallel_tool_calls\":false}", "parallel_tool_calls",
-               "not supported");
     expect_400(H, "{" MSG ",\"audio\":{\"voice\":\"alloy\"}}", "audio", "not supported");
     expect_400(H, "{" MSG ",\"modalities\":[\"text\",\"audio\"]}", "modalities", "[\"text\"]");
     expect_400(H, "{" MSG ",\"store\":true}", "store", "other than false");
@@ -75,10 +71,101 @@ static void test_rejected(void)
                "{\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"input_audio\","
                "\"input_audio\":{}}]}]}",
                "messages", "type 'input_audio'");
-    expect_400(H, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\",\"name\":\"bob\"}]}",
-               "messages", "'messages[0].name'");
-    expect_400(H, "{\"messages\":[{\"role\":\"assistant\",\"content\":null,\"tool_calls\":[{}]}]}",
+    expect_400(H, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\",\"tool_calls\":[]}]}",
                "messages", "'messages[0].tool_calls'");
+    expect_400(H, "{\"messages\":[{\"role\":\"assistant\",\"content\":null,\"tool_calls\":[{}]}]}",
+               "messages", "'messages[0].tool_calls[0]'");
+    expect_400(H, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\",\"function_call\":{}}]}",
+               "messages", "'messages[0].function_call'");
+}
+
+#define TOOL(name, params)                                                                         \
+    "{\"type\":\"function\",\"function\":{\"name\":\"" name "\",\"parameters\":" params "}}"
+#define WEATHER                                                                                    \
+    TOOL("get_weather", "{\"type\":\"object\",\"properties\":{\"city\":{\"type\":\"string\"}}}")
+
+/* tools, tool_choice, parallel_tool_calls and the tool fields of messages. */
+static void test_tools(void)
+{
+    expect_400(H, "{" MSG ",\"tools\":[]}", "tools", "non-empty list");
+    expect_400(H, "{" MSG ",\"tools\":[{\"type\":\"retrieval\"}]}", "tools[0]", "\"function\"");
+    expect_400(H, "{" MSG ",\"tools\":[" TOOL("get weather", "{}") "]}", "tools[0].function.name",
+               "letters, digits");
+    expect_400(H, "{" MSG ",\"tools\":[" WEATHER "," WEATHER "]}", "tools[1].function.name",
+               "already tools[0]");
+    expect_400(H, "{" MSG ",\"tools\":[" TOOL("f", "[1]") "]}", "tools[0].function.parameters",
+               "a JSON schema object");
+    expect_400(H, "{" MSG ",\"tools\":[" TOOL("f", "{\"properties\":[]}") "]}",
+               "tools[0].function.parameters", "properties");
+    expect_400(H, "{" MSG ",\"tools\":[" TOOL("f", "{\"required\":[1]}") "]}",
+               "tools[0].function.parameters", "required[0]");
+    expect_400(H, "{" MSG ",\"tools\":[" WEATHER "],\"tool_choice\":\"any\"}", "tool_choice",
+               "\"any\"");
+    expect_400(H,
+               "{" MSG ",\"tools\":[" WEATHER "],\"tool_choice\":{\"type\":\"function\","
+               "\"function\":{\"name\":\"get_time\"}}}",
+               "tool_choice", "'get_time', which is not in 'tools'");
+    expect_400(H, "{" MSG ",\"tool_choice\":\"required\"}", "tool_choice", "needs 'tools'");
+    expect_400(H, "{" MSG ",\"tools\":[" WEATHER "],\"parallel_tool_calls\":1}",
+               "parallel_tool_calls", "boolean");
+    expect_400(H,
+               "{" MSG ",\"tools\":[" WEATHER "],\"tool_choice\":\"required\","
+               "\"response_format\":{\"type\":\"json_object\"}}",
+               "tool_choice", "one structured output constraint");
+    expect_400(H, "{\"messages\":[{\"role\":\"tool\",\"content\":\"21 C\"}]}", "messages",
+               "'messages[0].tool_call_id' is required");
+    expect_400(H,
+               "{\"messages\":[{\"role\":\"assistant\",\"tool_calls\":[{\"id\":\"c1\","
+               "\"type\":\"function\",\"function\":{\"name\":\"f\",\"arguments\":\"{x\"}}]}]}",
+               "messages", "arguments' is not valid JSON");
+
+    struct folio_oai_request r;
+    struct folio_oai_error e;
+    /* tools without tool_choice: auto, as OpenAI's default */
+    CHECK(parse(H, "{" MSG ",\"tools\":[" WEATHER "]}", &r, &e) == 0);
+    CHECK(r.tools.choice == FOLIO_TOOL_CHOICE_AUTO && r.tools.num_tools == 1 && r.tools.parallel);
+    CHECK(!r.grammar.on);
+    folio_oai_request_free(&r);
+    /* required: vLLM's list-of-calls schema as the constraint */
+    CHECK(parse(H,
+                "{" MSG ",\"tools\":[" WEATHER "],\"tool_choice\":\"required\","
+                "\"parallel_tool_calls\":false}",
+                &r, &e) == 0);
+    CHECK(r.tools.choice == FOLIO_TOOL_CHOICE_REQUIRED && !r.tools.parallel);
+    CHECK(r.grammar.on && r.grammar.kind == FOLIO_GRAMMAR_JSON_SCHEMA);
+    CHECK(r.grammar.text && strstr(r.grammar.text, "\"enum\":[\"get_weather\"]") &&
+          strstr(r.grammar.text, "\"maxItems\":1") && strstr(r.grammar.text, "\"minItems\":1"));
+    CHECK(!strcmp(r.grammar.param, "tool_choice"));
+    folio_oai_request_free(&r);
+    /* a named function: its parameters are the constraint */
+    CHECK(parse(H,
+                "{" MSG ",\"tools\":[" WEATHER "],\"tool_choice\":{\"type\":\"function\","
+                "\"function\":{\"name\":\"get_weather\"}}}",
+                &r, &e) == 0);
+    CHECK(r.tools.choice == FOLIO_TOOL_CHOICE_NAMED && !strcmp(r.tools.function, "get_weather"));
+    CHECK(r.grammar.on &&
+          !strcmp(r.grammar.text, "{\"type\":\"object\",\"properties\":{\"city\":{\"type\":"
+                                  "\"string\"}}}"));
+    folio_oai_request_free(&r);
+    /* the round trip's messages: the assistant's call (arguments parsed for the
+     * template) and the tool's answer */
+    CHECK(parse(H,
+                "{\"messages\":[{\"role\":\"user\",\"content\":\"w?\",\"name\":\"bob\"},"
+                "{\"role\":\"assistant\",\"content\":null,\"tool_calls\":[{\"id\":\"c1\","
+                "\"type\":\"function\",\"function\":{\"name\":\"get_weather\",\"arguments\":"
+                "\"{\\\"city\\\": \\\"Paris\\\"}\"}}]},"
+                "{\"role\":\"tool\",\"tool_call_id\":\"c1\",\"content\":\"21 C\"}],"
+                "\"tools\":[" WEATHER "]}",
+                &r, &e) == 0);
+    json_t *m = r.template_messages;
+    CHECK(json_array_size(m) == 3);
+    CHECK(!strcmp(json_string_value(json_object_get(json_array_get(m, 0), "name")), "bob"));
+    json_t *call = json_array_get(json_object_get(json_array_get(m, 1), "tool_calls"), 0);
+    json_t *args = json_object_get(json_object_get(call, "function"), "arguments");
+    CHECK(json_is_object(args) &&
+          !strcmp(json_string_value(json_object_get(args, "city")), "Paris"));
+    CHECK(!strcmp(json_string_value(json_object_get(json_array_get(m, 2), "tool_call_id")), "c1"));
+    folio_oai_request_free(&r);
 }
 
 static void test_accepted(void)
@@ -89,6 +176,7 @@ static void test_accepted(void)
     expect_ok(C, "{\"prompt\":\"x\",\"best_of\":1,\"suffix\":null,\"user\":\"u\","
                  "\"use_beam_search\":false,\"add_special_tokens\":true}");
     expect_ok(H, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\",\"name\":null}]}");
+    expect_ok(H, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\",\"name\":\"bob\"}]}");
 }
 
 static void test_max_tokens_defaults(void)
@@ -146,6 +234,7 @@ int main(void)
     test_rejected();
     test_long_unknown_field_name();
     test_accepted();
+    test_tools();
     test_max_tokens_defaults();
     return check_report();
 }
