@@ -337,7 +337,25 @@ def gguf():
     write("fuzz_gguf", "kquants", gguf_file(llama_kvs[:2], kquants))
 
 
+def tool_parsers():
+    """A selector byte (parser, reasoning parser, call limit), two split bytes, then a model's text."""
+    call = '{"name": "get_weather", "arguments": {"city": "Paris", "n": [1, -2.5e3, true, null]}}'
+    texts = {
+        "hermes": (1, "Sure.\n<tool_call>\n" + call + "\n</tool_call>\n<tool_call>" + call),
+        "hermes_broken": (1, "<tool_call>{\"name\": \"f\", \"arguments\": {\"a\": tru"),
+        "llama3": (2, "<|python_tag|>" + call.replace("arguments", "parameters") + "; " + call),
+        "mistral": (3, "ok [TOOL_CALLS] [" + call + ", " + call + "]"),
+        "required": (4, "[\n  " + call.replace("arguments", "parameters") + "\n]"),
+        "named": (5, '{"city": "Paris"}'),
+        "r1_hermes": (1 + 6, "I will call it.</think>\n\n<tool_call>" + call + "</tool_call>"),
+        "qwen3_hermes_one": (1 + 12 + 18, "<think>a</think><tool_call>" + call + "</tool_call>" * 2),
+    }
+    for name, (selector, text) in texts.items():
+        write("fuzz_tool_parsers", name, bytes([selector, 0, 7]) + text.encode())
+
+
 def main():
+    tool_parsers()
     tokenizer()
     openai_request()
     safetensors()
