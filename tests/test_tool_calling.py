@@ -212,10 +212,14 @@ def test_round_trip_through_the_template(server):
     first = chat(server, messages=ASK, tools=TOOLS, tool_choice=NAMED, temperature=0,
                  max_tokens=MAX_TOKENS)
     call = first["choices"][0]["message"]["tool_calls"][0]
+    if first["choices"][0]["finish_reason"] == "length":
+        assert SANITIZED, first  # the random-weight model's arguments may run to max_tokens
+        call["function"]["arguments"] = '{"city": "Paris", "unit": "celsius"}'
     messages = ASK + [{"role": "assistant", "content": None, "tool_calls": [call]},
                       {"role": "tool", "tool_call_id": call["id"], "content": "18 celsius, sunny"}]
     r = httpx.post(server.base + "/tokenize", json={"model": server.model_name,
-                                                    "messages": messages, "tools": TOOLS},
+                                                    "messages": messages, "tools": TOOLS,
+                                                    "add_special_tokens": False},
                    timeout=30)
     assert r.status_code == 200, r.text
     text = httpx.post(server.base + "/detokenize", json={"model": server.model_name,
