@@ -536,9 +536,8 @@ static int set_chat_output(struct server *s, struct gen_req *g, struct folio_cho
     default:
         break;
     }
-    if (!cfg.parser && cfg.reasoning == FOLIO_REASONING_NONE &&
-        s->cfg->reasoning == FOLIO_REASONING_NONE)
-        return 0;
+    if (!cfg.parser && cfg.reasoning == FOLIO_REASONING_NONE)
+        return 0; /* plain text, as without these features */
     return folio_choice_set_output(c, &cfg, s->cfg->reasoning != FOLIO_REASONING_NONE,
                                    t->choice == FOLIO_TOOL_CHOICE_NAMED, g->hide_special_stop);
 }

@@ -104,10 +104,12 @@ static int check_tool(json_t *tools, size_t i, struct folio_oai_error *e)
         if (!strcmp(tool_name(tools, j), json_string_value(name)))
             return fail(e, 400, param, "'%s': the function '%s' is already tools[%zu]", param,
                         json_string_value(name), j);
+    snprintf(param, sizeof param, "tools[%zu].function.description", i);
     if (desc && !json_is_string(desc))
-        return fail(e, 400, "tools", "'tools[%zu].function.description' must be a string", i);
+        return fail(e, 400, param, "'%s' must be a string", param);
+    snprintf(param, sizeof param, "tools[%zu].function.strict", i);
     if (strict && !json_is_boolean(strict))
-        return fail(e, 400, "tools", "'tools[%zu].function.strict' must be a boolean", i);
+        return fail(e, 400, param, "'%s' must be a boolean", param);
     json_t *params = field(fn, "parameters");
     snprintf(param, sizeof param, "tools[%zu].function.parameters", i);
     return params ? check_schema_shape(params, param, e) : 0;
