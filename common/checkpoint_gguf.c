@@ -118,6 +118,21 @@ static int dequantize_tensor(const struct folio_gguf_tensor *gt, enum row_order 
     return 0;
 }
 
+const void *folio_tensor_gguf_row(const struct folio_tensor *t, size_t r, uint32_t *type)
+{
+    const struct folio_gguf_tensor *gt = t->gguf;
+    if (!gt || gt->ndim < 1)
+        return NULL;
+    if (type)
+        *type = gt->type;
+    uint64_t cols = (uint64_t)gt->ne[0], bs = (uint64_t)folio_ggml_block_size(gt->type);
+    uint64_t row = t->gguf_head_dim ? gguf_row(r, (uint64_t)t->gguf_head_dim) : r;
+    if (bs == 0 || cols % bs != 0)
+        return NULL;
+    return (const unsigned char *)gt->data +
+           row * (cols / bs) * (uint64_t)folio_ggml_type_size(gt->type);
+}
+
 /* One GGUF tensor as a checkpoint tensor named hf. */
 static int add_tensor(struct folio_checkpoint *ck, const struct folio_gguf_tensor *gt,
                       const char *hf, enum row_order rows, const struct folio_model_config *cfg,
@@ -144,6 +159,8 @@ static int add_tensor(struct folio_checkpoint *ck, const struct folio_gguf_tenso
         if (dequantize_tensor(gt, rows, cfg, buf, err, errlen) != 0)
             return -1;
         t.dtype = FOLIO_DTYPE_F32;
+        t.gguf = gt;
+        t.gguf_head_dim = rows == ROWS_AS_IS ? 0 : cfg->head_dim;
         t.data = buf;
         t.nbytes = (size_t)n * sizeof(float);
     }

@@ -16,10 +16,13 @@ const size_t folio_common_flag_count = N(folio_common_flag_table);
 
 #define E(f) FOLIO_OPT_FIELD(struct folio_engine_flags, f)
 const struct folio_opt folio_engine_flag_table[] = {
-    {"--backend", FOLIO_OPT_CHOICE, E(backend), "cpu", 0, 0, "cpu|cuda", "worker backend"},
+    {"--backend", FOLIO_OPT_CHOICE, E(backend), "cpu", 0, 0, "cpu|cpu-ref|cuda",
+     "worker backend (cpu-ref: the CPU backend's f32 reference, the oracle the fast path is "
+     "tested against; slower)"},
     {"--dtype", FOLIO_OPT_CHOICE, E(dtype), "auto", 0, 0, "auto|bfloat16",
-     "weights and KV cache: bfloat16 on cuda; the cpu backend widens bfloat16 weights to "
-     "float32 and computes in float32 (auto is bfloat16)"},
+     "weights and KV cache: bfloat16 on cuda; the cpu backend keeps GGUF's Q4_0/Q4_1/Q8_0 "
+     "blocks and bfloat16/float16 weights as they are, with a float16 KV cache (cpu-ref widens "
+     "everything to float32) (auto is bfloat16)"},
     {"--max-num-seqs", FOLIO_OPT_INT, E(max_num_seqs), NULL, 1, 4096, NULL,
      "sequences per step (default 64 cpu; 1024 cuda, vLLM's default on large GPUs; the KV pool "
      "still bounds what runs)"},

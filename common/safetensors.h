@@ -13,6 +13,8 @@ const char *folio_dtype_name(enum folio_dtype dt);
 
 #define FOLIO_MAX_DIMS 4
 
+struct folio_gguf_tensor;
+
 struct folio_tensor {
     const char *name; /* owned by the checkpoint */
     const char *file; /* the file it lives in, for error messages */
@@ -22,7 +24,15 @@ struct folio_tensor {
     const void *data; /* inside the mapping (or an aligned copy): aligned to the element
                          size; valid while the checkpoint is open */
     size_t nbytes;
+    /* A GGUF tensor that was dequantized at load keeps its blocks as the file holds them, for a
+     * backend that computes on them (folio_tensor_gguf_row); NULL for other tensors. */
+    const struct folio_gguf_tensor *gguf;
+    int gguf_head_dim; /* its rows are permuted within heads of this many (llama's q/k); 0: not */
 };
+
+/* Row r (in Hugging Face's order) of a tensor's GGUF blocks as the file holds them, and the
+ * ggml type in *type where type is not NULL; NULL for a tensor that has none. */
+const void *folio_tensor_gguf_row(const struct folio_tensor *t, size_t r, uint32_t *type);
 
 /* One checkpoint: model.safetensors, or the shards listed in
  * model.safetensors.index.json. */

@@ -51,7 +51,8 @@ static const struct folio_opt chat_flags[] = {
     {"--stats", FOLIO_OPT_BOOL, C(stats), "false", 0, 0, NULL,
      "token counts and speed on stderr after each reply"},
     {"--threads", FOLIO_OPT_INT, C(threads), "0", 0, 4096, NULL, "CPU threads (0: all cores)"},
-    {"--backend", FOLIO_OPT_CHOICE, C(backend), "cpu", 0, 0, "cpu|cuda", "the worker backend"},
+    {"--backend", FOLIO_OPT_CHOICE, C(backend), "cpu", 0, 0, "cpu|cpu-ref|cuda",
+     "the worker backend (cpu-ref: the CPU's f32 reference)"},
 };
 
 /* Returns 0 to go on, 1 after --help, -1 on a bad argument. */

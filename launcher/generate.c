@@ -57,7 +57,8 @@ static const struct folio_opt generate_flags[] = {
     {"--ignore-eos", FOLIO_OPT_BOOL, G(ignore_eos), "false", 0, 0, NULL,
      "go on past the end-of-sequence token"},
     {"--threads", FOLIO_OPT_INT, G(threads), "0", 0, 4096, NULL, "CPU threads (0: all cores)"},
-    {"--backend", FOLIO_OPT_CHOICE, G(backend), "cpu", 0, 0, "cpu|cuda", "the worker backend"},
+    {"--backend", FOLIO_OPT_CHOICE, G(backend), "cpu", 0, 0, "cpu|cpu-ref|cuda",
+     "the worker backend (cpu-ref: the CPU's f32 reference)"},
 };
 
 /* Returns 0 to go on, 1 after --help, -1 on a bad argument. */

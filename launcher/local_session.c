@@ -40,11 +40,13 @@ static int create_backend(const char *name, const struct folio_model *m,
         return -1;
 #endif
     }
-    if (strcmp(name, "cpu") != 0) {
-        snprintf(err, errlen, "--backend must be cpu or cuda, got '%s'", name);
+    if (strcmp(name, "cpu") != 0 && strcmp(name, "cpu-ref") != 0) {
+        snprintf(err, errlen, "--backend must be cpu, cpu-ref or cuda, got '%s'", name);
         return -1;
     }
-    return folio_cpu_backend_create(m, opt, out, err, errlen);
+    struct folio_backend_options o = *opt;
+    o.cpu_reference = !strcmp(name, "cpu-ref");
+    return folio_cpu_backend_create(m, &o, out, err, errlen);
 }
 
 int folio_session_open(const struct folio_session_options *o, struct folio_session **out, char *err,

@@ -14,7 +14,7 @@
 
 struct folio_session_options {
     const char *model_dir;
-    const char *backend; /* "cpu" or "cuda" */
+    const char *backend; /* "cpu", "cpu-ref" or "cuda" */
     int threads;         /* CPU threads; 0: all cores */
     int max_context;     /* tokens the KV cache holds; capped at max_position_embeddings */
 };

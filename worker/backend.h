@@ -91,6 +91,8 @@ struct folio_backend_options {
     float gpu_memory_utilization; /* CUDA: fraction of the card the worker may use */
     size_t cpu_kv_bytes;          /* CPU: KV pool size when num_kv_blocks is 0 */
     int num_threads;              /* CPU: 0 = all cores */
+    bool cpu_reference;           /* CPU: the f32 reference path (the oracle, --backend cpu-ref)
+                                     instead of the packed weights and SIMD kernels */
     bool logits_unread;           /* collect() is never asked for logits (the worker): the CUDA
                                      backend may drop them from the L2 once sampled */
     bool enforce_eager;           /* CUDA: decode steps never replayed as graphs (the yardstick

@@ -1,13 +1,24 @@
-/* The CPU reference backend: a Llama forward pass in plain C over a paged KV
- * cache, behind the step interface of backend.h.
+/* The CPU backend: a Llama forward pass over a paged KV cache, behind the step
+ * interface of backend.h, in two forms that share everything but the weights,
+ * the KV cache's type and the inner loops.
  *
- * This is the oracle the GPU kernels are checked against, so it is written
- * for clarity first: every weight is converted once to fp32 at creation
- * (TinyLlama-1.1B takes 4.4 GB that way), all arithmetic is fp32 (sums of
- * squares and softmax normalisers in double), and each token's computation
- * does not depend on which other tokens share its step, so a prompt gives the
- * same logits in one chunk, in many chunks or token by token. OpenMP threads
- * split the rows of each matmul and the (token, head) pairs of attention.
+ * The fast path (--backend cpu): weights kept in their GGUF blocks (Q4_0,
+ * Q4_1, Q8_0; other quantized types packed as Q8 at load; f32/f16/bf16 as they
+ * are), activations quantized per block as llama.cpp does, integer SIMD dot
+ * products chosen at run time (cpu_kernels.h), prompt tokens met four at a
+ * time by each weight row, and a KV cache in f16.
+ *
+ * The reference (--backend cpu-ref) is the oracle the fast path and the GPU
+ * kernels are checked against, so it is written for clarity first: every
+ * weight is converted once to fp32 at creation (TinyLlama-1.1B takes 4.4 GB
+ * that way), all arithmetic is fp32 (sums of squares and softmax normalisers
+ * in double), and the KV cache is fp32.
+ *
+ * In both, each token's computation does not depend on which other tokens
+ * share its step, so a prompt gives the same logits in one chunk, in many
+ * chunks or token by token. OpenMP's threads (a pool that persists between
+ * steps) split the rows of each matmul and the (token, head) pairs of
+ * attention.
  *
  * The step runs whole inside launch(); collect() hands back the results in
  * launch order. Up to FOLIO_CPU_PIPELINE_DEPTH steps may be launched before
@@ -19,6 +30,7 @@
 #include <string.h>
 
 #include "backend.h"
+#include "cpu_kernels.h"
 #include "cpu_prompt_logprobs.h"
 #include "cpu_weights.h"
 #include "sampler.h"
@@ -73,6 +85,9 @@ struct cpu_backend {
     struct folio_backend base;
     struct folio_model_config cfg;
     int num_threads;
+    bool ref;                       /* the f32 reference (weights, KV and loops) */
+    const struct cpu_kernels *kern; /* the fast path's inner loops */
+    struct cpu_act act;             /* the activations a run of matmuls shares */
 
     float *final_norm;
     /* Tensor parallelism emulated in one process: each rank's share of the
@@ -133,34 +148,23 @@ static void compute_inv_freq(const struct folio_model_config *c, double *inv_fre
 
 /* ---- the forward pass ----------------------------------------------------- */
 
-/* Rows of w one thread takes at a time: 16 rows of a 2048-wide matrix are
- * 128 KiB, which stay in L2 while every token's row of x meets them. */
-#define FOLIO_CPU_ROW_TILE 16
-
-/* y[t][o] = sum_i x[t][i] * w[o][i]. Threads split tiles of output rows; the
- * sum for one (t, o) is the same whatever the number of tokens, so results do
- * not depend on how a prompt is chunked or batched. */
-static void matmul(float *y, const float *x, const float *w, int ntok, int in, int out,
-                   int nthreads)
+/* y = x W^T for ntok rows of x ([ntok][w->cols]); act holds x and, once a
+ * packed matrix has met it, its quantized blocks (shared by the products that
+ * take the same input). */
+static void mm(struct cpu_backend *b, const struct cpu_matrix *w, struct cpu_act *act, float *y)
 {
-    size_t work = (size_t)ntok * (size_t)in * (size_t)out;
-    int ntiles = (out + FOLIO_CPU_ROW_TILE - 1) / FOLIO_CPU_ROW_TILE;
-#pragma omp parallel for num_threads(nthreads)                                                     \
-    schedule(static) if (work >= FOLIO_CPU_PARALLEL_MIN_WORK)
-    for (int tile = 0; tile < ntiles; tile++) {
-        int o_end = (tile + 1) * FOLIO_CPU_ROW_TILE < out ? (tile + 1) * FOLIO_CPU_ROW_TILE : out;
-        for (int t = 0; t < ntok; t++) {
-            const float *xr = x + (size_t)t * in;
-            for (int o = tile * FOLIO_CPU_ROW_TILE; o < o_end; o++) {
-                const float *wr = w + (size_t)o * in;
-                float acc = 0.0f;
-#pragma omp simd reduction(+ : acc)
-                for (int i = 0; i < in; i++)
-                    acc += wr[i] * xr[i];
-                y[(size_t)t * out + o] = acc;
-            }
-        }
-    }
+    if (b->ref)
+        cpu_matmul_ref(y, act->x, (const float *)w->data, w->row_bytes / sizeof(float), act->ntok,
+                       w->cols, w->rows, b->num_threads);
+    else
+        cpu_matmul(b->kern, w, act, y, b->num_threads);
+}
+
+/* The activations x ([ntok][cols]) for the products that follow. */
+static struct cpu_act *act_of(struct cpu_backend *b, const float *x, int ntok, int cols)
+{
+    cpu_act_set(&b->act, x, ntok, cols);
+    return &b->act;
 }
 
 /* y[t][o] += bias[o]: Qwen2's q/k/v biases, added before RoPE as transformers does. */
@@ -199,7 +203,7 @@ static void rope(float *v, int nheads, int head_dim, const float *cos_t, const f
     }
 }
 
-/* Where (block, pos) starts in a rank's cache of kv_heads heads. */
+/* Where (block, pos) starts in a rank's cache of kv_heads heads, in elements. */
 static size_t kv_offset(const struct folio_model_config *c, int kv_heads, int32_t block,
                         int32_t pos)
 {
@@ -211,8 +215,8 @@ static size_t kv_offset(const struct folio_model_config *c, int kv_heads, int32_
 /* Causal grouped-query attention of every new token over its sequence's
  * context up to and including its own position, read from the paged cache:
  * the rank's heads over its KV heads. */
-static void attention(struct cpu_backend *b, const struct folio_step_batch *batch,
-                      const struct folio_tp_shard *sh, const struct cpu_layer *L, int ntok)
+static void attention_ref(struct cpu_backend *b, const struct folio_step_batch *batch,
+                          const struct folio_tp_shard *sh, const struct cpu_layer *L, int ntok)
 {
     const struct folio_model_config *c = &b->cfg;
     int nh = sh->heads, nkv = sh->kv_heads, hd = c->head_dim, group = nh / nkv;
@@ -231,7 +235,7 @@ static void attention(struct cpu_backend *b, const struct folio_step_batch *batc
             float *scores = b->scores + (size_t)omp_get_thread_num() * b->scores_cap;
             float max = -INFINITY;
             for (int32_t p = 0; p <= pos; p++) {
-                const float *k = L->k_cache +
+                const float *k = (const float *)L->k_cache +
                                  kv_offset(c, nkv, s->block_table[p / FOLIO_KV_BLOCK_SIZE], p) +
                                  (size_t)kvh * hd;
                 float dot = 0.0f;
@@ -252,12 +256,57 @@ static void attention(struct cpu_backend *b, const struct folio_step_batch *batc
             for (int i = 0; i < hd; i++)
                 o[i] = 0.0f;
             for (int32_t p = 0; p <= pos; p++) {
-                const float *v = L->v_cache +
+                const float *v = (const float *)L->v_cache +
                                  kv_offset(c, nkv, s->block_table[p / FOLIO_KV_BLOCK_SIZE], p) +
                                  (size_t)kvh * hd;
                 float w = scores[p] * inv_sum;
                 for (int i = 0; i < hd; i++)
                     o[i] += w * v[i];
+            }
+        }
+    }
+}
+
+/* attention_ref's computation over the f16 cache with the SIMD kernels: the
+ * same scores, softmax (normaliser in double) and weighted sum. */
+static void attention_f16(struct cpu_backend *b, const struct folio_step_batch *batch,
+                          const struct folio_tp_shard *sh, const struct cpu_layer *L, int ntok)
+{
+    const struct folio_model_config *c = &b->cfg;
+    const struct cpu_kernels *k = b->kern;
+    int nh = sh->heads, nkv = sh->kv_heads, hd = c->head_dim, group = nh / nkv;
+    float scale = (float)(1.0 / sqrt((double)hd));
+    size_t work = 0;
+    for (int t = 0; t < ntok; t++)
+        work += 2 * (size_t)(b->tok_pos[t] + 1) * (size_t)nh * (size_t)hd;
+#pragma omp parallel for collapse(2) num_threads(b->num_threads)                                   \
+    schedule(dynamic, 4) if (work >= FOLIO_CPU_PARALLEL_MIN_WORK)
+    for (int t = 0; t < ntok; t++) {
+        for (int h = 0; h < nh; h++) {
+            const struct folio_step_seq *s = &batch->seqs[b->tok_seq[t]];
+            int32_t pos = b->tok_pos[t];
+            size_t kvh = (size_t)(h / group) * hd;
+            const float *q = b->q + ((size_t)t * nh + h) * hd;
+            const uint16_t *kc = L->k_cache, *vc = L->v_cache;
+            float *scores = b->scores + (size_t)omp_get_thread_num() * b->scores_cap;
+            float max = -INFINITY;
+            for (int32_t p = 0; p <= pos; p++) {
+                size_t off = kv_offset(c, nkv, s->block_table[p / FOLIO_KV_BLOCK_SIZE], p) + kvh;
+                scores[p] = k->dot_f16(q, kc + off, hd) * scale;
+                if (scores[p] > max)
+                    max = scores[p];
+            }
+            double sum = 0;
+            for (int32_t p = 0; p <= pos; p++) {
+                scores[p] = expf(scores[p] - max);
+                sum += scores[p];
+            }
+            float inv_sum = (float)(1.0 / sum);
+            float *o = b->attn + ((size_t)t * nh + h) * hd;
+            memset(o, 0, (size_t)hd * sizeof *o);
+            for (int32_t p = 0; p <= pos; p++) {
+                size_t off = kv_offset(c, nkv, s->block_table[p / FOLIO_KV_BLOCK_SIZE], p) + kvh;
+                k->axpy_f16(o, scores[p] * inv_sum, vc + off, hd);
             }
         }
     }
@@ -270,12 +319,13 @@ static void attention_block(struct cpu_backend *b, const struct folio_step_batch
 {
     const struct folio_model_config *c = &b->cfg;
     const struct cpu_layer *L = &R->layers[l];
-    int hidden = c->hidden_size, nt = b->num_threads, half = c->head_dim / 2;
+    int hidden = c->hidden_size, half = c->head_dim / 2;
     int nkv = R->shard.kv_heads;
     int qdim = R->shard.heads * c->head_dim, kvdim = nkv * c->head_dim;
-    matmul(b->q, b->xn, L->wq, ntok, hidden, qdim, nt);
-    matmul(b->k, b->xn, L->wk, ntok, hidden, kvdim, nt);
-    matmul(b->v, b->xn, L->wv, ntok, hidden, kvdim, nt);
+    struct cpu_act *x = act_of(b, b->xn, ntok, hidden);
+    mm(b, &L->wq, x, b->q);
+    mm(b, &L->wk, x, b->k);
+    mm(b, &L->wv, x, b->v);
     if (L->bq) {
         add_bias(b->q, L->bq, ntok, qdim);
         add_bias(b->k, L->bk, ntok, kvdim);
@@ -288,11 +338,19 @@ static void attention_block(struct cpu_backend *b, const struct folio_step_batch
         const struct folio_step_seq *s = &batch->seqs[b->tok_seq[t]];
         int32_t pos = b->tok_pos[t];
         size_t off = kv_offset(c, nkv, s->block_table[pos / FOLIO_KV_BLOCK_SIZE], pos);
-        memcpy(L->k_cache + off, b->k + (size_t)t * kvdim, (size_t)kvdim * sizeof(float));
-        memcpy(L->v_cache + off, b->v + (size_t)t * kvdim, (size_t)kvdim * sizeof(float));
+        if (b->ref) {
+            memcpy((float *)L->k_cache + off, b->k + (size_t)t * kvdim, kvdim * sizeof(float));
+            memcpy((float *)L->v_cache + off, b->v + (size_t)t * kvdim, kvdim * sizeof(float));
+        } else {
+            b->kern->to_f16((uint16_t *)L->k_cache + off, b->k + (size_t)t * kvdim, kvdim);
+            b->kern->to_f16((uint16_t *)L->v_cache + off, b->v + (size_t)t * kvdim, kvdim);
+        }
     }
-    attention(b, batch, &R->shard, L, ntok);
-    matmul(y, b->attn, L->wo, ntok, qdim, hidden, nt);
+    if (b->ref)
+        attention_ref(b, batch, &R->shard, L, ntok);
+    else
+        attention_f16(b, batch, &R->shard, L, ntok);
+    mm(b, &L->wo, act_of(b, b->attn, ntok, qdim), y);
 }
 
 /* One rank's MLP: its intermediate features' gate and up, SwiGLU, and its
@@ -300,14 +358,15 @@ static void attention_block(struct cpu_backend *b, const struct folio_step_batch
 static void mlp_block(struct cpu_backend *b, const struct cpu_rank *R, int l, int ntok, float *y)
 {
     const struct cpu_layer *L = &R->layers[l];
-    int hidden = b->cfg.hidden_size, inter = R->shard.inter, nt = b->num_threads;
-    matmul(b->gate, b->xn, L->w_gate, ntok, hidden, inter, nt);
-    matmul(b->up, b->xn, L->w_up, ntok, hidden, inter, nt);
+    int hidden = b->cfg.hidden_size, inter = R->shard.inter;
+    struct cpu_act *x = act_of(b, b->xn, ntok, hidden);
+    mm(b, &L->w_gate, x, b->gate);
+    mm(b, &L->w_up, x, b->up);
     for (size_t i = 0; i < (size_t)ntok * inter; i++) {
         float g = b->gate[i];
         b->gate[i] = g / (1.0f + expf(-g)) * b->up[i];
     }
-    matmul(y, b->gate, L->w_down, ntok, inter, hidden, nt);
+    mm(b, &L->w_down, act_of(b, b->gate, ntok, inter), y);
 }
 
 /* x += the sum of every rank's block: what an all-reduce gives each GPU,
@@ -348,14 +407,14 @@ static void forward_layer(struct cpu_backend *b, const struct folio_step_batch *
 static void lm_head(struct cpu_backend *b, const float *x, int rows, float *logits)
 {
     const struct folio_model_config *c = &b->cfg;
+    struct cpu_act *act = act_of(b, x, rows, c->hidden_size);
     if (b->tp == 1) {
-        matmul(logits, x, b->ranks[0].lm_head, rows, c->hidden_size, c->vocab_size, b->num_threads);
+        mm(b, &b->ranks[0].lm_head, act, logits);
         return;
     }
     for (int r = 0; r < b->tp; r++) {
         const struct folio_tp_shard *sh = &b->ranks[r].shard;
-        matmul(b->shard_logits, x, b->ranks[r].lm_head, rows, c->hidden_size, sh->vocab,
-               b->num_threads);
+        mm(b, &b->ranks[r].lm_head, act, b->shard_logits);
         for (int j = 0; j < rows; j++)
             memcpy(logits + (size_t)j * c->vocab_size + sh->vocab0,
                    b->shard_logits + (size_t)j * sh->vocab, (size_t)sh->vocab * sizeof(float));
@@ -451,8 +510,7 @@ static int cpu_launch(struct folio_backend *base, const struct folio_step_batch 
          * add nothing to an all-reduce. */
         int32_t id = b->tokens[t], per_rank = b->ranks[0].shard.vocab;
         const struct cpu_rank *R = &b->ranks[id / per_rank];
-        memcpy(b->x + (size_t)t * hidden, R->embed + (size_t)(id - R->shard.vocab0) * hidden,
-               (size_t)hidden * sizeof(float));
+        cpu_matrix_row_f32(&R->embed, id - R->shard.vocab0, b->x + (size_t)t * hidden);
         for (int i = 0; i < half; i++) {
             double angle = (double)b->tok_pos[t] * b->inv_freq[i];
             b->rope_cos[(size_t)t * half + i] = (float)cos(angle);
@@ -568,6 +626,9 @@ static void cpu_destroy(struct folio_backend *base)
     free(b->tokens);
     free(b->tok_pos);
     free(b->tok_seq);
+    free(b->act.q);
+    free(b->act.d);
+    free(b->act.s);
     float *scratch[] = {b->x,
                         b->xn,
                         b->q,
@@ -647,7 +708,8 @@ int folio_cpu_backend_create(const struct folio_model *m, const struct folio_bac
     int tp = opt->tensor_parallel_size > 0 ? opt->tensor_parallel_size : 1;
     size_t kvdim = (size_t)c->num_kv_heads * c->head_dim;
     size_t block_floats = FOLIO_KV_BLOCK_SIZE * kvdim; /* all the ranks' heads together */
-    size_t block_bytes = 2 * (size_t)c->num_layers * block_floats * sizeof(float);
+    size_t kv_elem = opt->cpu_reference ? sizeof(float) : sizeof(uint16_t);
+    size_t block_bytes = 2 * (size_t)c->num_layers * block_floats * kv_elem;
     size_t num_blocks =
         opt->num_kv_blocks > 0 ? (size_t)opt->num_kv_blocks : opt->cpu_kv_bytes / block_bytes;
     if (opt->num_kv_blocks < 0 || num_blocks < 1 || num_blocks > INT32_MAX) {
@@ -673,9 +735,12 @@ int folio_cpu_backend_create(const struct folio_model *m, const struct folio_bac
     b->base.max_num_tokens = opt->max_num_tokens;
     b->cfg = *c;
     b->num_threads = opt->num_threads > 0 ? opt->num_threads : omp_get_num_procs();
+    b->ref = opt->cpu_reference;
+    b->kern = cpu_kernels_best();
 
     b->tp = tp;
-    if (cpu_load_ranks(m, tp, b->ranks, err, errlen) != 0 ||
+    if (cpu_load_ranks(m, tp, b->ref ? CPU_WEIGHTS_F32 : CPU_WEIGHTS_PACKED, b->ranks, err,
+                       errlen) != 0 ||
         cpu_convert_tensor(m->final_norm, (size_t)c->hidden_size, "final norm", &b->final_norm, err,
                            errlen) != 0) {
         cpu_destroy(&b->base);
@@ -690,8 +755,8 @@ int folio_cpu_backend_create(const struct folio_model *m, const struct folio_bac
         for (int l = 0; l < c->num_layers; l++) {
             /* calloc: a block read before it is written holds zeros, not garbage. */
             struct cpu_layer *L = &b->ranks[r].layers[l];
-            L->k_cache = calloc(num_blocks * block_floats / (size_t)tp, sizeof(float));
-            L->v_cache = calloc(num_blocks * block_floats / (size_t)tp, sizeof(float));
+            L->k_cache = calloc(num_blocks * block_floats / (size_t)tp, kv_elem);
+            L->v_cache = calloc(num_blocks * block_floats / (size_t)tp, kv_elem);
             ok &= L->k_cache && L->v_cache;
         }
     }
@@ -709,6 +774,11 @@ int folio_cpu_backend_create(const struct folio_model *m, const struct folio_bac
     b->attn = cpu_alloc_floats(T * qdim);
     b->gate = cpu_alloc_floats(T * inter);
     b->up = cpu_alloc_floats(T * inter);
+    size_t widest = hidden > inter ? hidden : inter;
+    widest = widest > qdim ? widest : qdim;
+    b->act.q = aligned_alloc(64, (T * widest + 63) / 64 * 64);
+    b->act.d = cpu_alloc_floats(T * widest / CPU_QBLOCK + 1);
+    b->act.s = cpu_alloc_floats(T * widest / CPU_QBLOCK + 1);
     b->part = cpu_alloc_floats(tp > 1 ? T * hidden : 1);
     b->sum = cpu_alloc_floats(tp > 1 ? T * hidden : 1);
     b->shard_logits = cpu_alloc_floats(tp > 1 ? S * (size_t)c->vocab_size / (size_t)tp : 1);
@@ -721,9 +791,10 @@ int folio_cpu_backend_create(const struct folio_model *m, const struct folio_bac
     b->sample_err = malloc(S * sizeof *b->sample_err);
     b->samplers = calloc((size_t)b->num_threads, sizeof *b->samplers);
     ok &= b->inv_freq && b->last_sampled && b->history && b->tokens && b->tok_pos && b->tok_seq &&
-          b->x && b->xn && b->q && b->k && b->v && b->attn && b->gate && b->up && b->part &&
-          b->sum && b->shard_logits && b->rope_cos && b->rope_sin && b->final_x && b->sample_seq &&
-          b->sample_status && b->sample_err && b->samplers && b->row_logits;
+          b->act.q && b->act.d && b->act.s && b->x && b->xn && b->q && b->k && b->v && b->attn &&
+          b->gate && b->up && b->part && b->sum && b->shard_logits && b->rope_cos && b->rope_sin &&
+          b->final_x && b->sample_seq && b->sample_status && b->sample_err && b->samplers &&
+          b->row_logits;
     for (int i = 0; ok && i < b->num_threads; i++)
         ok &= (b->samplers[i] = folio_sampler_new(c->vocab_size)) != NULL;
     for (int i = 0; i < FOLIO_CPU_PIPELINE_DEPTH; i++) {

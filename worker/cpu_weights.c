@@ -63,8 +63,22 @@ static int load(const struct folio_tensor *t, size_t rows, size_t cols, const ch
     return 0;
 }
 
-int cpu_load_ranks(const struct folio_model *m, int tp_size, struct cpu_rank *ranks, char *err,
-                   size_t errlen)
+/* Each rank's block of t ([rows][cols]) as a matrix in dst[r]. */
+static int load_matrix(const struct folio_tensor *t, size_t rows, size_t cols, const char *what,
+                       enum folio_tp_tensor kind, const struct folio_model_config *c,
+                       const struct cpu_rank *ranks, int n, enum cpu_weight_policy policy,
+                       struct cpu_matrix *dst[], char *err, size_t errlen)
+{
+    for (int r = 0; r < n; r++) {
+        struct folio_tp_block b = folio_tp_block_of(c, &ranks[r].shard, kind, rows, cols);
+        if (cpu_matrix_from_tensor(dst[r], t, rows, cols, b, policy, what, err, errlen) != 0)
+            return -1;
+    }
+    return 0;
+}
+
+int cpu_load_ranks(const struct folio_model *m, int tp_size, enum cpu_weight_policy policy,
+                   struct cpu_rank *ranks, char *err, size_t errlen)
 {
     const struct folio_model_config *c = &m->config;
     if (tp_size < 1 || tp_size > FOLIO_CPU_TP_MAX) {
@@ -84,6 +98,7 @@ int cpu_load_ranks(const struct folio_model *m, int tp_size, struct cpu_rank *ra
     size_t qdim = (size_t)c->num_heads * c->head_dim, kvdim = (size_t)c->num_kv_heads * c->head_dim;
     size_t vocab = (size_t)c->vocab_size;
     float **dst[FOLIO_CPU_TP_MAX];
+    struct cpu_matrix *mdst[FOLIO_CPU_TP_MAX];
     int n = tp_size;
 #define EACH_RANK(field)                                                                           \
     for (int r = 0; r < n; r++)                                                                    \
@@ -94,25 +109,32 @@ int cpu_load_ranks(const struct folio_model *m, int tp_size, struct cpu_rank *ra
         if (load(t, rows, cols, what, kind, c, ranks, n, dst, err, errlen) != 0)                   \
             return -1;                                                                             \
     } while (0)
-    LOAD(m->embed, vocab, hidden, "embedding", FOLIO_TP_VOCAB, embed);
+#define LOAD_MATRIX(t, rows, cols, what, kind, field)                                              \
+    do {                                                                                           \
+        for (int r = 0; r < n; r++)                                                                \
+            mdst[r] = &ranks[r].field;                                                             \
+        if (load_matrix(t, rows, cols, what, kind, c, ranks, n, policy, mdst, err, errlen) != 0)   \
+            return -1;                                                                             \
+    } while (0)
+    LOAD_MATRIX(m->embed, vocab, hidden, "embedding", FOLIO_TP_VOCAB, embed);
     if (m->lm_head == m->embed || !m->lm_head) {
         for (int r = 0; r < n; r++)
             ranks[r].lm_head = ranks[r].embed;
     } else {
-        LOAD(m->lm_head, vocab, hidden, "lm_head", FOLIO_TP_VOCAB, lm_head);
+        LOAD_MATRIX(m->lm_head, vocab, hidden, "lm_head", FOLIO_TP_VOCAB, lm_head);
     }
     for (int l = 0; l < c->num_layers; l++) {
         const struct folio_layer_weights *w = &m->layers[l];
         LOAD(w->attn_norm, 1, hidden, "input_layernorm", FOLIO_TP_REPLICA, layers[l].attn_norm);
-        LOAD(w->wq, qdim, hidden, "q_proj", FOLIO_TP_Q, layers[l].wq);
-        LOAD(w->wk, kvdim, hidden, "k_proj", FOLIO_TP_KV, layers[l].wk);
-        LOAD(w->wv, kvdim, hidden, "v_proj", FOLIO_TP_KV, layers[l].wv);
-        LOAD(w->wo, hidden, qdim, "o_proj", FOLIO_TP_O, layers[l].wo);
+        LOAD_MATRIX(w->wq, qdim, hidden, "q_proj", FOLIO_TP_Q, layers[l].wq);
+        LOAD_MATRIX(w->wk, kvdim, hidden, "k_proj", FOLIO_TP_KV, layers[l].wk);
+        LOAD_MATRIX(w->wv, kvdim, hidden, "v_proj", FOLIO_TP_KV, layers[l].wv);
+        LOAD_MATRIX(w->wo, hidden, qdim, "o_proj", FOLIO_TP_O, layers[l].wo);
         LOAD(w->mlp_norm, 1, hidden, "post_attention_layernorm", FOLIO_TP_REPLICA,
              layers[l].mlp_norm);
-        LOAD(w->w_gate, inter, hidden, "gate_proj", FOLIO_TP_GATE_UP, layers[l].w_gate);
-        LOAD(w->w_up, inter, hidden, "up_proj", FOLIO_TP_GATE_UP, layers[l].w_up);
-        LOAD(w->w_down, hidden, inter, "down_proj", FOLIO_TP_DOWN, layers[l].w_down);
+        LOAD_MATRIX(w->w_gate, inter, hidden, "gate_proj", FOLIO_TP_GATE_UP, layers[l].w_gate);
+        LOAD_MATRIX(w->w_up, inter, hidden, "up_proj", FOLIO_TP_GATE_UP, layers[l].w_up);
+        LOAD_MATRIX(w->w_down, hidden, inter, "down_proj", FOLIO_TP_DOWN, layers[l].w_down);
         if (w->bq) {
             LOAD(w->bq, qdim, 1, "q_proj.bias", FOLIO_TP_Q, layers[l].bq);
             LOAD(w->bk, kvdim, 1, "k_proj.bias", FOLIO_TP_KV, layers[l].bk);
@@ -120,6 +142,7 @@ int cpu_load_ranks(const struct folio_model *m, int tp_size, struct cpu_rank *ra
         }
     }
 #undef LOAD
+#undef LOAD_MATRIX
 #undef EACH_RANK
     return 0;
 }
@@ -128,18 +151,20 @@ void cpu_free_ranks(struct cpu_rank *ranks, int tp_size, int num_layers)
 {
     for (int r = 0; r < tp_size; r++) {
         struct cpu_rank *R = &ranks[r];
-        if (R->lm_head != R->embed)
-            free(R->lm_head);
-        free(R->embed);
+        if (R->lm_head.data != R->embed.data)
+            cpu_matrix_free(&R->lm_head);
+        cpu_matrix_free(&R->embed);
         if (!R->layers)
             continue;
         for (int l = 0; l < num_layers; l++) {
             struct cpu_layer *L = &R->layers[l];
-            float *all[] = {L->attn_norm, L->wq,     L->wk,      L->wv,       L->wo,
-                            L->bq,        L->bk,     L->bv,      L->mlp_norm, L->w_up,
-                            L->w_gate,    L->w_down, L->k_cache, L->v_cache};
+            void *all[] = {L->attn_norm, L->bq, L->bk, L->bv, L->mlp_norm, L->k_cache, L->v_cache};
             for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
                 free(all[i]);
+            struct cpu_matrix *mats[] = {&L->wq,     &L->wk,   &L->wv,    &L->wo,
+                                         &L->w_gate, &L->w_up, &L->w_down};
+            for (size_t i = 0; i < sizeof mats / sizeof mats[0]; i++)
+                cpu_matrix_free(mats[i]);
         }
         free(R->layers);
     }

@@ -1,10 +1,12 @@
-/* The CPU backend's weights, converted to fp32 once at creation, as the
- * ranks of tensor parallelism hold them (one rank: the whole model). */
+/* The CPU backend's weights as the ranks of tensor parallelism hold them (one rank: the whole
+ * model): the matrices packed or widened by the backend's policy (cpu_matrix.h), norms and
+ * biases in f32. */
 #ifndef FOLIO_CPU_WEIGHTS_H
 #define FOLIO_CPU_WEIGHTS_H
 
 #include <stdlib.h>
 
+#include "cpu_matrix.h"
 #include "model.h"
 #include "tp_shard.h"
 
@@ -12,11 +14,12 @@
 #define FOLIO_CPU_TP_MAX 8
 
 struct cpu_layer {
-    float *attn_norm, *wq, *wk, *wv, *wo;
+    float *attn_norm, *mlp_norm;
     float *bq, *bk, *bv; /* Qwen2's projection biases; NULL when the model has none */
-    float *mlp_norm, *w_gate, *w_up, *w_down;
-    float *k_cache; /* [num_kv_blocks][16][the rank's kv_heads][head_dim] */
-    float *v_cache;
+    struct cpu_matrix wq, wk, wv, wo, w_gate, w_up, w_down;
+    /* [num_kv_blocks][16][the rank's kv_heads][head_dim]: f32 for the reference, f16 (as
+     * uint16_t) for the fast path */
+    void *k_cache, *v_cache;
 };
 
 /* One rank's share (tp_shard.h): its heads' Q/K/V rows and O columns, its
@@ -24,7 +27,7 @@ struct cpu_layer {
  * of the embedding and the LM head, and its KV heads' cache. */
 struct cpu_rank {
     struct folio_tp_shard shard;
-    float *embed, *lm_head; /* lm_head == embed when the embeddings are tied */
+    struct cpu_matrix embed, lm_head; /* lm_head.data == embed.data when the embeddings are tied */
     struct cpu_layer *layers;
 };
 
@@ -42,8 +45,8 @@ int cpu_convert_tensor(const struct folio_tensor *t, size_t expect, const char *
 /* ranks[0 .. tp_size) with their shards of m's weights (KV caches not yet
  * allocated), or -1 with err set; what was loaded is freed by
  * cpu_free_ranks either way. */
-int cpu_load_ranks(const struct folio_model *m, int tp_size, struct cpu_rank *ranks, char *err,
-                   size_t errlen);
+int cpu_load_ranks(const struct folio_model *m, int tp_size, enum cpu_weight_policy policy,
+                   struct cpu_rank *ranks, char *err, size_t errlen);
 
 void cpu_free_ranks(struct cpu_rank *ranks, int tp_size, int num_layers);
 

@@ -58,7 +58,7 @@ static const struct folio_opt worker_flags[] = {
     {"--ctl-url", FOLIO_OPT_STR, W(ctl_url), NULL, 0, 0, NULL,
      "the scheduler's worker socket (required)"},
     {"--model", FOLIO_OPT_STR, W(model_dir), NULL, 0, 0, NULL, "model directory"},
-    {"--backend", FOLIO_OPT_CHOICE, W(backend), "cpu", 0, 0, "cpu|cuda|sim", "backend"},
+    {"--backend", FOLIO_OPT_CHOICE, W(backend), "cpu", 0, 0, "cpu|cpu-ref|cuda|sim", "backend"},
     {"--max-seqs", FOLIO_OPT_INT, W(max_seqs), "64", 1, 4096, NULL, "sequence slots"},
     {"--max-num-tokens", FOLIO_OPT_INT, W(max_num_tokens), "2048", 16, 1 << 20, NULL,
      "tokens of one step"},
@@ -407,13 +407,15 @@ static int create_backend(const struct worker_args *a, struct folio_model **mode
         return -1;
     *vocab = (*model)->config.vocab_size;
     *max_len = (*model)->config.max_position_embeddings;
-    if (!strcmp(a->backend, "cpu"))
+    if (!strcmp(a->backend, "cpu") || !strcmp(a->backend, "cpu-ref")) {
+        opt.cpu_reference = !strcmp(a->backend, "cpu-ref");
         return folio_cpu_backend_create(*model, &opt, b, err, errlen);
+    }
 #ifdef FOLIO_HAVE_CUDA
     if (!strcmp(a->backend, "cuda"))
         return folio_cuda_backend_create(*model, &opt, b, err, errlen);
 #endif
-    snprintf(err, errlen, "backend '%s' is not built in (cpu%s, sim)", a->backend,
+    snprintf(err, errlen, "backend '%s' is not built in (cpu, cpu-ref%s, sim)", a->backend,
 #ifdef FOLIO_HAVE_CUDA
              ", cuda"
 #else

@@ -4,12 +4,10 @@
  *     step_driver [SCRIPT.json | -] [LOGITS.bin]
  *
  * The script:
- *   {"model": DIR, "backend": "cpu", "max_seqs": 8, "max_num_tokens": 256,
- *    "num_kv_blocks": 64, "threads": 1, "launch_ahead": false, "enforce_eager": false,
- *    "tensor_parallel_size": 1,
- *    "gpu_memory_utilization": 0.5,
- *    "steps": [[{"slot": 0, "tokens": [1, 2, 3], "context_len": 3,
- *                "block_table": [5], "sample": true, "output_index": 0,
+ *   {"model": DIR, "backend": "cpu" (or "cpu-ref", the f32 reference), "max_seqs": 8,
+ * "max_num_tokens": 256, "num_kv_blocks": 64, "threads": 1, "launch_ahead": false, "enforce_eager":
+ * false, "tensor_parallel_size": 1, "gpu_memory_utilization": 0.5, "steps": [[{"slot": 0, "tokens":
+ * [1, 2, 3], "context_len": 3, "block_table": [5], "sample": true, "output_index": 0,
  *                "temperature": 0, "top_k": 0, "top_p": 1, "min_p": 0,
  *                "seed": 0, "num_logprobs": 0, "repetition_penalty": 1,
  *                "frequency_penalty": 0, "presence_penalty": 0,
@@ -273,8 +271,11 @@ static int create_backend(const char *name, const struct folio_model *m,
                           const struct folio_backend_options *opt, struct folio_backend **out,
                           char *err, size_t errlen)
 {
-    if (!name || !strcmp(name, "cpu"))
-        return folio_cpu_backend_create(m, opt, out, err, errlen);
+    if (!name || !strcmp(name, "cpu") || !strcmp(name, "cpu-ref")) {
+        struct folio_backend_options o = *opt;
+        o.cpu_reference = name && !strcmp(name, "cpu-ref");
+        return folio_cpu_backend_create(m, &o, out, err, errlen);
+    }
     if (!strcmp(name, "cuda")) {
 #ifdef FOLIO_HAVE_CUDA
         return folio_cuda_backend_create(m, opt, out, err, errlen);
@@ -283,7 +284,7 @@ static int create_backend(const char *name, const struct folio_model *m,
         return -1;
 #endif
     }
-    snprintf(err, errlen, "backend \"%s\": must be \"cpu\" or \"cuda\"", name);
+    snprintf(err, errlen, "backend \"%s\": must be \"cpu\", \"cpu-ref\" or \"cuda\"", name);
     return -1;
 }
 
