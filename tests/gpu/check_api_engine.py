@@ -92,10 +92,10 @@ def n_samples(drv, fx, vocab):
         alone.append([seq(j, [FROM_PREV], plen + 1 + d, alone_blocks[j] + own[j],
                           output_index=d + 1, **kw[j]) for j in range(n)])
     opts = dict(max_num_tokens=1024, num_kv_blocks=96)
-    rc, lc = drv.run(fx, shared, vocab, backend="cpu", threads=4, **opts)
+    rc, lc = drv.run(fx, shared, vocab, backend="cpu-ref", threads=4, **opts)
     rg, lg = drv.run(fx, shared, vocab, paths={"keep_logits": True}, **opts)
     compare_tokens("n=8 sharing the prompt's blocks: CPU vs CUDA", shared, rc, lc, rg, lg)
-    rc1, lc1 = drv.run(fx, alone, vocab, backend="cpu", threads=4, **opts)
+    rc1, lc1 = drv.run(fx, alone, vocab, backend="cpu-ref", threads=4, **opts)
     same = [tokens_of(rc, j) == tokens_of(rc1, j) for j in range(n)]
     check("n=8 on the CPU backend: shared blocks == each sample prefilling alone", all(same),
           f"{sum(same)}/{n} samples equal, bitwise")
@@ -128,7 +128,7 @@ def logit_bias(drv, fx, vocab):
         return st
 
     plain = script([lambda d: dict(seed=5, num_logprobs=5)] * len(ps))
-    r0, _ = drv.run(fx, plain, vocab, backend="cpu", threads=4, **opts)
+    r0, _ = drv.run(fx, plain, vocab, backend="cpu-ref", threads=4, **opts)
     greedy1 = r0[0]["token_ids"][1]
     top5 = r0[0]["top_ids"][2][:5]
     rows = [lambda d: dict(temperature=1.0, seed=11, num_logprobs=1,
@@ -140,7 +140,7 @@ def logit_bias(drv, fx, vocab):
                            **({"logit_bias": [[forced, 100]]} if d % 4 == 0 else {})),
             lambda d: dict(SAMPLED, seed=15, num_logprobs=1)]
     st = script(rows)
-    rc, lc = drv.run(fx, st, vocab, backend="cpu", threads=4, **opts)
+    rc, lc = drv.run(fx, st, vocab, backend="cpu-ref", threads=4, **opts)
     rg, lg = drv.run(fx, st, vocab, paths={"keep_logits": True}, **opts)
     compare_tokens("logit_bias: CPU vs CUDA", st, rc, finite(lc), rg, finite(lg))
     for name, res in (("CPU", rc), ("CUDA", rg)):
@@ -183,7 +183,7 @@ def token_masks(drv, fx, vocab):
     for d in range(n_dec):
         st.append([seq(i, [FROM_PREV], len(q) + d + 1, tabs[i], output_index=d + 1,
                        **rows[i](d + 1)) for i, q in enumerate(ps)])
-    rc, lc = drv.run(fx, st, vocab, backend="cpu", threads=4, **opts)
+    rc, lc = drv.run(fx, st, vocab, backend="cpu-ref", threads=4, **opts)
     rg, lg = drv.run(fx, st, vocab, paths={"keep_logits": True}, **opts)
     compare_tokens("token masks: CPU vs CUDA", st, rc, finite(lc), rg, finite(lg))
     for name, res in (("CPU", rc), ("CUDA", rg)):

@@ -260,7 +260,7 @@ def check_penalties(drv, fx_dir, vocab, gpu_backend="cuda"):
             st.append([seq(i, [FROM_PREV], len(q) + d + 1, tabs[i], output_index=d + 1, **kw(i))
                        for i, q in enumerate(ps)])
         opts = dict(max_num_tokens=1024, num_kv_blocks=12 * len(rows))
-        rc, lc = drv.run(fx_dir, st, vocab, backend="cpu", threads=4, **opts)
+        rc, lc = drv.run(fx_dir, st, vocab, backend="cpu-ref", threads=4, **opts)
         rg, lg = drv.run(fx_dir, st, vocab, backend=gpu_backend, **opts)
         compare_tokens(f"CPU vs CUDA penalties, {label} (fixture)", st, rc, lc, rg, lg)
         if label.startswith("repeats"):
@@ -299,7 +299,7 @@ def check_penalties(drv, fx_dir, vocab, gpu_backend="cuda"):
     for d in range(8):
         phase1.append([seq(0, [FROM_PREV], len(pa) + d + 1, ta, output_index=d + 1, **a_kw),
                        seq(1, [FROM_PREV], len(pc) + d + 1, tc, output_index=d + 1, **c_kw)])
-    r1, _ = drv.run(fx_dir, phase1, vocab, backend="cpu", threads=4, max_num_tokens=256,
+    r1, _ = drv.run(fx_dir, phase1, vocab, backend="cpu-ref", threads=4, max_num_tokens=256,
                     num_kv_blocks=128)
     a_out = [r["token_ids"][0] for r in r1]  # 9 outputs: the recompute knows them all
     full = [s_ + [] for s_ in phase1]
@@ -329,7 +329,7 @@ def check_penalties(drv, fx_dir, vocab, gpu_backend="cuda"):
                          **a_kw),
                      seq(1, [FROM_PREV], c_ctx, tc, output_index=c_ctx - len(pc), **c_kw),
                      seq(0, [FROM_PREV], b_ctx, tb, output_index=b_ctx - len(pb), **b_kw)])
-    rc, lc = drv.run(fx_dir, full, vocab, backend="cpu", threads=4, max_num_tokens=256,
+    rc, lc = drv.run(fx_dir, full, vocab, backend="cpu-ref", threads=4, max_num_tokens=256,
                      num_kv_blocks=128)
     rg, lg = drv.run(fx_dir, full, vocab, backend=gpu_backend, max_num_tokens=256,
                      num_kv_blocks=128)
@@ -453,7 +453,7 @@ def cpu_vs_cuda(drv, fx_dir, runs, what="fixture", paths=DECODE_PATHS[:1], nseq=
         for d in range(24):
             st.append([seq(i, [FROM_PREV], len(q) + d + 1, tabs[i], output_index=d + 1,
                            seed=7 + i, **kw) for i, q in enumerate(ps)])
-        rc, lc = drv.run(fx_dir, st, fx_vocab, backend="cpu", threads=4, max_num_tokens=256,
+        rc, lc = drv.run(fx_dir, st, fx_vocab, backend="cpu-ref", threads=4, max_num_tokens=256,
                          num_kv_blocks=128)
         default = None  # the default path's results
         for path, forced in paths:
@@ -609,7 +609,7 @@ def check_wide(drv, fx_dir, gpu_backend="cuda"):
             st.append([seq(i, [FROM_PREV], len(q) + d + 1, tabs[i], output_index=d + 1,
                            num_logprobs=0) for i, q in enumerate(ps)])
         opts = dict(max_seqs=1024, max_num_tokens=2048, num_kv_blocks=nxt + 16)
-        rc, lc = drv.run(fx_dir, st, fx_vocab, backend="cpu", threads=4, **opts)
+        rc, lc = drv.run(fx_dir, st, fx_vocab, backend="cpu-ref", threads=4, **opts)
         rg, lg = drv.run(fx_dir, st, fx_vocab, backend=gpu_backend, enforce_eager=eager, **opts)
         how = ", eager" if eager else ""
         compare_tokens(f"CPU vs CUDA greedy tokens, {nseq} rows a step (fixture{how})", st, rc, lc,
