@@ -16,21 +16,22 @@
  *
  * In both, each token's computation does not depend on which other tokens
  * share its step, so a prompt gives the same logits in one chunk, in many
- * chunks or token by token. OpenMP's threads (a pool that persists between
- * steps) split the rows of each matmul and the (token, head) pairs of
- * attention.
+ * chunks or token by token. A pool of threads that lives as long as the
+ * backend (cpu_pool.h) takes the runs of rows of each matmul and the (token,
+ * head) pairs of attention from a shared counter.
  *
  * The step runs whole inside launch(); collect() hands back the results in
  * launch order. Up to FOLIO_CPU_PIPELINE_DEPTH steps may be launched before
  * they are collected, as the scheduler's one-step-ahead pipeline does. */
 #include <math.h>
-#include <omp.h>
+#include <unistd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "backend.h"
 #include "cpu_kernels.h"
+#include "cpu_pool.h"
 #include "cpu_prompt_logprobs.h"
 #include "cpu_weights.h"
 #include "sampler.h"
@@ -85,6 +86,7 @@ struct cpu_backend {
     struct folio_backend base;
     struct folio_model_config cfg;
     int num_threads;
+    struct cpu_pool *pool;          /* num_threads threads, the caller's among them */
     bool ref;                       /* the f32 reference (weights, KV and loops) */
     const struct cpu_kernels *kern; /* the fast path's inner loops */
     struct cpu_act act;             /* the activations a run of matmuls shares */
@@ -103,8 +105,9 @@ struct cpu_backend {
     /* Scratch for one step of up to max_num_tokens tokens. */
     int32_t *tokens, *tok_pos, *tok_seq;
     float *x, *xn, *q, *k, *v, *attn, *gate, *up;
-    float *part, *sum;   /* [max_num_tokens][hidden]: a rank's partial sum, their sum (tp > 1) */
-    float *shard_logits; /* [max_seqs][vocab / tp]: a rank's logits (tp > 1) */
+    float *qkv, *gate_up; /* [max_num_tokens][q+k+v], [..][2 * inter]: the stacked products */
+    float *part, *sum;    /* [max_num_tokens][hidden]: a rank's partial sum, their sum (tp > 1) */
+    float *shard_logits;  /* [max_seqs][vocab / tp]: a rank's logits (tp > 1) */
     float *rope_cos, *rope_sin; /* [max_num_tokens][head_dim / 2] */
     float *final_x;             /* [max_seqs][hidden] */
     int32_t *sample_seq;        /* [max_seqs]: which sequences sample, in order */
@@ -155,9 +158,9 @@ static void mm(struct cpu_backend *b, const struct cpu_matrix *w, struct cpu_act
 {
     if (b->ref)
         cpu_matmul_ref(y, act->x, (const float *)w->data, w->row_bytes / sizeof(float), act->ntok,
-                       w->cols, w->rows, b->num_threads);
+                       w->cols, w->rows, b->pool);
     else
-        cpu_matmul(b->kern, w, act, y, b->num_threads);
+        cpu_matmul(b->kern, w, act, y, b->pool);
 }
 
 /* The activations x ([ntok][cols]) for the products that follow. */
@@ -212,104 +215,118 @@ static size_t kv_offset(const struct folio_model_config *c, int kv_heads, int32_
            (size_t)c->head_dim;
 }
 
-/* Causal grouped-query attention of every new token over its sequence's
+/* One attention job: the step's tokens against one layer of one rank, a chunk per (token, head). */
+struct attention_job {
+    struct cpu_backend *b;
+    const struct folio_step_batch *batch;
+    const struct folio_tp_shard *sh;
+    const struct cpu_layer *L;
+};
+
+/* Causal grouped-query attention of new token t's head h over its sequence's
  * context up to and including its own position, read from the paged cache:
  * the rank's heads over its KV heads. */
-static void attention_ref(struct cpu_backend *b, const struct folio_step_batch *batch,
-                          const struct folio_tp_shard *sh, const struct cpu_layer *L, int ntok)
+static void attention_ref_chunk(void *arg, int chunk, int thread)
 {
+    const struct attention_job *j = arg;
+    struct cpu_backend *b = j->b;
+    const struct cpu_layer *L = j->L;
     const struct folio_model_config *c = &b->cfg;
-    int nh = sh->heads, nkv = sh->kv_heads, hd = c->head_dim, group = nh / nkv;
+    int nh = j->sh->heads, nkv = j->sh->kv_heads, hd = c->head_dim, group = nh / nkv;
+    int t = chunk / nh, h = chunk % nh;
     float scale = (float)(1.0 / sqrt((double)hd));
-    size_t work = 0;
-    for (int t = 0; t < ntok; t++)
-        work += 2 * (size_t)(b->tok_pos[t] + 1) * (size_t)nh * (size_t)hd;
-#pragma omp parallel for collapse(2) num_threads(b->num_threads)                                   \
-    schedule(dynamic, 4) if (work >= FOLIO_CPU_PARALLEL_MIN_WORK)
-    for (int t = 0; t < ntok; t++) {
-        for (int h = 0; h < nh; h++) {
-            const struct folio_step_seq *s = &batch->seqs[b->tok_seq[t]];
-            int32_t pos = b->tok_pos[t];
-            int kvh = h / group;
-            const float *q = b->q + ((size_t)t * nh + h) * hd;
-            float *scores = b->scores + (size_t)omp_get_thread_num() * b->scores_cap;
-            float max = -INFINITY;
-            for (int32_t p = 0; p <= pos; p++) {
-                const float *k = (const float *)L->k_cache +
-                                 kv_offset(c, nkv, s->block_table[p / FOLIO_KV_BLOCK_SIZE], p) +
-                                 (size_t)kvh * hd;
-                float dot = 0.0f;
+    const struct folio_step_seq *s = &j->batch->seqs[b->tok_seq[t]];
+    int32_t pos = b->tok_pos[t];
+    int kvh = h / group;
+    const float *q = b->q + ((size_t)t * nh + h) * hd;
+    float *scores = b->scores + (size_t)thread * b->scores_cap;
+    float max = -INFINITY;
+    for (int32_t p = 0; p <= pos; p++) {
+        const float *k = (const float *)L->k_cache +
+                         kv_offset(c, nkv, s->block_table[p / FOLIO_KV_BLOCK_SIZE], p) +
+                         (size_t)kvh * hd;
+        float dot = 0.0f;
 #pragma omp simd reduction(+ : dot)
-                for (int i = 0; i < hd; i++)
-                    dot += q[i] * k[i];
-                scores[p] = dot * scale;
-                if (scores[p] > max)
-                    max = scores[p];
-            }
-            double sum = 0;
-            for (int32_t p = 0; p <= pos; p++) {
-                scores[p] = expf(scores[p] - max);
-                sum += scores[p];
-            }
-            float inv_sum = (float)(1.0 / sum);
-            float *o = b->attn + ((size_t)t * nh + h) * hd;
-            for (int i = 0; i < hd; i++)
-                o[i] = 0.0f;
-            for (int32_t p = 0; p <= pos; p++) {
-                const float *v = (const float *)L->v_cache +
-                                 kv_offset(c, nkv, s->block_table[p / FOLIO_KV_BLOCK_SIZE], p) +
-                                 (size_t)kvh * hd;
-                float w = scores[p] * inv_sum;
-                for (int i = 0; i < hd; i++)
-                    o[i] += w * v[i];
-            }
-        }
+        for (int i = 0; i < hd; i++)
+            dot += q[i] * k[i];
+        scores[p] = dot * scale;
+        if (scores[p] > max)
+            max = scores[p];
+    }
+    double sum = 0;
+    for (int32_t p = 0; p <= pos; p++) {
+        scores[p] = expf(scores[p] - max);
+        sum += scores[p];
+    }
+    float inv_sum = (float)(1.0 / sum);
+    float *o = b->attn + ((size_t)t * nh + h) * hd;
+    for (int i = 0; i < hd; i++)
+        o[i] = 0.0f;
+    for (int32_t p = 0; p <= pos; p++) {
+        const float *v = (const float *)L->v_cache +
+                         kv_offset(c, nkv, s->block_table[p / FOLIO_KV_BLOCK_SIZE], p) +
+                         (size_t)kvh * hd;
+        float w = scores[p] * inv_sum;
+        for (int i = 0; i < hd; i++)
+            o[i] += w * v[i];
     }
 }
 
-/* attention_ref's computation over the f16 cache with the SIMD kernels: the
- * same scores, softmax (normaliser in double) and weighted sum. */
-static void attention_f16(struct cpu_backend *b, const struct folio_step_batch *batch,
-                          const struct folio_tp_shard *sh, const struct cpu_layer *L, int ntok)
+/* attention_ref_chunk's computation over the f16 cache with the SIMD kernels:
+ * the same scores, softmax (normaliser in double) and weighted sum. */
+static void attention_f16_chunk(void *arg, int chunk, int thread)
 {
+    const struct attention_job *j = arg;
+    struct cpu_backend *b = j->b;
+    const struct cpu_layer *L = j->L;
     const struct folio_model_config *c = &b->cfg;
     const struct cpu_kernels *k = b->kern;
-    int nh = sh->heads, nkv = sh->kv_heads, hd = c->head_dim, group = nh / nkv;
+    int nh = j->sh->heads, nkv = j->sh->kv_heads, hd = c->head_dim, group = nh / nkv;
+    int t = chunk / nh, h = chunk % nh;
     float scale = (float)(1.0 / sqrt((double)hd));
+    const struct folio_step_seq *s = &j->batch->seqs[b->tok_seq[t]];
+    int32_t pos = b->tok_pos[t];
+    size_t kvh = (size_t)(h / group) * hd;
+    const float *q = b->q + ((size_t)t * nh + h) * hd;
+    const uint16_t *kc = L->k_cache, *vc = L->v_cache;
+    float *scores = b->scores + (size_t)thread * b->scores_cap;
+    float max = -INFINITY;
+    for (int32_t p = 0; p <= pos; p++) {
+        size_t off = kv_offset(c, nkv, s->block_table[p / FOLIO_KV_BLOCK_SIZE], p) + kvh;
+        scores[p] = k->dot_f16(q, kc + off, hd) * scale;
+        if (scores[p] > max)
+            max = scores[p];
+    }
+    double sum = 0;
+    for (int32_t p = 0; p <= pos; p++) {
+        scores[p] = expf(scores[p] - max);
+        sum += scores[p];
+    }
+    float inv_sum = (float)(1.0 / sum);
+    float *o = b->attn + ((size_t)t * nh + h) * hd;
+    memset(o, 0, (size_t)hd * sizeof *o);
+    for (int32_t p = 0; p <= pos; p++) {
+        size_t off = kv_offset(c, nkv, s->block_table[p / FOLIO_KV_BLOCK_SIZE], p) + kvh;
+        k->axpy_f16(o, scores[p] * inv_sum, vc + off, hd);
+    }
+}
+
+/* Every (token, head) pair of the step, over the pool's threads unless the work is small. */
+static void attention(struct cpu_backend *b, const struct folio_step_batch *batch,
+                      const struct folio_tp_shard *sh, const struct cpu_layer *L, int ntok)
+{
+    struct attention_job j = {b, batch, sh, L};
+    cpu_chunk_fn fn = b->ref ? attention_ref_chunk : attention_f16_chunk;
     size_t work = 0;
     for (int t = 0; t < ntok; t++)
-        work += 2 * (size_t)(b->tok_pos[t] + 1) * (size_t)nh * (size_t)hd;
-#pragma omp parallel for collapse(2) num_threads(b->num_threads)                                   \
-    schedule(dynamic, 4) if (work >= FOLIO_CPU_PARALLEL_MIN_WORK)
-    for (int t = 0; t < ntok; t++) {
-        for (int h = 0; h < nh; h++) {
-            const struct folio_step_seq *s = &batch->seqs[b->tok_seq[t]];
-            int32_t pos = b->tok_pos[t];
-            size_t kvh = (size_t)(h / group) * hd;
-            const float *q = b->q + ((size_t)t * nh + h) * hd;
-            const uint16_t *kc = L->k_cache, *vc = L->v_cache;
-            float *scores = b->scores + (size_t)omp_get_thread_num() * b->scores_cap;
-            float max = -INFINITY;
-            for (int32_t p = 0; p <= pos; p++) {
-                size_t off = kv_offset(c, nkv, s->block_table[p / FOLIO_KV_BLOCK_SIZE], p) + kvh;
-                scores[p] = k->dot_f16(q, kc + off, hd) * scale;
-                if (scores[p] > max)
-                    max = scores[p];
-            }
-            double sum = 0;
-            for (int32_t p = 0; p <= pos; p++) {
-                scores[p] = expf(scores[p] - max);
-                sum += scores[p];
-            }
-            float inv_sum = (float)(1.0 / sum);
-            float *o = b->attn + ((size_t)t * nh + h) * hd;
-            memset(o, 0, (size_t)hd * sizeof *o);
-            for (int32_t p = 0; p <= pos; p++) {
-                size_t off = kv_offset(c, nkv, s->block_table[p / FOLIO_KV_BLOCK_SIZE], p) + kvh;
-                k->axpy_f16(o, scores[p] * inv_sum, vc + off, hd);
-            }
-        }
+        work += 2 * (size_t)(b->tok_pos[t] + 1) * (size_t)sh->heads * (size_t)b->cfg.head_dim;
+    int n = ntok * sh->heads;
+    if (work >= FOLIO_CPU_PARALLEL_MIN_WORK) {
+        cpu_pool_run(b->pool, n, fn, &j);
+        return;
     }
+    for (int i = 0; i < n; i++)
+        fn(&j, i, 0);
 }
 
 /* One rank's attention block: its heads' Q/K/V, their cache, attention, and
@@ -323,9 +340,20 @@ static void attention_block(struct cpu_backend *b, const struct folio_step_batch
     int nkv = R->shard.kv_heads;
     int qdim = R->shard.heads * c->head_dim, kvdim = nkv * c->head_dim;
     struct cpu_act *x = act_of(b, b->xn, ntok, hidden);
-    mm(b, &L->wq, x, b->q);
-    mm(b, &L->wk, x, b->k);
-    mm(b, &L->wv, x, b->v);
+    if (L->wqkv.data) {
+        int all = qdim + 2 * kvdim;
+        mm(b, &L->wqkv, x, b->qkv);
+        for (int t = 0; t < ntok; t++) {
+            const float *row = b->qkv + (size_t)t * all;
+            memcpy(b->q + (size_t)t * qdim, row, (size_t)qdim * sizeof(float));
+            memcpy(b->k + (size_t)t * kvdim, row + qdim, (size_t)kvdim * sizeof(float));
+            memcpy(b->v + (size_t)t * kvdim, row + qdim + kvdim, (size_t)kvdim * sizeof(float));
+        }
+    } else {
+        mm(b, &L->wq, x, b->q);
+        mm(b, &L->wk, x, b->k);
+        mm(b, &L->wv, x, b->v);
+    }
     if (L->bq) {
         add_bias(b->q, L->bq, ntok, qdim);
         add_bias(b->k, L->bk, ntok, kvdim);
@@ -346,10 +374,7 @@ static void attention_block(struct cpu_backend *b, const struct folio_step_batch
             b->kern->to_f16((uint16_t *)L->v_cache + off, b->v + (size_t)t * kvdim, kvdim);
         }
     }
-    if (b->ref)
-        attention_ref(b, batch, &R->shard, L, ntok);
-    else
-        attention_f16(b, batch, &R->shard, L, ntok);
+    attention(b, batch, &R->shard, L, ntok);
     mm(b, &L->wo, act_of(b, b->attn, ntok, qdim), y);
 }
 
@@ -360,11 +385,21 @@ static void mlp_block(struct cpu_backend *b, const struct cpu_rank *R, int l, in
     const struct cpu_layer *L = &R->layers[l];
     int hidden = b->cfg.hidden_size, inter = R->shard.inter;
     struct cpu_act *x = act_of(b, b->xn, ntok, hidden);
-    mm(b, &L->w_gate, x, b->gate);
-    mm(b, &L->w_up, x, b->up);
-    for (size_t i = 0; i < (size_t)ntok * inter; i++) {
-        float g = b->gate[i];
-        b->gate[i] = g / (1.0f + expf(-g)) * b->up[i];
+    if (L->w_gate_up.data) {
+        mm(b, &L->w_gate_up, x, b->gate_up);
+        for (int t = 0; t < ntok; t++) {
+            const float *g = b->gate_up + (size_t)t * 2 * inter, *u = g + inter;
+            float *out = b->gate + (size_t)t * inter;
+            for (int i = 0; i < inter; i++)
+                out[i] = g[i] / (1.0f + expf(-g[i])) * u[i];
+        }
+    } else {
+        mm(b, &L->w_gate, x, b->gate);
+        mm(b, &L->w_up, x, b->up);
+        for (size_t i = 0; i < (size_t)ntok * inter; i++) {
+            float g = b->gate[i];
+            b->gate[i] = g / (1.0f + expf(-g)) * b->up[i];
+        }
     }
     mm(b, &L->w_down, act_of(b, b->gate, ntok, inter), y);
 }
@@ -491,6 +526,40 @@ static void row_logits(void *ctx, int32_t t, float *logits)
     lm_head(b, b->final_x, 1, logits);
 }
 
+struct sample_job {
+    struct cpu_backend *b;
+    const struct folio_step_batch *batch;
+    struct cpu_step_out *out;
+};
+
+/* Sampling sequence j of the step: its bias and mask applied, a token drawn. */
+static void sample_chunk(void *arg, int j, int thread)
+{
+    const struct sample_job *sj = arg;
+    struct cpu_backend *b = sj->b;
+    struct cpu_step_out *out = sj->out;
+    const struct folio_model_config *c = &b->cfg;
+    int32_t i = b->sample_seq[j];
+    const struct folio_step_seq *s = &sj->batch->seqs[i];
+    struct folio_sample_result r;
+    const struct slot_history *sh = &b->history[s->slot];
+    struct folio_token_history h = {sh->ids, sh->len, s->output_index};
+    float *logits = out->logits + (size_t)j * c->vocab_size;
+    folio_logits_add_bias(logits, c->vocab_size, s->bias, s->num_bias);
+    if (s->allowed)
+        folio_logits_apply_mask(logits, c->vocab_size, s->allowed);
+    b->sample_status[j] =
+        folio_sample(b->samplers[thread], logits, &s->sampling, (uint32_t)s->output_index, &h, &r,
+                     b->sample_err[j], sizeof b->sample_err[j]);
+    if (b->sample_status[j] == 0) {
+        out->token_ids[i] = r.token;
+        out->logprobs[i] = r.logprob;
+        memcpy(out->top_ids + (size_t)i * FOLIO_MAX_LOGPROBS, r.top_ids, sizeof r.top_ids);
+        memcpy(out->top_logprobs + (size_t)i * FOLIO_MAX_LOGPROBS, r.top_logprobs,
+               sizeof r.top_logprobs);
+    }
+}
+
 static int cpu_launch(struct folio_backend *base, const struct folio_step_batch *batch, char *err,
                       size_t errlen)
 {
@@ -544,28 +613,8 @@ static int cpu_launch(struct folio_backend *base, const struct folio_step_batch 
     if (nsample > 0)
         lm_head(b, b->final_x, nsample, out->logits);
 
-#pragma omp parallel for num_threads(b->num_threads) schedule(dynamic, 1) if (nsample > 1)
-    for (int j = 0; j < nsample; j++) {
-        int32_t i = b->sample_seq[j];
-        const struct folio_step_seq *s = &batch->seqs[i];
-        struct folio_sample_result r;
-        const struct slot_history *sh = &b->history[s->slot];
-        struct folio_token_history h = {sh->ids, sh->len, s->output_index};
-        float *logits = out->logits + (size_t)j * c->vocab_size;
-        folio_logits_add_bias(logits, c->vocab_size, s->bias, s->num_bias);
-        if (s->allowed)
-            folio_logits_apply_mask(logits, c->vocab_size, s->allowed);
-        b->sample_status[j] = folio_sample(b->samplers[omp_get_thread_num()], logits, &s->sampling,
-                                           (uint32_t)s->output_index, &h, &r, b->sample_err[j],
-                                           sizeof b->sample_err[j]);
-        if (b->sample_status[j] == 0) {
-            out->token_ids[i] = r.token;
-            out->logprobs[i] = r.logprob;
-            memcpy(out->top_ids + (size_t)i * FOLIO_MAX_LOGPROBS, r.top_ids, sizeof r.top_ids);
-            memcpy(out->top_logprobs + (size_t)i * FOLIO_MAX_LOGPROBS, r.top_logprobs,
-                   sizeof r.top_logprobs);
-        }
-    }
+    struct sample_job sj = {b, batch, out};
+    cpu_pool_run(b->pool, nsample, sample_chunk, &sj);
     for (int j = 0; j < nsample; j++) {
         int32_t i = b->sample_seq[j];
         if (b->sample_status[j] != 0) {
@@ -615,6 +664,7 @@ static void cpu_destroy(struct folio_backend *base)
     if (!b)
         return;
     folio_backend_base_free(base);
+    cpu_pool_free(b->pool);
     cpu_free_ranks(b->ranks, FOLIO_CPU_TP_MAX, b->cfg.num_layers);
     free(b->final_norm);
     free(b->inv_freq);
@@ -629,21 +679,10 @@ static void cpu_destroy(struct folio_backend *base)
     free(b->act.q);
     free(b->act.d);
     free(b->act.s);
-    float *scratch[] = {b->x,
-                        b->xn,
-                        b->q,
-                        b->k,
-                        b->v,
-                        b->attn,
-                        b->gate,
-                        b->up,
-                        b->part,
-                        b->sum,
-                        b->shard_logits,
-                        b->rope_cos,
-                        b->rope_sin,
-                        b->final_x,
-                        b->scores};
+    float *scratch[] = {
+        b->x,        b->xn,      b->q,       b->k,    b->v,   b->attn,         b->gate,
+        b->up,       b->qkv,     b->gate_up, b->part, b->sum, b->shard_logits, b->rope_cos,
+        b->rope_sin, b->final_x, b->scores};
     for (size_t i = 0; i < sizeof scratch / sizeof scratch[0]; i++)
         free(scratch[i]);
     free(b->sample_seq);
@@ -734,7 +773,14 @@ int folio_cpu_backend_create(const struct folio_model *m, const struct folio_bac
     b->base.vocab_size = m->config.vocab_size;
     b->base.max_num_tokens = opt->max_num_tokens;
     b->cfg = *c;
-    b->num_threads = opt->num_threads > 0 ? opt->num_threads : omp_get_num_procs();
+    b->num_threads = opt->num_threads > 0 ? opt->num_threads : (int)sysconf(_SC_NPROCESSORS_ONLN);
+    if (b->num_threads < 1)
+        b->num_threads = 1;
+    if (!(b->pool = cpu_pool_new(b->num_threads))) {
+        snprintf(err, errlen, "cpu backend: could not start %d threads", b->num_threads);
+        cpu_destroy(&b->base);
+        return -1;
+    }
     b->ref = opt->cpu_reference;
     b->kern = cpu_kernels_best();
 
@@ -774,6 +820,8 @@ int folio_cpu_backend_create(const struct folio_model *m, const struct folio_bac
     b->attn = cpu_alloc_floats(T * qdim);
     b->gate = cpu_alloc_floats(T * inter);
     b->up = cpu_alloc_floats(T * inter);
+    b->qkv = cpu_alloc_floats(T * (qdim + 2 * kvdim));
+    b->gate_up = cpu_alloc_floats(T * 2 * inter);
     size_t widest = hidden > inter ? hidden : inter;
     widest = widest > qdim ? widest : qdim;
     b->act.q = aligned_alloc(64, (T * widest + 63) / 64 * 64);
@@ -792,9 +840,9 @@ int folio_cpu_backend_create(const struct folio_model *m, const struct folio_bac
     b->samplers = calloc((size_t)b->num_threads, sizeof *b->samplers);
     ok &= b->inv_freq && b->last_sampled && b->history && b->tokens && b->tok_pos && b->tok_seq &&
           b->act.q && b->act.d && b->act.s && b->x && b->xn && b->q && b->k && b->v && b->attn &&
-          b->gate && b->up && b->part && b->sum && b->shard_logits && b->rope_cos && b->rope_sin &&
-          b->final_x && b->sample_seq && b->sample_status && b->sample_err && b->samplers &&
-          b->row_logits;
+          b->gate && b->up && b->qkv && b->gate_up && b->part && b->sum && b->shard_logits &&
+          b->rope_cos && b->rope_sin && b->final_x && b->sample_seq && b->sample_status &&
+          b->sample_err && b->samplers && b->row_logits;
     for (int i = 0; ok && i < b->num_threads; i++)
         ok &= (b->samplers[i] = folio_sampler_new(c->vocab_size)) != NULL;
     for (int i = 0; i < FOLIO_CPU_PIPELINE_DEPTH; i++) {

@@ -126,6 +126,29 @@ int cpu_matrix_from_tensor(struct cpu_matrix *m, const struct folio_tensor *t, s
     return 0;
 }
 
+int cpu_matrix_stack(struct cpu_matrix *dst, struct cpu_matrix *parts[], int n)
+{
+    size_t rows = 0;
+    for (int i = 0; i < n; i++) {
+        if (parts[i]->type != parts[0]->type || parts[i]->cols != parts[0]->cols)
+            return -1;
+        rows += (size_t)parts[i]->rows;
+    }
+    size_t stride = parts[0]->row_bytes;
+    unsigned char *data = aligned_alloc(64, rows * stride);
+    if (!data)
+        return -1;
+    *dst = *parts[0];
+    dst->rows = (int)rows;
+    dst->data = data;
+    for (int i = 0; i < n; i++) {
+        memcpy(data, parts[i]->data, (size_t)parts[i]->rows * stride);
+        data += (size_t)parts[i]->rows * stride;
+        cpu_matrix_free(parts[i]);
+    }
+    return 0;
+}
+
 void cpu_matrix_free(struct cpu_matrix *m)
 {
     free(m->data);
@@ -177,60 +200,103 @@ void cpu_act_set(struct cpu_act *act, const float *x, int ntok, int cols)
     act->quantized = false;
 }
 
-static void quantize_act(const struct cpu_kernels *k, struct cpu_act *a, int nthreads)
+struct quantize_job {
+    const struct cpu_kernels *k;
+    struct cpu_act *a;
+};
+
+static void quantize_chunk(void *arg, int t, int thread)
 {
+    (void)thread;
+    const struct quantize_job *j = arg;
+    struct cpu_act *a = j->a;
     int nb = a->cols / CPU_QBLOCK;
-#pragma omp parallel for num_threads(nthreads) schedule(static) if (a->ntok >= 16)
-    for (int t = 0; t < a->ntok; t++)
-        k->quantize(a->x + (size_t)t * a->cols, a->cols, a->q + (size_t)t * a->cols,
-                    a->d + (size_t)t * nb, a->s + (size_t)t * nb);
-    a->quantized = true;
+    j->k->quantize(a->x + (size_t)t * a->cols, a->cols, a->q + (size_t)t * a->cols,
+                   a->d + (size_t)t * nb, a->s + (size_t)t * nb);
+}
+
+struct matmul_job {
+    const struct cpu_kernels *k;
+    const struct cpu_matrix *w;
+    const struct cpu_act *act;
+    float *y;
+    int rows_per_chunk;
+};
+
+static void matmul_chunk(void *arg, int c, int thread)
+{
+    (void)thread;
+    const struct matmul_job *j = arg;
+    const struct cpu_matrix *w = j->w;
+    const struct cpu_act *act = j->act;
+    bool packed = cpu_matrix_packed(w);
+    int ntok = act->ntok, cols = w->cols, out = w->rows, nb = cols / CPU_QBLOCK;
+    cpu_dot_fn dot = j->k->dot[w->type];
+    int r0 = c * j->rows_per_chunk;
+    int r1 = r0 + j->rows_per_chunk < out ? r0 + j->rows_per_chunk : out;
+    for (int t0 = 0; t0 < ntok; t0 += CPU_TOK_TILE) {
+        int nt = ntok - t0 < CPU_TOK_TILE ? ntok - t0 : CPU_TOK_TILE;
+        struct cpu_qact qa = {0};
+        if (packed)
+            qa = (struct cpu_qact){act->q + (size_t)t0 * cols, act->d + (size_t)t0 * nb,
+                                   act->s + (size_t)t0 * nb, cols};
+        for (int r = r0; r < r1; r++)
+            dot(w->data + (size_t)r * w->row_bytes, cols, act->x + (size_t)t0 * cols, (size_t)cols,
+                &qa, nt, j->y + (size_t)t0 * out + r, (size_t)out);
+    }
 }
 
 void cpu_matmul(const struct cpu_kernels *k, const struct cpu_matrix *w, struct cpu_act *act,
-                float *y, int nthreads)
+                float *y, struct cpu_pool *pool)
 {
-    bool packed = cpu_matrix_packed(w);
-    if (packed && !act->quantized)
-        quantize_act(k, act, nthreads);
-    int ntok = act->ntok, cols = w->cols, out = w->rows, nb = cols / CPU_QBLOCK;
-    cpu_dot_fn dot = k->dot[w->type];
-    size_t work = (size_t)ntok * (size_t)cols * (size_t)out;
-    int nchunks = (out + CPU_ROW_TILE - 1) / CPU_ROW_TILE;
-#pragma omp parallel for num_threads(nthreads) schedule(static) if (work >= CPU_PARALLEL_MIN_WORK)
-    for (int c = 0; c < nchunks; c++) {
-        int r1 = (c + 1) * CPU_ROW_TILE < out ? (c + 1) * CPU_ROW_TILE : out;
-        for (int t0 = 0; t0 < ntok; t0 += CPU_TOK_TILE) {
-            int nt = ntok - t0 < CPU_TOK_TILE ? ntok - t0 : CPU_TOK_TILE;
-            struct cpu_qact qa = {0};
-            if (packed)
-                qa = (struct cpu_qact){act->q + (size_t)t0 * cols, act->d + (size_t)t0 * nb,
-                                       act->s + (size_t)t0 * nb, cols};
-            for (int r = c * CPU_ROW_TILE; r < r1; r++)
-                dot(w->data + (size_t)r * w->row_bytes, cols, act->x + (size_t)t0 * cols,
-                    (size_t)cols, &qa, nt, y + (size_t)t0 * out + r, (size_t)out);
+    if (cpu_matrix_packed(w) && !act->quantized) {
+        struct quantize_job qj = {k, act};
+        if (act->ntok >= 16)
+            cpu_pool_run(pool, act->ntok, quantize_chunk, &qj);
+        else
+            for (int t = 0; t < act->ntok; t++)
+                quantize_chunk(&qj, t, 0);
+        act->quantized = true;
+    }
+    size_t work = (size_t)act->ntok * (size_t)w->cols * (size_t)w->rows;
+    struct matmul_job j = {k, w, act, y, CPU_ROW_TILE};
+    if (work < CPU_PARALLEL_MIN_WORK)
+        j.rows_per_chunk = w->rows;
+    cpu_pool_run(pool, (w->rows + j.rows_per_chunk - 1) / j.rows_per_chunk, matmul_chunk, &j);
+}
+
+struct matmul_ref_job {
+    float *y;
+    const float *x, *w;
+    size_t ldw;
+    int ntok, in, out, rows_per_chunk;
+};
+
+static void matmul_ref_chunk(void *arg, int tile, int thread)
+{
+    (void)thread;
+    const struct matmul_ref_job *j = arg;
+    int o0 = tile * j->rows_per_chunk;
+    int o_end = o0 + j->rows_per_chunk < j->out ? o0 + j->rows_per_chunk : j->out;
+    for (int t = 0; t < j->ntok; t++) {
+        const float *xr = j->x + (size_t)t * j->in;
+        for (int o = o0; o < o_end; o++) {
+            const float *wr = j->w + (size_t)o * j->ldw;
+            float acc = 0.0f;
+#pragma omp simd reduction(+ : acc)
+            for (int i = 0; i < j->in; i++)
+                acc += wr[i] * xr[i];
+            j->y[(size_t)t * j->out + o] = acc;
         }
     }
 }
 
 void cpu_matmul_ref(float *y, const float *x, const float *w, size_t ldw, int ntok, int in, int out,
-                    int nthreads)
+                    struct cpu_pool *pool)
 {
     size_t work = (size_t)ntok * (size_t)in * (size_t)out;
-    int ntiles = (out + CPU_ROW_TILE - 1) / CPU_ROW_TILE;
-#pragma omp parallel for num_threads(nthreads) schedule(static) if (work >= CPU_PARALLEL_MIN_WORK)
-    for (int tile = 0; tile < ntiles; tile++) {
-        int o_end = (tile + 1) * CPU_ROW_TILE < out ? (tile + 1) * CPU_ROW_TILE : out;
-        for (int t = 0; t < ntok; t++) {
-            const float *xr = x + (size_t)t * in;
-            for (int o = tile * CPU_ROW_TILE; o < o_end; o++) {
-                const float *wr = w + (size_t)o * ldw;
-                float acc = 0.0f;
-#pragma omp simd reduction(+ : acc)
-                for (int i = 0; i < in; i++)
-                    acc += wr[i] * xr[i];
-                y[(size_t)t * out + o] = acc;
-            }
-        }
-    }
+    struct matmul_ref_job j = {y, x, w, ldw, ntok, in, out, CPU_ROW_TILE};
+    if (work < CPU_PARALLEL_MIN_WORK)
+        j.rows_per_chunk = out;
+    cpu_pool_run(pool, (out + j.rows_per_chunk - 1) / j.rows_per_chunk, matmul_ref_chunk, &j);
 }

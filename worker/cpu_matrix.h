@@ -15,6 +15,7 @@
 #include <stdint.h>
 
 #include "cpu_kernels.h"
+#include "cpu_pool.h"
 #include "safetensors.h"
 #include "tp_shard.h"
 
@@ -36,6 +37,11 @@ int cpu_matrix_from_tensor(struct cpu_matrix *m, const struct folio_tensor *t, s
                            enum cpu_weight_policy policy, const char *what, char *err,
                            size_t errlen);
 void cpu_matrix_free(struct cpu_matrix *m);
+
+/* dst = the rows of parts[0], then parts[1], ... (one product instead of several that share their
+ * input), the parts freed; 0, or -1 (nothing changed) where their types or widths differ or
+ * memory is short. */
+int cpu_matrix_stack(struct cpu_matrix *dst, struct cpu_matrix *parts[], int n);
 
 /* Row r's values as f32 (an embedding lookup). */
 void cpu_matrix_row_f32(const struct cpu_matrix *m, int r, float *out);
@@ -59,14 +65,14 @@ struct cpu_act {
 /* Points act at x ([ntok][cols]); the quantized form is made when a packed matrix needs it. */
 void cpu_act_set(struct cpu_act *act, const float *x, int ntok, int cols);
 
-/* y[t][o] = sum_i x[t][i] * W[o][i] for the activations' tokens, rows split over nthreads:
- * each thread takes runs of rows and meets them with CPU_TOK_TILE tokens at a time, so every
- * weight row is read once per tile. The sum for one (t, o) does not depend on ntok. */
+/* y[t][o] = sum_i x[t][i] * W[o][i] for the activations' tokens, runs of rows taken by the
+ * pool's threads, each run met by CPU_TOK_TILE tokens at a time, so every weight row is read
+ * once per tile. The sum for one (t, o) does not depend on ntok. */
 void cpu_matmul(const struct cpu_kernels *k, const struct cpu_matrix *w, struct cpu_act *act,
-                float *y, int nthreads);
+                float *y, struct cpu_pool *pool);
 
 /* The reference's product (f32 rows only, ldw floats apart), as it always summed. */
 void cpu_matmul_ref(float *y, const float *x, const float *w, size_t ldw, int ntok, int in, int out,
-                    int nthreads);
+                    struct cpu_pool *pool);
 
 #endif

@@ -143,6 +143,13 @@ int cpu_load_ranks(const struct folio_model *m, int tp_size, enum cpu_weight_pol
     }
 #undef LOAD
 #undef LOAD_MATRIX
+    for (int r = 0; policy == CPU_WEIGHTS_PACKED && r < n; r++) {
+        for (int l = 0; l < c->num_layers; l++) {
+            struct cpu_layer *L = &ranks[r].layers[l];
+            cpu_matrix_stack(&L->wqkv, (struct cpu_matrix *[]){&L->wq, &L->wk, &L->wv}, 3);
+            cpu_matrix_stack(&L->w_gate_up, (struct cpu_matrix *[]){&L->w_gate, &L->w_up}, 2);
+        }
+    }
 #undef EACH_RANK
     return 0;
 }
@@ -161,8 +168,8 @@ void cpu_free_ranks(struct cpu_rank *ranks, int tp_size, int num_layers)
             void *all[] = {L->attn_norm, L->bq, L->bk, L->bv, L->mlp_norm, L->k_cache, L->v_cache};
             for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
                 free(all[i]);
-            struct cpu_matrix *mats[] = {&L->wq,     &L->wk,   &L->wv,    &L->wo,
-                                         &L->w_gate, &L->w_up, &L->w_down};
+            struct cpu_matrix *mats[] = {&L->wq,   &L->wk,     &L->wv,   &L->wo,       &L->w_gate,
+                                         &L->w_up, &L->w_down, &L->wqkv, &L->w_gate_up};
             for (size_t i = 0; i < sizeof mats / sizeof mats[0]; i++)
                 cpu_matrix_free(mats[i]);
         }

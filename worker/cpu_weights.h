@@ -17,6 +17,9 @@ struct cpu_layer {
     float *attn_norm, *mlp_norm;
     float *bq, *bk, *bv; /* Qwen2's projection biases; NULL when the model has none */
     struct cpu_matrix wq, wk, wv, wo, w_gate, w_up, w_down;
+    /* The fast path's stacked products where the parts share a type: [q; k; v] and [gate; up]
+     * rows (wq..wv, w_gate and w_up then empty); data NULL otherwise. */
+    struct cpu_matrix wqkv, w_gate_up;
     /* [num_kv_blocks][16][the rank's kv_heads][head_dim]: f32 for the reference, f16 (as
      * uint16_t) for the fast path */
     void *k_cache, *v_cache;
