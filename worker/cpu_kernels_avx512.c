@@ -23,7 +23,7 @@ AVX512 static inline float dot_scales(const float *a, const float *b, int n)
 AVX512 static inline __m512 pair_scales(const float *s, int k)
 {
     const __m512i idx = _mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1);
-    __m128 two = _mm_castpd_ps(_mm_load_sd((const double *)(s + k)));
+    __m128 two = _mm_castsi128_ps(_mm_loadl_epi64((const __m128i *)(s + k)));
     return _mm512_permutexvar_ps(idx, _mm512_castps128_ps512(two));
 }
 
