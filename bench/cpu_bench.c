@@ -70,7 +70,8 @@ int main(int argc, char **argv)
     char err[512];
     double t0 = now_ms();
     struct folio_model *m;
-    if (folio_model_open(model_dir, &m, err, sizeof err) != 0) {
+    if (folio_model_open_flags(model_dir, reference ? 0 : FOLIO_CHECKPOINT_KEEP_BLOCKS, &m, err,
+                               sizeof err) != 0) {
         fprintf(stderr, "cpu_bench: %s\n", err);
         return 1;
     }

@@ -13,6 +13,7 @@
 #include "gguf.h"
 #include "model_config.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -133,6 +134,31 @@ const void *folio_tensor_gguf_row(const struct folio_tensor *t, size_t r, uint32
            row * (cols / bs) * (uint64_t)folio_ggml_type_size(gt->type);
 }
 
+void folio_tensor_gguf_read_f32(const struct folio_tensor *t, size_t first, size_t count,
+                                float *out)
+{
+    const struct folio_gguf_tensor *gt = t->gguf;
+    size_t cols = (size_t)gt->ne[0];
+    char err[256];
+    while (count > 0) {
+        size_t r = first / cols, c = first % cols, n = cols - c < count ? cols - c : count;
+        size_t row = t->gguf_head_dim ? gguf_row(r, (uint64_t)t->gguf_head_dim) : r;
+        /* A whole row, then the wanted part: blocks are dequantized whole. */
+        float *tmp = c == 0 && n == cols ? out : malloc(cols * sizeof *tmp);
+        if (!tmp || folio_gguf_dequantize(gt, (uint64_t)row * cols, cols, tmp, err, sizeof err)) {
+            for (size_t k = 0; k < n; k++)
+                out[k] = NAN;
+        } else if (tmp != out) {
+            memcpy(out, tmp + c, n * sizeof *out);
+        }
+        if (tmp != out)
+            free(tmp);
+        out += n;
+        first += n;
+        count -= n;
+    }
+}
+
 /* One GGUF tensor as a checkpoint tensor named hf. */
 static int add_tensor(struct folio_checkpoint *ck, const struct folio_gguf_tensor *gt,
                       const char *hf, enum row_order rows, const struct folio_model_config *cfg,
@@ -148,6 +174,13 @@ static int add_tensor(struct folio_checkpoint *ck, const struct folio_gguf_tenso
                                                : FOLIO_DTYPE_BF16;
         t.data = gt->data;
         t.nbytes = gt->nbytes;
+    } else if ((ck->flags & FOLIO_CHECKPOINT_KEEP_BLOCKS) &&
+               (gt->type == FOLIO_GGML_Q4_0 || gt->type == FOLIO_GGML_Q4_1 ||
+                gt->type == FOLIO_GGML_Q8_0)) {
+        t.dtype = FOLIO_DTYPE_F32;
+        t.gguf = gt;
+        t.gguf_head_dim = rows == ROWS_AS_IS ? 0 : cfg->head_dim;
+        t.nbytes = (size_t)folio_gguf_tensor_numel(gt) * sizeof(float);
     } else {
         uint64_t n = folio_gguf_tensor_numel(gt);
         float *buf = n <= SIZE_MAX / sizeof(float) ? malloc(n ? n * sizeof(float) : 1) : NULL;

@@ -24,6 +24,7 @@ struct folio_checkpoint {
     void **owned;
     size_t num_owned;
     struct folio_gguf *gguf; /* the open GGUF file the tensors point into, or NULL */
+    unsigned flags;          /* FOLIO_CHECKPOINT_KEEP_BLOCKS */
 };
 
 /* Appends a tensor (its name is then the checkpoint's to free). -1: out of memory. */

@@ -102,6 +102,12 @@ static int bind_layer(const struct folio_checkpoint *ck, const struct folio_mode
 
 int folio_model_open(const char *model_dir, struct folio_model **out, char *err, size_t errlen)
 {
+    return folio_model_open_flags(model_dir, 0, out, err, errlen);
+}
+
+int folio_model_open_flags(const char *model_dir, unsigned flags, struct folio_model **out,
+                           char *err, size_t errlen)
+{
     *out = NULL;
     struct folio_model *m = calloc(1, sizeof *m);
     if (!m) {
@@ -109,7 +115,7 @@ int folio_model_open(const char *model_dir, struct folio_model **out, char *err,
         return -1;
     }
     if (folio_model_config_load(model_dir, &m->config, err, errlen) != 0 ||
-        folio_checkpoint_open(model_dir, &m->checkpoint, err, errlen) != 0)
+        folio_checkpoint_open_flags(model_dir, flags, &m->checkpoint, err, errlen) != 0)
         goto fail;
     const struct folio_model_config *c = &m->config;
     const struct folio_checkpoint *ck = m->checkpoint;

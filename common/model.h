@@ -34,6 +34,9 @@ struct folio_model {
  * Face name (model.layers.N.self_attn.q_proj.weight, ...). A missing or
  * misshapen tensor is an error naming the file and the tensor. */
 int folio_model_open(const char *model_dir, struct folio_model **out, char *err, size_t errlen);
+/* The same with the checkpoint's flags (FOLIO_CHECKPOINT_KEEP_BLOCKS: for the CPU's fast path). */
+int folio_model_open_flags(const char *model_dir, unsigned flags, struct folio_model **out,
+                           char *err, size_t errlen);
 void folio_model_close(struct folio_model *m);
 
 #endif

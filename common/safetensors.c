@@ -149,6 +149,11 @@ uint16_t folio_f32_to_f16(float f)
 
 float folio_tensor_get_f32(const struct folio_tensor *t, size_t i)
 {
+    if (!t->data) {
+        float v;
+        folio_tensor_gguf_read_f32(t, i, 1, &v);
+        return v;
+    }
     const unsigned char *p = (const unsigned char *)t->data;
     switch (t->dtype) {
     case FOLIO_DTYPE_BF16: {
@@ -172,6 +177,10 @@ float folio_tensor_get_f32(const struct folio_tensor *t, size_t i)
 
 void folio_tensor_read_f32(const struct folio_tensor *t, size_t first, size_t count, float *out)
 {
+    if (!t->data) { /* a GGUF tensor kept as its blocks */
+        folio_tensor_gguf_read_f32(t, first, count, out);
+        return;
+    }
     for (size_t k = 0; k < count; k++)
         out[k] = folio_tensor_get_f32(t, first + k);
 }
@@ -565,12 +574,19 @@ out:
 int folio_checkpoint_open(const char *model_dir, struct folio_checkpoint **out, char *err,
                           size_t errlen)
 {
+    return folio_checkpoint_open_flags(model_dir, 0, out, err, errlen);
+}
+
+int folio_checkpoint_open_flags(const char *model_dir, unsigned flags,
+                                struct folio_checkpoint **out, char *err, size_t errlen)
+{
     *out = NULL;
     struct folio_checkpoint *ck = calloc(1, sizeof *ck);
     if (!ck) {
         folio_set_err(err, errlen, "%s: out of memory", model_dir);
         return -1;
     }
+    ck->flags = flags;
     /* A single model.safetensors wins over an index, as in transformers. */
     char *single = join_path(model_dir, "model.safetensors");
     char *index = join_path(model_dir, "model.safetensors.index.json");

@@ -33,6 +33,10 @@ struct folio_tensor {
 /* Row r (in Hugging Face's order) of a tensor's GGUF blocks as the file holds them, and the
  * ggml type in *type where type is not NULL; NULL for a tensor that has none. */
 const void *folio_tensor_gguf_row(const struct folio_tensor *t, size_t r, uint32_t *type);
+/* Elements [first, first + count) (Hugging Face's row-major order) of a tensor with GGUF blocks,
+ * dequantized. */
+void folio_tensor_gguf_read_f32(const struct folio_tensor *t, size_t first, size_t count,
+                                float *out);
 
 /* One checkpoint: model.safetensors, or the shards listed in
  * model.safetensors.index.json. */
@@ -40,6 +44,13 @@ struct folio_checkpoint;
 
 int folio_checkpoint_open(const char *model_dir, struct folio_checkpoint **out, char *err,
                           size_t errlen);
+/* GGUF's Q4_0, Q4_1 and Q8_0 tensors are not dequantized at load: their data is NULL (their
+ * dtype and size still say f32), their blocks are read with folio_tensor_gguf_row, and
+ * folio_tensor_read_f32 dequantizes what it is asked for. For a backend that computes on the
+ * blocks (the CPU's fast path), so that it starts without a copy of the model in f32. */
+#define FOLIO_CHECKPOINT_KEEP_BLOCKS 1u
+int folio_checkpoint_open_flags(const char *model_dir, unsigned flags,
+                                struct folio_checkpoint **out, char *err, size_t errlen);
 void folio_checkpoint_close(struct folio_checkpoint *ck);
 
 /* NULL when absent. */

@@ -58,7 +58,8 @@ int folio_session_open(const struct folio_session_options *o, struct folio_sessi
         snprintf(err, errlen, "out of memory");
         return -1;
     }
-    if (folio_model_open(o->model_dir, &s->model, err, errlen) != 0 ||
+    unsigned flags = !strcmp(o->backend, "cpu") ? FOLIO_CHECKPOINT_KEEP_BLOCKS : 0;
+    if (folio_model_open_flags(o->model_dir, flags, &s->model, err, errlen) != 0 ||
         folio_tokenizer_load(o->model_dir, &s->tok, err, errlen) != 0)
         goto fail;
     const char *src = folio_tokenizer_chat_template(s->tok);

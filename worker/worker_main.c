@@ -403,7 +403,9 @@ static int create_backend(const struct worker_args *a, struct folio_model **mode
         snprintf(err, errlen, "--model is required for the %s backend", a->backend);
         return -1;
     }
-    if (folio_model_open(a->model_dir, model, err, errlen) != 0)
+    /* The CPU's fast path computes on GGUF's blocks: no f32 copy of them at load. */
+    unsigned flags = !strcmp(a->backend, "cpu") ? FOLIO_CHECKPOINT_KEEP_BLOCKS : 0;
+    if (folio_model_open_flags(a->model_dir, flags, model, err, errlen) != 0)
         return -1;
     *vocab = (*model)->config.vocab_size;
     *max_len = (*model)->config.max_position_embeddings;

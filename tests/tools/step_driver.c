@@ -375,7 +375,8 @@ int main(int argc, char **argv)
     struct parsed_step *steps = NULL;
     size_t nsteps = json_array_size(jsteps);
     int rc = 1;
-    if (folio_model_open(model_dir, &model, err, sizeof err) != 0) {
+    unsigned flags = !backend || !strcmp(backend, "cpu") ? FOLIO_CHECKPOINT_KEEP_BLOCKS : 0;
+    if (folio_model_open_flags(model_dir, flags, &model, err, sizeof err) != 0) {
         fprintf(stderr, "step_driver: %s\n", err);
         goto done;
     }
