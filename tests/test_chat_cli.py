@@ -105,8 +105,9 @@ def test_chat_bad_arguments(demo):
 def test_smollm2_answers_in_english():
     """The real default: no --model, the question through SmolLM2's chat template."""
     smollm2_gguf()
-    proc = folio("generate", "--chat", "--prompt", "What is the capital of France?",
-                 "--max-tokens", 32, "--temperature", 0, timeout=600)
+    proc = folio("generate", "--chat", "--prompt",
+                 "What is the capital of France? Answer in one sentence.", "--max-tokens", 32,
+                 "--temperature", 0, timeout=600)
     assert proc.returncode == 0, proc.stderr
     assert "Paris" in proc.stdout, proc.stdout
 

@@ -30,6 +30,7 @@
 #include <string.h>
 
 #include "backend.h"
+#include "cpu_attention.h"
 #include "cpu_kernels.h"
 #include "cpu_pool.h"
 #include "cpu_prompt_logprobs.h"
@@ -37,10 +38,6 @@
 #include "sampler.h"
 
 #define FOLIO_CPU_PIPELINE_DEPTH 2
-
-/* Work (multiply-adds) below which a loop runs on one thread: waking a team
- * costs more than a small matmul, and far more on a busy machine. */
-#define FOLIO_CPU_PARALLEL_MIN_WORK (1 << 18)
 
 /* The results of one launched step, waiting for collect(). */
 struct cpu_step_out {
@@ -206,129 +203,6 @@ static void rope(float *v, int nheads, int head_dim, const float *cos_t, const f
     }
 }
 
-/* Where (block, pos) starts in a rank's cache of kv_heads heads, in elements. */
-static size_t kv_offset(const struct folio_model_config *c, int kv_heads, int32_t block,
-                        int32_t pos)
-{
-    return (((size_t)block * FOLIO_KV_BLOCK_SIZE + (size_t)(pos % FOLIO_KV_BLOCK_SIZE)) *
-            (size_t)kv_heads) *
-           (size_t)c->head_dim;
-}
-
-/* One attention job: the step's tokens against one layer of one rank, a chunk per (token, head). */
-struct attention_job {
-    struct cpu_backend *b;
-    const struct folio_step_batch *batch;
-    const struct folio_tp_shard *sh;
-    const struct cpu_layer *L;
-};
-
-/* Causal grouped-query attention of new token t's head h over its sequence's
- * context up to and including its own position, read from the paged cache:
- * the rank's heads over its KV heads. */
-static void attention_ref_chunk(void *arg, int chunk, int thread)
-{
-    const struct attention_job *j = arg;
-    struct cpu_backend *b = j->b;
-    const struct cpu_layer *L = j->L;
-    const struct folio_model_config *c = &b->cfg;
-    int nh = j->sh->heads, nkv = j->sh->kv_heads, hd = c->head_dim, group = nh / nkv;
-    int t = chunk / nh, h = chunk % nh;
-    float scale = (float)(1.0 / sqrt((double)hd));
-    const struct folio_step_seq *s = &j->batch->seqs[b->tok_seq[t]];
-    int32_t pos = b->tok_pos[t];
-    int kvh = h / group;
-    const float *q = b->q + ((size_t)t * nh + h) * hd;
-    float *scores = b->scores + (size_t)thread * b->scores_cap;
-    float max = -INFINITY;
-    for (int32_t p = 0; p <= pos; p++) {
-        const float *k = (const float *)L->k_cache +
-                         kv_offset(c, nkv, s->block_table[p / FOLIO_KV_BLOCK_SIZE], p) +
-                         (size_t)kvh * hd;
-        float dot = 0.0f;
-#pragma omp simd reduction(+ : dot)
-        for (int i = 0; i < hd; i++)
-            dot += q[i] * k[i];
-        scores[p] = dot * scale;
-        if (scores[p] > max)
-            max = scores[p];
-    }
-    double sum = 0;
-    for (int32_t p = 0; p <= pos; p++) {
-        scores[p] = expf(scores[p] - max);
-        sum += scores[p];
-    }
-    float inv_sum = (float)(1.0 / sum);
-    float *o = b->attn + ((size_t)t * nh + h) * hd;
-    for (int i = 0; i < hd; i++)
-        o[i] = 0.0f;
-    for (int32_t p = 0; p <= pos; p++) {
-        const float *v = (const float *)L->v_cache +
-                         kv_offset(c, nkv, s->block_table[p / FOLIO_KV_BLOCK_SIZE], p) +
-                         (size_t)kvh * hd;
-        float w = scores[p] * inv_sum;
-        for (int i = 0; i < hd; i++)
-            o[i] += w * v[i];
-    }
-}
-
-/* attention_ref_chunk's computation over the f16 cache with the SIMD kernels:
- * the same scores, softmax (normaliser in double) and weighted sum. */
-static void attention_f16_chunk(void *arg, int chunk, int thread)
-{
-    const struct attention_job *j = arg;
-    struct cpu_backend *b = j->b;
-    const struct cpu_layer *L = j->L;
-    const struct folio_model_config *c = &b->cfg;
-    const struct cpu_kernels *k = b->kern;
-    int nh = j->sh->heads, nkv = j->sh->kv_heads, hd = c->head_dim, group = nh / nkv;
-    int t = chunk / nh, h = chunk % nh;
-    float scale = (float)(1.0 / sqrt((double)hd));
-    const struct folio_step_seq *s = &j->batch->seqs[b->tok_seq[t]];
-    int32_t pos = b->tok_pos[t];
-    size_t kvh = (size_t)(h / group) * hd;
-    const float *q = b->q + ((size_t)t * nh + h) * hd;
-    const uint16_t *kc = L->k_cache, *vc = L->v_cache;
-    float *scores = b->scores + (size_t)thread * b->scores_cap;
-    float max = -INFINITY;
-    for (int32_t p = 0; p <= pos; p++) {
-        size_t off = kv_offset(c, nkv, s->block_table[p / FOLIO_KV_BLOCK_SIZE], p) + kvh;
-        scores[p] = k->dot_f16(q, kc + off, hd) * scale;
-        if (scores[p] > max)
-            max = scores[p];
-    }
-    double sum = 0;
-    for (int32_t p = 0; p <= pos; p++) {
-        scores[p] = expf(scores[p] - max);
-        sum += scores[p];
-    }
-    float inv_sum = (float)(1.0 / sum);
-    float *o = b->attn + ((size_t)t * nh + h) * hd;
-    memset(o, 0, (size_t)hd * sizeof *o);
-    for (int32_t p = 0; p <= pos; p++) {
-        size_t off = kv_offset(c, nkv, s->block_table[p / FOLIO_KV_BLOCK_SIZE], p) + kvh;
-        k->axpy_f16(o, scores[p] * inv_sum, vc + off, hd);
-    }
-}
-
-/* Every (token, head) pair of the step, over the pool's threads unless the work is small. */
-static void attention(struct cpu_backend *b, const struct folio_step_batch *batch,
-                      const struct folio_tp_shard *sh, const struct cpu_layer *L, int ntok)
-{
-    struct attention_job j = {b, batch, sh, L};
-    cpu_chunk_fn fn = b->ref ? attention_ref_chunk : attention_f16_chunk;
-    size_t work = 0;
-    for (int t = 0; t < ntok; t++)
-        work += 2 * (size_t)(b->tok_pos[t] + 1) * (size_t)sh->heads * (size_t)b->cfg.head_dim;
-    int n = ntok * sh->heads;
-    if (work >= FOLIO_CPU_PARALLEL_MIN_WORK) {
-        cpu_pool_run(b->pool, n, fn, &j);
-        return;
-    }
-    for (int i = 0; i < n; i++)
-        fn(&j, i, 0);
-}
-
 /* One rank's attention block: its heads' Q/K/V, their cache, attention, and
  * its columns of O, written to y (a partial sum over the ranks). */
 static void attention_block(struct cpu_backend *b, const struct folio_step_batch *batch,
@@ -365,7 +239,7 @@ static void attention_block(struct cpu_backend *b, const struct folio_step_batch
         rope(b->k + (size_t)t * kvdim, nkv, c->head_dim, cs, sn);
         const struct folio_step_seq *s = &batch->seqs[b->tok_seq[t]];
         int32_t pos = b->tok_pos[t];
-        size_t off = kv_offset(c, nkv, s->block_table[pos / FOLIO_KV_BLOCK_SIZE], pos);
+        size_t off = cpu_kv_offset(c, nkv, s->block_table[pos / FOLIO_KV_BLOCK_SIZE], pos);
         if (b->ref) {
             memcpy((float *)L->k_cache + off, b->k + (size_t)t * kvdim, kvdim * sizeof(float));
             memcpy((float *)L->v_cache + off, b->v + (size_t)t * kvdim, kvdim * sizeof(float));
@@ -374,7 +248,10 @@ static void attention_block(struct cpu_backend *b, const struct folio_step_batch
             b->kern->to_f16((uint16_t *)L->v_cache + off, b->v + (size_t)t * kvdim, kvdim);
         }
     }
-    attention(b, batch, &R->shard, L, ntok);
+    struct cpu_attention a = {&b->cfg,    b->kern,    b->ref,     batch,     b->tok_seq,
+                              b->tok_pos, b->q,       b->attn,    b->scores, b->scores_cap,
+                              &R->shard,  L->k_cache, L->v_cache, ntok};
+    cpu_attention_run(b->pool, &a);
     mm(b, &L->wo, act_of(b, b->attn, ntok, qdim), y);
 }
 
