@@ -19,7 +19,13 @@ mkdir -p "$VENVS"
 if ! "$VENVS/venv/bin/python" -c 'import llama_cpp.server' 2>/dev/null; then
   python3 -m venv "$VENVS/venv"
   echo "building llama-cpp-python[server] from source (llama.cpp with cmake; tens of minutes)"
-  "$VENVS/venv/bin/pip" install -q --no-binary llama-cpp-python 'llama-cpp-python[server]'
+  # This machine's instruction sets named, not -march=native: native turns on llama.cpp's AMX
+  # kernels, whose batched matmul crashes on this machine (SIGSEGV in ggml_backend_amx_mul_mat
+  # on the first prompt of more than one token, llama-cpp-python 0.3.36).
+  CMAKE_ARGS="-DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON \
+-DGGML_BMI2=ON -DGGML_AVX512=ON -DGGML_AVX512_VNNI=ON -DGGML_AVX512_VBMI=ON -DGGML_AVX512_BF16=ON \
+-DGGML_AVX_VNNI=ON" "$VENVS/venv/bin/pip" install -q --no-binary llama-cpp-python \
+    'llama-cpp-python[server]'
 fi
 if ! "$VENVS/glvenv/bin/python" -c 'import guidellm' 2>/dev/null; then
   python3 -m venv "$VENVS/glvenv"

@@ -13,7 +13,7 @@
 
 /* Polls of the job counter before an idle thread sleeps: long enough to span the gap between
  * two products of one step, short enough that a waiting server does not burn a core. */
-#define POOL_SPINS 20000
+#define POOL_SPINS 5000
 
 struct cpu_pool {
     int nthreads;
