@@ -78,7 +78,9 @@ def prefill_tok_s(url, rng):
 
 def guidellm(url, a, out):
     cmd = [a.guidellm_python, "-m", "guidellm", "run",
-           "--backend", f"kind=openai_http,target={url}",
+           # llama-cpp-python's server has no /health, GuideLLM's check: skipped for both.
+           "--backend", f"kind=openai_http,target={url},validate_backend=false,"
+                        f"request_format={a.request_format}",
            "--profile", f"kind=constant,rate={a.rate}",
            "--constraint", f"kind=max_requests,count={a.requests}",
            "--data", f"kind=synthetic_text,prompt_tokens={a.prompt_tokens},"
@@ -114,7 +116,10 @@ def run_round(name, a, rnd, out_dir, rng):
         pre, ptoks = prefill_tok_s(url, rng)
         gl = (None, None, None, None)
         if a.requests > 0:
-            gl = guidellm(url, a, out_dir / f"{name}-{rnd}-guidellm.json")
+            try:
+                gl = guidellm(url, a, out_dir / f"{name}-{rnd}-guidellm.json")
+            except (RuntimeError, subprocess.TimeoutExpired) as e:
+                print(f"{name} round {rnd}: {str(e)[-600:]}", file=sys.stderr, flush=True)
     finally:
         os.killpg(proc.pid, signal.SIGTERM)
         try:
@@ -142,6 +147,9 @@ def main():
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--rate", type=float, default=0.5, help="GuideLLM constant rate, req/s")
     ap.add_argument("--requests", type=int, default=20, help="GuideLLM requests (0: no run)")
+    ap.add_argument("--request-format", default="/v1/completions",
+                    help="GuideLLM's route (its 0.8.1 parser reads llama-cpp-python's streamed "
+                         "chat chunks as empty)")
     ap.add_argument("--prompt-tokens", type=int, default=128)
     ap.add_argument("--output-tokens", type=int, default=64)
     ap.add_argument("--port", type=int, default=18431)
