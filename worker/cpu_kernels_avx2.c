@@ -3,6 +3,7 @@
 #include "cpu_kernels.h"
 
 #if defined(__x86_64__) && defined(__GNUC__)
+#include <cpuid.h>
 #include <immintrin.h>
 #include <math.h>
 
@@ -272,8 +273,10 @@ static const struct cpu_kernels table = {
 const struct cpu_kernels *cpu_kernels_avx2(void)
 {
     __builtin_cpu_init();
-    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
-        __builtin_cpu_supports("f16c"))
+    /* F16C by CPUID (leaf 1, ECX bit 29): clang's __builtin_cpu_supports does not know it. */
+    unsigned a, b, c, d;
+    int f16c = __get_cpuid(1, &a, &b, &c, &d) && (c & bit_F16C);
+    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && f16c)
         return &table;
     return NULL;
 }

@@ -112,7 +112,7 @@ static void check_response(const struct folio_oai_request *r)
     lp.top[0] = (struct folio_oai_top){text, len, -0.5f};
     struct folio_jw b;
     folio_jw_init(&b);
-    struct folio_oai_choice ch = {text, len, "stop", r->logprobs >= 0 ? &lp : NULL, 1};
+    struct folio_oai_choice ch = {text, len, "stop", r->logprobs >= 0 ? &lp : NULL, 1, NULL};
     folio_oai_write_response(&b, &c, &ch, 1, &u);
     json_t *j = parse_written(&b, 0, "response is not valid JSON");
     json_t *choice = json_array_get(json_object_get(j, "choices"), 0);
