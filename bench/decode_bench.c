@@ -172,7 +172,8 @@ static int prefill_all(struct bench *b, int nseq, int ctx, int nb, int32_t *tabl
             ns++;
             nt += take;
         }
-        struct folio_step_batch batch = {ns, nt, ids, seqs};
+        struct folio_step_batch batch = {
+            .num_seqs = ns, .num_tokens = nt, .token_ids = ids, .seqs = seqs};
         rc = step(b, &batch);
     }
     free(done);
@@ -240,7 +241,8 @@ static int bench_decode(struct bench *b, int batch_size, int ctx, int steps, int
                     .block_table = tables + (size_t)batch_size * nb,
                     .sampling = bench_sampling(),
                 };
-            batch[launched % 2] = (struct folio_step_batch){nseq, batch_size + chunk, ids, seqs};
+            batch[launched % 2] = (struct folio_step_batch){
+                .num_seqs = nseq, .num_tokens = batch_size + chunk, .token_ids = ids, .seqs = seqs};
             if (b->be->ops->launch(b->be, &batch[launched % 2], err, sizeof err) != 0) {
                 fprintf(stderr, "decode_bench: %s\n", err);
                 return -1;
@@ -308,7 +310,8 @@ static int bench_prefill(struct bench *b, int n, int repeats)
         .sample = true,
         .sampling = bench_sampling(),
     };
-    struct folio_step_batch batch = {1, n, ids, &seq};
+    struct folio_step_batch batch = {
+        .num_seqs = 1, .num_tokens = n, .token_ids = ids, .seqs = &seq};
     for (int r = 0; r < repeats + 2; r++) {
         double t0 = now_ms();
         if (step(b, &batch) != 0)

@@ -56,7 +56,7 @@ static int step(struct run *r)
     struct folio_step_batch batch;
     struct folio_step_result res = r->io.res;
     if (folio_plan_decode(rec, len, &v, err, sizeof err) != 0 ||
-        folio_step_io_batch(&r->io, &v, &batch, err, sizeof err) != 0 ||
+        folio_step_io_batch(&r->io, &v, NULL, false, &batch, err, sizeof err) != 0 ||
         folio_backend_step(r->worker, &batch, &res, err, sizeof err) != 0) {
         fprintf(stderr, "step: %s\n", err);
         exit(1);
@@ -69,7 +69,8 @@ static int step(struct run *r)
         if (end > start)
             r->prompt_tokens_run += end - start;
     }
-    size_t n = folio_step_io_encode_result(&r->io, v.hdr, batch.num_seqs, r->io.num_logprobs, 0);
+    size_t n =
+        folio_step_io_encode_result(&r->io, NULL, v.hdr, batch.num_seqs, r->io.num_logprobs, 0);
     struct folio_result_view rv;
     if (folio_result_decode(r->io.result_buf, n, &rv, err, sizeof err) != 0 ||
         folio_policy_apply_result(r->policy, &rv, err, sizeof err) != 0) {

@@ -348,7 +348,7 @@ static void handle_submit(struct sched *s, const Folio__Submit *m)
         submit_reject(s, m, 400, 0,
                       "structured outputs (response_format, structured_outputs, guided_*) are "
                       "not available on this server: its worker's backend does not apply "
-                      "grammars (the CPU backend does; the CUDA backend does not yet)");
+                      "grammars (the sim backend's does not)");
         free(bias);
         return;
     }

@@ -65,6 +65,10 @@ int folio_step_batch_check(struct folio_backend *b, const struct folio_step_batc
                  b->max_num_tokens);
         return -1;
     }
+    if (batch->masks_later && !b->ops->sample_masked) {
+        snprintf(err, errlen, "step: masks_later, but this backend takes masks only at launch");
+        return -1;
+    }
     if (!b->slot_seen && !(b->slot_seen = calloc((size_t)b->max_seqs, sizeof *b->slot_seen))) {
         snprintf(err, errlen, "step: out of memory");
         return -1;
@@ -89,6 +93,10 @@ int folio_step_batch_check(struct folio_backend *b, const struct folio_step_batc
         b->slot_seen[q->slot] = b->check_stamp;
         if (check_seq(b, q, i, err, errlen) != 0)
             return -1;
+        if (batch->masks_later && q->allowed) {
+            snprintf(err, errlen, "step: seq %d brings its grammar mask at launch, not later", i);
+            return -1;
+        }
         sum += q->num_new_tokens;
     }
     if (sum != batch->num_tokens) {
@@ -111,6 +119,20 @@ void folio_backend_base_free(struct folio_backend *b)
 {
     free(b->slot_seen);
     b->slot_seen = NULL;
+}
+
+int folio_backend_masks_check(const struct folio_backend *b, const struct folio_step_batch *batch,
+                              char *err, size_t errlen)
+{
+    for (int i = 0; i < batch->num_seqs; i++) {
+        const struct folio_step_seq *q = &batch->seqs[i];
+        if (q->allowed && (!q->sample || !b->caps.grammar)) {
+            snprintf(err, errlen, "step: seq %d brings a grammar mask %s", i,
+                     q->sample ? "to a backend that does not apply them" : "but does not sample");
+            return -1;
+        }
+    }
+    return 0;
 }
 
 int folio_backend_step(struct folio_backend *b, const struct folio_step_batch *batch,

@@ -51,6 +51,9 @@ struct folio_step_batch {
     int32_t num_tokens;       /* sum of num_new_tokens */
     const int32_t *token_ids; /* [num_tokens], sequence after sequence */
     const struct folio_step_seq *seqs;
+    /* The grammar masks come after launch, through sample_masked (where the backend has it):
+     * launch queues the forward, every `allowed` still NULL. */
+    bool masks_later;
 };
 
 struct folio_step_result {
@@ -109,6 +112,11 @@ struct folio_backend_ops {
     /* Queue one step. Its buffers may be reused as soon as launch returns. */
     int (*launch)(struct folio_backend *b, const struct folio_step_batch *batch, char *err,
                   size_t errlen);
+    /* For the latest step, launched with masks_later: the same batch with its grammar masks
+     * filled in; queues its sampling behind its forward. NULL where the backend cannot take
+     * masks after launch (then a constrained step's masks come with it). */
+    int (*sample_masked)(struct folio_backend *b, const struct folio_step_batch *batch, char *err,
+                         size_t errlen);
     /* Wait for the oldest launched step and write its results. */
     int (*collect)(struct folio_backend *b, struct folio_step_result *res, char *err,
                    size_t errlen);
@@ -145,6 +153,10 @@ struct folio_backend {
  * with a message naming the sequence and the field. */
 int folio_step_batch_check(struct folio_backend *b, const struct folio_step_batch *batch, char *err,
                            size_t errlen);
+/* sample_masked's check of the masks a batch brings after its launch (the rest was checked at
+ * launch): only on sampling sequences, where the backend applies them. */
+int folio_backend_masks_check(const struct folio_backend *b, const struct folio_step_batch *batch,
+                              char *err, size_t errlen);
 /* Frees what the check keeps (a backend's destroy calls it). */
 void folio_backend_base_free(struct folio_backend *b);
 

@@ -20,9 +20,10 @@ static void cuda_destroy(struct folio_backend *b)
     if (cb->download)
         cudaStreamSynchronize(cb->download);
     for (int i = 0; i < cb->num_graphs; i++)
-        for (int j = 0; j < MAX_INFLIGHT; j++)
-            if (cb->graphs[i].captured[j])
-                cudaGraphExecDestroy(cb->graphs[i].exec[j]);
+        for (int f = 0; f < 2; f++)
+            for (int j = 0; j < MAX_INFLIGHT; j++)
+                if (cb->graphs[i].captured[f][j])
+                    cudaGraphExecDestroy(cb->graphs[i].exec[f][j]);
     if (cb->plans) {
         cuda_gemm_plans_clear(cb);
         free(cb->plans);
@@ -70,6 +71,7 @@ static const struct folio_backend_ops cuda_ops = {
     .name = "cuda",
     .launch = cuda_launch,
     .collect = cuda_collect,
+    .sample_masked = cuda_sample_masked,
     .destroy = cuda_destroy,
 };
 
@@ -276,9 +278,6 @@ static int create(struct cuda_backend *cb, const struct folio_model *m,
         return -1;
     }
     cb->base.ops = &cuda_ops;
-    /* grammar false: the worker computes structured outputs' masks on the host
-     * (grammar_slots.c) and runs such steps alone in its pipeline, but nothing applies
-     * folio_step_seq.allowed on the GPU yet, so the scheduler refuses those requests. */
     cb->base.caps = (struct folio_backend_caps){.pipeline_depth = 2, .grammar = true};
     cb->base.model = m;
     cb->base.max_seqs = opt->max_seqs;
@@ -306,6 +305,7 @@ static int create(struct cuda_backend *cb, const struct folio_model *m,
             0 ||
         alloc_kv_pool(cb, opt, err, errlen) != 0)
         return -1;
+    CUDA_CHECK(folio_cuda_mask_init(&cb->mask, opt->max_seqs, cb->vocab));
     CUDA_CHECK(cudaStreamSynchronize(cb->stream));
     return 0;
 }

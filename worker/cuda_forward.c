@@ -151,15 +151,21 @@ static int embed(struct cuda_backend *cb, const struct step_ctx *x, bool with_no
     return 0;
 }
 
-/* The sampler over the step's LM-head rows. */
+/* The sampler over the step's LM-head rows, after their logit bias and grammar masks; none
+ * while the forward being queued stops at the logits (cb->defer_sample). */
 static int sample(struct cuda_backend *cb, const struct step_ctx *x, bool pdl, char *err,
                   size_t errlen)
 {
-    const struct step_layout *l = x->l;
+    return cb->defer_sample ? 0 : cuda_sample(cb, x->l, x->n_sample, pdl, err, errlen);
+}
+
+int cuda_sample(struct cuda_backend *cb, const struct step_layout *l, int n_sample, bool pdl,
+                char *err, size_t errlen)
+{
     CUDA_CHECK(folio_cuda_bias_apply(&cb->bias, cb->d_logits, cb->vocab, cb->stream));
     CUDA_CHECK(folio_cuda_mask_apply(&cb->mask, cb->d_logits, cb->vocab, cb->stream));
     CUDA_CHECK(folio_k_sample(
-        cb->d_logits, x->n_sample, cb->vocab,
+        cb->d_logits, n_sample, cb->vocab,
         (const struct folio_k_sample_params *)(cb->d_meta + l->params),
         (int32_t *)(cb->d_meta + l->out_tokens), (float *)(cb->d_meta + l->out_logprobs),
         (int32_t *)(cb->d_meta + l->out_top_ids), (float *)(cb->d_meta + l->out_top_logprobs),

@@ -1,13 +1,14 @@
-/* Decode steps as CUDA graphs: one per bucket of rows and in-flight slot,
- * each run eagerly once, then captured and replayed. */
+/* Decode steps as CUDA graphs: per bucket of rows and in-flight slot, the
+ * whole step and the forward alone (its sampling queued eagerly after it),
+ * each captured once and replayed. */
 
 #include "cuda_internal.h"
 
-/* Replays the decode graph of one bucket for in-flight slot `slot` (cb->d_meta
- * is that slot's buffer): the bucket's first call runs the step eagerly, the
- * first call of each slot after that captures it (capture_decode_graphs makes
- * these calls for every bucket at start-up). */
-int cuda_run_decode_graph(struct cuda_backend *cb, int bucket, int slot,
+/* Replays a decode graph of one bucket for in-flight slot `slot` (cb->d_meta
+ * is that slot's buffer): the bucket's first call runs the whole step eagerly
+ * and the first call of each graph after that captures it
+ * (capture_decode_graphs makes these calls for every bucket at start-up). */
+int cuda_run_decode_graph(struct cuda_backend *cb, int bucket, int slot, bool forward_only,
                           const struct step_layout *l, char *err, size_t errlen)
 {
     struct graph_entry *g = NULL;
@@ -23,15 +24,19 @@ int cuda_run_decode_graph(struct cuda_backend *cb, int bucket, int slot,
          * modules load, cuBLASLt picks its algorithms, and nothing of that
          * happens inside the capture. */
         g = &cb->graphs[cb->num_graphs++];
-        g->bucket = bucket;
-        for (int i = 0; i < MAX_INFLIGHT; i++)
-            g->captured[i] = false;
-        return cuda_forward(cb, l, bucket, bucket, bucket, -1, err, errlen);
+        *g = (struct graph_entry){.bucket = bucket};
+        cb->defer_sample = forward_only;
+        int rc = cuda_forward(cb, l, bucket, bucket, bucket, -1, err, errlen);
+        cb->defer_sample = false;
+        return rc;
     }
-    if (!g->captured[slot]) {
+    const int f = forward_only ? 1 : 0;
+    if (!g->captured[f][slot]) {
         cudaGraph_t graph;
         CUDA_CHECK(cudaStreamBeginCapture(cb->stream, cudaStreamCaptureModeThreadLocal));
+        cb->defer_sample = forward_only;
         int rc = cuda_forward(cb, l, bucket, bucket, bucket, -1, err, errlen);
+        cb->defer_sample = false;
         cudaError_t e = cudaStreamEndCapture(cb->stream, &graph);
         if (rc != 0)
             return -1;
@@ -40,11 +45,11 @@ int cuda_run_decode_graph(struct cuda_backend *cb, int bucket, int slot,
                      bucket, cudaGetErrorString(e));
             return -1;
         }
-        e = cudaGraphInstantiate(&g->exec[slot], graph, 0);
+        e = cudaGraphInstantiate(&g->exec[f][slot], graph, 0);
         cudaGraphDestroy(graph);
         CUDA_CHECK(e);
-        g->captured[slot] = true;
+        g->captured[f][slot] = true;
     }
-    CUDA_CHECK(cudaGraphLaunch(g->exec[slot], cb->stream));
+    CUDA_CHECK(cudaGraphLaunch(g->exec[f][slot], cb->stream));
     return 0;
 }

@@ -132,14 +132,17 @@ struct inflight {
     bool logits_on_device; /* the rows live in d_logits until a later step */
     float *d_logits_keep;  /* paths.keep_logits: a copy that outlives the next launch */
     bool logits_kept;
+    struct step_layout layout; /* the step's buffer, for its sampling queued after launch */
+    bool awaiting_masks;       /* launched with masks_later: sample_masked queues its sampling */
 };
 
-/* A bucket's decode graph, one per in-flight slot (each reads and writes its
- * slot's step buffer). */
+/* A bucket's decode graphs, one per in-flight slot (each reads and writes its
+ * slot's step buffer): the whole step, and the forward alone up to the logits
+ * for steps whose sampling runs eagerly (a logit bias or grammar masks). */
 struct graph_entry {
     int bucket;
-    bool captured[MAX_INFLIGHT];
-    cudaGraphExec_t exec[MAX_INFLIGHT];
+    bool captured[2][MAX_INFLIGHT];
+    cudaGraphExec_t exec[2][MAX_INFLIGHT]; /* [forward_only][slot] */
 };
 
 struct cuda_backend {
@@ -187,6 +190,7 @@ struct cuda_backend {
     int pen_max_ctx;
     struct folio_cuda_bias bias; /* the logit bias of the step being queued */
     struct folio_cuda_mask mask; /* the structured-output masks of the step being queued */
+    bool defer_sample;           /* the forward being queued stops at the logits */
     /* folio_k_sample_split's workspace; NULL (paths.one_cta_sampler): every row
      * in sample.cu's one-CTA-a-row kernel. */
     void *d_sample_split;
@@ -241,6 +245,8 @@ int cuda_pack_step(struct cuda_backend *cb, const struct folio_step_batch *batch
 int cuda_launch(struct folio_backend *b, const struct folio_step_batch *batch, char *err,
                 size_t errlen);
 int cuda_collect(struct folio_backend *b, struct folio_step_result *res, char *err, size_t errlen);
+int cuda_sample_masked(struct folio_backend *b, const struct folio_step_batch *batch, char *err,
+                       size_t errlen);
 
 /* cuda_gemm.c */
 void cuda_gemm_plans_clear(struct cuda_backend *cb);
@@ -263,9 +269,11 @@ const struct folio_k_tmap *cuda_tma_lm_head_map(const struct cuda_backend *cb);
 struct folio_k_decode_plan cuda_decode_plan(const struct cuda_backend *cb, int n);
 int cuda_forward(struct cuda_backend *cb, const struct step_layout *l, int t_rows, int s_rows,
                  int n_sample, int num_tiles, char *err, size_t errlen);
+int cuda_sample(struct cuda_backend *cb, const struct step_layout *l, int n_sample, bool pdl,
+                char *err, size_t errlen);
 
 /* cuda_graphs.c */
-int cuda_run_decode_graph(struct cuda_backend *cb, int bucket, int slot,
+int cuda_run_decode_graph(struct cuda_backend *cb, int bucket, int slot, bool forward_only,
                           const struct step_layout *l, char *err, size_t errlen);
 int cuda_capture_decode_graphs(struct cuda_backend *cb, char *err, size_t errlen);
 int cuda_warm_up_mixed_steps(struct cuda_backend *cb, char *err, size_t errlen);

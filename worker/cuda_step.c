@@ -7,6 +7,9 @@
  * flight, each with its own pinned staging, so step N+1 is queued before N's
  * results are read; FOLIO_TOKEN_FROM_PREV ids are read on the GPU from the ids
  * each slot sampled last (the embedding kernel does it), never from the host.
+ * A step launched with masks_later stops after its forward until
+ * sample_masked brings its grammar masks: the host computes them from step
+ * N's tokens while the GPU runs step N+1's forward.
  *
  * Any CUDA or cuBLAS error returns -1 with a message and marks the backend
  * failed: the worker exits and the scheduler starts a fresh one. */
@@ -130,6 +133,37 @@ int cuda_pack_step(struct cuda_backend *cb, const struct folio_step_batch *batch
     return n_sample;
 }
 
+/* Queues what follows a step's forward: its sampling where it runs eagerly (with the batch's
+ * logit bias and grammar masks), then its results' copy down. */
+static int queue_sampling(struct cuda_backend *cb, struct inflight *fl,
+                          const struct folio_step_batch *batch, bool eager_sampling, char *err,
+                          size_t errlen)
+{
+    const struct step_layout *l = &fl->layout;
+    int slot = (int)(fl - cb->fl);
+    cb->failed = true; /* until the step is queued */
+    if (eager_sampling && fl->num_sample_rows > 0) {
+        cb->d_meta = fl->d_step;
+        if (folio_cuda_bias_upload(&cb->bias, batch, fl->seq_row, cb->stream, err, errlen) != 0 ||
+            folio_cuda_mask_upload(&cb->mask, slot, batch, fl->seq_row, cb->stream, err, errlen) !=
+                0 ||
+            cuda_sample(cb, l, fl->num_sample_rows, false, err, errlen) != 0)
+            return -1;
+    }
+    CUDA_CHECK(cudaEventRecord(fl->computed, cb->stream));
+    CUDA_CHECK(cudaStreamWaitEvent(cb->download, fl->computed, 0));
+    fl->h_tokens = (int32_t *)(fl->staging + l->out_tokens);
+    fl->h_logprobs = (float *)(fl->staging + l->out_logprobs);
+    fl->h_top_ids = (int32_t *)(fl->staging + l->out_top_ids);
+    fl->h_top_logprobs = (float *)(fl->staging + l->out_top_logprobs);
+    if (fl->num_sample_rows > 0)
+        CUDA_CHECK(cudaMemcpyAsync(fl->staging + l->inputs, fl->d_step + l->inputs,
+                                   l->total - l->inputs, cudaMemcpyDeviceToHost, cb->download));
+    CUDA_CHECK(cudaEventRecord(fl->done, cb->download));
+    cb->failed = false;
+    return 0;
+}
+
 int cuda_launch(struct folio_backend *b, const struct folio_step_batch *batch, char *err,
                 size_t errlen)
 {
@@ -141,6 +175,13 @@ int cuda_launch(struct folio_backend *b, const struct folio_step_batch *batch, c
     if (cb->fl_count == MAX_INFLIGHT) {
         snprintf(err, errlen, "cuda backend: %d steps already in flight; collect first",
                  MAX_INFLIGHT);
+        return -1;
+    }
+    if (cb->fl_count > 0 &&
+        cb->fl[(cb->fl_head + cb->fl_count - 1) % MAX_INFLIGHT].awaiting_masks) {
+        snprintf(err, errlen,
+                 "cuda backend: the latest step awaits its masks (sample_masked): "
+                 "the next step reads what it samples");
         return -1;
     }
     if (folio_step_batch_check(&cb->base, batch, err, errlen) != 0)
@@ -165,49 +206,64 @@ int cuda_launch(struct folio_backend *b, const struct folio_step_batch *batch, c
     bool decode_only = batch->num_tokens == batch->num_seqs;
     int bucket = cuda_graph_bucket(batch->num_seqs);
     bool use_graph = cb->use_graphs && decode_only && bucket <= cb->base.max_seqs &&
-                     bucket <= cb->base.max_num_tokens && !folio_cuda_bias_in_batch(batch) &&
-                     !folio_cuda_mask_in_batch(batch);
+                     bucket <= cb->base.max_num_tokens;
+    /* A logit bias or grammar masks change from step to step, so such a step's sampling is
+     * queued eagerly after its forward (its decode graph's forward-only variant). */
+    bool eager_sampling =
+        batch->masks_later || folio_cuda_bias_in_batch(batch) || folio_cuda_mask_in_batch(batch);
     int t_rows = use_graph ? bucket : batch->num_tokens;
     int s_rows = use_graph ? bucket : batch->num_seqs;
-    struct step_layout l;
-    cuda_layout_for(t_rows, s_rows, cb->block_stride, &l);
-    int n_sample = cuda_pack_step(cb, batch, t_rows, s_rows, use_graph, &l, fl);
+    struct step_layout *l = &fl->layout;
+    cuda_layout_for(t_rows, s_rows, cb->block_stride, l);
+    int n_sample = cuda_pack_step(cb, batch, t_rows, s_rows, use_graph, l, fl);
     fl->num_seqs = batch->num_seqs;
     fl->num_sample_rows = n_sample;
     fl->logits_on_device = true;
     fl->logits_kept = false;
+    fl->awaiting_masks = false;
 
     cb->failed = true; /* until the step is queued */
     /* The slot's buffer is free: its last step was collected before this launch. */
     CUDA_CHECK(
-        cudaMemcpyAsync(fl->d_step, fl->staging, l.inputs, cudaMemcpyHostToDevice, cb->upload));
+        cudaMemcpyAsync(fl->d_step, fl->staging, l->inputs, cudaMemcpyHostToDevice, cb->upload));
     CUDA_CHECK(cudaEventRecord(fl->uploaded, cb->upload));
     CUDA_CHECK(cudaStreamWaitEvent(cb->stream, fl->uploaded, 0));
     cb->d_meta = fl->d_step;
-    if (folio_cuda_bias_upload(&cb->bias, batch, fl->seq_row, cb->stream, err, errlen) != 0 ||
-        folio_cuda_mask_upload(&cb->mask, batch, fl->seq_row, cb->vocab, cb->stream, err, errlen) !=
-            0)
-        return -1;
     if (use_graph) {
-        if (cuda_run_decode_graph(cb, bucket, slot, &l, err, errlen) != 0)
+        if (cuda_run_decode_graph(cb, bucket, slot, eager_sampling, l, err, errlen) != 0)
             return -1;
-    } else if (cuda_forward(cb, &l, t_rows, s_rows, n_sample, decode_only ? -1 : fl->num_attn_tiles,
-                            err, errlen) != 0) {
-        return -1;
+    } else {
+        cb->defer_sample = eager_sampling;
+        int rc = cuda_forward(cb, l, t_rows, s_rows, n_sample,
+                              decode_only ? -1 : fl->num_attn_tiles, err, errlen);
+        cb->defer_sample = false;
+        if (rc != 0)
+            return -1;
     }
-    CUDA_CHECK(cudaEventRecord(fl->computed, cb->stream));
-    CUDA_CHECK(cudaStreamWaitEvent(cb->download, fl->computed, 0));
-    fl->h_tokens = (int32_t *)(fl->staging + l.out_tokens);
-    fl->h_logprobs = (float *)(fl->staging + l.out_logprobs);
-    fl->h_top_ids = (int32_t *)(fl->staging + l.out_top_ids);
-    fl->h_top_logprobs = (float *)(fl->staging + l.out_top_logprobs);
-    if (n_sample > 0)
-        CUDA_CHECK(cudaMemcpyAsync(fl->staging + l.inputs, fl->d_step + l.inputs,
-                                   l.total - l.inputs, cudaMemcpyDeviceToHost, cb->download));
-    CUDA_CHECK(cudaEventRecord(fl->done, cb->download));
     cb->failed = false;
     cb->fl_count++;
-    return 0;
+    if (batch->masks_later) {
+        fl->awaiting_masks = true;
+        return 0;
+    }
+    return queue_sampling(cb, fl, batch, eager_sampling, err, errlen);
+}
+
+int cuda_sample_masked(struct folio_backend *b, const struct folio_step_batch *batch, char *err,
+                       size_t errlen)
+{
+    struct cuda_backend *cb = (struct cuda_backend *)b;
+    struct inflight *fl = &cb->fl[(cb->fl_head + cb->fl_count + MAX_INFLIGHT - 1) % MAX_INFLIGHT];
+    if (cb->failed || cb->fl_count == 0 || !fl->awaiting_masks) {
+        snprintf(err, errlen,
+                 "cuda backend: sample_masked without a step launched with "
+                 "masks_later");
+        return -1;
+    }
+    if (batch->num_seqs != fl->num_seqs || folio_backend_masks_check(b, batch, err, errlen) != 0)
+        return -1;
+    fl->awaiting_masks = false;
+    return queue_sampling(cb, fl, batch, true, err, errlen);
 }
 
 int cuda_collect(struct folio_backend *b, struct folio_step_result *res, char *err, size_t errlen)
@@ -222,6 +278,10 @@ int cuda_collect(struct folio_backend *b, struct folio_step_result *res, char *e
         return -1;
     }
     struct inflight *fl = &cb->fl[cb->fl_head];
+    if (fl->awaiting_masks) {
+        snprintf(err, errlen, "cuda backend: collect of a step that awaits its masks");
+        return -1;
+    }
     cudaError_t e = cudaEventSynchronize(fl->done);
     if (e != cudaSuccess) {
         cb->failed = true;

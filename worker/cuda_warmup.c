@@ -4,7 +4,7 @@
 
 #include "cuda_internal.h"
 
-/* Captures the decode graph of every bucket up front, as vLLM does at start-up,
+/* Captures the decode graphs of every bucket up front, as vLLM does at start-up,
  * so that the first step of each batch size while serving does not pay for
  * an eager run and a capture (tens of milliseconds of inter-token latency).
  * Each bucket runs a step whose rows are all padding (no keys, no cache
@@ -24,9 +24,10 @@ int cuda_capture_decode_graphs(struct cuda_backend *cb, char *err, size_t errlen
             CUDA_CHECK(cudaMemcpyAsync(fl->d_step, fl->staging, l.inputs, cudaMemcpyHostToDevice,
                                        cb->stream));
             cb->d_meta = fl->d_step;
-            /* Slot 0: the eager run, then capture + replay; slot 1: capture + replay. */
-            for (int pass = slot == 0 ? 0 : 1; pass < 2; pass++)
-                if (cuda_run_decode_graph(cb, bucket, slot, &l, err, errlen) != 0)
+            /* Slot 0: the eager run, then capture + replay; slot 1: capture + replay; then
+             * the forward-only graph of each. */
+            for (int pass = slot == 0 ? 0 : 1; pass < 3; pass++)
+                if (cuda_run_decode_graph(cb, bucket, slot, pass == 2, &l, err, errlen) != 0)
                     return -1;
             CUDA_CHECK(cudaStreamSynchronize(cb->stream));
         }
@@ -80,7 +81,8 @@ int cuda_warm_up_mixed_steps(struct cuda_backend *cb, char *err, size_t errlen)
         }
         for (int j = 0; j < t; j++)
             ids[j] = j % cb->vocab;
-        const struct folio_step_batch batch = {seqs, t, ids, q};
+        const struct folio_step_batch batch = {
+            .num_seqs = seqs, .num_tokens = t, .token_ids = ids, .seqs = q};
         rc = cuda_launch(&cb->base, &batch, err, errlen);
         if (rc == 0)
             rc = cuda_collect(&cb->base, &res, err, errlen);

@@ -22,10 +22,6 @@ struct folio_grammar_slots {
     size_t words;
     struct slot *slots;
     uint32_t *masks; /* [max_seqs][words], by slot */
-    /* the last prepared step, per sequence */
-    int num_seqs;
-    int32_t *masked_slot; /* the slot whose mask it samples under; -1: none */
-    bool *failed;
 };
 
 /* Enough for the grammars of a busy server's requests; a miss recompiles. */
@@ -52,9 +48,7 @@ int folio_grammar_slots_new(const char *model_dir, int32_t vocab_size, const int
     g->cache = folio_grammar_cache_new(g->vocab, GRAMMAR_CACHE_ENTRIES);
     g->slots = calloc((size_t)max_seqs, sizeof *g->slots);
     g->masks = malloc((size_t)max_seqs * g->words * sizeof *g->masks);
-    g->masked_slot = malloc((size_t)max_seqs * sizeof *g->masked_slot);
-    g->failed = calloc((size_t)max_seqs, sizeof *g->failed);
-    if (!g->cache || !g->slots || !g->masks || !g->masked_slot || !g->failed) {
+    if (!g->cache || !g->slots || !g->masks) {
         folio_grammar_slots_free(g);
         snprintf(err, errlen, "grammar: out of memory for %d slots", max_seqs);
         return -1;
@@ -71,12 +65,27 @@ void folio_grammar_slots_free(struct folio_grammar_slots *g)
         folio_grammar_matcher_free(g->slots[i].m);
     free(g->slots);
     free(g->masks);
-    free(g->masked_slot);
-    free(g->failed);
     folio_grammar_cache_free(g->cache);
     folio_grammar_vocab_free(g->vocab);
     folio_tokenizer_free(g->tok);
     free(g);
+}
+
+int folio_grammar_step_init(struct folio_grammar_step *st, int max_seqs)
+{
+    st->num_seqs = 0;
+    st->masked_slot = calloc((size_t)max_seqs, sizeof *st->masked_slot);
+    st->request_id = calloc((size_t)max_seqs, sizeof *st->request_id);
+    st->failed = calloc((size_t)max_seqs, sizeof *st->failed);
+    return st->masked_slot && st->request_id && st->failed ? 0 : -1;
+}
+
+void folio_grammar_step_free(struct folio_grammar_step *st)
+{
+    free(st->masked_slot);
+    free(st->request_id);
+    free(st->failed);
+    memset(st, 0, sizeof *st);
 }
 
 bool folio_grammar_plan_constrained(const struct folio_plan_view *v)
@@ -93,17 +102,19 @@ static void drop(struct slot *sl)
     sl->m = NULL;
 }
 
-/* Sequence i's grammar failed: said once in the log, its matcher dropped. */
-static void fail(struct folio_grammar_slots *g, int i, struct slot *sl, const char *why)
+/* Sequence i of step st failed its grammar: said once in the log, its matcher dropped. */
+static void fail(struct folio_grammar_step *st, int i, struct slot *sl, const char *why)
 {
-    if (!g->failed[i])
+    if (!st->failed[i])
         folio_log_error(sl->request_id, "structured output: %s", why);
-    g->failed[i] = true;
+    st->failed[i] = true;
+    st->masked_slot[i] = -1;
     drop(sl);
 }
 
 /* A new matcher for the grammar plan entry p brings, with its earlier outputs replayed. */
-static void make_matcher(struct folio_grammar_slots *g, const struct folio_plan_view *v, int i)
+static void make_matcher(struct folio_grammar_slots *g, const struct folio_plan_view *v,
+                         struct folio_grammar_step *st, int i)
 {
     const struct folio_plan_seq *p = &v->seqs[i];
     struct slot *sl = &g->slots[p->slot];
@@ -113,12 +124,12 @@ static void make_matcher(struct folio_grammar_slots *g, const struct folio_plan_
     if (folio_grammar_matcher_new(g->cache, (enum folio_grammar_kind)p->grammar_kind,
                                   v->grammar_text + p->grammar_offset, (size_t)p->grammar_len,
                                   &sl->m, err, sizeof err) != 0) {
-        fail(g, i, sl, err);
+        fail(st, i, sl, err);
         return;
     }
     for (int32_t k = 0; k < p->num_replay; k++)
         if (folio_grammar_commit(sl->m, v->replay[p->replay_offset + k], err, sizeof err) != 0) {
-            fail(g, i, sl, err);
+            fail(st, i, sl, err);
             return;
         }
 }
@@ -136,71 +147,95 @@ static bool mask_without_bans(uint32_t *mask, size_t words, const struct folio_s
     return false;
 }
 
-void folio_grammar_slots_prepare(struct folio_grammar_slots *g, const struct folio_plan_view *v,
-                                 struct folio_step_seq *seqs)
+void folio_grammar_slots_bind(struct folio_grammar_slots *g, const struct folio_plan_view *v,
+                              struct folio_grammar_step *st, struct folio_step_seq *seqs)
 {
     int n = v->hdr->num_seqs;
-    g->num_seqs = n;
+    st->num_seqs = n;
     for (int i = 0; i < n; i++) {
         const struct folio_plan_seq *p = &v->seqs[i];
         struct slot *sl = &g->slots[p->slot];
-        g->failed[i] = false;
-        g->masked_slot[i] = -1;
+        st->failed[i] = false;
+        st->masked_slot[i] = -1;
+        st->request_id[i] = p->request_id;
         seqs[i].allowed = NULL;
         if (p->grammar_kind < 0) {
             drop(sl); /* another sequence has the slot now */
             continue;
         }
         if (p->grammar_new)
-            make_matcher(g, v, i);
+            make_matcher(g, v, st, i);
         else if (sl->m && sl->request_id != p->request_id)
             drop(sl); /* the slot's previous sequence's: this one's comes with its first sample */
         if (p->sample && !sl->m)
-            g->failed[i] = true; /* its grammar failed before (the scheduler ends it): unmasked */
+            st->failed[i] = true; /* its grammar failed before (the scheduler ends it): unmasked */
         else if (p->sample)
-            g->masked_slot[i] = p->slot;
+            st->masked_slot[i] = p->slot;
     }
+}
+
+/* The slot's matcher is still the one step st bound for sequence i. */
+static struct slot *bound_slot(struct folio_grammar_slots *g, const struct folio_grammar_step *st,
+                               int i)
+{
+    int s = st->masked_slot[i];
+    if (s < 0 || !g->slots[s].m || g->slots[s].request_id != st->request_id[i])
+        return NULL;
+    return &g->slots[s];
+}
+
+void folio_grammar_slots_fill(struct folio_grammar_slots *g, struct folio_grammar_step *st,
+                              struct folio_step_seq *seqs)
+{
+    int n = st->num_seqs;
     /* Masks are the costly part, and each sequence's matcher is its own. */
 #pragma omp parallel for schedule(dynamic, 1)
     for (int i = 0; i < n; i++) {
-        int s = g->masked_slot[i];
-        if (s < 0)
+        struct slot *sl = bound_slot(g, st, i);
+        seqs[i].allowed = NULL;
+        if (!sl) {
+            if (st->masked_slot[i] >= 0)
+                st->failed[i] = true; /* an earlier step's token failed it */
             continue;
-        uint32_t *mask = g->masks + (size_t)s * g->words;
+        }
+        uint32_t *mask = g->masks + (size_t)st->masked_slot[i] * g->words;
         char err[512];
         const char *why = NULL;
-        if (folio_grammar_fill_mask(g->slots[s].m, mask, g->words, err, sizeof err) != 0)
+        if (folio_grammar_fill_mask(sl->m, mask, g->words, err, sizeof err) != 0)
             why = err;
         else if (!mask_without_bans(mask, g->words, &seqs[i]))
             why = "min_tokens bans every token the grammar allows here";
         else
             seqs[i].allowed = mask;
         if (why) {
-            g->failed[i] = true;
+            st->failed[i] = true;
 #pragma omp critical
-            folio_log_error(g->slots[s].request_id, "structured output: %s", why);
+            folio_log_error(sl->request_id, "structured output: %s", why);
         }
     }
     for (int i = 0; i < n; i++)
-        if (g->failed[i] && g->masked_slot[i] >= 0) {
-            drop(&g->slots[g->masked_slot[i]]);
-            g->masked_slot[i] = -1;
+        if (st->failed[i] && st->masked_slot[i] >= 0) {
+            struct slot *sl = bound_slot(g, st, i);
+            if (sl)
+                drop(sl);
+            st->masked_slot[i] = -1;
         }
 }
 
-void folio_grammar_slots_commit(struct folio_grammar_slots *g, const int32_t *token_ids)
+void folio_grammar_slots_commit(struct folio_grammar_slots *g, struct folio_grammar_step *st,
+                                const int32_t *token_ids)
 {
-    for (int i = 0; i < g->num_seqs; i++) {
-        int s = g->masked_slot[i];
-        if (s < 0 || folio_grammar_is_finished(g->slots[s].m))
+    for (int i = 0; i < st->num_seqs; i++) {
+        struct slot *sl = bound_slot(g, st, i);
+        if (!sl || folio_grammar_is_finished(sl->m))
             continue; /* the token after a complete grammar is its EOS, which ends it */
         char err[512];
-        if (folio_grammar_commit(g->slots[s].m, token_ids[i], err, sizeof err) != 0)
-            fail(g, i, &g->slots[s], err);
+        if (folio_grammar_commit(sl->m, token_ids[i], err, sizeof err) != 0)
+            fail(st, i, sl, err);
     }
 }
 
-bool folio_grammar_slots_failed(const struct folio_grammar_slots *g, int i)
+bool folio_grammar_step_failed(const struct folio_grammar_step *st, int i)
 {
-    return i < g->num_seqs && g->failed[i];
+    return i < st->num_seqs && st->failed[i];
 }

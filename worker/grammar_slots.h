@@ -3,11 +3,12 @@
  *
  * A plan brings a sequence's grammar with its first sampling step on a slot, plus the tokens it
  * generated before a preemption, which the new matcher replays; the matcher is dropped when
- * another sequence takes the slot. Before a step, every constrained sequence that samples gets
- * its mask in its step entry (folio_step_seq.allowed), EOS in it only where the grammar accepts
- * and alone once the grammar is complete; after the step, its sampled token is committed. So a
- * step's masks need the previous step's tokens committed: the worker runs a step with
- * constrained sequences alone in its pipeline.
+ * another sequence takes the slot. A step's constrained sequences are bound to their matchers
+ * when its plan is read; each one that samples gets its mask in its step entry
+ * (folio_step_seq.allowed), EOS in it only where the grammar accepts and alone once the grammar
+ * is complete, once the previous step's tokens are committed; after the step, its sampled token
+ * is committed. So the worker launches a constrained step's forward before the previous step's
+ * tokens are known, and brings its masks later (folio_backend_ops.sample_masked).
  *
  * A sequence whose grammar cannot go on (a mask past the engine's limits, a token it refuses, a
  * mask that the logit bias empties) samples unmasked and is marked failed; its result says so
@@ -34,16 +35,34 @@ void folio_grammar_slots_free(struct folio_grammar_slots *g);
 /* A plan with a sequence that samples under a grammar. */
 bool folio_grammar_plan_constrained(const struct folio_plan_view *v);
 
-/* Before the step of plan v, whose batch entries are seqs[v->hdr->num_seqs]: matchers made where
- * the plan brings a grammar and dropped where an unconstrained sequence took the slot; each
- * constrained sampling sequence's mask into seqs[i].allowed (which lives until the next call). */
-void folio_grammar_slots_prepare(struct folio_grammar_slots *g, const struct folio_plan_view *v,
-                                 struct folio_step_seq *seqs);
+/* What the slots keep of one step between its plan and its collect: per sequence, the slot
+ * whose matcher it samples under (-1: none) and the request that matcher is for, and whether its
+ * grammar failed. */
+struct folio_grammar_step {
+    int num_seqs;
+    int32_t *masked_slot;
+    uint64_t *request_id;
+    bool *failed;
+};
+int folio_grammar_step_init(struct folio_grammar_step *st, int max_seqs);
+void folio_grammar_step_free(struct folio_grammar_step *st);
+
+/* When plan v is read: matchers made where it brings a grammar and dropped where an
+ * unconstrained sequence took the slot; st records the step's constrained sampling sequences.
+ * No masks yet: every seqs[i].allowed is NULL. */
+void folio_grammar_slots_bind(struct folio_grammar_slots *g, const struct folio_plan_view *v,
+                              struct folio_grammar_step *st, struct folio_step_seq *seqs);
+
+/* Once every earlier step's tokens are committed: each constrained sampling sequence's mask into
+ * seqs[i].allowed (which lives until the next fill). */
+void folio_grammar_slots_fill(struct folio_grammar_slots *g, struct folio_grammar_step *st,
+                              struct folio_step_seq *seqs);
 
 /* After that step: each constrained sequence that sampled commits token_ids[i]. */
-void folio_grammar_slots_commit(struct folio_grammar_slots *g, const int32_t *token_ids);
+void folio_grammar_slots_commit(struct folio_grammar_slots *g, struct folio_grammar_step *st,
+                                const int32_t *token_ids);
 
-/* Whether sequence i of the last prepared step failed its grammar. */
-bool folio_grammar_slots_failed(const struct folio_grammar_slots *g, int i);
+/* Whether sequence i of the step failed its grammar. */
+bool folio_grammar_step_failed(const struct folio_grammar_step *st, int i);
 
 #endif

@@ -57,6 +57,7 @@ void folio_step_io_free(struct folio_step_io *io)
 }
 
 int folio_step_io_batch(struct folio_step_io *io, const struct folio_plan_view *v,
+                        struct folio_grammar_step *gs, bool masks_later,
                         struct folio_step_batch *batch, char *err, size_t errlen)
 {
     const struct folio_plan_header *h = v->hdr;
@@ -92,19 +93,29 @@ int folio_step_io_batch(struct folio_step_io *io, const struct folio_plan_view *
             return -1;
         }
     }
-    if (io->grammar)
-        folio_grammar_slots_prepare(io->grammar, v, io->seqs);
+    if (io->grammar) {
+        folio_grammar_slots_bind(io->grammar, v, gs, io->seqs);
+        if (!masks_later)
+            folio_grammar_slots_fill(io->grammar, gs, io->seqs);
+    }
     *batch = (struct folio_step_batch){.num_seqs = h->num_seqs,
                                        .num_tokens = h->num_tokens,
                                        .token_ids = v->token_ids,
-                                       .seqs = io->seqs};
+                                       .seqs = io->seqs,
+                                       .masks_later = io->grammar && masks_later};
     return 0;
 }
 
-void folio_step_io_commit(struct folio_step_io *io)
+void folio_step_io_fill_masks(struct folio_step_io *io, struct folio_grammar_step *gs)
 {
     if (io->grammar)
-        folio_grammar_slots_commit(io->grammar, io->res.token_ids);
+        folio_grammar_slots_fill(io->grammar, gs, io->seqs);
+}
+
+void folio_step_io_commit(struct folio_step_io *io, struct folio_grammar_step *gs)
+{
+    if (io->grammar)
+        folio_grammar_slots_commit(io->grammar, gs, io->res.token_ids);
 }
 
 /* Sequence i's prompt logprobs (entries from *entry in io->res) into the
@@ -129,9 +140,9 @@ static void encode_prompt_lps(const struct folio_step_io *io, int32_t i,
     }
 }
 
-size_t folio_step_io_encode_result(struct folio_step_io *io, const struct folio_plan_header *plan,
-                                   int32_t num_seqs, const int32_t *num_logprobs,
-                                   uint64_t backend_ns)
+size_t folio_step_io_encode_result(struct folio_step_io *io, const struct folio_grammar_step *gs,
+                                   const struct folio_plan_header *plan, int32_t num_seqs,
+                                   const int32_t *num_logprobs, uint64_t backend_ns)
 {
     int32_t num_top = 0, num_prompt = 0;
     for (int32_t i = 0; i < num_seqs; i++) {
@@ -155,12 +166,12 @@ size_t folio_step_io_encode_result(struct folio_step_io *io, const struct folio_
     float *prompt_lps = (float *)(prompt_ids + num_prompt);
     int32_t off = 0, entry = 0;
     for (int32_t i = 0; i < num_seqs; i++) {
-        seqs[i] = (struct folio_result_seq){
-            .token_id = io->res.token_ids[i],
-            .logprob = io->res.logprobs[i],
-            .num_top = num_logprobs[i],
-            .top_offset = off,
-            .grammar_failed = io->grammar && folio_grammar_slots_failed(io->grammar, i)};
+        seqs[i] =
+            (struct folio_result_seq){.token_id = io->res.token_ids[i],
+                                      .logprob = io->res.logprobs[i],
+                                      .num_top = num_logprobs[i],
+                                      .top_offset = off,
+                                      .grammar_failed = gs && folio_grammar_step_failed(gs, i)};
         for (int32_t k = 0; k < num_logprobs[i]; k++, off++) {
             top_ids[off] = io->res.top_ids[(size_t)i * FOLIO_MAX_LOGPROBS + k];
             top_lps[off] = io->res.top_logprobs[(size_t)i * FOLIO_MAX_LOGPROBS + k];

@@ -236,7 +236,8 @@ struct launched {
     struct folio_plan_header hdr; /* copied: the plan record is released at launch */
     int32_t *num_logprobs;
     uint64_t launch_ns;
-    bool constrained; /* samples under a grammar: runs alone in the pipeline */
+    bool constrained;             /* samples under a grammar */
+    struct folio_grammar_step gs; /* its sequences' grammars, until its tokens are committed */
 };
 
 static volatile sig_atomic_t stop_requested;
@@ -262,6 +263,19 @@ static int write_result(struct folio_ring *ring, const void *rec, size_t len, ch
     }
 }
 
+/* The masks of the step launched with masks_later (its batch `awaiting`, its plan record still
+ * held), once every earlier step's tokens are committed: filled, handed to the backend, and the
+ * plan record released. */
+static int finish_masks(struct folio_backend *b, struct folio_step_io *io, struct folio_ring *plans,
+                        const struct folio_step_batch *awaiting, struct launched *l, char *err,
+                        size_t errlen)
+{
+    folio_step_io_fill_masks(io, &l->gs);
+    int rc = b->ops->sample_masked(b, awaiting, err, errlen);
+    folio_ring_release(plans);
+    return rc;
+}
+
 /* stale_epoch: the plan ring's writer epoch when this worker loaded. Plans
  * of it were written for a predecessor (the scheduler starts a new epoch once
  * it has this worker's LoadReply) and are skipped. */
@@ -269,21 +283,28 @@ static int run_steps(struct folio_backend *b, struct folio_ring *plans, struct f
                      struct folio_step_io *io, uint32_t stale_epoch, char *err, size_t errlen)
 {
     struct launched q[PIPELINE_DEPTH];
-    for (int i = 0; i < PIPELINE_DEPTH; i++) {
-        q[i].num_logprobs = calloc((size_t)io->max_seqs, sizeof(int32_t));
-        if (!q[i].num_logprobs) {
+    int rc = 0;
+    memset(q, 0, sizeof q);
+    for (int i = 0; i < PIPELINE_DEPTH; i++)
+        if (!(q[i].num_logprobs = calloc((size_t)io->max_seqs, sizeof(int32_t))) ||
+            folio_grammar_step_init(&q[i].gs, io->max_seqs) != 0) {
             snprintf(err, errlen, "worker: out of memory");
-            return -1;
+            rc = -1;
         }
-    }
     /* A backend that runs a step whole inside launch() says depth 1: launching
      * N+1 before collecting N would hold N's tokens back for a whole step. */
     int depth = b->caps.pipeline_depth < 1                ? 1
                 : b->caps.pipeline_depth > PIPELINE_DEPTH ? PIPELINE_DEPTH
                                                           : b->caps.pipeline_depth;
-    int head = 0, count = 0, rc = 0;
+    /* A constrained step's masks need the previous step's tokens committed. Where the backend
+     * takes masks after launch, its forward is queued at once and its masks follow once the
+     * previous step is collected (its plan record held until then); elsewhere it runs alone. */
+    bool late_masks = depth > 1 && b->ops->sample_masked;
+    struct folio_step_batch awaiting = {0}; /* the latest step's batch, launched with masks_later */
+    bool holding = false;
+    int head = 0, count = 0;
     uint64_t failed_step = 0, failed_plan_ns = 0;
-    while (!stop_requested) {
+    while (rc == 0 && !stop_requested) {
         if (count == 0) {
             int w = folio_ring_wait(plans, 100 * 1000000ll, err, errlen);
             if (w < 0) {
@@ -293,11 +314,9 @@ static int run_steps(struct folio_backend *b, struct folio_ring *plans, struct f
             if (w == 0)
                 continue;
         }
-        /* Launch every plan already waiting, up to the pipeline depth. A step that samples
-         * under a grammar runs alone: its masks need every earlier token committed, and the
-         * next step's masks need its tokens. */
-        while (count < depth &&
-               !(count > 0 && q[(head + count - 1) % PIPELINE_DEPTH].constrained)) {
+        /* Launch every plan already waiting, up to the pipeline depth. */
+        while (count < depth && !holding &&
+               !(count > 0 && !late_masks && q[(head + count - 1) % PIPELINE_DEPTH].constrained)) {
             struct folio_ring_record rec;
             int r = folio_ring_peek(plans, &rec, err, errlen);
             if (r < 0) {
@@ -314,9 +333,11 @@ static int run_steps(struct folio_backend *b, struct folio_ring *plans, struct f
             struct folio_step_batch batch;
             struct launched *l = &q[(head + count) % PIPELINE_DEPTH];
             int dr = folio_plan_decode(rec.data, rec.len, &v, err, errlen);
-            if (dr == 0 && count > 0 && folio_grammar_plan_constrained(&v))
+            bool constrained = dr == 0 && folio_grammar_plan_constrained(&v);
+            if (constrained && count > 0 && !late_masks)
                 break; /* it waits in the ring for the steps in flight */
-            if (dr != 0 || folio_step_io_batch(io, &v, &batch, err, errlen) != 0) {
+            if (dr != 0 || folio_step_io_batch(io, &v, &l->gs, constrained && late_masks, &batch,
+                                               err, errlen) != 0) {
                 const struct folio_plan_header *h = rec.data;
                 failed_step = rec.len >= sizeof *h ? h->step_id : 0;
                 failed_plan_ns = rec.len >= sizeof *h ? h->plan_unix_ns : 0;
@@ -325,24 +346,34 @@ static int run_steps(struct folio_backend *b, struct folio_ring *plans, struct f
                 break;
             }
             l->hdr = *v.hdr;
-            l->constrained = folio_grammar_plan_constrained(&v);
+            l->constrained = constrained;
             memcpy(l->num_logprobs, io->num_logprobs, (size_t)v.hdr->num_seqs * sizeof(int32_t));
             l->launch_ns = folio_mono_ns();
-            int lr = b->ops->launch(b, &batch, err, errlen);
-            folio_ring_release(plans);
-            if (lr != 0) {
+            if (b->ops->launch(b, &batch, err, errlen) != 0) {
                 failed_step = v.hdr->step_id;
                 failed_plan_ns = v.hdr->plan_unix_ns;
                 rc = -1;
                 break;
             }
             count++;
+            if (batch.masks_later) {
+                awaiting = batch; /* points into the plan record, released with its masks */
+                holding = true;
+            } else {
+                folio_ring_release(plans);
+            }
         }
-        if (rc != 0)
-            break;
-        if (count == 0)
+        if (rc != 0 || count == 0)
             continue;
         struct launched *l = &q[head];
+        struct launched *last = &q[(head + count - 1) % PIPELINE_DEPTH];
+        if (holding && count == 1 && finish_masks(b, io, plans, &awaiting, l, err, errlen) != 0) {
+            failed_step = l->hdr.step_id;
+            failed_plan_ns = l->hdr.plan_unix_ns;
+            rc = -1;
+            break;
+        }
+        holding = holding && count > 1;
         if (b->ops->collect(b, &io->res, err, errlen) != 0) {
             failed_step = l->hdr.step_id;
             failed_plan_ns = l->hdr.plan_unix_ns;
@@ -350,12 +381,22 @@ static int run_steps(struct folio_backend *b, struct folio_ring *plans, struct f
             break;
         }
         if (l->constrained)
-            folio_step_io_commit(io);
+            folio_step_io_commit(io, &l->gs);
+        /* The next step's masks follow from these tokens: the GPU runs its forward meanwhile. */
+        if (holding) {
+            holding = false;
+            if (finish_masks(b, io, plans, &awaiting, last, err, errlen) != 0) {
+                failed_step = last->hdr.step_id;
+                failed_plan_ns = last->hdr.plan_unix_ns;
+                rc = -1;
+                break;
+            }
+        }
         /* Pipelined, a step's backend time runs from its own launch or from
          * the end of the previous collect, whichever is later. */
         uint64_t done = folio_mono_ns();
-        size_t len = folio_step_io_encode_result(io, &l->hdr, l->hdr.num_seqs, l->num_logprobs,
-                                                 done - l->launch_ns);
+        size_t len = folio_step_io_encode_result(io, &l->gs, &l->hdr, l->hdr.num_seqs,
+                                                 l->num_logprobs, done - l->launch_ns);
         if (write_result(results, io->result_buf, len, err, errlen) != 0) {
             rc = stop_requested ? 0 : -1;
             break;
@@ -370,8 +411,10 @@ static int run_steps(struct folio_backend *b, struct folio_ring *plans, struct f
         char werr[128];
         folio_ring_try_write(results, io->result_buf, (uint32_t)len, werr, sizeof werr);
     }
-    for (int i = 0; i < PIPELINE_DEPTH; i++)
+    for (int i = 0; i < PIPELINE_DEPTH; i++) {
         free(q[i].num_logprobs);
+        folio_grammar_step_free(&q[i].gs);
+    }
     return rc;
 }
 

@@ -200,6 +200,12 @@ def token_masks(drv, fx, vocab):
     check("token masks on CUDA: graphs and eager steps mixed == all eager",
           [r["token_ids"] for r in re] == [r["token_ids"] for r in rg],
           f"tokens equal: {[r['token_ids'] for r in re] == [r['token_ids'] for r in rg]}")
+    for ahead in (False, True) if drv.backend == "cuda" else ():  # the CPU takes masks at launch
+        rl, _ = drv.run(fx, st, vocab, masks_later=True, launch_ahead=ahead, **opts)
+        check(f"token masks on CUDA handed over after launch (launch_ahead {ahead}) == at launch",
+              [r["token_ids"] for r in rl] == [r["token_ids"] for r in rg] and
+              [r["logprobs"] for r in rl] == [r["logprobs"] for r in rg],
+              f"tokens equal: {[r['token_ids'] for r in rl] == [r['token_ids'] for r in rg]}")
 
 
 def main():

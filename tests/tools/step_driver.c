@@ -16,7 +16,9 @@
  * (a logit_bias value null is -inf, a ban; "allowed": a structured output's
  * mask, the only tokens the sequence may sample).
  * A token -1 is FOLIO_TOKEN_FROM_PREV. With launch_ahead, step N+1 is launched
- * before step N is collected (the scheduler's pipeline).
+ * before step N is collected (the scheduler's pipeline). With "masks_later", a
+ * step's masks are handed over after its launch (sample_masked), as the worker
+ * does on a backend that takes them so.
  *
  * Output: one JSON line per step on stdout,
  *   {"step": N, "token_ids": [...], "logprobs": [...], "top_ids": [[...]],
@@ -231,6 +233,14 @@ static int parse_step(json_t *jstep, struct parsed_step *p, int vocab, char *err
     return 0;
 }
 
+static bool has_masks(const struct folio_step_batch *b)
+{
+    for (int i = 0; i < b->num_seqs; i++)
+        if (b->seqs[i].allowed)
+            return true;
+    return false;
+}
+
 static int print_result(int step, const struct parsed_step *p, const struct folio_step_result *r,
                         FILE *logits_out, int vocab)
 {
@@ -351,6 +361,7 @@ int main(int argc, char **argv)
         return 1;
     }
     bool launch_ahead = json_is_true(json_object_get(script, "launch_ahead"));
+    bool masks_later = json_is_true(json_object_get(script, "masks_later"));
     const char *backend = json_string_value(json_object_get(script, "backend"));
     double gpu_util;
     if (num_field(script, "gpu_memory_utilization", 0.5, &gpu_util) != 0) {
@@ -416,25 +427,52 @@ int main(int argc, char **argv)
         .top_logprobs = malloc(S * FOLIO_MAX_LOGPROBS * sizeof(float)),
         .logits = malloc(S * (size_t)vocab * sizeof(float)),
     };
+    struct folio_step_seq *bare = malloc(S * sizeof *bare); /* a batch's entries without masks */
     if (!steps || !res.token_ids || !res.logprobs || !res.top_ids || !res.top_logprobs ||
-        !res.logits) {
+        !res.logits || !bare) {
         fprintf(stderr, "step_driver: out of memory\n");
         goto free_res;
     }
     /* launched counts steps launched, collected those collected; with
-     * launch_ahead one more step is in flight than without. */
+     * launch_ahead one more step is in flight than without. With masks_later a
+     * step with masks is launched without them and gets them as the worker
+     * hands them over: after the step before it is collected. */
     size_t launched = 0, collected = 0, depth = launch_ahead ? 2 : 1;
+    bool awaiting = false;
     while (collected < nsteps) {
-        while (launched < nsteps && launched - collected < depth) {
-            if (be->ops->launch(be, &steps[launched].batch, err, sizeof err) != 0) {
+        while (!awaiting && launched < nsteps && launched - collected < depth) {
+            struct folio_step_batch b = steps[launched].batch;
+            if (masks_later && has_masks(&b)) {
+                memcpy(bare, b.seqs, (size_t)b.num_seqs * sizeof *bare);
+                for (int i = 0; i < b.num_seqs; i++)
+                    bare[i].allowed = NULL;
+                b.seqs = bare;
+                b.masks_later = awaiting = true;
+            }
+            if (be->ops->launch(be, &b, err, sizeof err) != 0) {
                 fprintf(stderr, "step_driver: step %zu: %s\n", launched, err);
                 goto free_res;
             }
             launched++;
         }
+        /* Nothing before it to collect: its masks go at once. */
+        if (awaiting && launched - collected == 1) {
+            if (be->ops->sample_masked(be, &steps[launched - 1].batch, err, sizeof err) != 0) {
+                fprintf(stderr, "step_driver: step %zu: %s\n", launched - 1, err);
+                goto free_res;
+            }
+            awaiting = false;
+        }
         if (be->ops->collect(be, &res, err, sizeof err) != 0) {
             fprintf(stderr, "step_driver: step %zu: %s\n", collected, err);
             goto free_res;
+        }
+        if (awaiting) {
+            if (be->ops->sample_masked(be, &steps[launched - 1].batch, err, sizeof err) != 0) {
+                fprintf(stderr, "step_driver: step %zu: %s\n", launched - 1, err);
+                goto free_res;
+            }
+            awaiting = false;
         }
         if (print_result((int)collected, &steps[collected], &res, logits_out, vocab) != 0)
             goto free_res;
@@ -442,6 +480,7 @@ int main(int argc, char **argv)
     }
     rc = 0;
 free_res:
+    free(bare);
     free(res.token_ids);
     free(res.logprobs);
     free(res.top_ids);

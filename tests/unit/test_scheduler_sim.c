@@ -139,7 +139,7 @@ static bool step_launch(struct driver *d, int k)
         }
     }
     struct folio_step_batch batch;
-    CHECK(folio_step_io_batch(&d->io, &v, &batch, err, sizeof err) == 0);
+    CHECK(folio_step_io_batch(&d->io, &v, NULL, false, &batch, err, sizeof err) == 0);
     memcpy(d->inflight_logprobs[k], d->io.num_logprobs, (size_t)v.hdr->num_seqs * 4);
     double us0 = folio_sim_backend_modelled_us(d->sim);
     int rc = d->sim->ops->launch(d->sim, &batch, err, sizeof err);
@@ -170,8 +170,8 @@ static void step_collect(struct driver *d, int k)
     const struct folio_plan_header *h = (const void *)d->plan_copy[k];
     CHECK(d->sim->ops->collect(d->sim, &d->io.res, err, sizeof err) == 0);
     uint64_t backend_ns = d->feed_time ? (uint64_t)(d->step_us[k] * 1000) : 0;
-    size_t len =
-        folio_step_io_encode_result(&d->io, h, h->num_seqs, d->inflight_logprobs[k], backend_ns);
+    size_t len = folio_step_io_encode_result(&d->io, NULL, h, h->num_seqs, d->inflight_logprobs[k],
+                                             backend_ns);
     struct folio_result_view rv;
     CHECK(folio_result_decode(d->io.result_buf, len, &rv, err, sizeof err) == 0);
     int rc = folio_policy_apply_result(d->p, &rv, err, sizeof err);
