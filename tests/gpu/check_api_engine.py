@@ -21,15 +21,17 @@ Checks:
   2. logit_bias on a batch of 5 sequences: +100 on one token at temperature 1 (every token must be
      it, logprob ~0, on both backends), a ban (-inf, as min_tokens bans EOS) on the greedy token
      of the unbiased run, -100 on the unbiased run's top 5 with top-k sampling, a bias on some
-     steps only (decode steps with a bias run eagerly, the others as CUDA graphs), and no bias.
+     steps only (decode steps with a bias sample eagerly after their graph's forward, the others
+     replay the whole step), and no bias.
      CPU vs CUDA tokens (the reported logits include the bias on both backends, so the sampler
      ports apply unchanged), and the CUDA run against itself without graphs (enforce_eager),
      bitwise.
   3. structured outputs' masks (step_driver's "allowed") on a batch of 4: one allowed token (every
      token must be it), 40 allowed with top-k sampling, 3000 allowed at temperature 1 on every
-     other step only (masked steps run eagerly, the others as CUDA graphs), and no mask. CPU vs
-     CUDA tokens (the reported logits carry the mask on both backends), every masked token among
-     the allowed, and the CUDA run against itself without graphs, bitwise.
+     other step only (masked steps sample eagerly after their graph's forward), and no mask. CPU
+     vs CUDA tokens (the reported logits carry the mask on both backends), every masked token
+     among the allowed, the CUDA run against itself without graphs, bitwise, and with the masks
+     handed over after launch (the worker's masks_later, with and without a step ahead), bitwise.
 Prints one line per check (PASS/FAIL, figures) and exits 1 if any failed.
 
 On the GPU machine, with the bundle built as for check_cuda.py (bench/gpu/check_and_time.sh makes
