@@ -117,6 +117,9 @@ struct folio_backend_ops {
      * masks after launch (then a constrained step's masks come with it). */
     int (*sample_masked)(struct folio_backend *b, const struct folio_step_batch *batch, char *err,
                          size_t errlen);
+    /* Whether the oldest launched step's results are in: 1, 0 not yet, -1 on error (collect
+     * then says which). NULL where launch runs the step whole. */
+    int (*ready)(struct folio_backend *b);
     /* Wait for the oldest launched step and write its results. */
     int (*collect)(struct folio_backend *b, struct folio_step_result *res, char *err,
                    size_t errlen);
@@ -130,6 +133,8 @@ struct folio_backend_caps {
                              launch() runs the step whole (the CPU), 2 where it only queues it */
     bool prompt_logprobs; /* computes the prompt tokens' logprobs (echo with logprobs) */
     bool grammar;         /* applies a sequence's allowed-token mask (structured outputs) */
+    bool host_cores;      /* computes on the host's cores: the worker's own work (grammar masks)
+                             stays on its one thread, off the cores the backend computes on */
 };
 
 struct folio_backend {

@@ -642,8 +642,8 @@ int folio_cpu_backend_create(const struct folio_model *m, const struct folio_bac
         return -1;
     }
     b->base.ops = &cpu_ops;
-    b->base.caps =
-        (struct folio_backend_caps){.pipeline_depth = 1, .prompt_logprobs = true, .grammar = true};
+    b->base.caps = (struct folio_backend_caps){
+        .pipeline_depth = 1, .prompt_logprobs = true, .grammar = true, .host_cores = true};
     b->base.model = m;
     b->base.num_kv_blocks = (int)num_blocks;
     b->base.max_seqs = opt->max_seqs;

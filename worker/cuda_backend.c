@@ -72,6 +72,7 @@ static const struct folio_backend_ops cuda_ops = {
     .launch = cuda_launch,
     .collect = cuda_collect,
     .sample_masked = cuda_sample_masked,
+    .ready = cuda_ready,
     .destroy = cuda_destroy,
 };
 

@@ -245,6 +245,7 @@ int cuda_pack_step(struct cuda_backend *cb, const struct folio_step_batch *batch
 int cuda_launch(struct folio_backend *b, const struct folio_step_batch *batch, char *err,
                 size_t errlen);
 int cuda_collect(struct folio_backend *b, struct folio_step_result *res, char *err, size_t errlen);
+int cuda_ready(struct folio_backend *b);
 int cuda_sample_masked(struct folio_backend *b, const struct folio_step_batch *batch, char *err,
                        size_t errlen);
 

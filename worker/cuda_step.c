@@ -266,6 +266,17 @@ int cuda_sample_masked(struct folio_backend *b, const struct folio_step_batch *b
     return queue_sampling(cb, fl, batch, true, err, errlen);
 }
 
+int cuda_ready(struct folio_backend *b)
+{
+    struct cuda_backend *cb = (struct cuda_backend *)b;
+    if (cb->failed || cb->fl_count == 0 || cb->fl[cb->fl_head].awaiting_masks)
+        return -1;
+    cudaError_t e = cudaEventQuery(cb->fl[cb->fl_head].done);
+    if (e == cudaErrorNotReady)
+        return 0;
+    return e == cudaSuccess ? 1 : -1;
+}
+
 int cuda_collect(struct folio_backend *b, struct folio_step_result *res, char *err, size_t errlen)
 {
     struct cuda_backend *cb = (struct cuda_backend *)b;

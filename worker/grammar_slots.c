@@ -1,6 +1,7 @@
 #include "grammar_slots.h"
 
 #include <math.h>
+#include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,6 +20,7 @@ struct folio_grammar_slots {
     struct folio_grammar_vocab *vocab;
     struct folio_grammar_cache *cache;
     int max_seqs;
+    bool parallel; /* masks on several threads */
     size_t words;
     struct slot *slots;
     uint32_t *masks; /* [max_seqs][words], by slot */
@@ -28,8 +30,8 @@ struct folio_grammar_slots {
 #define GRAMMAR_CACHE_ENTRIES 64
 
 int folio_grammar_slots_new(const char *model_dir, int32_t vocab_size, const int *eos_ids,
-                            int num_eos, int max_seqs, struct folio_grammar_slots **out, char *err,
-                            size_t errlen)
+                            int num_eos, int max_seqs, bool parallel,
+                            struct folio_grammar_slots **out, char *err, size_t errlen)
 {
     *out = NULL;
     struct folio_grammar_slots *g = calloc(1, sizeof *g);
@@ -44,6 +46,7 @@ int folio_grammar_slots_new(const char *model_dir, int32_t vocab_size, const int
         return -1;
     }
     g->max_seqs = max_seqs;
+    g->parallel = parallel;
     g->words = folio_grammar_mask_words(g->vocab);
     g->cache = folio_grammar_cache_new(g->vocab, GRAMMAR_CACHE_ENTRIES);
     g->slots = calloc((size_t)max_seqs, sizeof *g->slots);
@@ -187,9 +190,14 @@ static struct slot *bound_slot(struct folio_grammar_slots *g, const struct folio
 void folio_grammar_slots_fill(struct folio_grammar_slots *g, struct folio_grammar_step *st,
                               struct folio_step_seq *seqs)
 {
-    int n = st->num_seqs;
-    /* Masks are the costly part, and each sequence's matcher is its own. */
-#pragma omp parallel for schedule(dynamic, 1)
+    int n = st->num_seqs, masked = 0;
+    for (int i = 0; i < n; i++)
+        masked += st->masked_slot[i] >= 0;
+    /* Masks are the costly part, and each sequence's matcher is its own. A team woken for one
+     * mask costs more than the mask, and an OpenMP team spins for a while after its region,
+     * on cores a CPU backend computes on. */
+    int team = masked < omp_get_max_threads() ? masked : omp_get_max_threads();
+#pragma omp parallel for schedule(dynamic, 1) if (g->parallel && masked > 1) num_threads(team)
     for (int i = 0; i < n; i++) {
         struct slot *sl = bound_slot(g, st, i);
         seqs[i].allowed = NULL;

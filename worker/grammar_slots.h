@@ -26,10 +26,12 @@
 struct folio_grammar_slots;
 
 /* The model's tokenizer read from model_dir, its vocab (vocab_size logits, the eos_ids that end
- * a sequence) and a compile cache, for max_seqs slots. 0, or -1 with a message. */
+ * a sequence) and a compile cache, for max_seqs slots; parallel: a step's masks may be filled on
+ * several threads (not where the backend computes on the host's cores). 0, or -1 with a
+ * message. */
 int folio_grammar_slots_new(const char *model_dir, int32_t vocab_size, const int *eos_ids,
-                            int num_eos, int max_seqs, struct folio_grammar_slots **out, char *err,
-                            size_t errlen);
+                            int num_eos, int max_seqs, bool parallel,
+                            struct folio_grammar_slots **out, char *err, size_t errlen);
 void folio_grammar_slots_free(struct folio_grammar_slots *g);
 
 /* A plan with a sequence that samples under a grammar. */

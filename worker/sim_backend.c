@@ -6,6 +6,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "clock.h"
 #include "rng.h"
 
 #define SIM_PIPELINE_DEPTH 2
@@ -21,6 +22,7 @@ struct sim_out {
     int32_t *token_ids;
     float *logprobs;
     double step_us;
+    uint64_t due_ns; /* monotonic time its results are in (time_scale > 0) */
 };
 
 struct sim_backend {
@@ -139,6 +141,13 @@ static int sim_launch(struct folio_backend *base, const struct folio_step_batch 
     out->step_us = b->o.base_us + b->o.per_token_us * batch->num_tokens +
                    b->o.per_context_us * (double)sum_context;
     b->modelled_us += out->step_us;
+    /* As on a GPU, a step starts when it is launched or when the one before it ends. */
+    uint64_t start = folio_mono_ns();
+    if (b->out_count > 0) {
+        uint64_t prev = b->out[(b->out_head + b->out_count - 1) % SIM_PIPELINE_DEPTH].due_ns;
+        start = prev > start ? prev : start;
+    }
+    out->due_ns = start + (uint64_t)(out->step_us * 1000.0 * b->o.time_scale);
     b->out_count++;
     return 0;
 }
@@ -152,10 +161,11 @@ static int sim_collect(struct folio_backend *base, struct folio_step_result *res
         return -1;
     }
     struct sim_out *out = &b->out[b->out_head];
-    if (b->o.time_scale > 0) {
-        double ns = out->step_us * 1000.0 * b->o.time_scale;
-        struct timespec ts = {.tv_sec = (time_t)(ns / 1e9),
-                              .tv_nsec = (long)((int64_t)ns % 1000000000)};
+    uint64_t now = folio_mono_ns();
+    if (out->due_ns > now) {
+        uint64_t ns = out->due_ns - now;
+        struct timespec ts = {.tv_sec = (time_t)(ns / 1000000000u),
+                              .tv_nsec = (long)(ns % 1000000000u)};
         nanosleep(&ts, NULL);
     }
     for (int i = 0; i < out->num_seqs; i++) {
@@ -173,6 +183,14 @@ static int sim_collect(struct folio_backend *base, struct folio_step_result *res
     b->out_head = (b->out_head + 1) % SIM_PIPELINE_DEPTH;
     b->out_count--;
     return 0;
+}
+
+static int sim_ready(struct folio_backend *base)
+{
+    struct sim_backend *b = (struct sim_backend *)base;
+    if (b->out_count == 0)
+        return -1;
+    return folio_mono_ns() >= b->out[b->out_head].due_ns;
 }
 
 static void sim_destroy(struct folio_backend *base)
@@ -193,6 +211,7 @@ static void sim_destroy(struct folio_backend *base)
 static const struct folio_backend_ops sim_ops = {
     .name = "sim",
     .launch = sim_launch,
+    .ready = sim_ready,
     .collect = sim_collect,
     .destroy = sim_destroy,
 };

@@ -15,6 +15,7 @@
 #include <nng/nng.h>
 #include <nng/protocol/pipeline0/push.h>
 #include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdbool.h>
@@ -315,6 +316,7 @@ static int run_steps(struct folio_backend *b, struct folio_ring *plans, struct f
                 continue;
         }
         /* Launch every plan already waiting, up to the pipeline depth. */
+        bool plan_waits = false;
         while (count < depth && !holding &&
                !(count > 0 && !late_masks && q[(head + count - 1) % PIPELINE_DEPTH].constrained)) {
             struct folio_ring_record rec;
@@ -334,8 +336,10 @@ static int run_steps(struct folio_backend *b, struct folio_ring *plans, struct f
             struct launched *l = &q[(head + count) % PIPELINE_DEPTH];
             int dr = folio_plan_decode(rec.data, rec.len, &v, err, errlen);
             bool constrained = dr == 0 && folio_grammar_plan_constrained(&v);
-            if (constrained && count > 0 && !late_masks)
-                break; /* it waits in the ring for the steps in flight */
+            if (constrained && count > 0 && !late_masks) {
+                plan_waits = true; /* in the ring, for the steps in flight */
+                break;
+            }
             if (dr != 0 || folio_step_io_batch(io, &v, &l->gs, constrained && late_masks, &batch,
                                                err, errlen) != 0) {
                 const struct folio_plan_header *h = rec.data;
@@ -365,6 +369,21 @@ static int run_steps(struct folio_backend *b, struct folio_ring *plans, struct f
         }
         if (rc != 0 || count == 0)
             continue;
+        /* A plan that arrives while the oldest step runs is launched then, not after it: the
+         * GPU goes from step to step without waiting for this loop. */
+        if (b->ops->ready && count < depth && !holding && !plan_waits &&
+            (late_masks || !q[(head + count - 1) % PIPELINE_DEPTH].constrained)) {
+            int r = 0, p = 0;
+            while ((r = b->ops->ready(b)) == 0 &&
+                   (p = folio_ring_readable(plans, err, errlen)) == 0)
+                sched_yield(); /* at once where a core is free; the core where none is */
+            if (p < 0) {
+                rc = -1;
+                break;
+            }
+            if (r == 0)
+                continue; /* a plan waits: launch it */
+        }
         struct launched *l = &q[head];
         struct launched *last = &q[(head + count - 1) % PIPELINE_DEPTH];
         if (holding && count == 1 && finish_masks(b, io, plans, &awaiting, l, err, errlen) != 0) {
@@ -514,8 +533,8 @@ int main(int argc, char **argv)
      * applies masks; without them the scheduler refuses constrained requests. */
     if (b->caps.grammar && model &&
         folio_grammar_slots_new(a.model_dir, vocab, model->config.eos_token_ids,
-                                model->config.num_eos_token_ids, (int)a.max_seqs, &io.grammar, err,
-                                sizeof err) != 0)
+                                model->config.num_eos_token_ids, (int)a.max_seqs,
+                                !b->caps.host_cores, &io.grammar, err, sizeof err) != 0)
         folio_log_warn(0, "structured outputs are off: %s", err);
     uint32_t stale_epoch = folio_ring_writer_epoch(plans);
     send_load_reply(true, NULL, b, vocab, max_len, io.grammar != NULL);
