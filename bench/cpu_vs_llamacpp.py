@@ -12,7 +12,9 @@ For each server and round:
       1 token out: usage.prompt_tokens / time;
   GuideLLM: a constant-rate run (synthetic prompts of PROMPT_TOKENS, OUTPUT_TOKENS out), its
       output tok/s and TTFT p50.
-Prints one RESULT line per server and round, then the medians, as a markdown table.
+Prints one RESULT line per server and round (with the 1-minute load average at the round's start
+and end: the machine is shared, and a loaded round says little), then the medians, as a markdown
+table.
 """
 
 import argparse
@@ -106,6 +108,7 @@ def server_cmd(name, a, port):
 def run_round(name, a, rnd, out_dir, rng):
     port = a.port
     url = f"http://127.0.0.1:{port}"
+    load_start = os.getloadavg()[0]
     log = open(out_dir / f"{name}-{rnd}.log", "w")
     proc = subprocess.Popen(server_cmd(name, a, port), stdout=log, stderr=subprocess.STDOUT,
                             start_new_session=True)
@@ -130,7 +133,8 @@ def run_round(name, a, rnd, out_dir, rng):
         log.close()
     r = {"server": name, "round": rnd, "first_answer_s": first, "decode_tok_s": dec,
          "prefill_tok_s": pre, "prefill_tokens": ptoks, "guidellm_out_tok_s": gl[0],
-         "guidellm_ttft_p50_ms": gl[1], "guidellm_ok": gl[2], "guidellm_errors": gl[3]}
+         "guidellm_ttft_p50_ms": gl[1], "guidellm_ok": gl[2], "guidellm_errors": gl[3],
+         "load_start": load_start, "load_end": os.getloadavg()[0]}
     print("RESULT " + " ".join(f"{k}={v:.2f}" if isinstance(v, float) else f"{k}={v}"
                                for k, v in r.items()), flush=True)
     return r
@@ -166,9 +170,11 @@ def main():
             rows.append(run_round(name, a, rnd, out_dir, rng))
     keys = ["decode_tok_s", "prefill_tok_s", "guidellm_out_tok_s", "guidellm_ttft_p50_ms",
             "first_answer_s"]
+    loads = [r[k] for r in rows for k in ("load_start", "load_end")]
     print(f"\n{a.threads} threads, {a.rounds} rounds alternating, medians; GuideLLM constant "
           f"{a.rate} req/s, {a.requests} requests of {a.prompt_tokens} prompt / "
-          f"{a.output_tokens} output tokens\n")
+          f"{a.output_tokens} output tokens; 1-minute load average {min(loads):.2f}-"
+          f"{max(loads):.2f}\n")
     print("| server | " + " | ".join(keys) + " |")
     print("|---" * (len(keys) + 1) + "|")
     for name in servers:
