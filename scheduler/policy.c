@@ -558,8 +558,7 @@ static int plan_drafts(struct folio_policy *p, struct seq *s, int budget, int ro
 static int plan_decodes(struct folio_policy *p, int budget)
 {
     bool spec_on = policy_spec_step_on(p);
-    if (p->cfg.spec.on && !spec_on)
-        p->st.spec_steps_batch_off++;
+    p->spec_batch_off = p->cfg.spec.on && !spec_on;
     int rows = 0;
     for (int i = 0; i < p->num_running && budget > 0; i++) {
         struct seq *s = p->running[i];
@@ -805,6 +804,7 @@ int folio_policy_plan(struct folio_policy *p, uint64_t plan_unix_ns, const void 
     plan_prefills(p, prefill_budget(p, cap - left, left));
     if (p->num_scratch == 0)
         return 0;
+    p->st.spec_steps_batch_off += p->spec_batch_off;
 
     uint64_t step_id = p->next_step_id++;
     policy_encode_plan(p, step_id, plan_unix_ns, len);
