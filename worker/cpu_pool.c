@@ -130,11 +130,15 @@ void cpu_pool_run(struct cpu_pool *p, int nchunks, cpu_chunk_fn fn, void *arg)
             fn(arg, c, 0);
         return;
     }
+    int job = (int)((unsigned)atomic_load(&p->gen) + 1u);
+    /* The last job closed before its fields change: a thread still in take_chunks for it could
+     * otherwise read the new nchunks against the old counter, claim one more chunk of it, and
+     * run the new fn on a mix of the two jobs' fields. */
+    atomic_store(&p->next, (uint64_t)(uint32_t)job << 32 | UINT32_MAX);
     p->fn = fn;
     p->arg = arg;
     p->nchunks = nchunks;
     atomic_store(&p->done, 0);
-    int job = (int)((unsigned)atomic_load(&p->gen) + 1u);
     atomic_store(&p->next, (uint64_t)(uint32_t)job << 32);
     atomic_store(&p->gen, job);
     if (atomic_load(&p->sleepers) > 0)
