@@ -3,6 +3,20 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+/* A grammar mask only on a sampling sequence, where the backend applies masks. */
+static int mask_check(const struct folio_backend *b, const struct folio_step_seq *q, int i,
+                      char *err, size_t errlen)
+{
+    if (q->allowed && (!q->sample || !b->caps.grammar)) {
+        snprintf(err, errlen, "step: seq %d brings a grammar mask %s", i,
+                 q->sample ? "to a backend that does not apply them (its LoadReply says so, and "
+                             "the scheduler refuses them)"
+                           : "but does not sample");
+        return -1;
+    }
+    return 0;
+}
+
 static int check_seq(const struct folio_backend *b, const struct folio_step_seq *q, int i,
                      char *err, size_t errlen)
 {
@@ -37,13 +51,8 @@ static int check_seq(const struct folio_backend *b, const struct folio_step_seq 
                  i);
         return -1;
     }
-    if (q->allowed && (!q->sample || !b->caps.grammar)) {
-        snprintf(err, errlen, "step: seq %d brings a grammar mask %s", i,
-                 q->sample ? "to a backend that does not apply them (its LoadReply says so, and "
-                             "the scheduler refuses them)"
-                           : "but does not sample");
+    if (mask_check(b, q, i, err, errlen) != 0)
         return -1;
-    }
     if ((q->sample || q->num_prompt_logprobs > 0) &&
         folio_sampling_params_check(&q->sampling, err, errlen) != 0)
         return -1;
@@ -124,14 +133,9 @@ void folio_backend_base_free(struct folio_backend *b)
 int folio_backend_masks_check(const struct folio_backend *b, const struct folio_step_batch *batch,
                               char *err, size_t errlen)
 {
-    for (int i = 0; i < batch->num_seqs; i++) {
-        const struct folio_step_seq *q = &batch->seqs[i];
-        if (q->allowed && (!q->sample || !b->caps.grammar)) {
-            snprintf(err, errlen, "step: seq %d brings a grammar mask %s", i,
-                     q->sample ? "to a backend that does not apply them" : "but does not sample");
+    for (int i = 0; i < batch->num_seqs; i++)
+        if (mask_check(b, &batch->seqs[i], i, err, errlen) != 0)
             return -1;
-        }
-    }
     return 0;
 }
 
