@@ -401,16 +401,6 @@ static int run_steps(struct folio_backend *b, struct folio_ring *plans, struct f
         }
         if (l->constrained)
             folio_step_io_commit(io, &l->gs);
-        /* The next step's masks follow from these tokens: the GPU runs its forward meanwhile. */
-        if (holding) {
-            holding = false;
-            if (finish_masks(b, io, plans, &awaiting, last, err, errlen) != 0) {
-                failed_step = last->hdr.step_id;
-                failed_plan_ns = last->hdr.plan_unix_ns;
-                rc = -1;
-                break;
-            }
-        }
         /* Pipelined, a step's backend time runs from its own launch or from
          * the end of the previous collect, whichever is later. */
         uint64_t done = folio_mono_ns();
@@ -419,6 +409,18 @@ static int run_steps(struct folio_backend *b, struct folio_ring *plans, struct f
         if (write_result(results, io->result_buf, len, err, errlen) != 0) {
             rc = stop_requested ? 0 : -1;
             break;
+        }
+        /* The next step's masks follow from these tokens; they are filled after the result is
+         * out, so the scheduler plans the step after while the host fills and the GPU runs the
+         * forward. */
+        if (holding) {
+            holding = false;
+            if (finish_masks(b, io, plans, &awaiting, last, err, errlen) != 0) {
+                failed_step = last->hdr.step_id;
+                failed_plan_ns = last->hdr.plan_unix_ns;
+                rc = -1;
+                break;
+            }
         }
         head = (head + 1) % PIPELINE_DEPTH;
         count--;
