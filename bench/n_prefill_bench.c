@@ -69,8 +69,8 @@ static int step(struct run *r)
         if (end > start)
             r->prompt_tokens_run += end - start;
     }
-    size_t n =
-        folio_step_io_encode_result(&r->io, NULL, v.hdr, batch.num_seqs, r->io.num_logprobs, 0);
+    size_t n = folio_step_io_encode_result(&r->io, NULL, v.hdr, batch.num_seqs, r->io.num_logprobs,
+                                           NULL, 0);
     struct folio_result_view rv;
     if (folio_result_decode(r->io.result_buf, n, &rv, err, sizeof err) != 0 ||
         folio_policy_apply_result(r->policy, &rv, err, sizeof err) != 0) {

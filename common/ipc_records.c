@@ -75,6 +75,14 @@ int folio_plan_decode(const void *rec, size_t len, struct folio_plan_view *v, ch
                      (unsigned long long)h->step_id, i);
             return -1;
         }
+        if (s->num_draft < 0 || s->num_draft > FOLIO_MAX_DRAFT_TOKENS ||
+            (s->num_draft > 0 && (!s->sample || s->num_draft >= s->num_new_tokens))) {
+            snprintf(err, errlen,
+                     "step plan %llu: sequence %d has %d drafts (at most %d, fewer than its new "
+                     "tokens, only where it samples)",
+                     (unsigned long long)h->step_id, i, s->num_draft, FOLIO_MAX_DRAFT_TOKENS);
+            return -1;
+        }
         if (!plan_grammar_ok(h, s)) {
             snprintf(err, errlen,
                      "step plan %llu: sequence %d's grammar (kind %d) is unknown or lies outside "
@@ -93,9 +101,9 @@ int folio_plan_decode(const void *rec, size_t len, struct folio_plan_view *v, ch
     return 0;
 }
 
-size_t folio_result_size(int32_t num_seqs, int32_t num_top, int32_t num_prompt_lp)
+size_t folio_result_size(int32_t num_rows, int32_t num_top, int32_t num_prompt_lp)
 {
-    return sizeof(struct folio_result_header) + (size_t)num_seqs * sizeof(struct folio_result_seq) +
+    return sizeof(struct folio_result_header) + (size_t)num_rows * sizeof(struct folio_result_seq) +
            (size_t)num_top * 8 + (size_t)num_prompt_lp * 8;
 }
 
@@ -108,8 +116,9 @@ int folio_result_decode(const void *rec, size_t len, struct folio_result_view *v
         return -1;
     }
     if (h->num_seqs < 0 || h->num_top < 0 || h->num_prompt_lp < 0 || h->num_seqs > (1 << 20) ||
-        h->num_top > (1 << 26) || h->num_prompt_lp > (1 << 24) ||
-        folio_result_size(h->num_seqs, h->num_top, h->num_prompt_lp) > len) {
+        h->num_top > (1 << 26) || h->num_prompt_lp > (1 << 24) || h->num_draft_rows < 0 ||
+        h->num_draft_rows > (1 << 20) ||
+        folio_result_size(h->num_seqs + h->num_draft_rows, h->num_top, h->num_prompt_lp) > len) {
         snprintf(err, errlen, "step result %llu: counts do not match its length",
                  (unsigned long long)h->step_id);
         return -1;
@@ -118,6 +127,8 @@ int folio_result_decode(const void *rec, size_t len, struct folio_result_view *v
     v->hdr = h;
     v->seqs = (const struct folio_result_seq *)p;
     p += (size_t)h->num_seqs * sizeof(struct folio_result_seq);
+    v->draft_rows = (const struct folio_result_seq *)p;
+    p += (size_t)h->num_draft_rows * sizeof(struct folio_result_seq);
     v->top_ids = (const int32_t *)p;
     v->top_logprobs = (const float *)(p + (size_t)h->num_top * 4);
     p += (size_t)h->num_top * 8;
@@ -134,6 +145,21 @@ int folio_result_decode(const void *rec, size_t len, struct folio_result_view *v
              (s->prompt_num_top < 0 || s->prompt_num_top > 64 || s->prompt_top_offset < 0 ||
               s->prompt_top_offset + prompt_tops > h->num_top))) {
             snprintf(err, errlen, "step result %llu: sequence %d's top logprobs out of range",
+                     (unsigned long long)h->step_id, i);
+            return -1;
+        }
+        if (s->num_draft < 0 || s->num_draft > FOLIO_MAX_DRAFT_TOKENS || s->draft_offset < 0 ||
+            (int64_t)s->draft_offset + s->num_draft > h->num_draft_rows) {
+            snprintf(err, errlen, "step result %llu: sequence %d's draft rows out of range",
+                     (unsigned long long)h->step_id, i);
+            return -1;
+        }
+    }
+    for (int32_t i = 0; i < h->num_draft_rows; i++) {
+        const struct folio_result_seq *s = &v->draft_rows[i];
+        if (s->num_top < 0 || s->top_offset < 0 ||
+            (int64_t)s->top_offset + s->num_top > h->num_top) {
+            snprintf(err, errlen, "step result %llu: draft row %d's top logprobs out of range",
                      (unsigned long long)h->step_id, i);
             return -1;
         }

@@ -26,6 +26,11 @@
  * sequence's slot samples in the step before (taken where it already is). */
 #define FOLIO_TOKEN_FROM_PREV (-1)
 
+/* Speculative decoding: the most draft tokens one sequence brings to a step, and the most draft
+ * positions one step samples (the backends size their sampling rows for it). */
+#define FOLIO_MAX_DRAFT_TOKENS 16
+#define FOLIO_MAX_DRAFT_ROWS 64
+
 struct folio_plan_seq {
     uint64_t request_id; /* for logs */
     int32_t slot;
@@ -56,6 +61,11 @@ struct folio_plan_seq {
     int32_t grammar_len;
     int32_t replay_offset;
     int32_t num_replay;
+    /* Speculative decoding: the last num_draft new tokens are drafts (the token before them is
+     * the sequence's last known one), and every one of the last 1 + num_draft positions samples,
+     * position j with RNG counter output_index + j. 0: one sample, at the last position. */
+    int32_t num_draft;
+    int32_t reserved;
 };
 
 /* Layout: header, seqs[num_seqs], token_ids[num_tokens], block_ids[sum num_blocks],
@@ -112,10 +122,16 @@ struct folio_result_seq {
      * a token it refused; the worker's log says which): the scheduler ends the
      * sequence with an error and drops token_id. */
     int32_t grammar_failed;
+    /* Speculative decoding: the samples at the sequence's num_draft draft positions, in order,
+     * are the rows draft_offset.. of the draft rows (token_id, logprob, num_top, top_offset
+     * used); token_id above is the sample at the position before the first draft. */
+    int32_t num_draft;
+    int32_t draft_offset;
     int32_t reserved;
 };
 
-/* Layout: header, seqs[num_seqs], top_ids[num_top], top_logprobs[num_top],
+/* Layout: header, seqs[num_seqs], draft rows[num_draft_rows] (struct folio_result_seq),
+ * top_ids[num_top], top_logprobs[num_top],
  * prompt_ids[num_prompt_lp], prompt_logprobs[num_prompt_lp]. */
 struct folio_result_header {
     uint32_t magic; /* FOLIO_RESULT_MAGIC */
@@ -123,7 +139,7 @@ struct folio_result_header {
     int32_t num_top;
     int32_t status; /* 0, or -1: the step failed; message follows the arrays */
     int32_t num_prompt_lp;
-    int32_t reserved;
+    int32_t num_draft_rows;
     uint64_t step_id;
     uint64_t backend_ns;   /* time inside launch+collect */
     uint64_t plan_unix_ns; /* echoed from the plan */
@@ -133,13 +149,15 @@ struct folio_result_header {
 struct folio_result_view {
     const struct folio_result_header *hdr;
     const struct folio_result_seq *seqs;
+    const struct folio_result_seq *draft_rows;
     const int32_t *top_ids;
     const float *top_logprobs;
     const int32_t *prompt_ids;
     const float *prompt_logprobs;
 };
 
-size_t folio_result_size(int32_t num_seqs, int32_t num_top, int32_t num_prompt_lp);
+/* num_rows: the sequences and the draft rows together. */
+size_t folio_result_size(int32_t num_rows, int32_t num_top, int32_t num_prompt_lp);
 int folio_result_decode(const void *rec, size_t len, struct folio_result_view *v, char *err,
                         size_t errlen);
 

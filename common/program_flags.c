@@ -69,6 +69,10 @@ const struct folio_opt folio_engine_flag_table[] = {
      "--simulate: 1 sleeps the modelled step time, 0 none"},
     {"--sim-eos-probability", FOLIO_OPT_NUM, E(sim_eos_probability), "0.01", 0, 1, NULL,
      "--simulate: chance that a sampled token is EOS"},
+    {"--speculative-config", FOLIO_OPT_STR, E(speculative_config), NULL, 0, 0, NULL,
+     "speculative decoding, vLLM's JSON: {\"method\": \"ngram\", \"num_speculative_tokens\": "
+     "K, \"prompt_lookup_max\": N, \"prompt_lookup_min\": M} (n-gram drafts from the "
+     "sequence's own tokens; the worker's backend must verify drafts: cpu does)"},
 };
 const size_t folio_engine_flag_count = N(folio_engine_flag_table);
 

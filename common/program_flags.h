@@ -32,6 +32,7 @@ struct folio_engine_flags {
     int64_t seed; /* meaningful only when given; else drawn from the clock */
     bool simulate;
     double sim_time_scale, sim_eos_probability;
+    const char *speculative_config; /* vLLM's JSON (common/spec_config.h) */
 };
 extern const struct folio_opt folio_engine_flag_table[];
 extern const size_t folio_engine_flag_count;

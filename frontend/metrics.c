@@ -215,6 +215,18 @@ static void render_vllm(const struct folio_metrics *m, const struct folio_link_s
            l, s->prefix_cache_hits);
     vllm_u(b, "vllm:num_preemptions_total", "counter", "Sequences preempted", l,
            s->num_preemptions);
+    vllm_u(b, "vllm:spec_decode_num_drafts_total", "counter",
+           "Speculative decoding: sequences verified with drafts", l, s->spec_num_drafts);
+    vllm_u(b, "vllm:spec_decode_num_draft_tokens_total", "counter",
+           "Speculative decoding: draft tokens proposed", l, s->spec_num_draft_tokens);
+    vllm_u(b, "vllm:spec_decode_num_accepted_tokens_total", "counter",
+           "Speculative decoding: draft tokens accepted", l, s->spec_num_accepted_tokens);
+    header(b, "vllm:spec_decode_num_accepted_tokens_per_pos", "counter",
+           "Speculative decoding: draft tokens accepted at each draft position");
+    for (int i = 0; i < s->num_spec_pos; i++)
+        folio_jw_printf(b,
+                        "vllm:spec_decode_num_accepted_tokens_per_pos{%s,position=\"%d\"} %llu\n",
+                        l, i, (unsigned long long)s->spec_accepted_per_pos[i]);
 }
 
 static void render_jemalloc(struct folio_jw *b)
@@ -310,6 +322,12 @@ void folio_metrics_render(const struct folio_metrics *m, const char *model_name,
         metric_u(b, "folio_num_preemptions_total", "counter", "Sequences preempted",
                  s->num_preemptions);
         metric_u(b, "folio_steps_total", "counter", "Engine steps run", s->steps);
+        metric_u(b, "folio_spec_decode_seqs_disabled_total", "counter",
+                 "Sequences whose low draft acceptance turned speculative decoding off",
+                 s->spec_seqs_disabled);
+        metric_u(b, "folio_spec_decode_steps_batch_off_total", "counter",
+                 "Steps planned without drafts because the decoding batch was too large",
+                 s->spec_steps_batch_off);
         metric_d(b, "folio_step_plan_seconds_total", "counter", "Scheduler time planning steps",
                  s->step_plan_seconds_total);
         metric_d(b, "folio_step_backend_seconds_total", "counter",

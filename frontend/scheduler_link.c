@@ -272,6 +272,14 @@ static int do_status(struct folio_link *l)
     for (size_t i = 0; i < s->n_queue_time_counts && i <= FOLIO_QUEUE_TIME_BUCKETS; i++)
         o->queue_time_counts[i] = s->queue_time_counts[i];
     o->queue_time_sum = s->queue_time_sum;
+    o->spec_num_drafts = s->spec_num_drafts;
+    o->spec_num_draft_tokens = s->spec_num_draft_tokens;
+    o->spec_num_accepted_tokens = s->spec_num_accepted_tokens;
+    o->num_spec_pos = 0;
+    for (size_t i = 0; i < s->n_spec_accepted_per_pos && i < FOLIO_MAX_DRAFT_TOKENS; i++)
+        o->spec_accepted_per_pos[o->num_spec_pos++] = s->spec_accepted_per_pos[i];
+    o->spec_seqs_disabled = s->spec_seqs_disabled;
+    o->spec_steps_batch_off = s->spec_steps_batch_off;
     o->status_epoch = s->scheduler_epoch;
     o->status_seq = s->status_seq;
     if (s->max_model_len > 0)

@@ -25,6 +25,7 @@
 #include "seq_params.h"
 #include "loop_phase.h"
 #include "queue_time.h"
+#include "ipc_records.h"
 
 enum folio_link_msg_kind {
     FOLIO_LINK_EVENTS,     /* records from the event ring */
@@ -64,6 +65,12 @@ struct folio_link_status {
     uint64_t prompt_tokens_total, generation_tokens_total;
     uint64_t queue_time_counts[FOLIO_QUEUE_TIME_BUCKETS + 1]; /* submit to admission */
     double queue_time_sum;
+    /* speculative decoding: vLLM's counters, accepted drafts per position (num_spec_pos of
+     * them, 0 when off), and the self-disablings */
+    uint64_t spec_num_drafts, spec_num_draft_tokens, spec_num_accepted_tokens;
+    uint64_t spec_accepted_per_pos[FOLIO_MAX_DRAFT_TOKENS];
+    int num_spec_pos;
+    uint64_t spec_seqs_disabled, spec_steps_batch_off;
     /* which reply these figures are (0: none yet): the scheduler's epoch and its count of
      * StatusReplies, so that the newest of several frontends' statuses can be told */
     uint32_t status_epoch;

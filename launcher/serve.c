@@ -33,6 +33,7 @@
 #include "options.h"
 #include "program_flags.h"
 #include "scheduler_watch.h"
+#include "spec_config.h"
 
 #define MAX_ARGS 96
 #define BACKOFF_MIN_S 0.1
@@ -205,6 +206,13 @@ static int parse_options(int argc, char **argv, struct serve_options *o)
             fprintf(stderr, "folio serve: %s %s: %s\n", files[i][0], files[i][1], strerror(errno));
             return -1;
         }
+    struct folio_spec_config spec;
+    char spec_err[512];
+    if (folio_spec_config_parse(o->engine.speculative_config, &spec, spec_err, sizeof spec_err) !=
+        0) {
+        fprintf(stderr, "folio serve: %s\n", spec_err);
+        return -1;
+    }
     if (!o->frontends)
         o->frontends = default_frontends();
     o->model = o->common.model;

@@ -11,6 +11,7 @@
 #include "options.h"
 #include "program_flags.h"
 #include "scheduler.h"
+#include "spec_config.h"
 
 /* The parsed tables into the scheduler's options; 2 (a usage error) when a
  * combination is wrong. */
@@ -58,6 +59,11 @@ static int to_options(const char *prog, const struct folio_common_flags *c,
                 "%s: --tensor-parallel-size %lld: the CUDA worker runs on one GPU; tensor "
                 "parallelism over NCCL is not built yet (--backend cpu emulates it)\n",
                 prog, (long long)e->tensor_parallel_size);
+        return 2;
+    }
+    char err[512];
+    if (folio_spec_config_parse(e->speculative_config, &o->spec, err, sizeof err) != 0) {
+        fprintf(stderr, "%s: %s\n", prog, err);
         return 2;
     }
     for (size_t i = 0; i < folio_engine_flag_count; i++)

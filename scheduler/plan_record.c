@@ -54,6 +54,7 @@ void policy_encode_plan(struct folio_policy *p, uint64_t step_id, uint64_t plan_
         o->num_blocks = policy_ceil_blocks(context);
         o->output_index = s->num_outputs;
         o->sample = e->sample;
+        o->num_draft = e->num_draft;
         o->bias_offset = bias_at;
         o->num_bias = e->sample ? seq_plan_bias(p, s, bias + bias_at) : 0;
         bias_at += o->num_bias;
@@ -61,9 +62,11 @@ void policy_encode_plan(struct folio_policy *p, uint64_t step_id, uint64_t plan_
         folio_seq_options_plan_grammar(&s->opt, e->sample, s->tokens + s->num_prompt,
                                        s->num_tokens - s->num_prompt, replay, &replay_at, text,
                                        &text_at, o);
-        /* A token not known yet is the one this slot's previous step samples. */
+        /* A token not known yet is a draft, or else the one this slot's previous step samples. */
         for (int pos = start; pos < context; pos++)
-            *tok++ = pos < s->num_tokens ? s->tokens[pos] : FOLIO_TOKEN_FROM_PREV;
+            *tok++ = pos < s->num_tokens ? s->tokens[pos]
+                     : e->num_draft      ? s->draft[pos - s->num_tokens]
+                                         : FOLIO_TOKEN_FROM_PREV;
         memcpy(blk, s->blocks, (size_t)o->num_blocks * sizeof *blk);
         blk += o->num_blocks;
     }

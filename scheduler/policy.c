@@ -146,6 +146,13 @@ void policy_seq_cache_full_blocks(struct folio_policy *p, struct seq *s)
     seq_cache_blocks_upto(p, s, s->num_computed);
 }
 
+void policy_seq_trim_blocks(struct folio_policy *p, struct seq *s, int tokens)
+{
+    int keep = policy_ceil_blocks(tokens);
+    while (s->num_blocks > keep && s->num_blocks > s->num_hashed)
+        folio_bm_release(p->bm, s->blocks[--s->num_blocks]);
+}
+
 /* Grows the block table to cover `tokens` tokens; false when the pool is dry
  * (the blocks taken so far stay with the sequence). */
 static bool seq_grow_blocks(struct folio_policy *p, struct seq *s, int tokens)
@@ -397,6 +404,7 @@ void folio_policy_submit(struct folio_policy *p, const struct folio_request *r)
         s->sampling.num_logprobs = 0;
     if (!(s->sampling.repetition_penalty > 0))
         s->sampling.repetition_penalty = 1; /* unset (0) means off, as in Submit */
+    policy_spec_init_seq(p, s);
     size_t h = map_index(p, s->request_id);
     s->hnext = p->map[h];
     p->map[h] = s;
@@ -513,14 +521,49 @@ static bool seq_is_decoding(const struct seq *s)
     return s->num_outputs > 0 && s->num_computed == seq_length(s) - 1;
 }
 
-/* Pass 1: one token for every generating sequence, preempting the newest
- * running sequence while the pool has no block for it. */
+/* s's entry for its last token and d drafts, sampling at each of those 1 + d positions. */
+static void schedule_draft(struct folio_policy *p, struct seq *s, int d)
+{
+    s->entry = p->num_scratch++;
+    p->scratch[s->entry] = (struct step_entry){
+        .seq = s, .start = s->num_computed, .num_new = 1 + d, .sample = true, .num_draft = d};
+    seq_cache_blocks_upto(p, s, s->num_computed + 1 + d);
+}
+
+/* s's drafts for this step (0: none), within its outputs, the budget and the step's rows; the
+ * blocks for them taken, or none drafted where the pool has none to spare. */
+static int plan_drafts(struct folio_policy *p, struct seq *s, int budget, int rows)
+{
+    int k = s->max_outputs - s->num_outputs - 1;
+    k = k < budget - 1 ? k : budget - 1;
+    k = k < FOLIO_MAX_DRAFT_ROWS - rows ? k : FOLIO_MAX_DRAFT_ROWS - rows;
+    int d = policy_spec_draft(p, s, k);
+    if (d > 0 && !seq_grow_blocks(p, s, s->num_computed + 1 + d)) {
+        policy_seq_trim_blocks(p, s, s->num_computed + 1);
+        d = 0;
+    }
+    return d;
+}
+
+/* Pass 1: one token for every generating sequence (with its drafts where it has some),
+ * preempting the newest running sequence while the pool has no block for it. */
 static int plan_decodes(struct folio_policy *p, int budget)
 {
+    bool spec_on = policy_spec_step_on(p);
+    p->spec_batch_off = p->cfg.spec.on && !spec_on;
+    int rows = 0;
     for (int i = 0; i < p->num_running && budget > 0; i++) {
         struct seq *s = p->running[i];
-        if (!seq_is_decoding(s) || s->num_outputs >= s->max_outputs)
+        if (!seq_is_decoding(s) || s->num_outputs >= s->max_outputs ||
+            policy_spec_waits(p, s, spec_on))
             continue;
+        int d = policy_spec_wants(p, s, spec_on) ? plan_drafts(p, s, budget, rows) : 0;
+        if (d > 0) {
+            schedule_draft(p, s, d);
+            budget -= 1 + d;
+            rows += d;
+            continue;
+        }
         bool preempted_self = false;
         while (!seq_grow_blocks(p, s, s->num_computed + 1)) {
             struct seq *victim = p->running[p->num_running - 1];
@@ -753,6 +796,7 @@ int folio_policy_plan(struct folio_policy *p, uint64_t plan_unix_ns, const void 
     plan_prefills(p, prefill_budget(p, cap - left, left));
     if (p->num_scratch == 0)
         return 0;
+    p->st.spec_steps_batch_off += p->spec_batch_off;
 
     uint64_t step_id = p->next_step_id++;
     policy_encode_plan(p, step_id, plan_unix_ns, len);
@@ -776,7 +820,8 @@ int folio_policy_plan(struct folio_policy *p, uint64_t plan_unix_ns, const void 
         }
         s->num_computed += p->scratch[i].num_new;
         if (p->scratch[i].sample)
-            s->num_outputs++;
+            s->num_outputs += 1 + p->scratch[i].num_draft;
+        s->draft_inflight = p->scratch[i].num_draft;
         s->inflight++;
         policy_seq_cache_full_blocks(p, s);
     }
@@ -788,9 +833,12 @@ bool folio_policy_has_work(const struct folio_policy *p)
 {
     if (p->num_inflight >= policy_max_inflight(p))
         return false;
+    bool spec_on = policy_spec_step_on(p);
     for (int i = 0; i < p->num_running; i++) {
         const struct seq *s = p->running[i];
-        if (seq_is_decoding(s) ? s->num_outputs < s->max_outputs : s->num_computed < seq_length(s))
+        if (seq_is_decoding(s)
+                ? s->num_outputs < s->max_outputs && !policy_spec_waits(p, s, spec_on)
+                : s->num_computed < seq_length(s))
             return true;
     }
     return p->num_waiting > 0 && p->num_free_slots > 0 && waiting_at(p, 0)->inflight == 0;

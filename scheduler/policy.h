@@ -40,6 +40,7 @@
 #include "sampling_params.h"
 #include "seq_params.h"
 #include "queue_time.h"
+#include "spec_config.h"
 
 #define FOLIO_POLICY_MAX_INFLIGHT 2
 /* The step time prompts are chunked to (folio_policy_config.step_target_seconds): long enough
@@ -65,7 +66,8 @@ struct folio_policy_config {
     /* > 0: a step's prompt tokens are as many as the worker ran in this time in the last steps
      * (their results' backend_ns); 0: the token budget alone. Chunked prefill only. */
     double step_target_seconds;
-    double (*clock)(void); /* seconds, for queue times; NULL: none kept */
+    double (*clock)(void);         /* seconds, for queue times; NULL: none kept */
+    struct folio_spec_config spec; /* speculative decoding (on: n-gram drafts) */
 };
 
 /* A request as Submit carries it (the caller keeps the arrays). */
@@ -119,6 +121,13 @@ struct folio_policy_stats {
     /* submit to first admission, over folio_queue_time_bounds (+Inf last) */
     uint64_t queue_time_counts[FOLIO_QUEUE_TIME_BUCKETS + 1];
     double queue_time_sum;
+    /* Speculative decoding, as vLLM counts it: verify steps' sequences with drafts, their
+     * drafts, the drafts accepted, and those accepted at each draft position; Folio's own:
+     * sequences whose low acceptance turned their drafts off, and steps whose batch was too
+     * large to draft. */
+    uint64_t spec_num_drafts, spec_num_draft_tokens, spec_num_accepted_tokens;
+    uint64_t spec_accepted_per_pos[FOLIO_MAX_DRAFT_TOKENS];
+    uint64_t spec_seqs_disabled, spec_steps_batch_off;
 };
 
 struct folio_policy;

@@ -33,7 +33,15 @@ struct seq {
     bool requeued;       /* sent back to the queue once when its worker died */
     double submitted_at; /* cfg.clock() at submit, for the queue-time histogram */
     struct folio_sampling_params sampling;
-    struct folio_seq_options opt;    /* stop ids, min_tokens, logit bias, prompt logprobs */
+    struct folio_seq_options opt; /* stop ids, min_tokens, logit bias, prompt logprobs */
+    /* Speculative decoding (policy_spec.c): whether it may draft, the drafts of its verify step
+     * in flight (draft_inflight of them; 0: none), its acceptance's moving average and its
+     * verify steps so far. */
+    bool spec_ok;
+    int draft_inflight;
+    int32_t draft[FOLIO_MAX_DRAFT_TOKENS];
+    double spec_accept;
+    int spec_steps;
     struct seq *hnext;               /* request-id map chain */
     struct seq *all_prev, *all_next; /* every live sequence */
 };
@@ -43,6 +51,8 @@ struct step_entry {
     int start; /* the first new token's position */
     int num_new;
     bool sample;
+    int num_draft; /* the last num_draft new tokens are drafts, every one of the last 1 +
+                      num_draft positions samples */
 };
 
 /* Prompt logprobs go to the frontend in events of at most this many (the
@@ -85,6 +95,7 @@ struct folio_policy {
     int num_scratch;
     int *scratch_blocks; /* a prefix match, before it is taken */
     bool preempted_this_step;
+    bool spec_batch_off; /* the step being planned drafts for none: its batch is too large */
     int plan_grammar_bytes, plan_replay_ids; /* the grammars this plan brings (policy.c) */
     /* The worker's speed: tokens and backend seconds of the steps that came back, each sum
      * halved at every step so that it follows a worker that slows down or speeds up. */
@@ -116,5 +127,23 @@ void policy_emit_simple(struct folio_policy *p, const struct seq *s, uint64_t re
 void policy_seq_finish(struct folio_policy *p, struct seq *s);
 void policy_seq_release_blocks(struct folio_policy *p, struct seq *s);
 void policy_waiting_push_front(struct folio_policy *p, struct seq *s);
+/* Gives back the blocks past those `tokens` tokens need (a verify step's rejected drafts). */
+void policy_seq_trim_blocks(struct folio_policy *p, struct seq *s, int tokens);
+
+/* Speculative decoding (policy_spec.c). */
+void policy_spec_init_seq(const struct folio_policy *p, struct seq *s);
+/* This step may draft: speculation is configured and the decoding batch is small enough. */
+bool policy_spec_step_on(const struct folio_policy *p);
+/* s drafts in a step where step_on: its options allow it and its acceptance held up. */
+bool policy_spec_wants(const struct folio_policy *p, const struct seq *s, bool step_on);
+/* Whether a decoding s waits for its step in flight before it is planned again: a verify step,
+ * or one it would draft after. */
+bool policy_spec_waits(const struct folio_policy *p, const struct seq *s, bool step_on);
+/* s's n-gram drafts, at most max_k, into s->draft; their number (0: none). */
+int policy_spec_draft(const struct folio_policy *p, struct seq *s, int max_k);
+/* The drafts a verify step's samples (sampled[0..num_draft]) keep. */
+int policy_spec_matched(const struct seq *s, const int32_t *sampled, int num_draft);
+/* Counts a verify step in /metrics and s's acceptance, turning s's drafts off when low. */
+void policy_spec_observe(struct folio_policy *p, struct seq *s, int num_draft, int matched);
 
 #endif

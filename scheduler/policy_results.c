@@ -27,12 +27,11 @@ static bool seq_push_token(struct seq *s, int32_t tok)
     return true;
 }
 
-/* A token the worker sampled for a live sequence: keep it, check the stop
- * conditions, send it to the frontend. */
-static void seq_take_token(struct folio_policy *p, struct seq *s, const struct folio_result_view *v,
-                           int i)
+/* A token the worker sampled for a live sequence (its row r of the result): keep it, check the
+ * stop conditions, send it to the frontend. False when that ended the sequence (s may be freed). */
+static bool seq_take_token(struct folio_policy *p, struct seq *s, const struct folio_result_view *v,
+                           const struct folio_result_seq *r)
 {
-    const struct folio_result_seq *r = &v->seqs[i];
     if (r->grammar_failed) {
         const char *msg = "structured output: the grammar could not go on past this point (its "
                           "mask exceeded the engine's limits, or it refused a token)";
@@ -40,7 +39,7 @@ static void seq_take_token(struct folio_policy *p, struct seq *s, const struct f
                         (unsigned long long)v->hdr->step_id);
         policy_emit_simple(p, s, s->request_id, s->frontend_id, FOLIO_FINISH_ERROR, 500, 0, msg);
         policy_seq_finish(p, s);
-        return;
+        return false;
     }
     if (r->token_id < 0 || r->token_id >= p->cfg.vocab_size || !seq_push_token(s, r->token_id)) {
         char msg[128];
@@ -49,7 +48,7 @@ static void seq_take_token(struct folio_policy *p, struct seq *s, const struct f
         folio_log_error(s->request_id, "%s", msg);
         policy_emit_simple(p, s, s->request_id, s->frontend_id, FOLIO_FINISH_ERROR, 500, 0, msg);
         policy_seq_finish(p, s);
-        return;
+        return false;
     }
     p->st.generation_tokens_total++;
     if (s->state == SEQ_WAITING)
@@ -83,10 +82,56 @@ static void seq_take_token(struct folio_policy *p, struct seq *s, const struct f
         .cached_tokens = (uint32_t)s->cached_tokens,
     };
     p->emit(p->emit_ctx, &ev);
-    if (finish != FOLIO_FINISH_NONE)
+    if (finish != FOLIO_FINISH_NONE) {
         policy_seq_finish(p, s);
-    else
-        policy_seq_cache_full_blocks(p, s);
+        return false;
+    }
+    policy_seq_cache_full_blocks(p, s);
+    return true;
+}
+
+/* A verify step's samples (e: s's entry with its drafts): the drafts up to the first whose
+ * sample differs, and that sample (or all and the one after them), taken one by one as plain
+ * decode steps would have, so stop conditions cut them exactly there; the rest is undone
+ * (outputs, computed positions, the blocks they needed). */
+static void seq_take_verified(struct folio_policy *p, struct seq *s,
+                              const struct folio_result_view *v, int i, const struct step_entry *e)
+{
+    const struct folio_result_seq *r = &v->seqs[i];
+    int d = e->num_draft;
+    if (r->num_draft != d) {
+        char msg[128];
+        snprintf(msg, sizeof msg, "the worker returned %d draft samples for %d drafts in step %llu",
+                 r->num_draft, d, (unsigned long long)v->hdr->step_id);
+        folio_log_error(s->request_id, "%s", msg);
+        policy_emit_simple(p, s, s->request_id, s->frontend_id, FOLIO_FINISH_ERROR, 500, 0, msg);
+        policy_seq_finish(p, s);
+        return;
+    }
+    const struct folio_result_seq *rows[FOLIO_MAX_DRAFT_TOKENS + 1];
+    int32_t sampled[FOLIO_MAX_DRAFT_TOKENS + 1];
+    rows[0] = r;
+    for (int j = 1; j <= d; j++)
+        rows[j] = &v->draft_rows[r->draft_offset + j - 1];
+    for (int j = 0; j <= d; j++)
+        sampled[j] = rows[j]->token_id;
+    int matched = policy_spec_matched(s, sampled, d);
+    policy_spec_observe(p, s, d, matched);
+    bool running = s->state == SEQ_RUNNING;
+    s->num_outputs -= 1 + d;
+    if (running)
+        s->num_computed -= 1 + d;
+    for (int j = 0; j <= matched; j++) {
+        s->num_outputs++;
+        if (running)
+            s->num_computed++;
+        if (!seq_take_token(p, s, v, rows[j])) {
+            p->st.tokens_discarded += (uint64_t)(matched - j);
+            return;
+        }
+    }
+    if (running)
+        policy_seq_trim_blocks(p, s, s->num_computed + 1);
 }
 
 /* The prompt logprobs a chunk starting at `start` brought: those not sent
@@ -145,17 +190,23 @@ int folio_policy_apply_result(struct folio_policy *p, const struct folio_result_
     for (int i = 0; i < st->num_entries; i++) {
         struct seq *s = st->entries[i].seq;
         s->inflight--;
+        if (st->entries[i].num_draft > 0)
+            s->draft_inflight = 0;
         if (s->state == SEQ_FINISHED) {
             /* Sampled one step past its stop, or aborted: never sent. */
             if (st->entries[i].sample)
-                p->st.tokens_discarded++;
+                p->st.tokens_discarded += 1 + (uint64_t)st->entries[i].num_draft;
             if (s->inflight == 0)
                 policy_seq_free(p, s);
             continue;
         }
         seq_take_prompt_lps(p, s, v, i, st->entries[i].start);
-        if (st->entries[i].sample && s->state != SEQ_FINISHED)
-            seq_take_token(p, s, v, i);
+        if (st->entries[i].sample && s->state != SEQ_FINISHED) {
+            if (st->entries[i].num_draft > 0)
+                seq_take_verified(p, s, v, i, &st->entries[i]);
+            else
+                seq_take_token(p, s, v, &v->seqs[i]);
+        }
     }
     return 0;
 }
@@ -298,6 +349,7 @@ void folio_policy_worker_lost(struct folio_policy *p, uint32_t status, const cha
         next = s->all_next;
         bool ran = s->state == SEQ_RUNNING || s->inflight > 0;
         s->inflight = 0;
+        s->draft_inflight = 0;
         s->num_outputs = s->num_tokens - s->num_prompt; /* those the frontend has */
         bool sent = s->num_outputs > 0 || s->opt.prompt_lp_sent > 0;
         if (s->state == SEQ_FINISHED) {

@@ -49,8 +49,9 @@ static int create_rings(struct sched *s, char *err, size_t errlen)
     /* Prompt logprobs may come with every token of a step, where the worker's
      * backend computes them: the ring is made before any worker says so. */
     int seqs = s->pcfg.max_num_seqs, prompt_lps = s->pcfg.max_num_batched_tokens;
+    int rows = seqs + FOLIO_MAX_DRAFT_ROWS; /* a verify step's draft rows too */
     s->result_capacity = pow2_at_least(
-        8 * folio_result_size(seqs, (seqs + prompt_lps) * FOLIO_MAX_LOGPROBS, prompt_lps) + 4096);
+        8 * folio_result_size(rows, (rows + prompt_lps) * FOLIO_MAX_LOGPROBS, prompt_lps) + 4096);
     folio_ring_unlink(s->plan_name, err, errlen); /* left by a crashed run */
     folio_ring_unlink(s->result_name, err, errlen);
     if (folio_ring_create(s->plan_name, s->plan_capacity, &s->plan_owner, err, errlen) != 0 ||
@@ -234,6 +235,7 @@ static int load_model_config(struct sched *s, char *err, size_t errlen)
     c->disable_chunked_prefill = o->disable_chunked_prefill;
     c->step_target_seconds = FOLIO_POLICY_STEP_TARGET_SECONDS;
     c->serial_steps = o->serial_steps;
+    c->spec = o->spec;
     c->clock = folio_mono_s;
     struct folio_model_config mc;
     if (o->model_dir) {

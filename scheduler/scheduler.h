@@ -23,6 +23,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "spec_config.h"
+
 struct folio_scheduler_options {
     const char *model_dir; /* NULL only with simulate */
     const char *backend;   /* cpu | cuda */
@@ -53,6 +55,7 @@ struct folio_scheduler_options {
     bool serial_steps;                 /* --no-async-scheduling: one step in flight */
     bool enforce_eager;                /* --enforce-eager: no CUDA graphs in the worker */
     int tensor_parallel_size;          /* the worker's ranks (1: none) */
+    struct folio_spec_config spec;     /* --speculative-config */
 };
 
 /* Runs until SIGTERM/SIGINT (then drains) or a fatal error. Returns the

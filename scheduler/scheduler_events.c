@@ -212,6 +212,17 @@ static void handle_load_reply(struct sched *s, const Folio__LoadReply *r)
     }
     s->worker_prompt_logprobs = r->prompt_logprobs;
     s->worker_grammar = r->grammar;
+    if (s->pcfg.spec.on && !r->verify_drafts) {
+        /* Never silently off: the operator asked for it. Exit 2 is a misconfiguration, which
+         * folio serve does not restart. */
+        folio_log_error(0,
+                        "--speculative-config: the %s backend does not verify drafts (its worker's "
+                        "LoadReply says so); serve without it or with --backend cpu",
+                        s->o->simulate ? "simulated" : s->o->backend);
+        s->exit_status = 2;
+        s->done = true;
+        return;
+    }
     /* The worker skips plans of the epoch it attached in: an external
      * worker may attach while its predecessor's plans are still written. */
     if (new_plan_epoch(s) != 0)
@@ -492,6 +503,13 @@ static void handle_status(struct sched *s)
     r.status_seq = ++s->status_replies;
     r.scheduler_rss_bytes = folio_process_rss_bytes();
     r.worker_rss_bytes = s->worker_rss_bytes;
+    r.spec_num_drafts = st.spec_num_drafts;
+    r.spec_num_draft_tokens = st.spec_num_draft_tokens;
+    r.spec_num_accepted_tokens = st.spec_num_accepted_tokens;
+    r.n_spec_accepted_per_pos = s->pcfg.spec.on ? (size_t)s->pcfg.spec.num_tokens : 0;
+    r.spec_accepted_per_pos = st.spec_accepted_per_pos;
+    r.spec_seqs_disabled = st.spec_seqs_disabled;
+    r.spec_steps_batch_off = st.spec_steps_batch_off;
     Folio__Envelope env = FOLIO__ENVELOPE__INIT;
     env.body_case = FOLIO__ENVELOPE__BODY_STATUS_REPLY;
     env.status_reply = &r;

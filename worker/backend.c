@@ -53,6 +53,18 @@ static int check_seq(const struct folio_backend *b, const struct folio_step_seq 
     }
     if (mask_check(b, q, i, err, errlen) != 0)
         return -1;
+    if (q->num_draft != 0 &&
+        (!b->caps.verify_drafts || q->num_draft < 0 || q->num_draft > FOLIO_MAX_DRAFT_TOKENS ||
+         q->num_draft >= q->num_new_tokens || !q->sample || q->num_bias > 0 || q->allowed ||
+         q->num_prompt_logprobs > 0 || folio_sampling_params_penalized(&q->sampling))) {
+        snprintf(err, errlen,
+                 "step: seq %d brings %d drafts (the backend %s them; at most %d, fewer than its "
+                 "new tokens, on a sampling sequence without bias, mask, penalties or prompt "
+                 "logprobs)",
+                 i, q->num_draft, b->caps.verify_drafts ? "verifies" : "does not verify",
+                 FOLIO_MAX_DRAFT_TOKENS);
+        return -1;
+    }
     if ((q->sample || q->num_prompt_logprobs > 0) &&
         folio_sampling_params_check(&q->sampling, err, errlen) != 0)
         return -1;
@@ -87,9 +99,10 @@ int folio_step_batch_check(struct folio_backend *b, const struct folio_step_batc
             b->slot_seen[i] = 0;
         b->check_stamp = 1;
     }
-    int64_t sum = 0;
+    int64_t sum = 0, drafts = 0;
     for (int i = 0; i < batch->num_seqs; i++) {
         const struct folio_step_seq *q = &batch->seqs[i];
+        drafts += q->num_draft > 0 ? q->num_draft : 0;
         if (q->slot < 0 || q->slot >= b->max_seqs) {
             snprintf(err, errlen, "step: seq %d: slot %d outside 0..%d", i, q->slot,
                      b->max_seqs - 1);
@@ -107,6 +120,11 @@ int folio_step_batch_check(struct folio_backend *b, const struct folio_step_batc
             return -1;
         }
         sum += q->num_new_tokens;
+    }
+    if (drafts > FOLIO_MAX_DRAFT_ROWS) {
+        snprintf(err, errlen, "step: %lld draft positions, at most %d a step", (long long)drafts,
+                 FOLIO_MAX_DRAFT_ROWS);
+        return -1;
     }
     if (sum != batch->num_tokens) {
         snprintf(err, errlen, "step: num_tokens %d but the sequences bring %lld", batch->num_tokens,

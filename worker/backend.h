@@ -44,6 +44,11 @@ struct folio_step_seq {
      * logits after the bias, before sampling, so the reported logprobs include it. NULL: no
      * constraint. Only where the backend's caps.grammar says it applies them. */
     const uint32_t *allowed;
+    /* Speculative decoding (where caps.verify_drafts): the last num_draft new tokens are drafts,
+     * and each of the last 1 + num_draft positions samples, position j with RNG counter
+     * output_index + j; the sample at the first of them is the sequence's row, the others its
+     * draft rows. No bias, mask, penalties or prompt logprobs with drafts. 0: none. */
+    int32_t num_draft;
 };
 
 struct folio_step_batch {
@@ -56,6 +61,8 @@ struct folio_step_batch {
     bool masks_later;
 };
 
+/* Rows: one per sequence, in batch order, then the draft rows (num_draft of each sequence that
+ * has drafts, in batch order): the arrays below hold num_seqs + FOLIO_MAX_DRAFT_ROWS rows. */
 struct folio_step_result {
     int32_t *token_ids;  /* [num_seqs]; -1 where the sequence did not sample */
     float *logprobs;     /* [num_seqs] logprob of the sampled token under the
@@ -135,6 +142,8 @@ struct folio_backend_caps {
     bool grammar;         /* applies a sequence's allowed-token mask (structured outputs) */
     bool host_cores;      /* computes on the host's cores: the worker's own work (grammar masks)
                              stays on its one thread, off the cores the backend computes on */
+    bool verify_drafts;   /* samples at several positions of one sequence (num_draft > 0):
+                             speculative decoding's verify steps */
 };
 
 struct folio_backend {

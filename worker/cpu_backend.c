@@ -42,8 +42,9 @@
 /* The results of one launched step, waiting for collect(). */
 struct cpu_step_out {
     int32_t num_seqs;
-    int32_t num_logits; /* sequences that sampled */
-    int32_t *token_ids; /* [max_seqs] */
+    int32_t num_logits; /* rows sampled */
+    int32_t num_rows;   /* num_seqs and the draft rows (backend.h's result rows) */
+    int32_t *token_ids; /* [max_seqs + FOLIO_MAX_DRAFT_ROWS] */
     float *logprobs;    /* [max_seqs] */
     int32_t *top_ids;   /* [max_seqs * FOLIO_MAX_LOGPROBS] */
     float *top_logprobs;
@@ -107,7 +108,9 @@ struct cpu_backend {
     float *shard_logits;  /* [max_seqs][vocab / tp]: a rank's logits (tp > 1) */
     float *rope_cos, *rope_sin; /* [max_num_tokens][head_dim / 2] */
     float *final_x;             /* [max_seqs][hidden] */
-    int32_t *sample_seq;        /* [max_seqs]: which sequences sample, in order */
+    int32_t *sample_seq;        /* [rows]: the sequence of each sampled row, in order */
+    int32_t *sample_row;        /* [rows]: its result row (backend.h) */
+    int32_t *sample_off;        /* [rows]: its position among the sequence's samples */
     float *scores;              /* [num_threads][scores_cap] */
     size_t scores_cap;
     struct folio_sampler **samplers; /* one per thread */
@@ -416,18 +419,18 @@ static void sample_chunk(void *arg, int j, int thread)
     struct cpu_backend *b = sj->b;
     struct cpu_step_out *out = sj->out;
     const struct folio_model_config *c = &b->cfg;
-    int32_t i = b->sample_seq[j];
-    const struct folio_step_seq *s = &sj->batch->seqs[i];
+    int32_t i = b->sample_row[j], off = b->sample_off[j];
+    const struct folio_step_seq *s = &sj->batch->seqs[b->sample_seq[j]];
     struct folio_sample_result r;
     const struct slot_history *sh = &b->history[s->slot];
-    struct folio_token_history h = {sh->ids, sh->len, s->output_index};
+    struct folio_token_history h = {sh->ids, sh->len, s->output_index + off};
     float *logits = out->logits + (size_t)j * c->vocab_size;
     folio_logits_add_bias(logits, c->vocab_size, s->bias, s->num_bias);
     if (s->allowed)
         folio_logits_apply_mask(logits, c->vocab_size, s->allowed);
     b->sample_status[j] =
-        folio_sample(b->samplers[thread], logits, &s->sampling, (uint32_t)s->output_index, &h, &r,
-                     b->sample_err[j], sizeof b->sample_err[j]);
+        folio_sample(b->samplers[thread], logits, &s->sampling, (uint32_t)(s->output_index + off),
+                     &h, &r, b->sample_err[j], sizeof b->sample_err[j]);
     if (b->sample_status[j] == 0) {
         out->token_ids[i] = r.token;
         out->logprobs[i] = r.logprob;
@@ -466,20 +469,29 @@ static int cpu_launch(struct folio_backend *base, const struct folio_step_batch 
     for (int l = 0; l < c->num_layers; l++)
         forward_layer(b, batch, l, ntok);
 
-    /* Final norm and LM head only for the last new token of sampling sequences. */
-    int nsample = 0, t_end = 0;
+    /* Final norm and LM head only for the sampled positions: the last new token of sampling
+     * sequences, and the 1 + num_draft last of a sequence with drafts (its draft rows after
+     * every sequence's row). */
+    int nsample = 0, t_end = 0, draft_row = batch->num_seqs;
     for (int32_t i = 0; i < batch->num_seqs; i++) {
-        t_end += batch->seqs[i].num_new_tokens;
-        if (!batch->seqs[i].sample)
+        const struct folio_step_seq *s = &batch->seqs[i];
+        t_end += s->num_new_tokens;
+        if (!s->sample)
             continue;
-        rmsnorm(b->final_x + (size_t)nsample * hidden, b->x + (size_t)(t_end - 1) * hidden,
-                b->final_norm, 1, hidden, c->rms_norm_eps);
-        b->sample_seq[nsample++] = i;
+        for (int32_t j = 0; j <= s->num_draft; j++) {
+            int32_t t = t_end - 1 - s->num_draft + j;
+            rmsnorm(b->final_x + (size_t)nsample * hidden, b->x + (size_t)t * hidden, b->final_norm,
+                    1, hidden, c->rms_norm_eps);
+            b->sample_seq[nsample] = i;
+            b->sample_row[nsample] = j == 0 ? i : draft_row++;
+            b->sample_off[nsample++] = j;
+        }
     }
     struct cpu_step_out *out = &b->out[(b->out_head + b->out_count) % FOLIO_CPU_PIPELINE_DEPTH];
     out->num_seqs = batch->num_seqs;
+    out->num_rows = draft_row;
     out->num_logits = nsample;
-    for (int32_t i = 0; i < batch->num_seqs; i++) {
+    for (int32_t i = 0; i < draft_row; i++) {
         out->token_ids[i] = -1;
         out->logprobs[i] = 0.0f;
         for (int j = 0; j < FOLIO_MAX_LOGPROBS; j++) {
@@ -499,7 +511,10 @@ static int cpu_launch(struct folio_backend *base, const struct folio_step_batch 
                      b->sample_err[j]);
             return -1;
         }
-        b->last_sampled[batch->seqs[i].slot] = out->token_ids[i];
+        /* Which of a verify step's samples is the next token only the scheduler knows: none
+         * stands for FOLIO_TOKEN_FROM_PREV, so a plan that relied on one fails loudly. */
+        b->last_sampled[batch->seqs[i].slot] =
+            batch->seqs[i].num_draft > 0 ? -1 : out->token_ids[b->sample_row[j]];
     }
     if (folio_cpu_prompt_logprobs(batch, c->vocab_size, row_logits, b, b->row_logits, &out->prompt,
                                   err, errlen) != 0)
@@ -517,7 +532,7 @@ static int cpu_collect(struct folio_backend *base, struct folio_step_result *res
         return -1;
     }
     const struct cpu_step_out *out = &b->out[b->out_head];
-    size_t n = (size_t)out->num_seqs, ntop = n * FOLIO_MAX_LOGPROBS;
+    size_t n = (size_t)out->num_rows, ntop = n * FOLIO_MAX_LOGPROBS;
     if (res->token_ids)
         memcpy(res->token_ids, out->token_ids, n * sizeof *res->token_ids);
     if (res->logprobs)
@@ -563,6 +578,8 @@ static void cpu_destroy(struct folio_backend *base)
     for (size_t i = 0; i < sizeof scratch / sizeof scratch[0]; i++)
         free(scratch[i]);
     free(b->sample_seq);
+    free(b->sample_row);
+    free(b->sample_off);
     free(b->sample_status);
     free(b->sample_err);
     if (b->samplers)
@@ -642,8 +659,11 @@ int folio_cpu_backend_create(const struct folio_model *m, const struct folio_bac
         return -1;
     }
     b->base.ops = &cpu_ops;
-    b->base.caps = (struct folio_backend_caps){
-        .pipeline_depth = 1, .prompt_logprobs = true, .grammar = true, .host_cores = true};
+    b->base.caps = (struct folio_backend_caps){.pipeline_depth = 1,
+                                               .prompt_logprobs = true,
+                                               .grammar = true,
+                                               .host_cores = true,
+                                               .verify_drafts = true};
     b->base.model = m;
     b->base.num_kv_blocks = (int)num_blocks;
     b->base.max_seqs = opt->max_seqs;
@@ -671,6 +691,7 @@ int folio_cpu_backend_create(const struct folio_model *m, const struct folio_bac
     }
 
     size_t T = (size_t)opt->max_num_tokens, S = (size_t)opt->max_seqs;
+    size_t R = S + FOLIO_MAX_DRAFT_ROWS; /* sampled rows: every sequence and the draft rows */
     size_t hidden = (size_t)c->hidden_size, qdim = (size_t)c->num_heads * c->head_dim;
     size_t half = (size_t)c->head_dim / 2, inter = (size_t)c->intermediate_size;
     int ok = 1;
@@ -706,29 +727,31 @@ int folio_cpu_backend_create(const struct folio_model *m, const struct folio_bac
     b->act.s = cpu_alloc_floats(T * widest / CPU_QBLOCK + 1);
     b->part = cpu_alloc_floats(tp > 1 ? T * hidden : 1);
     b->sum = cpu_alloc_floats(tp > 1 ? T * hidden : 1);
-    b->shard_logits = cpu_alloc_floats(tp > 1 ? S * (size_t)c->vocab_size / (size_t)tp : 1);
+    b->shard_logits = cpu_alloc_floats(tp > 1 ? R * (size_t)c->vocab_size / (size_t)tp : 1);
     b->rope_cos = cpu_alloc_floats(T * half);
     b->rope_sin = cpu_alloc_floats(T * half);
-    b->final_x = cpu_alloc_floats(S * hidden);
-    b->sample_seq = malloc(S * sizeof *b->sample_seq);
-    b->sample_status = malloc(S * sizeof *b->sample_status);
+    b->final_x = cpu_alloc_floats(R * hidden);
+    b->sample_seq = malloc(R * sizeof *b->sample_seq);
+    b->sample_row = malloc(R * sizeof *b->sample_row);
+    b->sample_off = malloc(R * sizeof *b->sample_off);
+    b->sample_status = malloc(R * sizeof *b->sample_status);
     b->row_logits = cpu_alloc_floats((size_t)c->vocab_size);
-    b->sample_err = malloc(S * sizeof *b->sample_err);
+    b->sample_err = malloc(R * sizeof *b->sample_err);
     b->samplers = calloc((size_t)b->num_threads, sizeof *b->samplers);
     ok &= b->inv_freq && b->last_sampled && b->history && b->tokens && b->tok_pos && b->tok_seq &&
           b->act.q && b->act.d && b->act.s && b->x && b->xn && b->q && b->k && b->v && b->attn &&
           b->gate && b->up && b->qkv && b->gate_up && b->part && b->sum && b->shard_logits &&
-          b->rope_cos && b->rope_sin && b->final_x && b->sample_seq && b->sample_status &&
-          b->sample_err && b->samplers && b->row_logits;
+          b->rope_cos && b->rope_sin && b->final_x && b->sample_seq && b->sample_row &&
+          b->sample_off && b->sample_status && b->sample_err && b->samplers && b->row_logits;
     for (int i = 0; ok && i < b->num_threads; i++)
         ok &= (b->samplers[i] = folio_sampler_new(c->vocab_size)) != NULL;
     for (int i = 0; i < FOLIO_CPU_PIPELINE_DEPTH; i++) {
         struct cpu_step_out *o = &b->out[i];
-        o->token_ids = malloc(S * sizeof *o->token_ids);
-        o->logprobs = malloc(S * sizeof *o->logprobs);
-        o->top_ids = malloc(S * FOLIO_MAX_LOGPROBS * sizeof *o->top_ids);
-        o->top_logprobs = malloc(S * FOLIO_MAX_LOGPROBS * sizeof *o->top_logprobs);
-        o->logits = cpu_alloc_floats(S * (size_t)c->vocab_size);
+        o->token_ids = malloc(R * sizeof *o->token_ids);
+        o->logprobs = malloc(R * sizeof *o->logprobs);
+        o->top_ids = malloc(R * FOLIO_MAX_LOGPROBS * sizeof *o->top_ids);
+        o->top_logprobs = malloc(R * FOLIO_MAX_LOGPROBS * sizeof *o->top_logprobs);
+        o->logits = cpu_alloc_floats(R * (size_t)c->vocab_size);
         ok &= o->token_ids && o->logprobs && o->top_ids && o->top_logprobs && o->logits &&
               folio_prompt_lps_alloc(&o->prompt, opt->max_num_tokens) == 0;
     }

@@ -13,25 +13,29 @@ int folio_step_io_init(struct folio_step_io *io, int max_seqs, int max_num_token
     io->max_seqs = max_seqs;
     io->max_num_tokens = max_num_tokens;
     size_t n = (size_t)max_seqs, t = (size_t)max_num_tokens;
+    size_t rows = n + FOLIO_MAX_DRAFT_ROWS; /* backend.h's result rows */
     io->res.prompt_ids = calloc(t, sizeof(int32_t));
     io->res.prompt_logprobs = calloc(t, sizeof(float));
     io->res.prompt_top_ids = calloc(t * FOLIO_MAX_LOGPROBS, sizeof(int32_t));
     io->res.prompt_top_logprobs = calloc(t * FOLIO_MAX_LOGPROBS, sizeof(float));
     io->seqs = calloc(n, sizeof *io->seqs);
-    io->res.token_ids = calloc(n, sizeof(int32_t));
-    io->res.logprobs = calloc(n, sizeof(float));
-    io->res.top_ids = calloc(n * FOLIO_MAX_LOGPROBS, sizeof(int32_t));
-    io->res.top_logprobs = calloc(n * FOLIO_MAX_LOGPROBS, sizeof(float));
+    io->res.token_ids = calloc(rows, sizeof(int32_t));
+    io->res.logprobs = calloc(rows, sizeof(float));
+    io->res.top_ids = calloc(rows * FOLIO_MAX_LOGPROBS, sizeof(int32_t));
+    io->res.top_logprobs = calloc(rows * FOLIO_MAX_LOGPROBS, sizeof(float));
     io->num_logprobs = calloc(n, sizeof(int32_t));
+    io->num_draft = calloc(n, sizeof(int32_t));
     io->sampled = calloc(n, sizeof(int32_t));
-    io->result_cap = folio_result_size(max_seqs, (max_seqs + max_num_tokens) * FOLIO_MAX_LOGPROBS,
-                                       max_num_tokens) +
-                     1024;
+    io->result_cap =
+        folio_result_size(max_seqs + FOLIO_MAX_DRAFT_ROWS,
+                          (max_seqs + FOLIO_MAX_DRAFT_ROWS + max_num_tokens) * FOLIO_MAX_LOGPROBS,
+                          max_num_tokens) +
+        1024;
     io->result_buf = calloc(1, io->result_cap);
     if (!io->seqs || !io->res.token_ids || !io->res.logprobs || !io->res.top_ids ||
-        !io->res.top_logprobs || !io->num_logprobs || !io->sampled || !io->result_buf ||
-        !io->res.prompt_ids || !io->res.prompt_logprobs || !io->res.prompt_top_ids ||
-        !io->res.prompt_top_logprobs) {
+        !io->res.top_logprobs || !io->num_logprobs || !io->num_draft || !io->sampled ||
+        !io->result_buf || !io->res.prompt_ids || !io->res.prompt_logprobs ||
+        !io->res.prompt_top_ids || !io->res.prompt_top_logprobs) {
         folio_step_io_free(io);
         snprintf(err, errlen, "worker: out of memory for steps of %d sequences", max_seqs);
         return -1;
@@ -51,6 +55,7 @@ void folio_step_io_free(struct folio_step_io *io)
     free(io->res.prompt_top_ids);
     free(io->res.prompt_top_logprobs);
     free(io->num_logprobs);
+    free(io->num_draft);
     free(io->sampled);
     free(io->result_buf);
     memset(io, 0, sizeof *io);
@@ -82,7 +87,9 @@ int folio_step_io_batch(struct folio_step_io *io, const struct folio_plan_view *
             .bias = p->num_bias ? v->bias + p->bias_offset : NULL, /* the decoder checked it */
             .num_prompt_logprobs = p->num_prompt_lp,
             .next_prompt_token = p->next_prompt_token,
+            .num_draft = p->num_draft,
         };
+        io->num_draft[i] = p->num_draft;
         io->num_logprobs[i] = p->sample ? p->sampling.num_logprobs : 0;
         blocks += p->num_blocks; /* the decoder checked the sum */
         if (p->grammar_kind >= 0 && !io->grammar) {
@@ -142,13 +149,16 @@ static void encode_prompt_lps(const struct folio_step_io *io, int32_t i,
 
 size_t folio_step_io_encode_result(struct folio_step_io *io, const struct folio_grammar_step *gs,
                                    const struct folio_plan_header *plan, int32_t num_seqs,
-                                   const int32_t *num_logprobs, uint64_t backend_ns)
+                                   const int32_t *num_logprobs, const int32_t *num_draft,
+                                   uint64_t backend_ns)
 {
-    int32_t num_top = 0, num_prompt = 0;
+    int32_t num_top = 0, num_prompt = 0, num_rows = 0;
     for (int32_t i = 0; i < num_seqs; i++) {
-        num_top +=
-            num_logprobs[i] + io->seqs[i].num_prompt_logprobs * io->seqs[i].sampling.num_logprobs;
+        int32_t d = num_draft ? num_draft[i] : 0;
+        num_top += num_logprobs[i] * (1 + d) +
+                   io->seqs[i].num_prompt_logprobs * io->seqs[i].sampling.num_logprobs;
         num_prompt += io->seqs[i].num_prompt_logprobs;
+        num_rows += d;
     }
     struct folio_result_header *h = io->result_buf;
     *h = (struct folio_result_header){.magic = FOLIO_RESULT_MAGIC,
@@ -156,15 +166,17 @@ size_t folio_step_io_encode_result(struct folio_step_io *io, const struct folio_
                                       .num_top = num_top,
                                       .status = 0,
                                       .num_prompt_lp = num_prompt,
+                                      .num_draft_rows = num_rows,
                                       .step_id = plan->step_id,
                                       .backend_ns = backend_ns,
                                       .plan_unix_ns = plan->plan_unix_ns};
     struct folio_result_seq *seqs = (struct folio_result_seq *)(h + 1);
-    int32_t *top_ids = (int32_t *)(seqs + num_seqs);
+    struct folio_result_seq *rows = seqs + num_seqs;
+    int32_t *top_ids = (int32_t *)(rows + num_rows);
     float *top_lps = (float *)(top_ids + num_top);
     int32_t *prompt_ids = (int32_t *)(top_lps + num_top);
     float *prompt_lps = (float *)(prompt_ids + num_prompt);
-    int32_t off = 0, entry = 0;
+    int32_t off = 0, entry = 0, row = 0;
     for (int32_t i = 0; i < num_seqs; i++) {
         seqs[i] =
             (struct folio_result_seq){.token_id = io->res.token_ids[i],
@@ -177,8 +189,21 @@ size_t folio_step_io_encode_result(struct folio_step_io *io, const struct folio_
             top_lps[off] = io->res.top_logprobs[(size_t)i * FOLIO_MAX_LOGPROBS + k];
         }
         encode_prompt_lps(io, i, &seqs[i], &entry, prompt_ids, prompt_lps, top_ids, top_lps, &off);
+        seqs[i].num_draft = num_draft ? num_draft[i] : 0;
+        seqs[i].draft_offset = row;
+        for (int32_t j = 0; j < seqs[i].num_draft; j++, row++) {
+            size_t r = (size_t)num_seqs + (size_t)row; /* its row in io->res (backend.h) */
+            rows[row] = (struct folio_result_seq){.token_id = io->res.token_ids[r],
+                                                  .logprob = io->res.logprobs[r],
+                                                  .num_top = num_logprobs[i],
+                                                  .top_offset = off};
+            for (int32_t k = 0; k < num_logprobs[i]; k++, off++) {
+                top_ids[off] = io->res.top_ids[r * FOLIO_MAX_LOGPROBS + k];
+                top_lps[off] = io->res.top_logprobs[r * FOLIO_MAX_LOGPROBS + k];
+            }
+        }
     }
-    return folio_result_size(num_seqs, num_top, num_prompt);
+    return folio_result_size(num_seqs + num_rows, num_top, num_prompt);
 }
 
 size_t folio_step_io_encode_failure(struct folio_step_io *io, uint64_t step_id,

@@ -23,6 +23,7 @@ struct folio_step_io {
     struct folio_step_result res;
     int32_t *num_logprobs; /* per sequence of the step being collected */
     int32_t *sampled;      /* per sequence: 1 when it sampled */
+    int32_t *num_draft;    /* per sequence of the last batch: its draft positions */
     void *result_buf;
     size_t result_cap;
 };
@@ -50,10 +51,12 @@ void folio_step_io_commit(struct folio_step_io *io, struct folio_grammar_step *g
 
 /* Encodes io->res (filled by collect for the plan v, whose grammars gs bound) as a result record in
  * io->result_buf; returns its length. status -1 with a message encodes a
- * failed step (num_seqs 0, the message after the header). */
+ * failed step (num_seqs 0, the message after the header). num_draft: each sequence's draft
+ * positions, whose samples follow as draft rows (NULL: none). */
 size_t folio_step_io_encode_result(struct folio_step_io *io, const struct folio_grammar_step *gs,
                                    const struct folio_plan_header *plan, int32_t num_seqs,
-                                   const int32_t *num_logprobs, uint64_t backend_ns);
+                                   const int32_t *num_logprobs, const int32_t *num_draft,
+                                   uint64_t backend_ns);
 size_t folio_step_io_encode_failure(struct folio_step_io *io, uint64_t step_id,
                                     uint64_t plan_unix_ns, const char *message);
 

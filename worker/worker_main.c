@@ -224,6 +224,7 @@ static void send_load_reply(bool ok, const char *error, const struct folio_backe
         r.pipeline_depth = b->caps.pipeline_depth;
         r.prompt_logprobs = b->caps.prompt_logprobs;
         r.grammar = grammar;
+        r.verify_drafts = b->caps.verify_drafts;
     }
     Folio__Envelope env = FOLIO__ENVELOPE__INIT;
     env.body_case = FOLIO__ENVELOPE__BODY_LOAD_REPLY;
@@ -236,6 +237,7 @@ static void send_load_reply(bool ok, const char *error, const struct folio_backe
 struct launched {
     struct folio_plan_header hdr; /* copied: the plan record is released at launch */
     int32_t *num_logprobs;
+    int32_t *num_draft;
     uint64_t launch_ns;
     bool constrained;             /* samples under a grammar */
     struct folio_grammar_step gs; /* its sequences' grammars, until its tokens are committed */
@@ -288,6 +290,7 @@ static int run_steps(struct folio_backend *b, struct folio_ring *plans, struct f
     memset(q, 0, sizeof q);
     for (int i = 0; i < PIPELINE_DEPTH; i++)
         if (!(q[i].num_logprobs = calloc((size_t)io->max_seqs, sizeof(int32_t))) ||
+            !(q[i].num_draft = calloc((size_t)io->max_seqs, sizeof(int32_t))) ||
             folio_grammar_step_init(&q[i].gs, io->max_seqs) != 0) {
             snprintf(err, errlen, "worker: out of memory");
             rc = -1;
@@ -352,6 +355,7 @@ static int run_steps(struct folio_backend *b, struct folio_ring *plans, struct f
             l->hdr = *v.hdr;
             l->constrained = constrained;
             memcpy(l->num_logprobs, io->num_logprobs, (size_t)v.hdr->num_seqs * sizeof(int32_t));
+            memcpy(l->num_draft, io->num_draft, (size_t)v.hdr->num_seqs * sizeof(int32_t));
             l->launch_ns = folio_mono_ns();
             if (b->ops->launch(b, &batch, err, errlen) != 0) {
                 failed_step = v.hdr->step_id;
@@ -404,8 +408,9 @@ static int run_steps(struct folio_backend *b, struct folio_ring *plans, struct f
         /* Pipelined, a step's backend time runs from its own launch or from
          * the end of the previous collect, whichever is later. */
         uint64_t done = folio_mono_ns();
-        size_t len = folio_step_io_encode_result(io, &l->gs, &l->hdr, l->hdr.num_seqs,
-                                                 l->num_logprobs, done - l->launch_ns);
+        size_t len =
+            folio_step_io_encode_result(io, &l->gs, &l->hdr, l->hdr.num_seqs, l->num_logprobs,
+                                        l->num_draft, done - l->launch_ns);
         if (write_result(results, io->result_buf, len, err, errlen) != 0) {
             rc = stop_requested ? 0 : -1;
             break;
@@ -434,6 +439,7 @@ static int run_steps(struct folio_backend *b, struct folio_ring *plans, struct f
     }
     for (int i = 0; i < PIPELINE_DEPTH; i++) {
         free(q[i].num_logprobs);
+        free(q[i].num_draft);
         folio_grammar_step_free(&q[i].gs);
     }
     return rc;

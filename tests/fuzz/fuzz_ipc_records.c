@@ -57,6 +57,12 @@ static void walk_result(const struct folio_result_view *v)
             acc += (uint32_t)v->prompt_ids[s->prompt_lp_offset + j];
         for (int64_t j = 0; j < (int64_t)s->num_prompt_lp * s->prompt_num_top; j++)
             acc += (uint32_t)v->top_ids[s->prompt_top_offset + j];
+        for (int32_t j = 0; j < s->num_draft; j++) {
+            const struct folio_result_seq *d = &v->draft_rows[s->draft_offset + j];
+            acc += (uint32_t)d->token_id;
+            for (int32_t k = 0; k < d->num_top; k++)
+                acc += (uint32_t)v->top_ids[d->top_offset + k];
+        }
     }
     sink = acc;
 }

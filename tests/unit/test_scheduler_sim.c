@@ -171,7 +171,7 @@ static void step_collect(struct driver *d, int k)
     CHECK(d->sim->ops->collect(d->sim, &d->io.res, err, sizeof err) == 0);
     uint64_t backend_ns = d->feed_time ? (uint64_t)(d->step_us[k] * 1000) : 0;
     size_t len = folio_step_io_encode_result(&d->io, NULL, h, h->num_seqs, d->inflight_logprobs[k],
-                                             backend_ns);
+                                             NULL, backend_ns);
     struct folio_result_view rv;
     CHECK(folio_result_decode(d->io.result_buf, len, &rv, err, sizeof err) == 0);
     int rc = folio_policy_apply_result(d->p, &rv, err, sizeof err);
