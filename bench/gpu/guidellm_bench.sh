@@ -14,7 +14,8 @@
 #       bash bench/gpu/guidellm_bench.sh --backend cpu --skip-install --quick --model /tmp/tiny
 #
 # Options:
-#   --workloads LIST   comma list of rate2, poisson, max, saturate, sweep (default rate2,poisson,max)
+#   --workloads LIST   comma list of rate2, poisson, max, saturate, sweep, json-rate2, json-saturate,
+#                      grounded-rate2 (bench/scenarios/; default rate2,poisson,max)
 #   --server SPEC      'folio' (default), 'NAME=folio FLAGS' (this build with more flags: an
 #                      ablation) or NAME=COMMAND, repeatable; COMMAND may use {model}, {port} and
 #                      {tokenizer}; each server runs the same workloads in turn, and the report
@@ -199,7 +200,11 @@ EOF
 # 3. Runs: one GuideLLM invocation per workload, or per rate where a workload lists several
 #    rates (poisson), so that each rate gets its own /metrics snapshots and its own outputs.
 #    Estimated seconds include GuideLLM's start-up (about 15 s on 16 cores).
-scenario_of() { echo "$ROOT/bench/scenarios/sharegpt-$1.json"; }
+# A workload is bench/scenarios/NAME.json, or sharegpt-NAME.json for the ShareGPT ones.
+scenario_of() {
+  if [ -f "$ROOT/bench/scenarios/$1.json" ]; then echo "$ROOT/bench/scenarios/$1.json"
+  else echo "$ROOT/bench/scenarios/sharegpt-$1.json"; fi
+}
 runs_of() { # workload -> "run_name:rate_or_-" lines
   python3 - "$(scenario_of "$1")" <<'EOF2'
 import json, sys
@@ -243,7 +248,7 @@ done
 # shortening; and a max_duration guard so a slow server cannot run the call past its limit
 # (GuideLLM then stops and still writes its outputs; the guard shows in the json's config).
 make_run_scenario() { # scenario run_name rate target outdir guard_seconds -> prints the path
-  SC=$1 RUN=$2 RATE=$3 TARGET=$4 RUNOUT=$5 GUARD=$6 DATA=$DATA TOK=$MODEL QUICK=$QUICK \
+  SC=$1 RUN=$2 RATE=$3 TARGET=$4 RUNOUT=$5 GUARD=$6 DATA=$DATA TOK=$MODEL QUICK=$QUICK ROOT=$ROOT \
     python3 - <<'EOF2'
 import json, os
 e = os.environ
@@ -252,6 +257,10 @@ spec, run, out = sc["spec"], e["RUN"], e["RUNOUT"]
 sc["metadata"].setdefault("labels", {})["run"] = run
 spec["backend"]["target"] = e["TARGET"]
 data = e["DATA"]
+# A scenario with data of its own (not the ShareGPT workload) reads it from the tree.
+own = spec["data"][0].get("path", "") if spec.get("data") else ""
+if own and os.path.basename(own) != "workload_sharegpt_1000.jsonl":
+    data = os.path.join(e["ROOT"], own)
 want = max([c["count"] for c in spec.get("constraints", []) if c["kind"] == "max_requests"] + [0])
 rows = [l for l in open(data) if l.strip()]
 if e["QUICK"] != "1" and want > len(rows):
@@ -421,7 +430,7 @@ python3 bench/report.py --md "$OUT/summary.md" --html "$OUT/report.html" --meta 
 cp "$OUT/summary.md" "$OUT/report.html" "$WORK/" 2>/dev/null
 FULL=/tmp/guidellm-json-full
 rm -rf "$FULL" && mkdir -p "$FULL"
-for f in "$WORK"/*/sharegpt-*.json; do
+for f in "$WORK"/*/sharegpt-*.json "$WORK"/*/grounded-*.json; do
   case $f in *.scenario.json) continue ;; esac
   [ -f "$f" ] || continue
   d=$FULL/$(basename "$(dirname "$f")")
