@@ -62,11 +62,12 @@ void policy_encode_plan(struct folio_policy *p, uint64_t step_id, uint64_t plan_
         folio_seq_options_plan_grammar(&s->opt, e->sample, s->tokens + s->num_prompt,
                                        s->num_tokens - s->num_prompt, replay, &replay_at, text,
                                        &text_at, o);
-        /* A token not known yet is a draft, or else the one this slot's previous step samples. */
+        /* A token not known yet is a draft (they follow the entry's first token), or else the
+         * one this slot's previous step samples. */
         for (int pos = start; pos < context; pos++)
-            *tok++ = pos < s->num_tokens ? s->tokens[pos]
-                     : e->num_draft      ? s->draft[pos - s->num_tokens]
-                                         : FOLIO_TOKEN_FROM_PREV;
+            *tok++ = pos < s->num_tokens              ? s->tokens[pos]
+                     : e->num_draft && pos > e->start ? s->draft[pos - e->start - 1]
+                                                      : FOLIO_TOKEN_FROM_PREV;
         memcpy(blk, s->blocks, (size_t)o->num_blocks * sizeof *blk);
         blk += o->num_blocks;
     }

@@ -554,8 +554,7 @@ static int plan_decodes(struct folio_policy *p, int budget)
     int rows = 0;
     for (int i = 0; i < p->num_running && budget > 0; i++) {
         struct seq *s = p->running[i];
-        if (!seq_is_decoding(s) || s->num_outputs >= s->max_outputs ||
-            policy_spec_waits(p, s, spec_on))
+        if (!seq_is_decoding(s) || s->num_outputs >= s->max_outputs || policy_spec_waits(s))
             continue;
         int d = policy_spec_wants(p, s, spec_on) ? plan_drafts(p, s, budget, rows) : 0;
         if (d > 0) {
@@ -833,12 +832,10 @@ bool folio_policy_has_work(const struct folio_policy *p)
 {
     if (p->num_inflight >= policy_max_inflight(p))
         return false;
-    bool spec_on = policy_spec_step_on(p);
     for (int i = 0; i < p->num_running; i++) {
         const struct seq *s = p->running[i];
-        if (seq_is_decoding(s)
-                ? s->num_outputs < s->max_outputs && !policy_spec_waits(p, s, spec_on)
-                : s->num_computed < seq_length(s))
+        if (seq_is_decoding(s) ? s->num_outputs < s->max_outputs && !policy_spec_waits(s)
+                               : s->num_computed < seq_length(s))
             return true;
     }
     return p->num_waiting > 0 && p->num_free_slots > 0 && waiting_at(p, 0)->inflight == 0;

@@ -136,10 +136,10 @@ void policy_spec_init_seq(const struct folio_policy *p, struct seq *s);
 bool policy_spec_step_on(const struct folio_policy *p);
 /* s drafts in a step where step_on: its options allow it and its acceptance held up. */
 bool policy_spec_wants(const struct folio_policy *p, const struct seq *s, bool step_on);
-/* Whether a decoding s waits for its step in flight before it is planned again: a verify step,
- * or one it would draft after. */
-bool policy_spec_waits(const struct folio_policy *p, const struct seq *s, bool step_on);
-/* s's n-gram drafts, at most max_k, into s->draft; their number (0: none). */
+/* Whether a decoding s waits for its step in flight before it is planned again (a verify step). */
+bool policy_spec_waits(const struct seq *s);
+/* s's n-gram drafts, at most max_k, into s->draft; their number (0: none). They follow its
+ * last token, known or still in flight. */
 int policy_spec_draft(const struct folio_policy *p, struct seq *s, int max_k);
 /* The drafts a verify step's samples (sampled[0..num_draft]) keep. */
 int policy_spec_matched(const struct seq *s, const int32_t *sampled, int num_draft);

@@ -1,5 +1,7 @@
 /* Speculative decoding's side of the policy: which sequences get n-gram drafts in a step, and
  * what a verify step's samples keep (DESIGN.md, "Speculative decoding"). */
+#include <string.h>
+
 #include "policy.h"
 #include "policy_internal.h"
 
@@ -48,11 +50,11 @@ bool policy_spec_wants(const struct folio_policy *p, const struct seq *s, bool s
                                        NULL) == 0;
 }
 
-bool policy_spec_waits(const struct folio_policy *p, const struct seq *s, bool step_on)
+bool policy_spec_waits(const struct seq *s)
 {
-    /* A verify step's next token is known only once the scheduler compares its samples, and
-     * drafts need the last token known. */
-    return s->draft_inflight > 0 || (s->inflight > 0 && policy_spec_wants(p, s, step_on));
+    /* Which of a verify step's samples is the next token only the scheduler knows, once it
+     * compares them with the drafts. */
+    return s->draft_inflight > 0;
 }
 
 int policy_spec_draft(const struct folio_policy *p, struct seq *s, int max_k)
@@ -60,8 +62,17 @@ int policy_spec_draft(const struct folio_policy *p, struct seq *s, int max_k)
     int k = p->cfg.spec.num_tokens < max_k ? p->cfg.spec.num_tokens : max_k;
     if (k < 1)
         return 0;
-    return folio_ngram_draft(s->tokens, s->num_tokens, p->cfg.spec.lookup_min,
-                             p->cfg.spec.lookup_max, k, s->draft);
+    /* With its last token still in flight (its step pipelined), the continuation's first token
+     * stands for that one and the drafts are the tokens after it, so the sequence keeps its
+     * place in the pipeline instead of waiting for the step. */
+    int ahead = s->num_computed == s->num_tokens;
+    int32_t next[FOLIO_MAX_DRAFT_TOKENS + 1];
+    int n = folio_ngram_draft(s->tokens, s->num_tokens, p->cfg.spec.lookup_min,
+                              p->cfg.spec.lookup_max, k + ahead, next);
+    if (n <= ahead)
+        return 0;
+    memcpy(s->draft, next + ahead, sizeof(int32_t) * (size_t)(n - ahead));
+    return n - ahead;
 }
 
 int policy_spec_matched(const struct seq *s, const int32_t *sampled, int num_draft)

@@ -128,8 +128,6 @@ static void test_accept_reject_and_blocks(void)
     const int32_t prompt[] = {10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 1, 3, 10, 11};
     submit(p, 1, prompt, 14, 30, 0);
     CHECK(plan(p) && pv.seqs[0].num_new_tokens == 14 && pv.seqs[0].num_draft == 0);
-    /* Its next token is needed to draft: it waits for the step rather than take FROM_PREV. */
-    CHECK(!folio_policy_has_work(p) && !plan(p));
     answer1(p, 12);
     /* "10 11 12" recurs at 0: 13 14 15 16 follow it. */
     CHECK(plan(p) && pv.seqs[0].num_draft == 4 && pv.seqs[0].num_new_tokens == 5);
@@ -165,6 +163,50 @@ static void test_accept_reject_and_blocks(void)
     CHECK(plan(p) && pv.token_ids[0] == 77 && pv.seqs[0].context_len == 22 &&
           pv.seqs[0].output_index == 8);
     folio_policy_destroy(p);
+}
+
+/* A sequence whose last token is still in flight drafts behind it: the continuation's first
+ * token stands for the one in flight, the step's first token is FROM_PREV, and the verify step
+ * keeps what its samples confirm whether that guess was right or not. */
+static void test_drafts_behind_a_step_in_flight(void)
+{
+    const int32_t prompt[] = {10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 1, 3, 10, 11};
+    static char buf_a[1 << 16];
+    for (int guess_right = 1; guess_right >= 0; guess_right--) {
+        struct folio_policy *p = make(4, 1, 3);
+        submit(p, 1, prompt, 14, 30, 0);
+        CHECK(plan(p) && pv.seqs[0].num_new_tokens == 14);
+        memcpy(buf_a, plan_buf, plan_len);
+        struct folio_plan_view a;
+        char err[256];
+        CHECK(folio_plan_decode(buf_a, plan_len, &a, err, sizeof err) == 0);
+        /* "10 11" recurs at 0: 12 (for the token in flight), then 13 14 15 16 drafted. */
+        CHECK(plan(p) && pv.seqs[0].num_draft == 4 && pv.seqs[0].num_new_tokens == 5);
+        CHECK(pv.token_ids[0] == FOLIO_TOKEN_FROM_PREV && pv.token_ids[1] == 13 &&
+              pv.token_ids[4] == 16);
+        CHECK(pv.seqs[0].output_index == 1 && pv.seqs[0].context_len == 19);
+        CHECK(!folio_policy_has_work(p)); /* a verify step in flight: nothing after it */
+        struct folio_plan_view b = pv;
+        pv = a;
+        answer1(p, guess_right ? 12 : 50);
+        pv = b;
+        int32_t rows[1][FOLIO_MAX_DRAFT_TOKENS + 1] = {{13, 14, 15, 16, 77}};
+        if (!guess_right)
+            rows[0][0] = 60; /* after 50 the model goes its own way: no draft is kept */
+        answer(p, rows);
+        struct folio_policy_stats st = stats(p);
+        if (guess_right) {
+            CHECK(num_events == 6 && events[1].token == 13 && events[5].token == 77);
+            CHECK(st.spec_num_accepted_tokens == 4 && st.kv_blocks_used == 2);
+        } else {
+            CHECK(num_events == 2 && events[0].token == 50 && events[1].token == 60);
+            CHECK(st.spec_num_accepted_tokens == 0 && st.kv_blocks_used == 1);
+        }
+        /* Nothing in flight: the next step starts from the last kept token, known. */
+        CHECK(plan(p) && pv.token_ids[0] == (guess_right ? 77 : 60) &&
+              pv.seqs[0].context_len == (guess_right ? 20 : 16));
+        folio_policy_destroy(p);
+    }
 }
 
 static void test_stops_inside_a_kept_run(void)
@@ -249,6 +291,7 @@ static void test_sequences_and_steps_that_do_not_draft(void)
 int main(void)
 {
     test_accept_reject_and_blocks();
+    test_drafts_behind_a_step_in_flight();
     test_stops_inside_a_kept_run();
     test_low_acceptance_turns_it_off();
     test_sequences_and_steps_that_do_not_draft();
