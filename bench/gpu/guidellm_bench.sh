@@ -23,6 +23,8 @@
 #   --server-cmd CMD   the same as --server server=CMD
 #   --backend B        folio's --backend (default cuda)
 #   --model DIR        serve this checkpoint instead of writing the TinyLlama-shaped one
+#   --shape NAME       the checkpoint's shape: tinyllama (TinyLlama-1.1B, the default) or llama3-8b
+#                      (Llama-3-8B, issue 55), assets/models/NAME*-shape/config.json
 #   --port N           (default 8000)
 #   --quick            short constraints for a smoke test: 1/5 the requests, 1/8 the seconds
 #   --skip-install     GuideLLM is already importable by $GUIDELLM_PYTHON (default python3)
@@ -56,6 +58,7 @@ WORKLOADS=rate2,poisson,max
 SERVERS=()
 BACKEND=cuda
 MODEL=
+SHAPE=tinyllama
 PORT=8000
 QUICK=0
 INSTALL=1
@@ -68,6 +71,7 @@ while [ $# -gt 0 ]; do
     --server-cmd) SERVERS+=("server=$2"); shift 2 ;;
     --backend) BACKEND=$2; shift 2 ;;
     --model) MODEL=$2; shift 2 ;;
+    --shape) SHAPE=$2; shift 2 ;;
     --port) PORT=$2; shift 2 ;;
     --quick) QUICK=1; shift ;;
     --skip-install) INSTALL=0; shift ;;
@@ -113,10 +117,14 @@ DATA=$(first_file "${FOLIO_WORKLOAD:-/nonexistent}" "$BUNDLE/data/workload_share
   { echo "guidellm_bench: workload_sharegpt_1000.jsonl not found (set FOLIO_WORKLOAD, or copy it into bundle/data/)"; exit 2; }
 TOKDIR=$(first_dir "$BUNDLE/models/llama2-tokenizer" "$ASSETS/models/llama2-tokenizer") ||
   { echo "guidellm_bench: llama2-tokenizer not found in bundle/models or assets/models"; exit 2; }
+case $SHAPE in
+  tinyllama) SHAPE_DIR=tinyllama-1.1b-shape ;;
+  llama3-8b) SHAPE_DIR=llama3-8b-shape ;;
+  *) echo "guidellm_bench: unknown --shape $SHAPE (tinyllama or llama3-8b)"; exit 2 ;;
+esac
 CONFIG=$(first_file "${FOLIO_BENCH_CONFIG:-/nonexistent}" \
-  "$BUNDLE/models/tinyllama-1.1b-shape/config.json" \
-  "$ASSETS/models/tinyllama-1.1b-shape/config.json") ||
-  { echo "guidellm_bench: tinyllama-1.1b-shape/config.json not found"; exit 2; }
+  "$BUNDLE/models/$SHAPE_DIR/config.json" "$ASSETS/models/$SHAPE_DIR/config.json") ||
+  { echo "guidellm_bench: $SHAPE_DIR/config.json not found"; exit 2; }
 FOLIO_BIN=${FOLIO_BIN:-$BUNDLE/bin/folio}
 # The bundle's libraries for Folio's processes only: its libssl/libz/libgomp must not replace the
 # image's own under Python (GuideLLM, torch).
@@ -135,7 +143,7 @@ say "data $DATA, tokenizer $TOKDIR, config $CONFIG"
 # 1. The checkpoint (in the background: it overlaps the wheel install).
 CKPT_PID=
 if [ -z "$MODEL" ]; then
-  MODEL=/tmp/folio-tinyllama-ckpt
+  MODEL=/tmp/folio-$SHAPE-ckpt
   say "writing the checkpoint into $MODEL"
   python3 bench/make_checkpoint.py "$MODEL" --config "$CONFIG" --tokenizer-dir "$TOKDIR" \
     >"$WORK/checkpoint.json" 2>"$WORK/checkpoint.err" &
