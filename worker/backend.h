@@ -1,4 +1,4 @@
-/* The step interface every worker backend implements (CPU now, CUDA next).
+/* The step interface every worker backend implements (CPU, CUDA, the simulation).
  *
  * One step is one flattened token batch with no padding: the prefill chunks
  * and decode tokens of all scheduled sequences side by side. Each sequence
@@ -109,6 +109,9 @@ struct folio_backend_options {
                                      graphs are held to, and --enforce-eager) */
     int tensor_parallel_size;     /* ranks the model is sharded over (0 or 1: none); the CPU
                                      backend emulates them in this process */
+    int num_speculative_tokens;   /* CUDA: drafts a sequence brings to a verify step
+                                     (--speculative-config), the shape of the verify graphs
+                                     captured at start; 0: none (verify steps run eagerly) */
     struct folio_cuda_paths cuda_paths;
 };
 

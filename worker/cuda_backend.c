@@ -1,6 +1,6 @@
 /* The CUDA backend of backend.h: weights in bf16 on the GPU, a paged KV pool,
  * cuBLASLt and TMA GEMMs, the kernels of kernels/, GPU sampling and CUDA
- * graphs for decode-only steps. This file creates and destroys it; the files
+ * graphs for decode and verify steps. This file creates and destroys it; the files
  * named in cuda_internal.h do the rest. */
 #include <stdlib.h>
 #include <string.h>
@@ -37,6 +37,7 @@ static void cuda_destroy(struct folio_backend *b)
         cudaFreeHost(fl->staging);
         cudaFree(fl->d_step);
         free(fl->seq_row);
+        free(fl->seq_drafts);
         cudaFree(fl->d_logits_keep);
     }
     for (int i = 0; i < cb->num_weight_blocks; i++)
@@ -58,6 +59,7 @@ static void cuda_destroy(struct folio_backend *b)
         cudaFree(bufs[i]);
     free(cb->lw);
     free(cb->tmaps);
+    free(cb->slot_verified);
     if (cb->lt)
         cublasLtDestroy(cb->lt);
     cudaStream_t streams[] = {cb->stream, cb->upload, cb->download};
@@ -87,6 +89,12 @@ static void read_tuning(struct cuda_backend *cb, const struct folio_backend_opti
     else if (cb->paths.gemv_max_rows < 0)
         cb->paths.gemv_max_rows = 0;
     cb->use_graphs = !opt->enforce_eager;
+    /* Verify graphs take a token and its drafts a sequence (1 + K rows). */
+    cb->verify_stride = opt->num_speculative_tokens > 0 ? 1 + opt->num_speculative_tokens : 0;
+    /* Sampled positions are distinct tokens: a row per sequence and per draft, at most one
+     * per token. */
+    int rows = opt->max_seqs + FOLIO_MAX_DRAFT_ROWS;
+    cb->max_sample_rows = rows < opt->max_num_tokens ? rows : opt->max_num_tokens;
     cb->attn_tile_tokens = folio_k_attention_tile_tokens(cb->heads, cb->kv_heads, cb->head_dim);
     cb->tma = !cb->paths.no_tma_gemm;
     cb->tma_lm_head = true;
@@ -96,13 +104,14 @@ static void read_tuning(struct cuda_backend *cb, const struct folio_backend_opti
     folio_k_set_smem_carveout(100);
 }
 
-/* Activations for max_num_tokens rows, logits and outputs for max_seqs rows,
+/* Activations for max_num_tokens rows, logits and outputs for max_sample_rows,
  * the RoPE table and the penalty state. */
 static int alloc_activations(struct cuda_backend *cb, const struct folio_model_config *c,
                              const struct folio_backend_options *opt, char *err, size_t errlen)
 {
     size_t H = (size_t)cb->hidden, I = (size_t)cb->inter, QD = (size_t)cb->heads * cb->head_dim;
-    size_t T = (size_t)opt->max_num_tokens, S = (size_t)opt->max_seqs;
+    size_t T = (size_t)opt->max_num_tokens, S = (size_t)opt->max_seqs,
+           R = (size_t)cb->max_sample_rows;
     int max_ctx = c->max_position_embeddings > opt->max_num_tokens ? c->max_position_embeddings
                                                                    : opt->max_num_tokens;
     cb->block_stride = (max_ctx + FOLIO_KV_BLOCK_SIZE - 1) / FOLIO_KV_BLOCK_SIZE;
@@ -121,13 +130,13 @@ static int alloc_activations(struct cuda_backend *cb, const struct folio_model_c
     CUDA_CHECK(cudaMalloc((void **)&cb->proj_out, sizeof(bf16) * T * H));
     CUDA_CHECK(cudaMalloc((void **)&cb->gate_up, sizeof(bf16) * T * 2 * I));
     CUDA_CHECK(cudaMalloc((void **)&cb->act, sizeof(bf16) * T * I));
-    CUDA_CHECK(cudaMalloc((void **)&cb->final_h, sizeof(bf16) * S * H));
-    CUDA_CHECK(cudaMalloc((void **)&cb->d_logits, sizeof(float) * S * cb->vocab));
-    CUDA_CHECK(cudaMalloc((void **)&cb->d_last_sampled, sizeof(int32_t) * S));
-    CUDA_CHECK(cudaMemsetAsync(cb->d_last_sampled, 0, sizeof(int32_t) * S, cb->stream));
+    CUDA_CHECK(cudaMalloc((void **)&cb->final_h, sizeof(bf16) * R * H));
+    CUDA_CHECK(cudaMalloc((void **)&cb->d_logits, sizeof(float) * R * cb->vocab));
+    CUDA_CHECK(cudaMalloc((void **)&cb->d_last_sampled, sizeof(int32_t) * (S + 1)));
+    CUDA_CHECK(cudaMemsetAsync(cb->d_last_sampled, 0, sizeof(int32_t) * (S + 1), cb->stream));
     if (!cb->paths.one_cta_sampler) { /* for the steps that split: up to 8 rows */
         const size_t bytes = folio_k_sample_split_bytes(
-            S < FOLIO_K_SAMPLE_SPLIT_MAX_ROWS ? (int)S : FOLIO_K_SAMPLE_SPLIT_MAX_ROWS);
+            R < FOLIO_K_SAMPLE_SPLIT_MAX_ROWS ? (int)R : FOLIO_K_SAMPLE_SPLIT_MAX_ROWS);
         CUDA_CHECK(cudaMalloc(&cb->d_sample_split, bytes));
         CUDA_CHECK(cudaMemsetAsync(cb->d_sample_split, 0, bytes, cb->stream));
     }
@@ -149,10 +158,13 @@ static int alloc_activations(struct cuda_backend *cb, const struct folio_model_c
 static int alloc_step_buffers(struct cuda_backend *cb, size_t T, size_t S, char *err, size_t errlen)
 {
     int64_t H = cb->hidden, QD = (int64_t)cb->heads * cb->head_dim;
-    /* The largest layout: the eager maximum, or a graph bucket of max_seqs rows. */
+    /* The largest layout: the eager maximum, or a decode graph bucket of max_seqs rows (a
+     * verify graph's rows are within the eager maximum's). */
     struct step_layout l1, l2;
-    cuda_layout_for((int)T, (int)S, cb->block_stride, &l1);
-    cuda_layout_for(cuda_graph_bucket((int)S), cuda_graph_bucket((int)S), cb->block_stride, &l2);
+    const struct step_shape eager = {(int)T, (int)S, cb->max_sample_rows, 0};
+    const struct step_shape decode = cuda_graph_shape(cuda_graph_bucket((int)S), 1);
+    cuda_layout_for(&eager, cb->block_stride, &l1);
+    cuda_layout_for(&decode, cb->block_stride, &l2);
     size_t meta = l1.total > l2.total ? l1.total : l2.total;
     /* Split-KV partials: the largest over the decode batch sizes (their buckets). */
     for (int n = 1; n <= (int)S; n++) {
@@ -186,7 +198,7 @@ static int alloc_step_buffers(struct cuda_backend *cb, size_t T, size_t S, char 
         if (bytes > splitk_bytes)
             splitk_bytes = bytes;
     }
-    cuda_tma_setup(cb, T, S);
+    cuda_tma_setup(cb, T, (size_t)cb->max_sample_rows);
     if (cb->tma) {
         int rows = (int)T < FOLIO_K_TMA_MAX_ROWS ? (int)T : FOLIO_K_TMA_MAX_ROWS;
         size_t n = (size_t)(cb->qkv_dim > H ? cb->qkv_dim : H); /* QKV's, O's and down's */
@@ -207,9 +219,11 @@ static int alloc_step_buffers(struct cuda_backend *cb, size_t T, size_t S, char 
         CUDA_CHECK(cudaMallocHost((void **)&fl->staging, meta));
         CUDA_CHECK(cudaMalloc((void **)&fl->d_step, meta));
         if (cb->paths.keep_logits)
-            CUDA_CHECK(cudaMalloc((void **)&fl->d_logits_keep, sizeof(float) * S * cb->vocab));
+            CUDA_CHECK(cudaMalloc((void **)&fl->d_logits_keep,
+                                  sizeof(float) * (size_t)cb->max_sample_rows * cb->vocab));
         fl->seq_row = calloc(S, sizeof(int));
-        if (!fl->seq_row) {
+        fl->seq_drafts = calloc(S, sizeof(int));
+        if (!fl->seq_row || !fl->seq_drafts) {
             snprintf(err, errlen, "cuda backend: out of host memory");
             return -1;
         }
@@ -278,8 +292,14 @@ static int create(struct cuda_backend *cb, const struct folio_model *m,
                  opt->max_seqs, opt->max_num_tokens);
         return -1;
     }
+    if (opt->num_speculative_tokens < 0 || opt->num_speculative_tokens > FOLIO_MAX_DRAFT_TOKENS) {
+        snprintf(err, errlen, "cuda backend: num_speculative_tokens %d outside 0..%d",
+                 opt->num_speculative_tokens, FOLIO_MAX_DRAFT_TOKENS);
+        return -1;
+    }
     cb->base.ops = &cuda_ops;
-    cb->base.caps = (struct folio_backend_caps){.pipeline_depth = 2, .grammar = true};
+    cb->base.caps =
+        (struct folio_backend_caps){.pipeline_depth = 2, .grammar = true, .verify_drafts = true};
     cb->base.model = m;
     cb->base.max_seqs = opt->max_seqs;
     cb->base.max_num_tokens = opt->max_num_tokens;
@@ -296,7 +316,8 @@ static int create(struct cuda_backend *cb, const struct folio_model *m,
     CUDA_CHECK(cudaMalloc(&cb->workspace, WORKSPACE_BYTES));
     cb->plans = calloc(GEMM_CACHE_SIZE, sizeof(*cb->plans));
     cb->lw = calloc((size_t)cb->layers, sizeof(*cb->lw));
-    if (!cb->plans || !cb->lw) {
+    cb->slot_verified = calloc((size_t)opt->max_seqs, sizeof(*cb->slot_verified));
+    if (!cb->plans || !cb->lw || !cb->slot_verified) {
         snprintf(err, errlen, "cuda backend: out of host memory");
         return -1;
     }
@@ -326,7 +347,7 @@ int folio_cuda_backend_create(const struct folio_model *m, const struct folio_ba
         snprintf(err, errlen, "cuda backend: out of host memory");
         return -1;
     }
-    if (create(cb, m, opt, err, errlen) != 0 || cuda_capture_decode_graphs(cb, err, errlen) != 0 ||
+    if (create(cb, m, opt, err, errlen) != 0 || cuda_capture_graphs(cb, err, errlen) != 0 ||
         cuda_warm_up_mixed_steps(cb, err, errlen) != 0) {
         cuda_destroy(&cb->base);
         return -1;

@@ -4,7 +4,7 @@
  *   cuda_weights.c  weights: check, upload to bf16, fuse QKV and gate/up, fold norms
  *   cuda_gemm.c     GEMMs: cuBLASLt plans, split-K, the TMA GEMM's tensor maps
  *   cuda_forward.c  the forward pass of one step, by regime
- *   cuda_graphs.c   decode graphs and the start-up warm-up
+ *   cuda_graphs.c   decode and verify graphs; cuda_warmup.c: the start-up runs
  *   cuda_step.c     the launch/collect pipeline: validate, pack, copy, collect
  * Any CUDA or cuBLAS error returns -1 with a message (CUDA_CHECK). */
 #ifndef FOLIO_CUDA_INTERNAL_H
@@ -26,7 +26,10 @@
 #define MAX_INFLIGHT 2
 #define GEMM_CACHE_SIZE 1024 /* open-addressed, power of two */
 #define WORKSPACE_BYTES (32u << 20)
-#define NUM_GRAPH_BUCKETS 16
+#define NUM_GRAPH_BUCKETS 24
+/* Verify graphs are captured for up to this many sequences: the scheduler drafts only in steps
+ * of at most 8 decoding sequences (scheduler/policy_spec.c's SPEC_MAX_BATCH). */
+#define VERIFY_GRAPH_MAX_SEQS 8
 /* Split-K of the O and down projections: batches of at most this many rows (the
  * decode graph buckets) on the cuBLASLt path. */
 #define SPLITK_MAX_ROWS 256
@@ -77,11 +80,21 @@ struct cuda_layer {
     bf16 *bqkv; /* Q/K/V biases [qkv_dim] (Qwen2); NULL: none */
 };
 
-/* Byte offsets of the sections of a step's buffer, for T token rows and S
- * sequence rows (a graph bucket uses T = S = bucket): the metadata the host
- * packs (inputs, up to `inputs`), then what the sampler writes for S rows
- * (outputs, up to `total`). Each in-flight slot has the buffer twice, pinned
- * on the host and on the device: one copy in, one copy out a step. */
+/* A step's rows on the device: t_rows tokens, s_rows sequences, r_rows LM-head (sampling) rows.
+ * stride 0 packs the batch's tokens side by side (eager steps, one LM-head row per sampled
+ * position). stride n >= 1 is a graph's fixed shape: sequence i owns the n token rows from
+ * i * n, its new tokens last and padding before them (so every attention tile that holds one of
+ * its tokens ends on one), and LM-head row r is token row r: n = 1 for decode graphs, 1 + K for
+ * verify graphs (K drafts a sequence). */
+struct step_shape {
+    int t_rows, s_rows, r_rows, stride;
+};
+
+/* Byte offsets of the sections of a step's buffer, for a step_shape: the
+ * metadata the host packs (inputs, up to `inputs`), then what the sampler
+ * writes for its r_rows rows (outputs, up to `total`). Each in-flight slot
+ * has the buffer twice, pinned on the host and on the device: one copy in,
+ * one copy out a step. */
 struct step_layout {
     size_t token_ids, token_slot, token_seq, token_pos, seq_ctx, sample_rows, params, tables,
         attn_tiles, pen_seqs;
@@ -128,6 +141,7 @@ struct inflight {
     int num_seqs;
     int num_attn_tiles; /* prefill attention tiles of the step; -1: decode-only step */
     int *seq_row;       /* [max_seqs]: sampling row of each sequence, -1 if none */
+    int *seq_drafts;    /* [max_seqs]: its drafts, sampled in the rows right after seq_row */
     int num_sample_rows;
     bool logits_on_device; /* the rows live in d_logits until a later step */
     float *d_logits_keep;  /* paths.keep_logits: a copy that outlives the next launch */
@@ -136,11 +150,13 @@ struct inflight {
     bool awaiting_masks;       /* launched with masks_later: sample_masked queues its sampling */
 };
 
-/* A bucket's decode graphs, one per in-flight slot (each reads and writes its
- * slot's step buffer): the whole step, and the forward alone up to the logits
- * for steps whose sampling runs eagerly (a logit bias or grammar masks). */
+/* A bucket's decode or verify graphs, one per in-flight slot (each reads and
+ * writes its slot's step buffer): the whole step, and the forward alone up to
+ * the logits for steps whose sampling runs eagerly (a logit bias or grammar
+ * masks). */
 struct graph_entry {
-    int bucket;
+    int bucket; /* sequences */
+    int stride; /* token rows a sequence (step_shape): 1 decode, 1 + K verify */
     bool captured[2][MAX_INFLIGHT];
     cudaGraphExec_t exec[2][MAX_INFLIGHT]; /* [forward_only][slot] */
 };
@@ -150,6 +166,10 @@ struct cuda_backend {
     bool failed;
     struct folio_cuda_paths paths; /* the options' forced paths, gemv_max_rows filled in */
     bool use_graphs;               /* decode steps replayed as CUDA graphs (not --enforce-eager) */
+    int verify_stride;             /* 1 + num_speculative_tokens where verify graphs are
+                                      captured, else 0 */
+    int max_sample_rows;           /* LM-head rows of a step: a row per sequence and a row per
+                                      draft, at most one per token */
 
     /* model shape */
     int hidden, inter, layers, heads, kv_heads, head_dim, vocab, qkv_dim;
@@ -178,7 +198,10 @@ struct cuda_backend {
     /* activations, [max_num_tokens, ...] */
     bf16 *res, *res2, *normed, *qkv, *attn_out, *proj_out, *gate_up, *act, *final_h;
     float *d_logits;         /* [max_seqs, vocab] */
-    int32_t *d_last_sampled; /* [max_seqs], by slot */
+    int32_t *d_last_sampled; /* [max_seqs + 1], by slot; the last entry takes what the rows of
+                                a sequence with drafts sample (no FOLIO_TOKEN_FROM_PREV reads it) */
+    bool *slot_verified;     /* [max_seqs]: the slot's latest sampling step had drafts, so
+                                FOLIO_TOKEN_FROM_PREV stands for no token (as on the CPU) */
     unsigned char *d_meta;   /* the step being queued: its slot's d_step */
     int block_stride;        /* block-table entries per sequence */
     /* Penalties (folio_k_penalty_update): per slot, a state word per token
@@ -239,9 +262,9 @@ enum { TMA_QKV, TMA_O, TMA_GATE_UP, TMA_DOWN, TMA_WEIGHTS };
 enum { TMA_X_NORMED, TMA_X_ATTN_OUT, TMA_X_ACT, TMA_X_FINAL, TMA_XS };
 
 /* cuda_step.c */
-void cuda_layout_for(int t_rows, int s_rows, int stride, struct step_layout *l);
-int cuda_pack_step(struct cuda_backend *cb, const struct folio_step_batch *batch, int t_rows,
-                   int s_rows, bool row_per_seq, const struct step_layout *l, struct inflight *fl);
+void cuda_layout_for(const struct step_shape *sh, int block_stride, struct step_layout *l);
+int cuda_pack_step(struct cuda_backend *cb, const struct folio_step_batch *batch,
+                   const struct step_shape *sh, const struct step_layout *l, struct inflight *fl);
 int cuda_launch(struct folio_backend *b, const struct folio_step_batch *batch, char *err,
                 size_t errlen);
 int cuda_collect(struct folio_backend *b, struct folio_step_result *res, char *err, size_t errlen);
@@ -274,9 +297,10 @@ int cuda_sample(struct cuda_backend *cb, const struct step_layout *l, int n_samp
                 char *err, size_t errlen);
 
 /* cuda_graphs.c */
-int cuda_run_decode_graph(struct cuda_backend *cb, int bucket, int slot, bool forward_only,
-                          const struct step_layout *l, char *err, size_t errlen);
-int cuda_capture_decode_graphs(struct cuda_backend *cb, char *err, size_t errlen);
+int cuda_run_graph(struct cuda_backend *cb, const struct step_shape *sh, int num_tiles, int slot,
+                   bool forward_only, const struct step_layout *l, char *err, size_t errlen);
+bool cuda_verify_graph_fits(const struct cuda_backend *cb, int bucket);
+int cuda_capture_graphs(struct cuda_backend *cb, char *err, size_t errlen);
 int cuda_warm_up_mixed_steps(struct cuda_backend *cb, char *err, size_t errlen);
 
 /* cuda_weights.c */
@@ -290,6 +314,12 @@ static inline int cuda_graph_bucket(int n)
     while (b < n)
         b <<= 1;
     return b;
+}
+
+/* The graph shape of a bucket of sequences of `stride` token rows each. */
+static inline struct step_shape cuda_graph_shape(int bucket, int stride)
+{
+    return (struct step_shape){bucket * stride, bucket, bucket * stride, stride};
 }
 
 #endif

@@ -1,37 +1,50 @@
-/* The CUDA worker's start-up runs: every decode graph captured, and each
- * mixed step size run once, so that no request pays for a first launch. */
+/* The CUDA worker's start-up runs: every decode and verify graph captured,
+ * and each mixed step size run once, so that no request pays for a first
+ * launch. */
 #include <stdlib.h>
 
 #include "cuda_internal.h"
 
-/* Captures the decode graphs of every bucket up front, as vLLM does at start-up,
- * so that the first step of each batch size while serving does not pay for
- * an eager run and a capture (tens of milliseconds of inter-token latency).
- * Each bucket runs a step whose rows are all padding (no keys, no cache
- * writes, no sampling), then captures and replays it. */
-int cuda_capture_decode_graphs(struct cuda_backend *cb, char *err, size_t errlen)
+/* Captures one shape's graphs for both in-flight slots from a step whose rows
+ * are all padding (no keys, no cache writes, no sampling), then replays them. */
+static int capture_shape(struct cuda_backend *cb, struct step_shape sh, char *err, size_t errlen)
+{
+    const struct folio_step_batch none = {0};
+    struct step_layout l;
+    cuda_layout_for(&sh, cb->block_stride, &l);
+    for (int slot = 0; slot < MAX_INFLIGHT; slot++) {
+        struct inflight *fl = &cb->fl[slot];
+        cuda_pack_step(cb, &none, &sh, &l, fl);
+        int tiles = sh.stride == 1 ? -1 : fl->num_attn_tiles;
+        CUDA_CHECK(
+            cudaMemcpyAsync(fl->d_step, fl->staging, l.inputs, cudaMemcpyHostToDevice, cb->stream));
+        cb->d_meta = fl->d_step;
+        /* Slot 0: the eager run, then capture + replay; slot 1: capture + replay; then
+         * the forward-only graph of each. */
+        for (int pass = slot == 0 ? 0 : 1; pass < 3; pass++)
+            if (cuda_run_graph(cb, &sh, tiles, slot, pass == 2, &l, err, errlen) != 0)
+                return -1;
+        CUDA_CHECK(cudaStreamSynchronize(cb->stream));
+    }
+    return 0;
+}
+
+/* Captures the graphs of every bucket up front, as vLLM does at start-up, so
+ * that the first step of each batch size while serving does not pay for an
+ * eager run and a capture (tens of milliseconds of inter-token latency): the
+ * decode graphs, and with speculative decoding the verify graphs of 1 + K
+ * token rows a sequence. */
+int cuda_capture_graphs(struct cuda_backend *cb, char *err, size_t errlen)
 {
     if (!cb->use_graphs)
         return 0;
-    const struct folio_step_batch none = {0};
     for (int bucket = 1; bucket <= cb->base.max_seqs && bucket <= cb->base.max_num_tokens;
-         bucket <<= 1) {
-        struct step_layout l;
-        cuda_layout_for(bucket, bucket, cb->block_stride, &l);
-        for (int slot = 0; slot < MAX_INFLIGHT; slot++) {
-            struct inflight *fl = &cb->fl[slot];
-            cuda_pack_step(cb, &none, bucket, bucket, true, &l, fl);
-            CUDA_CHECK(cudaMemcpyAsync(fl->d_step, fl->staging, l.inputs, cudaMemcpyHostToDevice,
-                                       cb->stream));
-            cb->d_meta = fl->d_step;
-            /* Slot 0: the eager run, then capture + replay; slot 1: capture + replay; then
-             * the forward-only graph of each. */
-            for (int pass = slot == 0 ? 0 : 1; pass < 3; pass++)
-                if (cuda_run_decode_graph(cb, bucket, slot, pass == 2, &l, err, errlen) != 0)
-                    return -1;
-            CUDA_CHECK(cudaStreamSynchronize(cb->stream));
-        }
-    }
+         bucket <<= 1)
+        if (capture_shape(cb, cuda_graph_shape(bucket, 1), err, errlen) != 0)
+            return -1;
+    for (int bucket = 1; cuda_verify_graph_fits(cb, bucket); bucket <<= 1)
+        if (capture_shape(cb, cuda_graph_shape(bucket, cb->verify_stride), err, errlen) != 0)
+            return -1;
     return 0;
 }
 
@@ -42,7 +55,7 @@ int cuda_capture_decode_graphs(struct cuda_backend *cb, char *err, size_t errlen
  * slot 0 plus one-token sequences in the next slots, all sampling
  * (temperature 1, the server's default), on KV blocks the scheduler has not
  * handed out yet; the results are thrown away. The decode-only sizes are warm
- * already (capture_decode_graphs). Bursts of arrivals bring the largest
+ * already (cuda_capture_graphs). Bursts of arrivals bring the largest
  * steps, which otherwise run cold and show in the TTFT tail. */
 int cuda_warm_up_mixed_steps(struct cuda_backend *cb, char *err, size_t errlen)
 {

@@ -49,6 +49,7 @@ struct worker_args {
     int64_t sim_vocab, sim_eos_id;
     bool enforce_eager;
     int64_t tensor_parallel_size;
+    int64_t num_speculative_tokens;
 };
 
 #define W(f) FOLIO_OPT_FIELD(struct worker_args, f)
@@ -74,6 +75,8 @@ static const struct folio_opt worker_flags[] = {
      "cuda: no CUDA graphs"},
     {"--tensor-parallel-size", FOLIO_OPT_INT, W(tensor_parallel_size), "1", 1, 8, NULL,
      "cpu: ranks emulated in this process"},
+    {"--num-speculative-tokens", FOLIO_OPT_INT, W(num_speculative_tokens), "0", 0,
+     FOLIO_MAX_DRAFT_TOKENS, NULL, "cuda: drafts a sequence verifies in a step (verify graphs)"},
     {"--sim-time-scale", FOLIO_OPT_NUM, W(sim_time_scale), "0", 0, 1e9, NULL,
      "sim: scale of the modelled step time"},
     {"--sim-vocab", FOLIO_OPT_INT, W(sim_vocab), "32000", 2, 1 << 24, NULL, "sim: vocabulary"},
@@ -457,7 +460,8 @@ static int create_backend(const struct worker_args *a, struct folio_model **mode
                                         .num_threads = (int)a->threads,
                                         .logits_unread = true,
                                         .enforce_eager = a->enforce_eager,
-                                        .tensor_parallel_size = (int)a->tensor_parallel_size};
+                                        .tensor_parallel_size = (int)a->tensor_parallel_size,
+                                        .num_speculative_tokens = (int)a->num_speculative_tokens};
     if (!strcmp(a->backend, "sim")) {
         struct folio_sim_options so;
         folio_sim_options_default(&so);

@@ -32,6 +32,17 @@ Checks:
      vs CUDA tokens (the reported logits carry the mask on both backends), every masked token
      among the allowed, the CUDA run against itself without graphs, bitwise, and with the masks
      handed over after launch (the worker's masks_later, with and without a step ahead), bitwise.
+  4. speculative decoding's verify steps (num_draft): a step that brings a sequence's last token
+     and d drafts samples at each of the 1 + d positions what decoding those tokens one step at a
+     time samples there (position j with RNG counter output_index + j), greedy and seeded at
+     temperature 1: batch 1 with K drafts (a verify graph), a batch of three with K, 2 and 0
+     drafts (a verify graph of bucket 4), the same beside a prefill chunk (an eager step), each
+     with graphs and eagerly (enforce_eager); every row's token is its sampler's draw from its
+     own logits with its counter, its logprob (and top logprobs) those of its own logits, the
+     two runs' logits agree to float noise and their tokens are equal or split by a near-tie;
+     the step after a verify step (explicit tokens, FROM_PREV of a sequence without drafts)
+     agrees too, and FROM_PREV of a sequence whose latest step had drafts fails the step. The
+     same verify script on the CPU backend against CUDA (cross-check).
 Prints one line per check (PASS/FAIL, figures) and exits 1 if any failed.
 
 On the GPU machine, with the bundle built as for check_cuda.py (bench/gpu/check_and_time.sh makes
@@ -50,6 +61,7 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "bench" / "gpu"))
 import check_cuda  # noqa: E402
 from check_cuda import FROM_PREV, Driver, check, compare_tokens, prompt, seq  # noqa: E402
+from sampler_ref import Params, cpu_sample, cuda_sample  # noqa: E402
 
 SAMPLED = dict(temperature=0.8, top_k=50, top_p=0.95)
 
@@ -210,6 +222,163 @@ def token_masks(drv, fx, vocab):
               f"tokens equal: {[r['token_ids'] for r in rl] == [r['token_ids'] for r in rg]}")
 
 
+K = 4  # num_speculative_tokens of the verify checks: the verify graphs' 1 + K rows a sequence
+
+
+def row_refs(step, res, logits):
+    """A step's sampled rows as (entry index, position j, token, logprob, top ids, top logprobs,
+    logits): each sampling entry's row, then its draft rows (result rows after num_seqs, logits
+    rows after the entry's own)."""
+    rows, li, di = [], 0, 0
+    for i, q in enumerate(step):
+        if not q.get("sample", True):
+            continue
+        for j in range(1 + q.get("num_draft", 0)):
+            if j == 0:
+                r = (res["token_ids"][i], res["logprobs"][i], res["top_ids"][i],
+                     res["top_logprobs"][i])
+            else:
+                r = (res["draft_token_ids"][di], res["draft_logprobs"][di],
+                     res["draft_top_ids"][di], res["draft_top_logprobs"][di])
+                di += 1
+            rows.append((i, j) + r + (logits[li],))
+            li += 1
+    return rows
+
+
+def own_draw(q, j, row, sampler):
+    """Problems of one row against its own logits: the token its sampler draws there with RNG
+    counter output_index + j (Params of the row), its logprob and top logprobs."""
+    tok, lp, top_ids, top_lps, lg = row
+    prm = Params.from_row(dict(q, output_index=q.get("output_index", 0) + j))
+    d = sampler(lg, prm, [])
+    bad = []
+    if tok not in (d.possible if sampler is cuda_sample else [d.token]) and not d.notes:
+        bad.append(f"token {tok}, its logits draw {d.possible} ({d.why_not(tok)})")
+    x = lg.astype(np.float64)
+    lse = float(np.log(np.exp(x - x.max()).sum()) + x.max())
+    if abs(lp - (x[tok] - lse)) > 1e-3:
+        bad.append(f"logprob {lp:.5f} vs its logits' {x[tok] - lse:.5f}")
+    want = [int(t) for t in np.lexsort((np.arange(len(x)), -x))[:len(top_ids)]]
+    if top_ids != want or any(abs(a - (x[t] - lse)) > 1e-3 for a, t in zip(top_lps, top_ids)):
+        bad.append(f"top ids {top_ids} vs its logits' {want}")
+    return bad
+
+
+def agree(name, pairs, sampler_a, sampler_b, rel_tol):
+    """pairs: (what, q, j, row a, row b). Each row is its own sampler's draw from its own logits
+    (own_draw); the logits agree within rel_tol (relative l2); tokens are equal, or a greedy row's
+    margin is under 4x the rms of the logit difference and a sampled row's tokens are both their
+    logits' draws (a race near-tie); logprobs within 1e-3 + 4x that rms."""
+    bad, worst_rel, worst_lp, equal = [], 0.0, 0.0, 0
+    for what, q, j, a, b in pairs:
+        for tag, r, smp in (("a", a, sampler_a), ("b", b, sampler_b)):
+            bad += [f"{what} ({tag}): {p}" for p in own_draw(q, j, r[2:], smp)]
+        la, lb = a[6].astype(np.float64), b[6].astype(np.float64)
+        rel = float(np.linalg.norm(la - lb) / np.linalg.norm(lb))
+        rms = float(np.sqrt(np.mean((la - lb) ** 2)))
+        worst_rel = max(worst_rel, rel)
+        if rel > rel_tol:
+            bad.append(f"{what}: logits differ by {rel:.2e} (relative), beyond {rel_tol:g}")
+        if a[2] == b[2]:
+            equal += 1
+            worst_lp = max(worst_lp, abs(a[3] - b[3]))
+            if abs(a[3] - b[3]) > 1e-3 + 4 * rms:
+                bad.append(f"{what}: logprobs {a[3]:.5f} vs {b[3]:.5f}")
+        elif q.get("temperature", 0) == 0 and abs(lb[b[2]] - lb[a[2]]) >= 4 * rms:
+            bad.append(f"{what}: tokens {a[2]} vs {b[2]}, margin {lb[b[2]] - lb[a[2]]:.4f} "
+                       f"beyond 4x the logits' rms difference {rms:.4f}")
+    check(name, not bad and pairs,
+          f"{equal}/{len(pairs)} positions equal, logits within {worst_rel:.1e} (relative), "
+          f"logprobs within {worst_lp:.1e}" + (f"; WRONG: {bad[:6]}" if bad else ""))
+
+
+def verify_drafts(drv, fx, vocab):
+    """4. verify steps (num_draft) against decoding the same tokens one step at a time."""
+    sampler = cuda_sample if drv.backend == "cuda" else cpu_sample
+    opts = dict(max_num_tokens=256, num_kv_blocks=64, num_speculative_tokens=K)
+    lens, chunk = (21, 40, 9, 30), 16
+    ps = [prompt(m, 900 + m, vocab) for m in lens]
+    tabs = [[4 * i + b for b in range(4)] for i in range(len(ps))]
+    rng = np.random.default_rng(5)
+    for mode, kw in (("greedy", lambda i: dict(seed=40 + i, num_logprobs=2 * (i == 1))),
+                     ("seeded t=1", lambda i: dict(temperature=1.0, seed=40 + i,
+                                                   num_logprobs=2 * (i == 1)))):
+        # Sequences 0-2 decode (0 drafts its own continuation, 1 random drafts, 2 none), 3 is a
+        # prompt whose second chunk shares the verify step.
+        pre = [seq(i, ps[i], lens[i], tabs[i], **kw(i)) for i in range(3)] + \
+              [seq(3, ps[3][:chunk], chunk, tabs[3], sample=False)]
+        r0, _ = drv.run(fx, [pre] + [[seq(0, [FROM_PREV], lens[0] + 1 + d, tabs[0],
+                                         output_index=1 + d, **kw(0))] for d in range(K)],
+                        vocab, **opts)
+        toks = [[r["token_ids"][0] for r in r0],
+                [r0[0]["token_ids"][1]] + [int(t) for t in rng.integers(3, vocab, 2)],
+                [r0[0]["token_ids"][2]]]
+
+        def entries(n, with_chunk):
+            es = [seq(i, toks[i], lens[i] + len(toks[i]), tabs[i], output_index=1,
+                      num_draft=len(toks[i]) - 1, **kw(i)) for i in range(n)]
+            return es + ([seq(3, ps[3][chunk:], lens[3], tabs[3], **kw(3))] if with_chunk else [])
+
+        def sequential(n, with_chunk):
+            st = []
+            for j in range(K + 1):
+                es = [seq(i, [toks[i][j]], lens[i] + 1 + j, tabs[i], output_index=1 + j, **kw(i))
+                      for i in range(n) if j < len(toks[i])]
+                st.append(es + ([seq(3, ps[3][chunk:], lens[3], tabs[3], **kw(3))]
+                                if with_chunk and j == 0 else []))
+            return st
+
+        for n, with_chunk, what in ((1, False, "batch 1, K drafts"),
+                                    (3, False, "batch of 3 with K, 2 and 0 drafts"),
+                                    (3, True, "the batch of 3 beside a prefill chunk")):
+            pre_n = pre[:n] + ([pre[3]] if with_chunk else [])
+            # After the verify step: sequence 0 goes on from its last sample, explicitly; 2 (no
+            # drafts) by FROM_PREV.
+            after = lambda last: [seq(0, [last], lens[0] + K + 2, tabs[0], output_index=K + 2,
+                                      **kw(0))] + ([seq(2, [FROM_PREV], lens[2] + 2, tabs[2],
+                                                        output_index=2, **kw(2))] if n == 3 else [])
+            sq = [pre_n] + sequential(n, with_chunk)
+            rs, ls = drv.run(fx, sq, vocab, paths={"keep_logits": True}, **opts)
+            last = rs[K + 1]["token_ids"][0]
+            sq.append(after(last))
+            rs, ls = drv.run(fx, sq, vocab, paths={"keep_logits": True}, **opts)
+            for eager in (False, True):
+                vs = [pre_n, entries(n, with_chunk), after(last)]
+                rv, lv = drv.run(fx, vs, vocab, paths={"keep_logits": True}, enforce_eager=eager,
+                                 **opts)
+                pairs, srows = [], [row_refs(sq[k], rs[k], ls[k]) for k in range(len(sq))]
+                for i, j, *row in row_refs(vs[1], rv[1], lv[1]):
+                    q = vs[1][i]
+                    k = 1 + j  # the sequential step of position j, and its row of sequence i
+                    ref = next(r for r in srows[k] if sq[k][r[0]]["slot"] == q["slot"])
+                    pairs.append((f"slot {q['slot']} position {j}", q, j, (i, j, *row), ref))
+                for (i, j, *row), ref in zip(row_refs(vs[2], rv[2], lv[2]), srows[-1]):
+                    pairs.append((f"slot {vs[2][i]['slot']} after the verify step", vs[2][i], 0,
+                                  (i, j, *row), ref))
+                agree(f"verify steps ({mode}, {what}, {'eager' if eager else 'graphs'}) == one "
+                      f"step at a time", pairs, sampler, sampler,
+                      0 if drv.backend != "cuda" else 2e-2)
+        bad = [pre[:1], [seq(0, toks[0], lens[0] + K + 1, tabs[0], output_index=1, num_draft=K,
+                             **kw(0))],
+               [seq(0, [FROM_PREV], lens[0] + K + 2, tabs[0], output_index=K + 2, **kw(0))]]
+        try:
+            drv.run(fx, bad, vocab, **opts)
+            refused = "ran"
+        except RuntimeError as e:
+            refused = str(e).strip().splitlines()[-1]
+        check(f"FROM_PREV after a verify step fails the step ({mode})", refused != "ran",
+              refused)
+        if drv.backend == "cuda":  # the same verify script on the CPU backend
+            vs = [pre, entries(3, True)]
+            rc, lc = drv.run(fx, vs, vocab, backend="cpu-ref", threads=4, **opts)
+            rg, lg = drv.run(fx, vs, vocab, paths={"keep_logits": True}, **opts)
+            pairs = [(f"slot {vs[1][i]['slot']} position {j}", vs[1][i], j, (i, j, *c), g)
+                     for (i, j, *c), g in zip(row_refs(vs[1], rc[1], lc[1]),
+                                              row_refs(vs[1], rg[1], lg[1]))]
+            agree(f"verify step ({mode}): CPU vs CUDA", pairs, cpu_sample, cuda_sample, 5e-2)
+
+
 def main():
     if len(sys.argv) not in (4, 5):
         print(__doc__)
@@ -221,6 +390,7 @@ def main():
     n_samples(drv, fx, vocab)
     logit_bias(drv, fx, vocab)
     token_masks(drv, fx, vocab)
+    verify_drafts(drv, fx, vocab)
     failed = [r for r in check_cuda.results if not r[1]]
     print(f"{len(check_cuda.results) - len(failed)} passed, {len(failed)} failed")
     return 1 if failed else 0

@@ -100,7 +100,7 @@ class Driver:
         flat = np.fromfile(lp, dtype=np.float32).reshape(-1, vocab)
         logits, i = [], 0
         for st in steps:
-            n = sum(1 for s in st if s.get("sample", True))
+            n = sum(1 + s.get("num_draft", 0) for s in st if s.get("sample", True))
             logits.append(flat[i:i + n])
             i += n
         lp.unlink()

@@ -12,9 +12,13 @@
  *                "seed": 0, "num_logprobs": 0, "repetition_penalty": 1,
  *                "frequency_penalty": 0, "presence_penalty": 0,
  *                "logit_bias": [[token, value], ...],
- *                "allowed": [token, ...]}, ...], ...]}
+ *                "allowed": [token, ...], "num_draft": 0}, ...], ...],
+ *  "num_speculative_tokens": 0}
  * (a logit_bias value null is -inf, a ban; "allowed": a structured output's
- * mask, the only tokens the sequence may sample).
+ * mask, the only tokens the sequence may sample; "num_draft": the last that
+ * many tokens are drafts, sampled at each of the last 1 + num_draft positions
+ * (speculative decoding's verify step); "num_speculative_tokens": the backend
+ * option that shapes the CUDA backend's verify graphs).
  * A token -1 is FOLIO_TOKEN_FROM_PREV. With launch_ahead, step N+1 is launched
  * before step N is collected (the scheduler's pipeline). With "masks_later", a
  * step's masks are handed over after its launch (sample_masked), as the worker
@@ -22,9 +26,11 @@
  *
  * Output: one JSON line per step on stdout,
  *   {"step": N, "token_ids": [...], "logprobs": [...], "top_ids": [[...]],
- *    "top_logprobs": [[...]]}
- * and, when LOGITS.bin is given, the float32 logits (with their logit bias) of every sampling
- * sequence of every step, in order, appended to it. Errors go to stderr with
+ *    "top_logprobs": [[...]], "draft_token_ids": [...], "draft_logprobs": [...],
+ *    "draft_top_ids": [[...]], "draft_top_logprobs": [[...]]}
+ * (the draft rows: each sequence's num_draft, in batch order) and, when LOGITS.bin is given,
+ * the float32 logits (with their logit bias) of every sampling sequence of every step, in
+ * order, 1 + num_draft rows each, appended to it. Errors go to stderr with
  * the step number, and the exit status is 1. */
 #include <jansson.h>
 #include <math.h>
@@ -187,13 +193,14 @@ static int parse_step(json_t *jstep, struct parsed_step *p, int vocab, char *err
         memcpy(p->tokens + t, toks, (size_t)ntok * sizeof *toks);
         free(toks);
         t += (size_t)ntok;
-        long long slot, ctx, out_idx, top_k, seed, nlp;
+        long long slot, ctx, out_idx, top_k, seed, nlp, ndraft;
         double temp, top_p, min_p, rep_pen, freq_pen, pres_pen;
         if (int_field(js, "slot", -1, &slot) || int_field(js, "context_len", -1, &ctx) ||
             int_field(js, "output_index", 0, &out_idx) || int_field(js, "top_k", 0, &top_k) ||
             int_field(js, "seed", 0, &seed) || int_field(js, "num_logprobs", 0, &nlp) ||
-            num_field(js, "temperature", 0, &temp) || num_field(js, "top_p", 1, &top_p) ||
-            num_field(js, "min_p", 0, &min_p) || num_field(js, "repetition_penalty", 1, &rep_pen) ||
+            int_field(js, "num_draft", 0, &ndraft) || num_field(js, "temperature", 0, &temp) ||
+            num_field(js, "top_p", 1, &top_p) || num_field(js, "min_p", 0, &min_p) ||
+            num_field(js, "repetition_penalty", 1, &rep_pen) ||
             num_field(js, "frequency_penalty", 0, &freq_pen) ||
             num_field(js, "presence_penalty", 0, &pres_pen)) {
             snprintf(err, errlen, "seq %d: a field has the wrong type", i);
@@ -206,6 +213,7 @@ static int parse_step(json_t *jstep, struct parsed_step *p, int vocab, char *err
         s->block_table = p->tables[i];
         s->sample = jsample ? json_is_true(jsample) : true;
         s->output_index = (int32_t)out_idx;
+        s->num_draft = (int32_t)ndraft;
         s->sampling = (struct folio_sampling_params){
             .temperature = (float)temp,
             .top_k = (int32_t)top_k,
@@ -241,32 +249,54 @@ static bool has_masks(const struct folio_step_batch *b)
     return false;
 }
 
-static int print_result(int step, const struct parsed_step *p, const struct folio_step_result *r,
-                        FILE *logits_out, int vocab)
+/* "name": [...] of rows [first, first + n) of r: tokens, logprobs, or the top logprobs' ids or
+ * values (num_logprobs[k] of row first + k). */
+static void print_rows(const char *name, const struct folio_step_result *r, int first, int n,
+                       int what, const int *num_logprobs)
 {
-    int32_t n = p->batch.num_seqs, nlogits = 0;
-    printf("{\"step\": %d, \"token_ids\": [", step);
-    for (int32_t i = 0; i < n; i++)
-        printf("%s%d", i ? ", " : "", r->token_ids[i]);
-    printf("], \"logprobs\": [");
-    for (int32_t i = 0; i < n; i++)
-        printf("%s%.9g", i ? ", " : "", (double)r->logprobs[i]);
-    printf("], \"top_ids\": [");
+    printf(", \"%s\": [", name);
     for (int32_t i = 0; i < n; i++) {
-        printf("%s[", i ? ", " : "");
-        for (int32_t j = 0; j < p->seqs[i].sampling.num_logprobs; j++)
-            printf("%s%d", j ? ", " : "", r->top_ids[i * FOLIO_MAX_LOGPROBS + j]);
-        printf("]");
+        int32_t row = first + i;
+        if (what == 0)
+            printf("%s%d", i ? ", " : "", r->token_ids[row]);
+        else if (what == 1)
+            printf("%s%.9g", i ? ", " : "", (double)r->logprobs[row]);
+        else
+            printf("%s[", i ? ", " : "");
+        for (int32_t j = 0; what > 1 && j < num_logprobs[i]; j++) {
+            size_t o = (size_t)row * FOLIO_MAX_LOGPROBS + j;
+            if (what == 2)
+                printf("%s%d", j ? ", " : "", r->top_ids[o]);
+            else
+                printf("%s%.9g", j ? ", " : "", (double)r->top_logprobs[o]);
+        }
+        if (what > 1)
+            printf("]");
     }
-    printf("], \"top_logprobs\": [");
+    printf("]");
+}
+
+static int print_result(int step, const struct parsed_step *p, const struct folio_step_result *r,
+                        FILE *logits_out, int vocab, int *num_logprobs)
+{
+    int32_t n = p->batch.num_seqs, nlogits = 0, ndraft = 0;
     for (int32_t i = 0; i < n; i++) {
-        printf("%s[", i ? ", " : "");
-        for (int32_t j = 0; j < p->seqs[i].sampling.num_logprobs; j++)
-            printf("%s%.9g", j ? ", " : "", (double)r->top_logprobs[i * FOLIO_MAX_LOGPROBS + j]);
-        printf("]");
-        nlogits += p->seqs[i].sample;
+        num_logprobs[i] = p->seqs[i].sampling.num_logprobs;
+        nlogits += p->seqs[i].sample ? 1 + p->seqs[i].num_draft : 0;
     }
-    printf("]}\n");
+    for (int32_t i = 0; i < n; i++) /* a draft row has its sequence's top logprobs */
+        for (int32_t k = 0; k < p->seqs[i].num_draft; k++)
+            num_logprobs[n + ndraft++] = p->seqs[i].sampling.num_logprobs;
+    printf("{\"step\": %d", step);
+    const char *names[] = {"token_ids", "logprobs", "top_ids", "top_logprobs"};
+    for (int what = 0; what < 4; what++)
+        print_rows(names[what], r, 0, n, what, num_logprobs);
+    char name[32];
+    for (int what = 0; what < 4; what++) {
+        snprintf(name, sizeof name, "draft_%s", names[what]);
+        print_rows(name, r, n, ndraft, what, num_logprobs + n);
+    }
+    printf("}\n");
     fflush(stdout);
     if (logits_out && nlogits &&
         fwrite(r->logits, sizeof(float) * (size_t)vocab, (size_t)nlogits, logits_out) !=
@@ -400,6 +430,8 @@ int main(int argc, char **argv)
         .enforce_eager = json_is_true(json_object_get(script, "enforce_eager")),
         .tensor_parallel_size =
             (int)json_integer_value(json_object_get(script, "tensor_parallel_size")),
+        .num_speculative_tokens =
+            (int)json_integer_value(json_object_get(script, "num_speculative_tokens")),
         .cuda_paths = paths,
     };
     if (create_backend(backend, model, &opt, &be, err, sizeof err) != 0) {
@@ -419,7 +451,9 @@ int main(int argc, char **argv)
         }
     }
     int vocab = model->config.vocab_size;
-    size_t S = (size_t)max_seqs > 0 ? (size_t)max_seqs : 1;
+    /* backend.h's result rows: a row per sequence, then the draft rows. */
+    size_t S = ((size_t)max_seqs > 0 ? (size_t)max_seqs : 1) + FOLIO_MAX_DRAFT_ROWS;
+    int *num_logprobs = malloc(S * sizeof(int));
     struct folio_step_result res = {
         .token_ids = malloc(S * sizeof(int32_t)),
         .logprobs = malloc(S * sizeof(float)),
@@ -429,7 +463,7 @@ int main(int argc, char **argv)
     };
     struct folio_step_seq *bare = malloc(S * sizeof *bare); /* a batch's entries without masks */
     if (!steps || !res.token_ids || !res.logprobs || !res.top_ids || !res.top_logprobs ||
-        !res.logits || !bare) {
+        !res.logits || !bare || !num_logprobs) {
         fprintf(stderr, "step_driver: out of memory\n");
         goto free_res;
     }
@@ -474,12 +508,14 @@ int main(int argc, char **argv)
             }
             awaiting = false;
         }
-        if (print_result((int)collected, &steps[collected], &res, logits_out, vocab) != 0)
+        if (print_result((int)collected, &steps[collected], &res, logits_out, vocab,
+                         num_logprobs) != 0)
             goto free_res;
         collected++;
     }
     rc = 0;
 free_res:
+    free(num_logprobs);
     free(bare);
     free(res.token_ids);
     free(res.logprobs);
