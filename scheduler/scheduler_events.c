@@ -69,6 +69,10 @@ void sched_build_worker_argv(struct sched *s)
     folio_ws_argf(ws, "%d", o->threads);
     if (o->enforce_eager)
         folio_ws_arg(ws, "--enforce-eager");
+    if (o->quantization && !o->simulate) {
+        folio_ws_arg(ws, "--quantization");
+        folio_ws_arg(ws, o->quantization);
+    }
     if (o->tensor_parallel_size > 1) {
         folio_ws_arg(ws, "--tensor-parallel-size");
         folio_ws_argf(ws, "%d", o->tensor_parallel_size);

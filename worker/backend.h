@@ -18,6 +18,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "fp8.h"         /* enum folio_quantization */
 #include "ipc_records.h" /* FOLIO_TOKEN_FROM_PREV */
 #include "kv_block.h"
 #include "model.h"
@@ -109,6 +110,8 @@ struct folio_backend_options {
                                      graphs are held to, and --enforce-eager) */
     int tensor_parallel_size;     /* ranks the model is sharded over (0 or 1: none); the CPU
                                      backend emulates them in this process */
+    enum folio_quantization quantization; /* --quantization: fp8 quantizes the linear layers at
+                                             load (common/fp8.h); CUDA needs FP8 tensor cores */
     struct folio_cuda_paths cuda_paths;
 };
 
