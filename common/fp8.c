@@ -1,6 +1,7 @@
 #include "fp8.h"
 
 #include <math.h>
+#include <pthread.h>
 #include <string.h>
 
 int folio_quantization_parse(const char *name, enum folio_quantization *out)
@@ -56,6 +57,21 @@ float folio_e4m3_to_f32(uint8_t c)
     else
         v = ldexpf(1.0f + (float)m / 8.0f, e - 7);
     return c & 0x80 ? -v : v;
+}
+
+static float e4m3_values[256];
+static pthread_once_t e4m3_once = PTHREAD_ONCE_INIT;
+
+static void e4m3_fill(void)
+{
+    for (int c = 0; c < 256; c++)
+        e4m3_values[c] = folio_e4m3_to_f32((uint8_t)c);
+}
+
+const float *folio_e4m3_table(void)
+{
+    pthread_once(&e4m3_once, e4m3_fill);
+    return e4m3_values;
 }
 
 float folio_fp8_scale(float amax)

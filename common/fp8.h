@@ -32,6 +32,8 @@ const char *folio_quantization_name(enum folio_quantization q);
 uint8_t folio_e4m3_from_f32(float f);
 /* e4m3 to f32, exactly. */
 float folio_e4m3_to_f32(uint8_t c);
+/* The same for all 256 codes, a table (for inner loops). */
+const float *folio_e4m3_table(void);
 
 /* The scale of a row whose largest magnitude is amax. */
 float folio_fp8_scale(float amax);

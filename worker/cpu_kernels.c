@@ -2,7 +2,6 @@
 #include "cpu_kernels.h"
 
 #include <math.h>
-#include <pthread.h>
 #include <string.h>
 
 #include "fp8.h"
@@ -116,21 +115,6 @@ static void dot_q8(const unsigned char *row, int cols, const float *x, size_t ld
     }
 }
 
-static float e4m3_values[256];
-static pthread_once_t e4m3_once = PTHREAD_ONCE_INIT;
-
-static void e4m3_fill(void)
-{
-    for (int c = 0; c < 256; c++)
-        e4m3_values[c] = folio_e4m3_to_f32((uint8_t)c);
-}
-
-const float *cpu_e4m3_table(void)
-{
-    pthread_once(&e4m3_once, e4m3_fill);
-    return e4m3_values;
-}
-
 /* An e4m3 row against e4m3 tokens: the codes' products summed in f32 (each exact), then the
  * row's and the token's scales, as a W8A8 GEMM with outer-product scales computes it. */
 static void dot_e4m3(const unsigned char *row, int cols, const float *x, size_t ldx,
@@ -138,7 +122,7 @@ static void dot_e4m3(const unsigned char *row, int cols, const float *x, size_t 
 {
     (void)x;
     (void)ldx;
-    const float *lut = cpu_e4m3_table();
+    const float *lut = folio_e4m3_table();
     float ws;
     memcpy(&ws, row + cpu_e4m3_scale_offset(cols), sizeof ws);
     for (int t = 0; t < nt; t++) {

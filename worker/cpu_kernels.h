@@ -76,7 +76,4 @@ static inline size_t cpu_e4m3_scale_offset(int cols)
     return ((size_t)cols + 3) / 4 * 4;
 }
 
-/* The 256 e4m3 codes' values (NaN for 0x7f and 0xff). */
-const float *cpu_e4m3_table(void);
-
 #endif

@@ -8,6 +8,8 @@
 #include <math.h>
 #include <string.h>
 
+#include "fp8.h"
+
 #define AVX2 __attribute__((target("avx2,fma,f16c")))
 
 AVX2 static inline float hsum(__m256 v)
@@ -254,7 +256,7 @@ AVX2 static void dot_e4m3(const unsigned char *row, int cols, const float *x, si
 {
     (void)x;
     (void)ldx;
-    const float *lut = cpu_e4m3_table();
+    const float *lut = folio_e4m3_table();
     float ws;
     memcpy(&ws, row + cpu_e4m3_scale_offset(cols), sizeof ws);
     __m256 acc[CPU_TOK_TILE];

@@ -215,7 +215,7 @@ void cpu_matrix_row_f32(const struct cpu_matrix *m, int r, float *out)
         return;
     }
     case CPU_W_E4M3: {
-        const float *lut = cpu_e4m3_table();
+        const float *lut = folio_e4m3_table();
         float s;
         memcpy(&s, row + cpu_e4m3_scale_offset(m->cols), sizeof s);
         for (int i = 0; i < m->cols; i++)
@@ -239,7 +239,7 @@ void cpu_act_set(struct cpu_act *act, const float *x, int ntok, int cols)
 /* Token t's activations as e4m3 values and its scale (common/fp8.h's rule). */
 static void e4m3_token(struct cpu_act *a, int t)
 {
-    const float *x = a->x + (size_t)t * a->cols, *lut = cpu_e4m3_table();
+    const float *x = a->x + (size_t)t * a->cols, *lut = folio_e4m3_table();
     float *v = a->x8 + (size_t)t * a->cols;
     float amax = 0.0f;
     for (int i = 0; i < a->cols; i++)
