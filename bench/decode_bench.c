@@ -46,7 +46,9 @@
  * Options, before MODEL_DIR: --temperature T, --grow, --loop-seconds S,
  * --num-kv-blocks N (a small pool, e.g. under the sanitizer), and
  * --paths gemv_max_rows=N,no_tma_gemm,splitk_o=N,splitk_down=N (the kernel
- * paths forced, as the GPU checks force them; default: the engine's). */
+ * paths forced, as the GPU checks force them; default: the engine's), and
+ * --quantization fp8 (the layers' projections in e4m3: their bytes count 1
+ * each in the floor, the LM head's 2). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -82,14 +84,34 @@ static double median(double *v, int n)
     return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
-/* Bytes of the linear weights one forward pass reads (QKV, O, gate/up, down
- * per layer, the LM head). */
+/* The command line's options (see the top of this file). */
+static struct {
+    float temperature;
+    bool grow;
+    double loop_seconds;
+    int num_kv_blocks;
+    struct folio_cuda_paths paths;
+    enum folio_quantization quantization;
+} flags;
+
+/* The layers' projection weights (QKV, O, gate/up, down), all layers. */
+static double layer_weights(const struct folio_model_config *c)
+{
+    double h = c->hidden_size, qd = (double)c->num_heads * c->head_dim,
+           kd = (double)c->num_kv_heads * c->head_dim, in = c->intermediate_size;
+    return ((qd + 2 * kd) * h + h * qd + 2 * in * h + h * in) * c->num_layers;
+}
+
+/* Bytes of the linear weights one forward pass reads: the layers' projections (1 a weight
+ * under fp8, with a 4-byte scale a row), the LM head (bf16). */
 static double linear_weight_bytes(const struct folio_model_config *c)
 {
     double h = c->hidden_size, qd = (double)c->num_heads * c->head_dim,
            kd = (double)c->num_kv_heads * c->head_dim, in = c->intermediate_size;
-    double per_layer = (qd + 2 * kd) * h + h * qd + 2 * in * h + h * in;
-    return 2.0 * (per_layer * c->num_layers + (double)c->vocab_size * h);
+    double head = 2.0 * (double)c->vocab_size * h;
+    if (flags.quantization == FOLIO_QUANT_FP8)
+        return layer_weights(c) + 4.0 * (qd + 2 * kd + h + 2 * in + h) * c->num_layers + head;
+    return 2.0 * layer_weights(c) + head;
 }
 
 static double kv_bytes_per_token(const struct folio_model_config *c)
@@ -119,15 +141,6 @@ static int step(struct bench *b, const struct folio_step_batch *batch)
     }
     return 0;
 }
-
-/* The command line's options (see the top of this file). */
-static struct {
-    float temperature;
-    bool grow;
-    double loop_seconds;
-    int num_kv_blocks;
-    struct folio_cuda_paths paths;
-} flags;
 
 /* The sampling parameters of every sequence: greedy, or tempered
  * (--temperature), no filter, no penalty, no logprobs. */
@@ -272,7 +285,7 @@ static int bench_decode(struct bench *b, int batch_size, int ctx, int steps, int
     char name[96];
     snprintf(name, sizeof name, "decode_b%d_ctx%d", batch_size, ctx);
     if (chunk > 0) { /* the chunk's matrix work and its attention over ctx + its own tokens */
-        double lin = linear_weight_bytes(c) / 2 - (double)c->vocab_size * c->hidden_size;
+        double lin = layer_weights(c);
         bytes += kv_bytes_per_token(c) * (ctx + chunk);
         flops = 2.0 * lin * (batch_size + chunk) + 4.0 * c->num_layers * c->num_heads *
                                                        c->head_dim * (double)chunk *
@@ -320,7 +333,7 @@ static int bench_prefill(struct bench *b, int n, int repeats)
             t[r - 2] = now_ms() - t0;
     }
     const struct folio_model_config *c = &b->model->config;
-    double lin = linear_weight_bytes(c) / 2 - (double)c->vocab_size * c->hidden_size;
+    double lin = layer_weights(c);
     double flops = 2.0 * lin * n + 2.0 * c->vocab_size * c->hidden_size +
                    /* causal attention: QK^T and PV over n(n+1)/2 pairs per head */
                    4.0 * c->num_layers * c->num_heads * c->head_dim * (double)n * (n + 1) / 2;
@@ -669,7 +682,10 @@ static int parse_flags(int argc, char **argv)
             flags.loop_seconds = atof(v);
         else if (!strcmp(o, "--num-kv-blocks"))
             flags.num_kv_blocks = atoi(v);
-        else if (!strcmp(o, "--paths")) {
+        else if (!strcmp(o, "--quantization")) {
+            if (folio_quantization_parse(v, &flags.quantization) != 0)
+                return -1;
+        } else if (!strcmp(o, "--paths")) {
             if (parse_paths(v, &flags.paths) != 0)
                 return -1;
         } else
@@ -735,6 +751,7 @@ int main(int argc, char **argv)
         .logits_unread = true,
         .num_kv_blocks = flags.num_kv_blocks,
         .cuda_paths = flags.paths,
+        .quantization = flags.quantization,
     };
     if (folio_cuda_backend_create(b.model, &opt, &b.be, err, sizeof err) != 0) {
         fprintf(stderr, "decode_bench: %s\n", err);

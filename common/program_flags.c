@@ -23,6 +23,11 @@ const struct folio_opt folio_engine_flag_table[] = {
      "weights and KV cache: bfloat16 on cuda; the cpu backend keeps GGUF's Q4_0/Q4_1/Q8_0 "
      "blocks and bfloat16/float16 weights as they are, with a float16 KV cache (cpu-ref widens "
      "everything to float32) (auto is bfloat16)"},
+    {"--quantization", FOLIO_OPT_CHOICE, E(quantization), NULL, 0, 0, "none|fp8",
+     "fp8 (vLLM's W8A8): the layers' linear weights quantized at load to float8 e4m3 with a "
+     "scale per output channel, activations per token before each product; embedding, norms "
+     "and LM head stay bf16; cuda needs FP8 tensor cores (compute capability 8.9+); the cpu "
+     "backends emulate it (default: none)"},
     {"--max-num-seqs", FOLIO_OPT_INT, E(max_num_seqs), NULL, 1, 4096, NULL,
      "sequences per step (default 64 cpu; 1024 cuda, vLLM's default on large GPUs; the KV pool "
      "still bounds what runs)"},

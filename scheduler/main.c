@@ -23,6 +23,7 @@ static int to_options(const char *prog, const struct folio_common_flags *c,
     *o = (struct folio_scheduler_options){
         .model_dir = c->model,
         .backend = e->backend,
+        .quantization = e->quantization && strcmp(e->quantization, "none") ? e->quantization : NULL,
         .max_num_seqs = e->max_num_seqs ? (int)e->max_num_seqs
                         : cuda          ? 1024
                                         : 64,

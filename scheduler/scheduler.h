@@ -26,8 +26,9 @@
 #include "spec_config.h"
 
 struct folio_scheduler_options {
-    const char *model_dir; /* NULL only with simulate */
-    const char *backend;   /* cpu | cuda */
+    const char *model_dir;    /* NULL only with simulate */
+    const char *backend;      /* cpu | cuda */
+    const char *quantization; /* the worker's --quantization: NULL (none) or "fp8" */
     const char *run_dir;
     const char *instance;
     const char *worker_bin;

@@ -73,6 +73,10 @@ void sched_build_worker_argv(struct sched *s)
         folio_ws_arg(ws, "--num-speculative-tokens");
         folio_ws_argf(ws, "%d", s->pcfg.spec.num_tokens);
     }
+    if (o->quantization && !o->simulate) {
+        folio_ws_arg(ws, "--quantization");
+        folio_ws_arg(ws, o->quantization);
+    }
     if (o->tensor_parallel_size > 1) {
         folio_ws_arg(ws, "--tensor-parallel-size");
         folio_ws_argf(ws, "%d", o->tensor_parallel_size);

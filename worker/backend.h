@@ -18,6 +18,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "fp8.h"         /* enum folio_quantization */
 #include "ipc_records.h" /* FOLIO_TOKEN_FROM_PREV */
 #include "kv_block.h"
 #include "model.h"
@@ -112,6 +113,8 @@ struct folio_backend_options {
     int num_speculative_tokens;   /* CUDA: drafts a sequence brings to a verify step
                                      (--speculative-config), the shape of the verify graphs
                                      captured at start; 0: none (verify steps run eagerly) */
+    enum folio_quantization quantization; /* --quantization: fp8 quantizes the linear layers at
+                                             load (common/fp8.h); CUDA needs FP8 tensor cores */
     struct folio_cuda_paths cuda_paths;
 };
 

@@ -156,7 +156,7 @@ static void compute_inv_freq(const struct folio_model_config *c, double *inv_fre
  * take the same input). */
 static void mm(struct cpu_backend *b, const struct cpu_matrix *w, struct cpu_act *act, float *y)
 {
-    if (b->ref)
+    if (b->ref && w->type == CPU_W_F32) /* E4M3 rows (--quantization fp8) take the kernels */
         cpu_matmul_ref(y, act->x, (const float *)w->data, w->row_bytes / sizeof(float), act->ntok,
                        w->cols, w->rows, b->pool);
     else
@@ -571,6 +571,8 @@ static void cpu_destroy(struct folio_backend *base)
     free(b->act.q);
     free(b->act.d);
     free(b->act.s);
+    free(b->act.x8);
+    free(b->act.x8_scale);
     float *scratch[] = {
         b->x,        b->xn,      b->q,       b->k,    b->v,   b->attn,         b->gate,
         b->up,       b->qkv,     b->gate_up, b->part, b->sum, b->shard_logits, b->rope_cos,
@@ -682,8 +684,10 @@ int folio_cpu_backend_create(const struct folio_model *m, const struct folio_bac
     b->kern = cpu_kernels_best();
 
     b->tp = tp;
-    if (cpu_load_ranks(m, tp, b->ref ? CPU_WEIGHTS_F32 : CPU_WEIGHTS_PACKED, b->ranks, err,
-                       errlen) != 0 ||
+    enum cpu_weight_policy policy = b->ref ? CPU_WEIGHTS_F32 : CPU_WEIGHTS_PACKED;
+    bool fp8 = opt->quantization == FOLIO_QUANT_FP8;
+    if (cpu_load_ranks(m, tp, policy, fp8 ? CPU_WEIGHTS_E4M3 : policy, b->ranks, err, errlen) !=
+            0 ||
         cpu_convert_tensor(m->final_norm, (size_t)c->hidden_size, "final norm", &b->final_norm, err,
                            errlen) != 0) {
         cpu_destroy(&b->base);
@@ -725,6 +729,8 @@ int folio_cpu_backend_create(const struct folio_model *m, const struct folio_bac
     b->act.q = aligned_alloc(64, (T * widest + 63) / 64 * 64);
     b->act.d = cpu_alloc_floats(T * widest / CPU_QBLOCK + 1);
     b->act.s = cpu_alloc_floats(T * widest / CPU_QBLOCK + 1);
+    b->act.x8 = cpu_alloc_floats(fp8 ? T * widest : 1);
+    b->act.x8_scale = cpu_alloc_floats(T);
     b->part = cpu_alloc_floats(tp > 1 ? T * hidden : 1);
     b->sum = cpu_alloc_floats(tp > 1 ? T * hidden : 1);
     b->shard_logits = cpu_alloc_floats(tp > 1 ? R * (size_t)c->vocab_size / (size_t)tp : 1);
@@ -739,10 +745,11 @@ int folio_cpu_backend_create(const struct folio_model *m, const struct folio_bac
     b->sample_err = malloc(R * sizeof *b->sample_err);
     b->samplers = calloc((size_t)b->num_threads, sizeof *b->samplers);
     ok &= b->inv_freq && b->last_sampled && b->history && b->tokens && b->tok_pos && b->tok_seq &&
-          b->act.q && b->act.d && b->act.s && b->x && b->xn && b->q && b->k && b->v && b->attn &&
-          b->gate && b->up && b->qkv && b->gate_up && b->part && b->sum && b->shard_logits &&
-          b->rope_cos && b->rope_sin && b->final_x && b->sample_seq && b->sample_row &&
-          b->sample_off && b->sample_status && b->sample_err && b->samplers && b->row_logits;
+          b->act.q && b->act.d && b->act.s && b->act.x8 && b->act.x8_scale && b->x && b->xn &&
+          b->q && b->k && b->v && b->attn && b->gate && b->up && b->qkv && b->gate_up && b->part &&
+          b->sum && b->shard_logits && b->rope_cos && b->rope_sin && b->final_x && b->sample_seq &&
+          b->sample_row && b->sample_off && b->sample_status && b->sample_err && b->samplers &&
+          b->row_logits;
     for (int i = 0; ok && i < b->num_threads; i++)
         ok &= (b->samplers[i] = folio_sampler_new(c->vocab_size)) != NULL;
     for (int i = 0; i < FOLIO_CPU_PIPELINE_DEPTH; i++) {

@@ -4,6 +4,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "fp8.h"
 #include "safetensors.h" /* folio_f16_to_f32 and friends */
 
 size_t cpu_row_bytes(enum cpu_wtype t, int cols)
@@ -19,6 +20,8 @@ size_t cpu_row_bytes(enum cpu_wtype t, int cols)
         return nb * (16 + 2 * sizeof(float));
     case CPU_W_Q8:
         return nb * (32 + sizeof(float));
+    case CPU_W_E4M3:
+        return cpu_e4m3_scale_offset(cols) + sizeof(float);
     default:
         return 0;
     }
@@ -112,6 +115,25 @@ static void dot_q8(const unsigned char *row, int cols, const float *x, size_t ld
     }
 }
 
+/* An e4m3 row against e4m3 tokens: the codes' products summed in f32 (each exact), then the
+ * row's and the token's scales, as a W8A8 GEMM with outer-product scales computes it. */
+static void dot_e4m3(const unsigned char *row, int cols, const float *x, size_t ldx,
+                     const struct cpu_qact *qa, int nt, float *y, size_t ldy)
+{
+    (void)x;
+    (void)ldx;
+    const float *lut = folio_e4m3_table();
+    float ws;
+    memcpy(&ws, row + cpu_e4m3_scale_offset(cols), sizeof ws);
+    for (int t = 0; t < nt; t++) {
+        const float *a = qa->x8 + (size_t)t * cols;
+        float acc = 0.0f;
+        for (int i = 0; i < cols; i++)
+            acc += lut[row[i]] * a[i];
+        y[(size_t)t * ldy] = acc * ws * qa->x8_scale[t];
+    }
+}
+
 static void quantize(const float *x, int cols, int8_t *q, float *d, float *s)
 {
     for (int k = 0; k < cols / CPU_QBLOCK; k++) {
@@ -157,7 +179,8 @@ const struct cpu_kernels cpu_kernels_scalar = {
             [CPU_W_F16] = dot_f16w,
             [CPU_W_BF16] = dot_bf16w,
             [CPU_W_Q4] = dot_q4,
-            [CPU_W_Q8] = dot_q8},
+            [CPU_W_Q8] = dot_q8,
+            [CPU_W_E4M3] = dot_e4m3},
     .quantize = quantize,
     .dot_f16 = dot_f16,
     .axpy_f16 = axpy_f16,

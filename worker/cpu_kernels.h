@@ -22,18 +22,22 @@ enum cpu_wtype {
     CPU_W_F32,
     CPU_W_F16,
     CPU_W_BF16,
-    CPU_W_Q4, /* Q4_1's blocks: x = q * d + m, q in [0, 15]; Q4_0 is m = -8 d */
-    CPU_W_Q8, /* Q8_0's blocks: x = q * d, q in [-127, 127] */
+    CPU_W_Q4,   /* Q4_1's blocks: x = q * d + m, q in [0, 15]; Q4_0 is m = -8 d */
+    CPU_W_Q8,   /* Q8_0's blocks: x = q * d, q in [-127, 127] */
+    CPU_W_E4M3, /* --quantization fp8: e4m3 codes and the row's f32 scale (common/fp8.h) */
     CPU_W_NUM_TYPES,
 };
 
 /* Rows of activations for the packed types: per token, cols int8 values and per block the
- * scale d and s = d * (the sum of its int8 values). */
+ * scale d and s = d * (the sum of its int8 values). For CPU_W_E4M3 rows, the tokens quantized
+ * to e4m3 instead (common/fp8.h): the codes' values as floats and each token's scale. */
 struct cpu_qact {
     const int8_t *q; /* [ntok][cols] */
     const float *d;  /* [ntok][cols / CPU_QBLOCK] */
     const float *s;  /* [ntok][cols / CPU_QBLOCK] */
     int cols;
+    const float *x8;       /* [ntok][cols]: e4m3 values, unscaled */
+    const float *x8_scale; /* [ntok] */
 };
 
 /* y[t * ldy] = row . token t, for t in [0, nt), nt <= CPU_TOK_TILE: the activations start at
@@ -65,5 +69,11 @@ const struct cpu_kernels *cpu_kernels_avx512(void);
 
 /* Row bytes of each packed type (before padding), for cols % CPU_QBLOCK == 0 where packed. */
 size_t cpu_row_bytes(enum cpu_wtype t, int cols);
+
+/* Where a CPU_W_E4M3 row keeps its scale: after its codes, 4-byte aligned. */
+static inline size_t cpu_e4m3_scale_offset(int cols)
+{
+    return ((size_t)cols + 3) / 4 * 4;
+}
 
 #endif

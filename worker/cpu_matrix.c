@@ -1,9 +1,11 @@
 #include "cpu_matrix.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "fp8.h"
 #include "gguf.h"
 
 /* Work (multiply-adds) below which a product runs on one thread: waking a team costs more. */
@@ -59,6 +61,29 @@ static void pack_gguf_row(unsigned char *dst, const unsigned char *src, uint32_t
     }
 }
 
+/* Each row of block b read as floats (GGUF blocks dequantized) and quantized to e4m3 with its
+ * own scale. */
+static int e4m3_from_tensor(struct cpu_matrix *m, const struct folio_tensor *t, size_t total_cols,
+                            struct folio_tp_block b, const char *what, char *err, size_t errlen)
+{
+    float *tmp = malloc(b.cols * sizeof *tmp);
+    if (!tmp || alloc_rows(m, CPU_W_E4M3, b.rows, b.cols, what, err, errlen) != 0) {
+        if (!tmp)
+            snprintf(err, errlen, "cpu backend: out of memory for %s", what);
+        free(tmp);
+        return -1;
+    }
+    size_t at = cpu_e4m3_scale_offset((int)b.cols);
+    for (size_t r = 0; r < b.rows; r++) {
+        unsigned char *dst = m->data + r * m->row_bytes;
+        folio_tensor_read_f32(t, (b.row0 + r) * total_cols + b.col0, b.cols, tmp);
+        float s = folio_fp8_quantize_row(tmp, b.cols, dst);
+        memcpy(dst + at, &s, sizeof s);
+    }
+    free(tmp);
+    return 0;
+}
+
 int cpu_matrix_from_tensor(struct cpu_matrix *m, const struct folio_tensor *t, size_t total_rows,
                            size_t total_cols, struct folio_tp_block b,
                            enum cpu_weight_policy policy, const char *what, char *err,
@@ -76,6 +101,8 @@ int cpu_matrix_from_tensor(struct cpu_matrix *m, const struct folio_tensor *t, s
                  folio_dtype_name(t->dtype));
         return -1;
     }
+    if (policy == CPU_WEIGHTS_E4M3)
+        return e4m3_from_tensor(m, t, total_cols, b, what, err, errlen);
     bool blocks_fit = b.col0 % CPU_QBLOCK == 0 && b.cols % CPU_QBLOCK == 0;
     uint32_t gtype = 0;
     if (policy == CPU_WEIGHTS_PACKED && blocks_fit && folio_tensor_gguf_row(t, 0, &gtype) &&
@@ -187,6 +214,14 @@ void cpu_matrix_row_f32(const struct cpu_matrix *m, int r, float *out)
             out[i] = (float)((const int8_t *)row)[i] * d[i / 32];
         return;
     }
+    case CPU_W_E4M3: {
+        const float *lut = folio_e4m3_table();
+        float s;
+        memcpy(&s, row + cpu_e4m3_scale_offset(m->cols), sizeof s);
+        for (int i = 0; i < m->cols; i++)
+            out[i] = lut[row[i]] * s;
+        return;
+    }
     default:
         return;
     }
@@ -198,11 +233,27 @@ void cpu_act_set(struct cpu_act *act, const float *x, int ntok, int cols)
     act->ntok = ntok;
     act->cols = cols;
     act->quantized = false;
+    act->e4m3 = false;
+}
+
+/* Token t's activations as e4m3 values and its scale (common/fp8.h's rule). */
+static void e4m3_token(struct cpu_act *a, int t)
+{
+    const float *x = a->x + (size_t)t * a->cols, *lut = folio_e4m3_table();
+    float *v = a->x8 + (size_t)t * a->cols;
+    float amax = 0.0f;
+    for (int i = 0; i < a->cols; i++)
+        amax = fmaxf(amax, fabsf(x[i]));
+    float s = folio_fp8_scale(amax);
+    for (int i = 0; i < a->cols; i++)
+        v[i] = lut[folio_e4m3_from_f32(x[i] / s)];
+    a->x8_scale[t] = s;
 }
 
 struct quantize_job {
     const struct cpu_kernels *k;
     struct cpu_act *a;
+    bool e4m3; /* the e4m3 form, else the int8 blocks */
 };
 
 static void quantize_chunk(void *arg, int t, int thread)
@@ -211,8 +262,11 @@ static void quantize_chunk(void *arg, int t, int thread)
     const struct quantize_job *j = arg;
     struct cpu_act *a = j->a;
     int nb = a->cols / CPU_QBLOCK;
-    j->k->quantize(a->x + (size_t)t * a->cols, a->cols, a->q + (size_t)t * a->cols,
-                   a->d + (size_t)t * nb, a->s + (size_t)t * nb);
+    if (j->e4m3)
+        e4m3_token(a, t);
+    else
+        j->k->quantize(a->x + (size_t)t * a->cols, a->cols, a->q + (size_t)t * a->cols,
+                       a->d + (size_t)t * nb, a->s + (size_t)t * nb);
 }
 
 struct matmul_job {
@@ -238,25 +292,41 @@ static void matmul_chunk(void *arg, int c, int thread)
         int nt = ntok - t0 < CPU_TOK_TILE ? ntok - t0 : CPU_TOK_TILE;
         struct cpu_qact qa = {0};
         if (packed)
-            qa = (struct cpu_qact){act->q + (size_t)t0 * cols, act->d + (size_t)t0 * nb,
-                                   act->s + (size_t)t0 * nb, cols};
+            qa = (struct cpu_qact){.q = act->q + (size_t)t0 * cols,
+                                   .d = act->d + (size_t)t0 * nb,
+                                   .s = act->s + (size_t)t0 * nb,
+                                   .cols = cols};
+        else if (w->type == CPU_W_E4M3)
+            qa = (struct cpu_qact){
+                .cols = cols, .x8 = act->x8 + (size_t)t0 * cols, .x8_scale = act->x8_scale + t0};
         for (int r = r0; r < r1; r++)
             dot(w->data + (size_t)r * w->row_bytes, cols, act->x + (size_t)t0 * cols, (size_t)cols,
                 &qa, nt, j->y + (size_t)t0 * out + r, (size_t)out);
     }
 }
 
+/* The activations' int8 blocks or e4m3 form, over the pool for a long run of tokens. */
+static void quantize_act(const struct cpu_kernels *k, struct cpu_act *act, bool e4m3,
+                         struct cpu_pool *pool)
+{
+    struct quantize_job qj = {k, act, e4m3};
+    if (act->ntok >= 16)
+        cpu_pool_run(pool, act->ntok, quantize_chunk, &qj);
+    else
+        for (int t = 0; t < act->ntok; t++)
+            quantize_chunk(&qj, t, 0);
+}
+
 void cpu_matmul(const struct cpu_kernels *k, const struct cpu_matrix *w, struct cpu_act *act,
                 float *y, struct cpu_pool *pool)
 {
     if (cpu_matrix_packed(w) && !act->quantized) {
-        struct quantize_job qj = {k, act};
-        if (act->ntok >= 16)
-            cpu_pool_run(pool, act->ntok, quantize_chunk, &qj);
-        else
-            for (int t = 0; t < act->ntok; t++)
-                quantize_chunk(&qj, t, 0);
+        quantize_act(k, act, false, pool);
         act->quantized = true;
+    }
+    if (w->type == CPU_W_E4M3 && !act->e4m3) {
+        quantize_act(k, act, true, pool);
+        act->e4m3 = true;
     }
     size_t work = (size_t)act->ntok * (size_t)w->cols * (size_t)w->rows;
     struct matmul_job j = {k, w, act, y, CPU_ROW_TILE};

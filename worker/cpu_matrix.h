@@ -6,6 +6,7 @@
  *   CPU_W_Q4: nb x 16 bytes of nibbles (GGUF's order: byte j holds values j and j + 16),
  *             nb f32 scales d, nb f32 mins m (x = q * d + m)
  *   CPU_W_Q8: nb x 32 int8 values, nb f32 scales d (x = q * d)
+ *   CPU_W_E4M3: cols e4m3 codes, then (4-byte aligned) the row's f32 scale s (x = e4m3(q) * s)
  * f32, f16 and bf16 rows are the values themselves. */
 #ifndef FOLIO_CPU_MATRIX_H
 #define FOLIO_CPU_MATRIX_H
@@ -28,8 +29,9 @@ struct cpu_matrix {
 
 /* How the backend keeps weights: the reference widens everything to f32; the fast path keeps
  * GGUF's Q4_0/Q4_1/Q8_0 blocks as they are, packs other quantized GGUF types as Q8 and keeps
- * f32/f16/bf16 tensors in their own type. */
-enum cpu_weight_policy { CPU_WEIGHTS_F32, CPU_WEIGHTS_PACKED };
+ * f32/f16/bf16 tensors in their own type. E4M3: `--quantization fp8`'s linear layers in either,
+ * each row quantized from its values (common/fp8.h). */
+enum cpu_weight_policy { CPU_WEIGHTS_F32, CPU_WEIGHTS_PACKED, CPU_WEIGHTS_E4M3 };
 
 /* The block b of tensor t ([total_rows][total_cols]) as a matrix, or -1 with err naming it. */
 int cpu_matrix_from_tensor(struct cpu_matrix *m, const struct folio_tensor *t, size_t total_rows,
@@ -53,13 +55,15 @@ static inline bool cpu_matrix_packed(const struct cpu_matrix *m)
 }
 
 /* Activations for a run of matrix products: ntok rows of cols floats, and their blocks
- * quantized once (the first time a packed matrix meets them). */
+ * quantized once (the first time a packed matrix meets them); likewise their e4m3 form, once
+ * an E4M3 matrix meets them. */
 struct cpu_act {
     const float *x;
     int ntok, cols;
-    bool quantized;
+    bool quantized, e4m3;
     int8_t *q; /* scratch of the caller's: [max_tokens][max_cols] and its scales */
     float *d, *s;
+    float *x8, *x8_scale; /* scratch of the caller's: [max_tokens][max_cols], [max_tokens] */
 };
 
 /* Points act at x ([ntok][cols]); the quantized form is made when a packed matrix needs it. */

@@ -78,7 +78,7 @@ static int load_matrix(const struct folio_tensor *t, size_t rows, size_t cols, c
 }
 
 int cpu_load_ranks(const struct folio_model *m, int tp_size, enum cpu_weight_policy policy,
-                   struct cpu_rank *ranks, char *err, size_t errlen)
+                   enum cpu_weight_policy linear, struct cpu_rank *ranks, char *err, size_t errlen)
 {
     const struct folio_model_config *c = &m->config;
     if (tp_size < 1 || tp_size > FOLIO_CPU_TP_MAX) {
@@ -109,19 +109,21 @@ int cpu_load_ranks(const struct folio_model *m, int tp_size, enum cpu_weight_pol
         if (load(t, rows, cols, what, kind, c, ranks, n, dst, err, errlen) != 0)                   \
             return -1;                                                                             \
     } while (0)
-#define LOAD_MATRIX(t, rows, cols, what, kind, field)                                              \
+#define LOAD_MATRIX_AS(t, rows, cols, what, kind, field, pol)                                      \
     do {                                                                                           \
         for (int r = 0; r < n; r++)                                                                \
             mdst[r] = &ranks[r].field;                                                             \
-        if (load_matrix(t, rows, cols, what, kind, c, ranks, n, policy, mdst, err, errlen) != 0)   \
+        if (load_matrix(t, rows, cols, what, kind, c, ranks, n, pol, mdst, err, errlen) != 0)      \
             return -1;                                                                             \
     } while (0)
-    LOAD_MATRIX(m->embed, vocab, hidden, "embedding", FOLIO_TP_VOCAB, embed);
+#define LOAD_MATRIX(t, rows, cols, what, kind, field)                                              \
+    LOAD_MATRIX_AS(t, rows, cols, what, kind, field, linear)
+    LOAD_MATRIX_AS(m->embed, vocab, hidden, "embedding", FOLIO_TP_VOCAB, embed, policy);
     if (m->lm_head == m->embed || !m->lm_head) {
         for (int r = 0; r < n; r++)
             ranks[r].lm_head = ranks[r].embed;
     } else {
-        LOAD_MATRIX(m->lm_head, vocab, hidden, "lm_head", FOLIO_TP_VOCAB, lm_head);
+        LOAD_MATRIX_AS(m->lm_head, vocab, hidden, "lm_head", FOLIO_TP_VOCAB, lm_head, policy);
     }
     for (int l = 0; l < c->num_layers; l++) {
         const struct folio_layer_weights *w = &m->layers[l];
@@ -143,7 +145,8 @@ int cpu_load_ranks(const struct folio_model *m, int tp_size, enum cpu_weight_pol
     }
 #undef LOAD
 #undef LOAD_MATRIX
-    for (int r = 0; policy == CPU_WEIGHTS_PACKED && r < n; r++) {
+#undef LOAD_MATRIX_AS
+    for (int r = 0; linear != CPU_WEIGHTS_F32 && r < n; r++) {
         for (int l = 0; l < c->num_layers; l++) {
             struct cpu_layer *L = &ranks[r].layers[l];
             cpu_matrix_stack(&L->wqkv, (struct cpu_matrix *[]){&L->wq, &L->wk, &L->wv}, 3);

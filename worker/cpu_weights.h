@@ -47,9 +47,11 @@ int cpu_convert_tensor(const struct folio_tensor *t, size_t expect, const char *
 
 /* ranks[0 .. tp_size) with their shards of m's weights (KV caches not yet
  * allocated), or -1 with err set; what was loaded is freed by
- * cpu_free_ranks either way. */
+ * cpu_free_ranks either way. linear: the policy of the layers' projections (q/k/v, o,
+ * gate/up, down): the same as policy, or CPU_WEIGHTS_E4M3 (--quantization fp8; the
+ * embedding and the LM head keep policy). */
 int cpu_load_ranks(const struct folio_model *m, int tp_size, enum cpu_weight_policy policy,
-                   struct cpu_rank *ranks, char *err, size_t errlen);
+                   enum cpu_weight_policy linear, struct cpu_rank *ranks, char *err, size_t errlen);
 
 void cpu_free_ranks(struct cpu_rank *ranks, int tp_size, int num_layers);
 

@@ -44,17 +44,31 @@ static void cuda_destroy(struct folio_backend *b)
         cudaFree(cb->weight_blocks[i]);
     folio_cuda_bias_free(&cb->bias);
     folio_cuda_mask_free(&cb->mask);
-    void *bufs[] = {cb->kv_pool,        cb->res,
-                    cb->normed,         cb->qkv,
-                    cb->attn_out,       cb->proj_out,
-                    cb->gate_up,        cb->act,
-                    cb->final_h,        cb->d_logits,
-                    cb->d_last_sampled, cb->inv_freq,
-                    cb->workspace,      cb->attn_workspace,
-                    cb->attn_counters,  cb->res2,
-                    cb->d_pen_state,    cb->d_pen_history,
-                    cb->d_pen_rebuild,  cb->splitk_partials,
-                    cb->d_sample_split, cb->rope_cos_sin};
+    void *bufs[] = {cb->kv_pool,
+                    cb->res,
+                    cb->normed,
+                    cb->qkv,
+                    cb->attn_out,
+                    cb->proj_out,
+                    cb->gate_up,
+                    cb->act,
+                    cb->final_h,
+                    cb->d_logits,
+                    cb->d_last_sampled,
+                    cb->inv_freq,
+                    cb->workspace,
+                    cb->attn_workspace,
+                    cb->attn_counters,
+                    cb->res2,
+                    cb->d_pen_state,
+                    cb->d_pen_history,
+                    cb->d_pen_rebuild,
+                    cb->splitk_partials,
+                    cb->d_sample_split,
+                    cb->rope_cos_sin,
+                    cb->x8,
+                    cb->x8_scale,
+                    cb->fp8_acc};
     for (size_t i = 0; i < sizeof(bufs) / sizeof(bufs[0]); i++)
         cudaFree(bufs[i]);
     free(cb->lw);
@@ -96,7 +110,7 @@ static void read_tuning(struct cuda_backend *cb, const struct folio_backend_opti
     int rows = opt->max_seqs + FOLIO_MAX_DRAFT_ROWS;
     cb->max_sample_rows = rows < opt->max_num_tokens ? rows : opt->max_num_tokens;
     cb->attn_tile_tokens = folio_k_attention_tile_tokens(cb->heads, cb->kv_heads, cb->head_dim);
-    cb->tma = !cb->paths.no_tma_gemm;
+    cb->tma = !cb->paths.no_tma_gemm && !cb->fp8; /* the TMA GEMM reads bf16 weights */
     cb->tma_lm_head = true;
     cb->l2_drop = L2_DROP_ALL;
     if (!opt->logits_unread || cb->paths.keep_logits)
@@ -131,6 +145,12 @@ static int alloc_activations(struct cuda_backend *cb, const struct folio_model_c
     CUDA_CHECK(cudaMalloc((void **)&cb->gate_up, sizeof(bf16) * T * 2 * I));
     CUDA_CHECK(cudaMalloc((void **)&cb->act, sizeof(bf16) * T * I));
     CUDA_CHECK(cudaMalloc((void **)&cb->final_h, sizeof(bf16) * R * H));
+    if (cb->fp8) { /* the e4m3 rows a cuBLASLt product reads: as wide as its widest k */
+        size_t k = H > QD ? H : QD;
+        k = k > I ? k : I;
+        CUDA_CHECK(cudaMalloc((void **)&cb->x8, T * k));
+        CUDA_CHECK(cudaMalloc((void **)&cb->x8_scale, sizeof(float) * T));
+    }
     CUDA_CHECK(cudaMalloc((void **)&cb->d_logits, sizeof(float) * R * cb->vocab));
     CUDA_CHECK(cudaMalloc((void **)&cb->d_last_sampled, sizeof(int32_t) * (S + 1)));
     CUDA_CHECK(cudaMemsetAsync(cb->d_last_sampled, 0, sizeof(int32_t) * (S + 1), cb->stream));
@@ -287,6 +307,15 @@ static int create(struct cuda_backend *cb, const struct folio_model *m,
             cb->hidden, cb->inter, cb->head_dim, cb->heads, cb->kv_heads);
         return -1;
     }
+    cb->fp8 = opt->quantization == FOLIO_QUANT_FP8;
+    int qd = cb->heads * cb->head_dim;
+    if (cb->fp8 && (cb->hidden % 16 || cb->inter % 16 || qd % 16)) {
+        snprintf(err, errlen,
+                 "cuda backend: --quantization fp8 needs hidden %d, intermediate %d and heads x "
+                 "head_dim %d to be multiples of 16 (FP8 GEMMs' k)",
+                 cb->hidden, cb->inter, qd);
+        return -1;
+    }
     if (opt->max_seqs <= 0 || opt->max_num_tokens <= 0) {
         snprintf(err, errlen, "cuda backend: max_seqs %d and max_num_tokens %d must be positive",
                  opt->max_seqs, opt->max_num_tokens);
@@ -306,6 +335,8 @@ static int create(struct cuda_backend *cb, const struct folio_model *m,
     cb->base.vocab_size = m->config.vocab_size;
     read_tuning(cb, opt);
     CUDA_CHECK(cudaSetDevice(0));
+    if (cb->fp8 && cuda_fp8_check_device(err, errlen) != 0)
+        return -1;
     CUDA_CHECK(cudaDeviceGetAttribute(&cb->num_sms, cudaDevAttrMultiProcessorCount, 0));
     if (cb->attn_tile_tokens > 0)
         CUDA_CHECK(folio_k_attention_prepare(cb->head_dim));
@@ -325,6 +356,7 @@ static int create(struct cuda_backend *cb, const struct folio_model *m,
         alloc_activations(cb, &m->config, opt, err, errlen) != 0 ||
         alloc_step_buffers(cb, (size_t)opt->max_num_tokens, (size_t)opt->max_seqs, err, errlen) !=
             0 ||
+        (cb->fp8 && cuda_fp8_setup(cb, opt->max_num_tokens, err, errlen) != 0) ||
         alloc_kv_pool(cb, opt, err, errlen) != 0)
         return -1;
     CUDA_CHECK(folio_cuda_mask_init(&cb->mask, opt->max_seqs, cb->vocab));

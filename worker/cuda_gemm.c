@@ -107,19 +107,20 @@ static void plan_single_cta_clusters(struct cuda_backend *cb, struct gemm_plan *
 /* The heuristic's first choice for the shape, asked once and cached. (Timing its
  * candidates at first use gained little and stalled the stream for tens of
  * milliseconds whenever a new batch size came.) */
-static int gemm_plan_get(struct cuda_backend *cb, int m, int n, int k, bool out_f32, int splits,
-                         unsigned align, struct gemm_plan **out, char *err, size_t errlen)
+static int gemm_plan_get(struct cuda_backend *cb, enum gemm_kind kind, int m, int n, int k,
+                         bool out_f32, int splits, unsigned align, struct gemm_plan **out,
+                         char *err, size_t errlen)
 {
     if (cb->num_plans >= GEMM_CACHE_SIZE * 3 / 4)
         cuda_gemm_plans_clear(cb);
     uint64_t h = ((uint64_t)m * 0x9e3779b97f4a7c15ull) ^ ((uint64_t)n * 0xbf58476d1ce4e5b9ull) ^
                  ((uint64_t)k * 0x94d049bb133111ebull) ^ (uint64_t)out_f32 ^
-                 ((uint64_t)splits << 1) ^ ((uint64_t)align << 5);
+                 ((uint64_t)splits << 1) ^ ((uint64_t)align << 5) ^ ((uint64_t)kind << 17);
     h ^= h >> 29;
     for (int probe = 0; probe < GEMM_CACHE_SIZE; probe++) {
         struct gemm_plan *p = &cb->plans[(h + probe) & (GEMM_CACHE_SIZE - 1)];
         if (p->used && p->m == m && p->n == n && p->k == k && p->out_f32 == out_f32 &&
-            p->splits == splits && p->align == align) {
+            p->splits == splits && p->align == align && p->kind == kind) {
             *out = p;
             return 0;
         }
@@ -128,17 +129,25 @@ static int gemm_plan_get(struct cuda_backend *cb, int m, int n, int k, bool out_
         /* A new shape: describe it and ask the heuristic once. */
         cublasOperation_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
         cudaDataType_t ct = out_f32 ? CUDA_R_32F : CUDA_R_16BF;
+        cudaDataType_t in = kind == GEMM_BF16 ? CUDA_R_16BF : CUDA_R_8F_E4M3;
         CUBLAS_CHECK(cublasLtMatmulDescCreate(&p->desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
         CUBLAS_CHECK(
             cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof(ta)));
         CUBLAS_CHECK(
             cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof(tb)));
+        if (kind == GEMM_FP8_SCALED) { /* A's scale per row of op(A) (w's n), B's per column */
+            const int32_t vec = CUBLASLT_MATMUL_MATRIX_SCALE_OUTER_VEC_32F;
+            CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_A_SCALE_MODE,
+                                                        &vec, sizeof(vec)));
+            CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_B_SCALE_MODE,
+                                                        &vec, sizeof(vec)));
+        }
         /* Column-major view: w is K x N (op T gives N x K), x is K x M, y is N x M.
          * Split: slice s of w and x starts k/splits elements after slice s-1 (the
          * same leading dimension k), partial s is M x N after partial s-1. */
         int ks = k / splits;
-        CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p->a, CUDA_R_16BF, ks, n, k));
-        CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p->b, CUDA_R_16BF, ks, m, k));
+        CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p->a, in, ks, n, k));
+        CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p->b, in, ks, m, k));
         CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p->c, ct, n, m, n));
         if (splits > 1) {
             CUBLAS_CHECK(layout_batch(p->a, splits, ks));
@@ -151,17 +160,22 @@ static int gemm_plan_get(struct cuda_backend *cb, int m, int n, int k, bool out_
         p->out_f32 = out_f32;
         p->splits = splits;
         p->align = align;
+        p->kind = kind;
         cublasLtMatmulHeuristicResult_t res;
         int found = 0;
         CUBLAS_CHECK(gemm_heuristic(cb, p, &found, &res));
         if (found < 1) {
             snprintf(err, errlen,
-                     "cuda backend: cuBLASLt has no algorithm for %dx%dx%d (%d splits)", m, n, k,
-                     splits);
+                     "cuda backend: cuBLASLt has no algorithm for %dx%dx%d (%d splits%s)", m, n, k,
+                     splits, kind == GEMM_BF16 ? "" : ", e4m3");
+            cublasLtMatrixLayoutDestroy(p->a);
+            cublasLtMatrixLayoutDestroy(p->b);
+            cublasLtMatrixLayoutDestroy(p->c);
+            cublasLtMatmulDescDestroy(p->desc);
             return -1;
         }
         p->algo = res.algo;
-        if (m > 64 && m <= 128)
+        if (kind == GEMM_BF16 && m > 64 && m <= 128)
             plan_single_cta_clusters(cb, p);
         p->used = true;
         cb->num_plans++;
@@ -189,7 +203,7 @@ int cuda_gemm_lt(struct cuda_backend *cb, const bf16 *x, const bf16 *w, void *y,
                  int k, bool out_f32, float beta, char *err, size_t errlen)
 {
     struct gemm_plan *p;
-    if (gemm_plan_get(cb, m, n, k, out_f32, 1, 0, &p, err, errlen) != 0)
+    if (gemm_plan_get(cb, GEMM_BF16, m, n, k, out_f32, 1, 0, &p, err, errlen) != 0)
         return -1;
     const float alpha = 1.0f;
     CUBLAS_CHECK(cublasLtMatmul(cb->lt, p->desc, &alpha, w, p->a, x, p->b, &beta, y, p->c, y, p->c,
@@ -210,6 +224,29 @@ int cuda_gemm(struct cuda_backend *cb, const bf16 *x, const bf16 *w, void *y, in
         return 0;
     }
     return cuda_gemm_lt(cb, x, w, y, m, n, k, out_f32, 0.0f, err, errlen);
+}
+
+/* y[m, n] = x[m, k] * w[n, k]^T on FP8 tensor cores: x and w as e4m3 codes (xq, w), f32
+ * accumulation. GEMM_FP8_SCALED: y bf16, each sum times w_scale[j] * x_scale[t] by cuBLASLt's
+ * outer-vector scales; GEMM_FP8_RAW: y the raw f32 sums (the caller scales them). The scale
+ * pointers are the descriptor's, set before each call (plans are shared by the layers). */
+int cuda_gemm_lt_fp8(struct cuda_backend *cb, enum gemm_kind kind, const uint8_t *xq,
+                     const float *x_scale, const uint8_t *w, const float *w_scale, void *y, int m,
+                     int n, int k, char *err, size_t errlen)
+{
+    struct gemm_plan *p;
+    if (gemm_plan_get(cb, kind, m, n, k, kind == GEMM_FP8_RAW, 1, 0, &p, err, errlen) != 0)
+        return -1;
+    if (kind == GEMM_FP8_SCALED) {
+        CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER,
+                                                    &w_scale, sizeof(w_scale)));
+        CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER,
+                                                    &x_scale, sizeof(x_scale)));
+    }
+    const float alpha = 1.0f, beta = 0.0f;
+    CUBLAS_CHECK(cublasLtMatmul(cb->lt, p->desc, &alpha, w, p->a, xq, p->b, &beta, y, p->c, y, p->c,
+                                &p->algo, cb->workspace, WORKSPACE_BYTES, cb->stream));
+    return 0;
 }
 
 /* The largest power of two (at most 256) that divides v: the byte alignment of
@@ -234,7 +271,7 @@ int cuda_gemm_splitk(struct cuda_backend *cb, const bf16 *x, const bf16 *w, floa
         byte_alignment((uintptr_t)x | (uintptr_t)w | (uintptr_t)partials |
                        (uintptr_t)(sizeof(bf16) * ks) | (uintptr_t)(sizeof(float) * (size_t)m * n));
     struct gemm_plan *p;
-    if (gemm_plan_get(cb, m, n, k, true, splits, align, &p, err, errlen) != 0)
+    if (gemm_plan_get(cb, GEMM_BF16, m, n, k, true, splits, align, &p, err, errlen) != 0)
         return -1;
     const float alpha = 1.0f, beta = 0.0f;
     CUBLAS_CHECK(cublasLtMatmul(cb->lt, p->desc, &alpha, w, p->a, x, p->b, &beta, partials, p->c,

@@ -3,6 +3,7 @@
  *   cuda_backend.c  create and destroy: tuning, streams, activations, KV pool
  *   cuda_weights.c  weights: check, upload to bf16, fuse QKV and gate/up, fold norms
  *   cuda_gemm.c     GEMMs: cuBLASLt plans, split-K, the TMA GEMM's tensor maps
+ *   cuda_fp8.c      --quantization fp8: the weights' e4m3 form and the FP8 products
  *   cuda_forward.c  the forward pass of one step, by regime
  *   cuda_graphs.c   decode and verify graphs; cuda_warmup.c: the start-up runs
  *   cuda_step.c     the launch/collect pipeline: validate, pack, copy, collect
@@ -21,6 +22,7 @@
 #include "backend.h"
 #include "cuda_logit_bias.h"
 #include "cuda_token_mask.h"
+#include "folio_fp8.h"
 #include "folio_kernels.h"
 
 #define MAX_INFLIGHT 2
@@ -56,6 +58,11 @@
 
 typedef folio_bf16_bits bf16;
 
+/* What a GEMM plan multiplies: bf16 (the default), or e4m3 A and B (--quantization fp8),
+ * scaled by cuBLASLt's outer-vector scales into bf16, or left as raw f32 sums for
+ * folio_k_fp8_scale_out where cuBLASLt does not offer those scales. */
+enum gemm_kind { GEMM_BF16, GEMM_FP8_SCALED, GEMM_FP8_RAW };
+
 /* One cached GEMM shape: y[M, N] = x[M, K] * w[N, K]^T, algorithm picked once.
  * splits > 1: a strided-batched matmul over that many slices of K, f32 partial
  * results [splits][M][N]; align: the byte alignment its slices keep. */
@@ -65,9 +72,16 @@ struct gemm_plan {
     bool out_f32;
     int splits;
     unsigned align;
+    enum gemm_kind kind;
     cublasLtMatmulDesc_t desc;
     cublasLtMatrixLayout_t a, b, c;
     cublasLtMatmulAlgo_t algo;
+};
+
+/* A projection's weight under --quantization fp8. */
+struct fp8_weight {
+    uint8_t *q;   /* [n][k] e4m3 codes */
+    float *scale; /* [n]: each output channel's (common/fp8.h) */
 };
 
 /* One layer's weights. The norms' weights are folded into the columns of the
@@ -78,6 +92,10 @@ struct gemm_plan {
 struct cuda_layer {
     bf16 *attn_norm, *wqkv, *wo, *mlp_norm, *w_gate_up, *w_down;
     bf16 *bqkv; /* Q/K/V biases [qkv_dim] (Qwen2); NULL: none */
+    /* --quantization fp8: the four projections in e4m3 (the bf16 pointers above NULL) and
+     * the norms' own weights, not folded (the norm kernels apply them: the activations are
+     * quantized after the norm's weight, as vLLM's are). */
+    struct fp8_weight qkv8, o8, gate_up8, down8;
 };
 
 /* A step's rows on the device: t_rows tokens, s_rows sequences, r_rows LM-head (sampling) rows.
@@ -247,6 +265,14 @@ struct cuda_backend {
 
     struct graph_entry graphs[NUM_GRAPH_BUCKETS];
     int num_graphs;
+
+    /* --quantization fp8 (cuda_fp8.c): every step takes forward_fp8. */
+    bool fp8;
+    enum gemm_kind fp8_kind; /* GEMM_FP8_SCALED where cuBLASLt takes outer-vector scales */
+    int fp8_gemv_rows;       /* the most rows the FP8 GEMV takes (its shared memory) */
+    uint8_t *x8;             /* [max_num_tokens][max k]: activations' codes for cuBLASLt */
+    float *x8_scale;         /* [max_num_tokens] */
+    float *fp8_acc;          /* GEMM_FP8_RAW: the raw sums [max_num_tokens][max n] */
 };
 
 /* The TMA GEMM's tensor maps: the weights of each layer, and the activations. */
@@ -284,6 +310,9 @@ int cuda_gemm(struct cuda_backend *cb, const bf16 *x, const bf16 *w, void *y, in
 int cuda_gemm_splitk(struct cuda_backend *cb, const bf16 *x, const bf16 *w, float *partials, int m,
                      int n, int k, int splits, char *err, size_t errlen);
 int cuda_splitk_slices(int forced, int m, int k);
+int cuda_gemm_lt_fp8(struct cuda_backend *cb, enum gemm_kind kind, const uint8_t *xq,
+                     const float *x_scale, const uint8_t *w, const float *w_scale, void *y, int m,
+                     int n, int k, char *err, size_t errlen);
 void cuda_tma_setup(struct cuda_backend *cb, size_t max_rows, size_t max_seqs);
 const struct folio_k_tmap *cuda_tma_wmap(const struct cuda_backend *cb, int li, int which);
 const struct folio_k_tmap *cuda_tma_xmap(const struct cuda_backend *cb, int which);
@@ -306,6 +335,14 @@ int cuda_warm_up_mixed_steps(struct cuda_backend *cb, char *err, size_t errlen);
 /* cuda_weights.c */
 int cuda_load_weights(struct cuda_backend *cb, const struct folio_model *m, char *err,
                       size_t errlen);
+
+/* cuda_fp8.c */
+int cuda_fp8_check_device(char *err, size_t errlen);
+int cuda_fp8_quantize_weight(struct cuda_backend *cb, struct fp8_weight *dst, uint8_t *q,
+                             float *scale, const bf16 *w, int n, int k, char *err, size_t errlen);
+int cuda_fp8_setup(struct cuda_backend *cb, int max_rows, char *err, size_t errlen);
+int cuda_gemm_fp8(struct cuda_backend *cb, const bf16 *x, const struct fp8_weight *w, bf16 *y,
+                  int m, int n, int k, char *err, size_t errlen);
 
 /* The decode graph bucket of n rows: the next power of two. */
 static inline int cuda_graph_bucket(int n)

@@ -1,7 +1,9 @@
 /* The model's weights on the GPU: every tensor checked against the config,
  * converted to bf16 on upload, Q/K/V and gate/up fused row-wise into one
  * matrix each, and the RMSNorm weights folded into the projections that read
- * the norms (see struct cuda_layer). */
+ * the norms (see struct cuda_layer). Under --quantization fp8 each layer goes
+ * through a bf16 scratch instead, its four projections are kept in e4m3 and
+ * its norms as they are. */
 #include <math.h>
 #include <stdlib.h>
 
@@ -128,9 +130,11 @@ static int check_shapes(const struct cuda_backend *cb, const struct folio_model 
     return 0;
 }
 
-/* One layer's weights into the layer block at p; returns nonzero on an error. */
+/* One layer's weights into the layer block at p, the norms folded into the projections where
+ * fold; returns nonzero on an error. */
 static int upload_layer(struct cuda_backend *cb, const struct folio_layer_weights *L,
-                        struct cuda_layer *D, bf16 *p, void *staging, char *err, size_t errlen)
+                        struct cuda_layer *D, bf16 *p, void *staging, bool fold, char *err,
+                        size_t errlen)
 {
     int64_t H = cb->hidden, I = cb->inter, QD = (int64_t)cb->heads * cb->head_dim,
             KD = (int64_t)cb->kv_heads * cb->head_dim;
@@ -154,8 +158,58 @@ static int upload_layer(struct cuda_backend *cb, const struct folio_layer_weight
            upload(cb, D->w_down, L->w_down, staging, err, errlen) ||
            upload(cb, D->attn_norm, L->attn_norm, staging, err, errlen) ||
            upload(cb, D->mlp_norm, L->mlp_norm, staging, err, errlen) ||
-           fold_norm(cb, D->wqkv, cb->qkv_dim, D->attn_norm, err, errlen) ||
-           fold_norm(cb, D->w_gate_up, 2 * I, D->mlp_norm, err, errlen);
+           (fold && (fold_norm(cb, D->wqkv, cb->qkv_dim, D->attn_norm, err, errlen) ||
+                     fold_norm(cb, D->w_gate_up, 2 * I, D->mlp_norm, err, errlen)));
+}
+
+/* Every layer for --quantization fp8: uploaded whole into a bf16 scratch (unfolded), its four
+ * projections quantized per output channel into one e4m3 block per layer (codes, then
+ * scales), its norms copied into norms ([layer][2][hidden]). */
+static int upload_layers_fp8(struct cuda_backend *cb, const struct folio_model *m, bf16 *norms,
+                             void *staging, char *err, size_t errlen)
+{
+    const int H = cb->hidden, I = cb->inter, QD = cb->heads * cb->head_dim;
+    const int rows[4] = {cb->qkv_dim, H, 2 * I, H}, cols[4] = {H, QD, H, I};
+    /* Each matrix and scale vector 256-byte aligned, as cuBLASLt's heuristic assumes. */
+    size_t codes_at[4], scales_at[4], per_layer = 0, elems = 0;
+    for (int j = 0; j < 4; j++) {
+        codes_at[j] = per_layer;
+        per_layer += ((size_t)rows[j] * cols[j] + 255) / 256 * 256;
+        elems += (size_t)rows[j] * cols[j];
+    }
+    for (int j = 0; j < 4; j++) {
+        scales_at[j] = per_layer;
+        per_layer += (sizeof(float) * rows[j] + 255) / 256 * 256;
+    }
+    void *block, *scratch;
+    if (alloc_weights(cb, &block, per_layer * cb->layers, err, errlen))
+        return -1;
+    CUDA_CHECK(cudaMalloc(&scratch, sizeof(bf16) * (elems + 2 * (size_t)H)));
+    int rc = 0;
+    for (int i = 0; i < cb->layers && !rc; i++) {
+        struct cuda_layer *D = &cb->lw[i], tmp = {0};
+        rc = upload_layer(cb, &m->layers[i], &tmp, scratch, staging, false, err, errlen);
+        const bf16 *src[4] = {tmp.wqkv, tmp.wo, tmp.w_gate_up, tmp.w_down};
+        struct fp8_weight *dst[4] = {&D->qkv8, &D->o8, &D->gate_up8, &D->down8};
+        uint8_t *at = (uint8_t *)block + per_layer * i;
+        for (int j = 0; j < 4 && !rc; j++)
+            rc =
+                cuda_fp8_quantize_weight(cb, dst[j], at + codes_at[j], (float *)(at + scales_at[j]),
+                                         src[j], rows[j], cols[j], err, errlen);
+        D->attn_norm = norms + (size_t)2 * H * i;
+        D->mlp_norm = D->attn_norm + H;
+        cudaError_t e = rc ? cudaSuccess
+                           : cudaMemcpyAsync(D->attn_norm, tmp.attn_norm, sizeof(bf16) * 2 * H,
+                                             cudaMemcpyDeviceToDevice, cb->stream);
+        if (e == cudaSuccess && !rc) /* the scratch is reused by the next layer */
+            e = cudaStreamSynchronize(cb->stream);
+        if (e != cudaSuccess && !rc) {
+            snprintf(err, errlen, "cuda backend: fp8 layer %d: %s", i, cudaGetErrorString(e));
+            rc = -1;
+        }
+    }
+    cudaFree(scratch);
+    return rc;
 }
 
 /* Qwen2's Q/K/V biases: all three in every layer, or none (Llama). */
@@ -233,8 +287,10 @@ int cuda_load_weights(struct cuda_backend *cb, const struct folio_model *m, char
     size_t max_bytes = 0;
     if (check_shapes(cb, m, &max_bytes, err, errlen) != 0 || check_biases(cb, m, err, errlen) != 0)
         return -1;
-    /* Weights: one allocation per kind, QKV and gate/up fused row-wise. */
-    size_t lin = (size_t)(cb->qkv_dim * H + H * QD + 2 * I * H + H * I + 2 * H);
+    /* Weights: one allocation per kind, QKV and gate/up fused row-wise; under fp8 the bf16
+     * block holds the norms alone. */
+    size_t lin =
+        cb->fp8 ? (size_t)(2 * H) : (size_t)(cb->qkv_dim * H + H * QD + 2 * I * H + H * I + 2 * H);
     bool tied = m->lm_head == m->embed || m->lm_head->data == m->embed->data;
     size_t glob = (size_t)(cb->vocab * H * (tied ? 1 : 2) + H);
     void *wl, *wg, *staging;
@@ -257,9 +313,11 @@ int cuda_load_weights(struct cuda_backend *cb, const struct folio_model *m, char
         rc |= upload(cb, cb->final_norm, m->final_norm, staging, err, errlen);
     p = wl;
     size_t layer_elems = lin;
-    for (int i = 0; i < cb->layers && !rc; i++)
-        rc |=
-            upload_layer(cb, &m->layers[i], &cb->lw[i], p + layer_elems * i, staging, err, errlen);
+    if (cb->fp8 && !rc)
+        rc |= upload_layers_fp8(cb, m, p, staging, err, errlen);
+    for (int i = 0; i < cb->layers && !rc && !cb->fp8; i++)
+        rc |= upload_layer(cb, &m->layers[i], &cb->lw[i], p + layer_elems * i, staging, true, err,
+                           errlen);
     if (!rc)
         rc |= upload_biases(cb, m, staging, err, errlen);
     cudaFree(staging);

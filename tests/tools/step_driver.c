@@ -6,7 +6,8 @@
  * The script:
  *   {"model": DIR, "backend": "cpu" (or "cpu-ref", the f32 reference), "max_seqs": 8,
  * "max_num_tokens": 256, "num_kv_blocks": 64, "threads": 1, "launch_ahead": false, "enforce_eager":
- * false, "tensor_parallel_size": 1, "gpu_memory_utilization": 0.5, "steps": [[{"slot": 0, "tokens":
+ * false, "tensor_parallel_size": 1, "gpu_memory_utilization": 0.5, "quantization": "none" (or
+ * "fp8"), "steps": [[{"slot": 0, "tokens":
  * [1, 2, 3], "context_len": 3, "block_table": [5], "sample": true, "output_index": 0,
  *                "temperature": 0, "top_k": 0, "top_p": 1, "min_p": 0,
  *                "seed": 0, "num_logprobs": 0, "repetition_penalty": 1,
@@ -400,6 +401,13 @@ int main(int argc, char **argv)
         return 1;
     }
 
+    enum folio_quantization quant;
+    if (folio_quantization_parse(json_string_value(json_object_get(script, "quantization")),
+                                 &quant) != 0) {
+        fprintf(stderr, "step_driver: \"quantization\" is \"none\" or \"fp8\"\n");
+        json_decref(script);
+        return 1;
+    }
     struct folio_cuda_paths paths;
     if (cuda_paths(json_object_get(script, "cuda_paths"), &paths) != 0) {
         fprintf(stderr, "step_driver: \"cuda_paths\" takes gemv_max_rows (-1-8), splitk_o and "
@@ -432,6 +440,7 @@ int main(int argc, char **argv)
             (int)json_integer_value(json_object_get(script, "tensor_parallel_size")),
         .num_speculative_tokens =
             (int)json_integer_value(json_object_get(script, "num_speculative_tokens")),
+        .quantization = quant,
         .cuda_paths = paths,
     };
     if (create_backend(backend, model, &opt, &be, err, sizeof err) != 0) {

@@ -10,6 +10,7 @@
 
 #include "check.h"
 #include "cpu_kernels.h"
+#include "fp8.h"
 #include "safetensors.h"
 
 #define COLS 608 /* 19 blocks: an odd count, so the 512-bit kernels' one-block tail runs */
@@ -70,6 +71,13 @@ static void make_row(enum cpu_wtype t, unsigned char *row, float *vals)
         }
         return;
     }
+    case CPU_W_E4M3: {
+        float sc = folio_fp8_quantize_row(vals, COLS, row);
+        memcpy(row + cpu_e4m3_scale_offset(COLS), &sc, sizeof sc);
+        for (int i = 0; i < COLS; i++)
+            vals[i] = folio_e4m3_to_f32(row[i]) * sc;
+        return;
+    }
     default:
         return;
     }
@@ -83,6 +91,7 @@ int main(void)
     static float vals[COLS], x[CPU_TOK_TILE][COLS], xq[CPU_TOK_TILE][COLS];
     static int8_t q[CPU_TOK_TILE][COLS];
     static float d[CPU_TOK_TILE][NB], s[CPU_TOK_TILE][NB];
+    static float x8[CPU_TOK_TILE][COLS], x8s[CPU_TOK_TILE], x8q[CPU_TOK_TILE][COLS];
     for (int t = 0; t < CPU_TOK_TILE; t++)
         for (int i = 0; i < COLS; i++)
             x[t][i] = frand() * (i % 7 == 0 ? 4.0f : 1.0f);
@@ -99,7 +108,16 @@ int main(void)
             CHECK(s[t][k] == d[t][k] * (float)sum);
         }
     }
-    struct cpu_qact qa = {&q[0][0], &d[0][0], &s[0][0], COLS};
+    for (int t = 0; t < CPU_TOK_TILE; t++) { /* the e4m3 form, as cpu_matmul makes it */
+        uint8_t codes[COLS];
+        x8s[t] = folio_fp8_quantize_row(x[t], COLS, codes);
+        for (int i = 0; i < COLS; i++) {
+            x8[t][i] = folio_e4m3_to_f32(codes[i]);
+            x8q[t][i] = x8[t][i] * x8s[t];
+            CHECK(fabsf(x8q[t][i] - x[t][i]) <= fabsf(x[t][i]) / 16 + x8s[t] / 512);
+        }
+    }
+    struct cpu_qact qa = {&q[0][0], &d[0][0], &s[0][0], COLS, &x8[0][0], x8s};
     int tested = 0;
     for (size_t ti = 0; ti < sizeof tables / sizeof *tables; ti++) {
         const struct cpu_kernels *k = tables[ti];
@@ -120,7 +138,7 @@ int main(void)
             for (int t = 0; t < CPU_TOK_TILE; t++) {
                 double acc = 0, mag = 0;
                 for (int i = 0; i < COLS; i++) {
-                    double a = packed ? xq[t][i] : x[t][i];
+                    double a = packed ? xq[t][i] : type == CPU_W_E4M3 ? x8q[t][i] : x[t][i];
                     acc += (double)vals[i] * a;
                     mag += fabs((double)vals[i] * a);
                 }
@@ -128,8 +146,9 @@ int main(void)
                 scale[t] = (float)mag;
             }
             for (int t = 0; t < CPU_TOK_TILE; t++)
-                k->dot[type](row, COLS, x[t], COLS, &(struct cpu_qact){q[t], d[t], s[t], COLS}, 1,
-                             &one[t], 1);
+                k->dot[type](row, COLS, x[t], COLS,
+                             &(struct cpu_qact){q[t], d[t], s[t], COLS, x8[t], &x8s[t]}, 1, &one[t],
+                             1);
             for (int nt = 1; nt <= CPU_TOK_TILE; nt++) {
                 float y[CPU_TOK_TILE * 3];
                 k->dot[type](row, COLS, &x[0][0], COLS, &qa, nt, y, 3);

@@ -1,0 +1,127 @@
+#!/usr/bin/env python3
+"""`--quantization fp8` on the CUDA worker against the CPU backend's emulation of it and against
+bf16 (issue 55), through step_driver, on a model directory (tests/gpu/check_fp8.sh passes the
+fixture /tmp/fx and the TinyLlama-shaped /tmp/tl).
+
+    check_fp8.py STEP_DRIVER MODEL_DIR WORK_DIR
+
+Every run sees the same tokens (teacher forcing): 4 prompts prefilled in one step (a cuBLASLt
+FP8 step of ~100 rows), then DECODE steps of the 4 (4 rows: cuBLASLt by default, the FP8 GEMV
+with gemv_max_rows 8), and one prompt alone (1 row: the FP8 GEMV by default, cuBLASLt with
+gemv_max_rows -1). The runs:
+  cpu-fp8   the CPU backend's emulation (the same e4m3 codes of the same weights; f32 between
+            the products where CUDA rounds to bf16)
+  cuda-fp8  the engine's paths; cuda-fp8-lt every product on cuBLASLt; cuda-fp8-gemv8 the GEMV
+            up to 8 rows
+  cuda-bf16 and cpu-ref (f32): the unquantized yardsticks
+Printed per comparison: centered relative L2 of the logits (median, max over rows) and top-1
+agreement. Checks (exit 1 if any fails): every cuda-fp8 variant within FP8_TOL of cpu-fp8 and
+within 1.5x of cuda-bf16's own distance from cpu-ref plus FP8_TOL (the paths differ only in the
+order of f32 sums), cuda-fp8 against cuda-bf16 no further than cpu-fp8 is from cpu-ref plus
+slack, and the three cuda-fp8 paths within PATH_TOL of each other.
+"""
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+
+DECODE = 12
+FP8_TOL = 0.08
+PATH_TOL = 0.05
+
+
+def rel(a, b):
+    a = np.asarray(a, np.float64) - np.mean(a)
+    b = np.asarray(b, np.float64) - np.mean(b)
+    return float(np.linalg.norm(a - b) / np.linalg.norm(b))
+
+
+def scripts(vocab):
+    """The batched script and the single-sequence one, tokens fixed."""
+    rng = np.random.default_rng(5)
+    prompts = [rng.integers(3, vocab, n).tolist() for n in (23, 31, 17, 40)]
+    feed = rng.integers(3, vocab, (len(prompts), DECODE)).tolist()
+    blocks = 8
+
+    def steps(idx):
+        out = [[{"slot": j, "tokens": prompts[i], "context_len": len(prompts[i]),
+                 "block_table": list(range(blocks * j, blocks * (j + 1))), "output_index": 0}
+                for j, i in enumerate(idx)]]
+        for s in range(1, DECODE + 1):
+            out.append([{"slot": j, "tokens": [feed[i][s - 1]],
+                         "context_len": len(prompts[i]) + s,
+                         "block_table": list(range(blocks * j, blocks * (j + 1))),
+                         "output_index": s} for j, i in enumerate(idx)])
+        return out
+    return {"batch": steps([0, 1, 2, 3]), "single": steps([3])}
+
+
+RUNS = {
+    "cpu-ref": {"backend": "cpu-ref"},
+    "cpu-fp8": {"backend": "cpu", "quantization": "fp8"},
+    "cuda-bf16": {"backend": "cuda"},
+    "cuda-fp8": {"backend": "cuda", "quantization": "fp8"},
+    "cuda-fp8-lt": {"backend": "cuda", "quantization": "fp8",
+                    "cuda_paths": {"gemv_max_rows": -1}},
+    "cuda-fp8-gemv8": {"backend": "cuda", "quantization": "fp8",
+                       "cuda_paths": {"gemv_max_rows": 8}},
+}
+
+
+def run(step_driver, model, work, name, kind, steps, vocab):
+    script = dict(RUNS[name], model=str(model), steps=steps, max_seqs=8, max_num_tokens=512,
+                  num_kv_blocks=64, threads=8)
+    sp, lp = Path(work) / f"{name}-{kind}.json", Path(work) / f"{name}-{kind}.bin"
+    sp.write_text(json.dumps(script))
+    p = subprocess.run([str(step_driver), str(sp), str(lp)], capture_output=True, text=True,
+                       timeout=600)
+    if p.returncode != 0:
+        sys.exit(f"step_driver {name} {kind} failed: {p.stderr[-3000:]}")
+    logits = np.fromfile(lp, dtype=np.float32).reshape(len(steps), len(steps[0]), vocab)
+    lp.unlink()
+    return logits, p.stderr
+
+
+def compare(a, b):
+    errs = [rel(x, y) for x, y in zip(a.reshape(-1, a.shape[-1]), b.reshape(-1, b.shape[-1]))]
+    top1 = float(np.mean(a.argmax(-1) == b.argmax(-1)))
+    return float(np.median(errs)), max(errs), top1
+
+
+def main():
+    step_driver, model, work = sys.argv[1], Path(sys.argv[2]), Path(sys.argv[3])
+    work.mkdir(parents=True, exist_ok=True)
+    vocab = json.loads((model / "config.json").read_text())["vocab_size"]
+    failed = False
+    for kind, steps in scripts(vocab).items():
+        got = {}
+        for name in RUNS:
+            got[name], log = run(step_driver, model, work, name, kind, steps, vocab)
+            if name == "cuda-fp8" and "outer-vector" in log:
+                print(f"note: {log.strip().splitlines()[-1]}")
+        floor = compare(got["cuda-bf16"], got["cpu-ref"])
+        emul = compare(got["cpu-fp8"], got["cpu-ref"])
+        print(f"{model.name} {kind}: cuda-bf16 vs cpu-ref rel L2 median {floor[0]:.4f} max "
+              f"{floor[1]:.4f} top1 {floor[2]:.3f}; cpu-fp8 vs cpu-ref median {emul[0]:.4f} "
+              f"max {emul[1]:.4f} top1 {emul[2]:.3f}")
+        for name in ("cuda-fp8", "cuda-fp8-lt", "cuda-fp8-gemv8"):
+            c = compare(got[name], got["cpu-fp8"])
+            q = compare(got[name], got["cuda-bf16"])
+            ok = c[1] < FP8_TOL + 1.5 * floor[1] and q[0] < 1.5 * emul[0] + FP8_TOL
+            failed |= not ok
+            print(f"{'PASS' if ok else 'FAIL'} {model.name} {kind} {name}: vs cpu-fp8 rel L2 "
+                  f"median {c[0]:.4f} max {c[1]:.4f} top1 {c[2]:.3f}; vs cuda-bf16 median "
+                  f"{q[0]:.4f} max {q[1]:.4f} top1 {q[2]:.3f}")
+        for name in ("cuda-fp8-lt", "cuda-fp8-gemv8"):
+            p = compare(got[name], got["cuda-fp8"])
+            ok = p[1] < PATH_TOL
+            failed |= not ok
+            print(f"{'PASS' if ok else 'FAIL'} {model.name} {kind} {name} vs cuda-fp8: rel L2 "
+                  f"max {p[1]:.5f} top1 {p[2]:.3f}")
+    sys.exit(1 if failed else 0)
+
+
+if __name__ == "__main__":
+    main()
