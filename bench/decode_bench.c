@@ -45,10 +45,11 @@
  *
  * Options, before MODEL_DIR: --temperature T, --grow, --loop-seconds S,
  * --num-kv-blocks N (a small pool, e.g. under the sanitizer), and
- * --paths gemv_max_rows=N,no_tma_gemm,splitk_o=N,splitk_down=N (the kernel
+ * --paths gemv_max_rows=N,no_tma_gemm,splitk_o=N,splitk_down=N,gguf_bf16 (the kernel
  * paths forced, as the GPU checks force them; default: the engine's), and
  * --quantization fp8 (the layers' projections in e4m3: their bytes count 1
- * each in the floor, the LM head's 2). */
+ * each in the floor, the LM head's 2). A GGUF's projections kept packed on the
+ * GPU count their blocks' bytes; --paths gguf_bf16 takes the bf16 copy instead. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -60,6 +61,7 @@
 
 #include "backend.h"
 #include "folio_kernels.h"
+#include "gguf_blocks.h"
 #include "l2_sweep.h"
 #include "model.h"
 #include "safetensors.h"
@@ -102,15 +104,38 @@ static double layer_weights(const struct folio_model_config *c)
     return ((qd + 2 * kd) * h + h * qd + 2 * in * h + h * in) * c->num_layers;
 }
 
-/* Bytes of the linear weights one forward pass reads: the layers' projections (1 a weight
- * under fp8, with a 4-byte scale a row), the LM head (bf16). */
-static double linear_weight_bytes(const struct folio_model_config *c)
+/* A GGUF's projections as the CUDA backend keeps them: the packed types' blocks, other
+ * tensors' bf16 copy (2 bytes a weight). */
+static double gguf_layer_bytes(const struct folio_model *m)
 {
+    double bytes = 0;
+    for (int i = 0; i < m->config.num_layers; i++) {
+        const struct folio_layer_weights *L = &m->layers[i];
+        const struct folio_tensor *ts[7] = {L->wq,     L->wk,   L->wv,    L->wo,
+                                            L->w_gate, L->w_up, L->w_down};
+        for (int j = 0; j < 7; j++) {
+            uint32_t type = 0;
+            bool packed =
+                ts[j]->gguf && folio_tensor_gguf_row(ts[j], 0, &type) && gguf_packed_type(type);
+            bytes += packed ? (double)ts[j]->shape[0] * gguf_row_bytes(type, ts[j]->shape[1])
+                            : 2.0 * (double)ts[j]->shape[0] * (double)ts[j]->shape[1];
+        }
+    }
+    return bytes;
+}
+
+/* Bytes of the linear weights one forward pass reads: the layers' projections (1 a weight
+ * under fp8, with a 4-byte scale a row; a GGUF's blocks), the LM head (bf16). */
+static double linear_weight_bytes(const struct folio_model *m)
+{
+    const struct folio_model_config *c = &m->config;
     double h = c->hidden_size, qd = (double)c->num_heads * c->head_dim,
            kd = (double)c->num_kv_heads * c->head_dim, in = c->intermediate_size;
     double head = 2.0 * (double)c->vocab_size * h;
     if (flags.quantization == FOLIO_QUANT_FP8)
         return layer_weights(c) + 4.0 * (qd + 2 * kd + h + 2 * in + h) * c->num_layers + head;
+    if (m->layers[0].wq->gguf && !flags.paths.gguf_bf16)
+        return gguf_layer_bytes(m) + head;
     return 2.0 * layer_weights(c) + head;
 }
 
@@ -279,7 +304,7 @@ static int bench_decode(struct bench *b, int batch_size, int ctx, int steps, int
     double total = now_ms() - t_start;
     cudaProfilerStop();
     const struct folio_model_config *c = &b->model->config;
-    double bytes = linear_weight_bytes(c) +
+    double bytes = linear_weight_bytes(b->model) +
                    kv_bytes_per_token(c) * batch_size * (grow ? ctx + steps / 2 : ctx + 1);
     double flops = 0;
     char name[96];
@@ -338,7 +363,7 @@ static int bench_prefill(struct bench *b, int n, int repeats)
                    /* causal attention: QK^T and PV over n(n+1)/2 pairs per head */
                    4.0 * c->num_layers * c->num_heads * c->head_dim * (double)n * (n + 1) / 2;
     printf("RESULT name=prefill_%d ms=%.4f median_ms=%.4f bytes=%.0f flops=%.0f\n", n,
-           median(t, repeats), median(t, repeats), linear_weight_bytes(c), flops);
+           median(t, repeats), median(t, repeats), linear_weight_bytes(b->model), flops);
     free(tables);
     free(ids);
     free(t);
@@ -639,7 +664,7 @@ static int bench_sample(const struct folio_model_config *c, int rows, int repeat
     return pass ? 0 : -1;
 }
 
-/* --paths' list: gemv_max_rows=N, no_tma_gemm, splitk_o=N, splitk_down=N. */
+/* --paths' list: gemv_max_rows=N, no_tma_gemm, splitk_o=N, splitk_down=N, gguf_bf16. */
 static int parse_paths(char *list, struct folio_cuda_paths *p)
 {
     for (char *save = NULL, *item = strtok_r(list, ",", &save); item;
@@ -650,6 +675,8 @@ static int parse_paths(char *list, struct folio_cuda_paths *p)
             *eq = 0;
         if (!strcmp(item, "no_tma_gemm") && !eq)
             p->no_tma_gemm = true;
+        else if (!strcmp(item, "gguf_bf16") && !eq)
+            p->gguf_bf16 = true;
         else if (!strcmp(item, "gemv_max_rows") && eq && v >= 0 && v <= 8)
             p->gemv_max_rows = v == 0 ? -1 : v; /* -1: no step takes the GEMV path */
         else if (!strcmp(item, "splitk_o") && eq && v >= 1 && v <= 8 && !(v & (v - 1)))

@@ -93,6 +93,8 @@ struct folio_cuda_paths {
     bool no_tma_gemm;     /* steps of 3-64 rows on cuBLASLt instead of the TMA GEMM */
     bool one_cta_sampler; /* every row sampled by the one-CTA-a-row kernel */
     bool keep_logits;     /* a step's logits stay readable after the next launch */
+    bool gguf_bf16;       /* a GGUF's weights as a bf16 copy, not packed (the packed path's
+                             yardstick) */
 };
 
 struct folio_backend_options {

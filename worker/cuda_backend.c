@@ -68,7 +68,8 @@ static void cuda_destroy(struct folio_backend *b)
                     cb->rope_cos_sin,
                     cb->x8,
                     cb->x8_scale,
-                    cb->fp8_acc};
+                    cb->fp8_acc,
+                    cb->gguf_scratch};
     for (size_t i = 0; i < sizeof(bufs) / sizeof(bufs[0]); i++)
         cudaFree(bufs[i]);
     free(cb->lw);
@@ -110,7 +111,12 @@ static void read_tuning(struct cuda_backend *cb, const struct folio_backend_opti
     int rows = opt->max_seqs + FOLIO_MAX_DRAFT_ROWS;
     cb->max_sample_rows = rows < opt->max_num_tokens ? rows : opt->max_num_tokens;
     cb->attn_tile_tokens = folio_k_attention_tile_tokens(cb->heads, cb->kv_heads, cb->head_dim);
-    cb->tma = !cb->paths.no_tma_gemm && !cb->fp8; /* the TMA GEMM reads bf16 weights */
+    /* the TMA GEMM reads bf16 weights */
+    cb->tma = !cb->paths.no_tma_gemm && !cb->fp8 && !cb->gguf;
+    /* The packed GEMV reads a few bits a weight where the other path writes and reads a
+     * bf16 copy: it takes every row count it can, unless a test forces the paths. */
+    int forced = opt->cuda_paths.gemv_max_rows;
+    cb->gguf_gemv_rows = forced == 0 ? FOLIO_K_GGUF_GEMV_MAX_ROWS : forced < 0 ? 0 : forced;
     cb->tma_lm_head = true;
     cb->l2_drop = L2_DROP_ALL;
     if (!opt->logits_unread || cb->paths.keep_logits)
@@ -308,6 +314,9 @@ static int create(struct cuda_backend *cb, const struct folio_model *m,
         return -1;
     }
     cb->fp8 = opt->quantization == FOLIO_QUANT_FP8;
+    /* A GGUF's blocks stay packed unless fp8 was asked for (it quantizes the widened weights)
+     * or a test asks for the bf16 copy to compare with. */
+    cb->gguf = !cb->fp8 && !opt->cuda_paths.gguf_bf16 && cuda_gguf_keeps_packed(m);
     int qd = cb->heads * cb->head_dim;
     if (cb->fp8 && (cb->hidden % 16 || cb->inter % 16 || qd % 16)) {
         snprintf(err, errlen,
@@ -357,6 +366,7 @@ static int create(struct cuda_backend *cb, const struct folio_model *m,
         alloc_step_buffers(cb, (size_t)opt->max_num_tokens, (size_t)opt->max_seqs, err, errlen) !=
             0 ||
         (cb->fp8 && cuda_fp8_setup(cb, opt->max_num_tokens, err, errlen) != 0) ||
+        (cb->gguf && cuda_gguf_setup(cb, opt->max_num_tokens, err, errlen) != 0) ||
         alloc_kv_pool(cb, opt, err, errlen) != 0)
         return -1;
     CUDA_CHECK(folio_cuda_mask_init(&cb->mask, opt->max_seqs, cb->vocab));

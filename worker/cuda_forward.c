@@ -13,15 +13,17 @@
  *                  (the projections read the residual, attention and SiLU
  *                  scale by 1 / rms, O and down add into the residual) and
  *                  RoPE inside attention.
- *   PATH_FP8       every step under --quantization fp8: PATH_LT's kernels
- *                  with the four projections in W8A8 (cuda_fp8.c: the FP8
- *                  GEMV for a few rows, else FP8 cuBLASLt), the LM head bf16.
+ *   PATH_QUANT     every step under --quantization fp8 or of a GGUF kept
+ *                  packed: PATH_LT's kernels with the four projections in
+ *                  the weights' format (cuda_fp8.c: the FP8 GEMV for a few
+ *                  rows, else FP8 cuBLASLt; cuda_gguf.c: the packed GEMV,
+ *                  else the widened copy on cuBLASLt), the LM head bf16.
  * A model with a QKV bias (Qwen2) adds it in a kernel of its own after the
  * QKV projection, so its steps take the paths where q, k and v are whole and
  * unrotated there: no fused GEMV+RoPE, no K slices of QKV, no fused path. */
 #include "cuda_internal.h"
 
-enum cuda_path { PATH_GEMV, PATH_TMA, PATH_LT, PATH_LT_FUSED, PATH_FP8 };
+enum cuda_path { PATH_GEMV, PATH_TMA, PATH_LT, PATH_LT_FUSED, PATH_QUANT };
 
 /* What a step runs, fixed before its first launch. */
 struct step_plan {
@@ -54,8 +56,8 @@ struct folio_k_decode_plan cuda_decode_plan(const struct cuda_backend *cb, int n
 static struct step_plan plan_path(const struct cuda_backend *cb, int rows, bool has_prefill)
 {
     struct step_plan p = {.split_qkv = 1, .split_o = 1, .split_down = 1};
-    if (cb->fp8) {
-        p.path = PATH_FP8;
+    if (cb->fp8 || cb->gguf) {
+        p.path = PATH_QUANT;
         return p;
     }
     if (rows <= cb->paths.gemv_max_rows) {
@@ -408,10 +410,22 @@ static int forward_lt_fused(struct cuda_backend *cb, const struct step_ctx *x, c
     return lm_head_lt(cb, x, 0, err, errlen);
 }
 
-/* PATH_FP8: a norm kernel before QKV and gate/up (the norms' own weights: the activations are
- * quantized after them), RoPE and the cache write in their kernel, each projection in W8A8
- * into bf16 (cuda_gemm_fp8 quantizes its input per token), the LM head as PATH_LT's. */
-static int forward_fp8(struct cuda_backend *cb, const struct step_ctx *x, char *err, size_t errlen)
+/* A projection of PATH_QUANT in the weights' format: the weight-format branch of the products. */
+static int product(struct cuda_backend *cb, const bf16 *x, const struct fp8_weight *w8,
+                   const struct gguf_weight *wg, bf16 *y, int m, int n, int k, char *err,
+                   size_t errlen)
+{
+    if (cb->fp8)
+        return cuda_gemm_fp8(cb, x, w8, y, m, n, k, err, errlen);
+    return cuda_gemm_gguf(cb, x, wg, y, m, n, k, err, errlen);
+}
+
+/* PATH_QUANT: a norm kernel before QKV and gate/up (the norms' own weights: fp8 quantizes the
+ * activations after them, and GGUF blocks cannot hold them), RoPE and the cache write in their
+ * kernel, each projection in the weights' format into bf16 (cuda_gemm_fp8 quantizes its input
+ * per token), the LM head as PATH_LT's. */
+static int forward_quant(struct cuda_backend *cb, const struct step_ctx *x, char *err,
+                         size_t errlen)
 {
     cudaStream_t s = cb->stream;
     const int t = x->t_rows, qd = cb->heads * cb->head_dim;
@@ -425,24 +439,24 @@ static int forward_fp8(struct cuda_backend *cb, const struct step_ctx *x, char *
         if (li > 0)
             CUDA_CHECK(add_rmsnorm(cb, cb->normed, cb->res, 1, L->attn_norm, NULL, t, t, false, 0,
                                    0, NULL, 0));
-        if (cuda_gemm_fp8(cb, cb->normed, &L->qkv8, cb->qkv, t, cb->qkv_dim, cb->hidden, err,
-                          errlen) != 0)
+        if (product(cb, cb->normed, &L->qkv8, &L->qkv_g, cb->qkv, t, cb->qkv_dim, cb->hidden, err,
+                    errlen) != 0)
             return -1;
         CUDA_CHECK(add_qkv_bias(cb, L, t));
         CUDA_CHECK(folio_k_rope_kv_write(cb->qkv, kc, vc, cb->rope_cos_sin, x->kb, cb->heads,
                                          cb->kv_heads, cb->head_dim, false, s));
         if (attention(cb, x, kc, vc, NULL, no_norm, no_drop, false, err, errlen) != 0 ||
-            cuda_gemm_fp8(cb, cb->attn_out, &L->o8, cb->proj_out, t, cb->hidden, qd, err, errlen) !=
-                0)
+            product(cb, cb->attn_out, &L->o8, &L->o_g, cb->proj_out, t, cb->hidden, qd, err,
+                    errlen) != 0)
             return -1;
         CUDA_CHECK(
             add_rmsnorm(cb, cb->normed, cb->res, 1, L->mlp_norm, NULL, t, t, false, 0, 0, NULL, 0));
-        if (cuda_gemm_fp8(cb, cb->normed, &L->gate_up8, cb->gate_up, t, 2 * cb->inter, cb->hidden,
-                          err, errlen) != 0)
+        if (product(cb, cb->normed, &L->gate_up8, &L->gate_up_g, cb->gate_up, t, 2 * cb->inter,
+                    cb->hidden, err, errlen) != 0)
             return -1;
         CUDA_CHECK(folio_k_silu_mul(cb->act, cb->gate_up, t, cb->inter, no_norm, no_drop, s));
-        if (cuda_gemm_fp8(cb, cb->act, &L->down8, cb->proj_out, t, cb->hidden, cb->inter, err,
-                          errlen) != 0)
+        if (product(cb, cb->act, &L->down8, &L->down_g, cb->proj_out, t, cb->hidden, cb->inter, err,
+                    errlen) != 0)
             return -1;
     }
     return lm_head_lt(cb, x, 1, err, errlen);
@@ -484,8 +498,8 @@ int cuda_forward(struct cuda_backend *cb, const struct step_layout *l, int t_row
         return forward_lt(cb, &x, err, errlen);
     case PATH_LT_FUSED:
         return forward_lt_fused(cb, &x, err, errlen);
-    case PATH_FP8:
-        return forward_fp8(cb, &x, err, errlen);
+    case PATH_QUANT:
+        return forward_quant(cb, &x, err, errlen);
     }
     return -1;
 }

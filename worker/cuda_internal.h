@@ -4,6 +4,7 @@
  *   cuda_weights.c  weights: check, upload to bf16, fuse QKV and gate/up, fold norms
  *   cuda_gemm.c     GEMMs: cuBLASLt plans, split-K, the TMA GEMM's tensor maps
  *   cuda_fp8.c      --quantization fp8: the weights' e4m3 form and the FP8 products
+ *   cuda_gguf.c     a GGUF's weights kept packed: their products
  *   cuda_forward.c  the forward pass of one step, by regime
  *   cuda_graphs.c   decode and verify graphs; cuda_warmup.c: the start-up runs
  *   cuda_step.c     the launch/collect pipeline: validate, pack, copy, collect
@@ -23,6 +24,7 @@
 #include "cuda_logit_bias.h"
 #include "cuda_token_mask.h"
 #include "folio_fp8.h"
+#include "folio_gguf.h"
 #include "folio_kernels.h"
 
 #define MAX_INFLIGHT 2
@@ -84,6 +86,21 @@ struct fp8_weight {
     float *scale; /* [n]: each output channel's (common/fp8.h) */
 };
 
+/* A projection's weight kept in a GGUF's blocks (folio_gguf.h): its tensors' rows one after
+ * another (Q, K, V; gate, up), each tensor a part in its own type, parts of one type side by
+ * side merged into one. A tensor of a type not kept packed is a bf16 part. */
+struct gguf_part {
+    const void *q;  /* rows at q + r * stride */
+    int type;       /* ggml type number (gguf_blocks.h), GGUF_BF16 for a widened tensor */
+    int64_t stride; /* bytes a row, a multiple of 16 */
+    int row0, rows; /* its output rows within the projection's */
+};
+#define GGUF_MAX_PARTS 3
+struct gguf_weight {
+    struct gguf_part part[GGUF_MAX_PARTS];
+    int num_parts;
+};
+
 /* One layer's weights. The norms' weights are folded into the columns of the
  * projections that read them (wqkv, w_gate_up) at load, and attn_norm and
  * mlp_norm hold ones: the norm kernels then compute x / rms(x), and the
@@ -96,6 +113,9 @@ struct cuda_layer {
      * the norms' own weights, not folded (the norm kernels apply them: the activations are
      * quantized after the norm's weight, as vLLM's are). */
     struct fp8_weight qkv8, o8, gate_up8, down8;
+    /* A GGUF kept packed (cuda_backend.gguf): the four projections so, the norms unfolded
+     * as under fp8 (blocks cannot take the norm's weight into their columns). */
+    struct gguf_weight qkv_g, o_g, gate_up_g, down_g;
 };
 
 /* A step's rows on the device: t_rows tokens, s_rows sequences, r_rows LM-head (sampling) rows.
@@ -266,13 +286,19 @@ struct cuda_backend {
     struct graph_entry graphs[NUM_GRAPH_BUCKETS];
     int num_graphs;
 
-    /* --quantization fp8 (cuda_fp8.c): every step takes forward_fp8. */
+    /* --quantization fp8 (cuda_fp8.c): every step takes forward_quant. */
     bool fp8;
     enum gemm_kind fp8_kind; /* GEMM_FP8_SCALED where cuBLASLt takes outer-vector scales */
     int fp8_gemv_rows;       /* the most rows the FP8 GEMV takes (its shared memory) */
     uint8_t *x8;             /* [max_num_tokens][max k]: activations' codes for cuBLASLt */
     float *x8_scale;         /* [max_num_tokens] */
     float *fp8_acc;          /* GEMM_FP8_RAW: the raw sums [max_num_tokens][max n] */
+
+    /* A GGUF's linear weights kept in their blocks (cuda_gguf.c): every step takes
+     * forward_quant, as under fp8, with the GGUF products. */
+    bool gguf;
+    int gguf_gemv_rows; /* the most rows the packed GEMV takes; above, the dequantized copy */
+    bf16 *gguf_scratch; /* [largest projection]: a layer's matrix widened for a bf16 GEMM */
 };
 
 /* The TMA GEMM's tensor maps: the weights of each layer, and the activations. */
@@ -333,6 +359,7 @@ int cuda_capture_graphs(struct cuda_backend *cb, char *err, size_t errlen);
 int cuda_warm_up_mixed_steps(struct cuda_backend *cb, char *err, size_t errlen);
 
 /* cuda_weights.c */
+bool cuda_gguf_keeps_packed(const struct folio_model *m);
 int cuda_load_weights(struct cuda_backend *cb, const struct folio_model *m, char *err,
                       size_t errlen);
 
@@ -343,6 +370,11 @@ int cuda_fp8_quantize_weight(struct cuda_backend *cb, struct fp8_weight *dst, ui
 int cuda_fp8_setup(struct cuda_backend *cb, int max_rows, char *err, size_t errlen);
 int cuda_gemm_fp8(struct cuda_backend *cb, const bf16 *x, const struct fp8_weight *w, bf16 *y,
                   int m, int n, int k, char *err, size_t errlen);
+
+/* cuda_gguf.c */
+int cuda_gguf_setup(struct cuda_backend *cb, int max_rows, char *err, size_t errlen);
+int cuda_gemm_gguf(struct cuda_backend *cb, const bf16 *x, const struct gguf_weight *w, bf16 *y,
+                   int m, int n, int k, char *err, size_t errlen);
 
 /* The decode graph bucket of n rows: the next power of two. */
 static inline int cuda_graph_bucket(int n)

@@ -3,11 +3,15 @@
  * matrix each, and the RMSNorm weights folded into the projections that read
  * the norms (see struct cuda_layer). Under --quantization fp8 each layer goes
  * through a bf16 scratch instead, its four projections are kept in e4m3 and
- * its norms as they are. */
+ * its norms as they are. A GGUF's projections of the types the GGUF kernels
+ * take stay in the file's blocks (struct gguf_weight), the norms as under fp8. */
 #include <math.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "cuda_internal.h"
+#include "gguf.h"
+#include "log.h"
 
 static int check_shape(const struct folio_tensor *t, const char *what, int64_t rows, int64_t cols,
                        char *err, size_t errlen)
@@ -212,6 +216,155 @@ static int upload_layers_fp8(struct cuda_backend *cb, const struct folio_model *
     return rc;
 }
 
+/* Whether tensor t can stay in its GGUF blocks: a packed type, whole blocks a row. */
+static bool packable(const struct folio_tensor *t)
+{
+    uint32_t type = 0;
+    return t->gguf && t->ndim == 2 && folio_tensor_gguf_row(t, 0, &type) != NULL &&
+           gguf_packed_type(type);
+}
+
+/* The four projections' tensors of layer L, grouped as they are fused. */
+static void layer_groups(const struct folio_layer_weights *L, const struct folio_tensor *g[4][3],
+                         int count[4])
+{
+    const struct folio_tensor *t[4][3] = {
+        {L->wq, L->wk, L->wv}, {L->wo, NULL, NULL}, {L->w_gate, L->w_up, NULL}, {L->w_down}};
+    memcpy(g, t, sizeof t);
+    count[0] = 3, count[1] = 1, count[2] = 2, count[3] = 1;
+}
+
+bool cuda_gguf_keeps_packed(const struct folio_model *m)
+{
+    const struct folio_model_config *c = &m->config;
+    if (c->hidden_size % 32 || c->intermediate_size % 32 || (c->num_heads * c->head_dim) % 32)
+        return false;
+    for (int i = 0; i < c->num_layers; i++) {
+        const struct folio_tensor *g[4][3];
+        int count[4];
+        layer_groups(&m->layers[i], g, count);
+        for (int j = 0; j < 4; j++)
+            for (int p = 0; p < count[j]; p++)
+                if (packable(g[j][p]))
+                    return true;
+    }
+    return false;
+}
+
+/* Tensor t's rows, in Hugging Face's order, as its GGUF blocks at dst, stride bytes apart (the
+ * padding zero). */
+static int upload_packed(struct cuda_backend *cb, uint8_t *dst, const struct folio_tensor *t,
+                         int64_t stride, char *err, size_t errlen)
+{
+    uint32_t type = 0;
+    const int64_t rows = t->shape[0];
+    folio_tensor_gguf_row(t, 0, &type);
+    const int64_t row_bytes = gguf_row_bytes(type, t->shape[1]);
+    uint8_t *host = calloc((size_t)rows, (size_t)stride);
+    if (!host) {
+        snprintf(err, errlen, "cuda backend: out of host memory");
+        return -1;
+    }
+    for (int64_t r = 0; r < rows; r++)
+        memcpy(host + r * stride, folio_tensor_gguf_row(t, (size_t)r, NULL), (size_t)row_bytes);
+    cudaError_t e =
+        cudaMemcpyAsync(dst, host, (size_t)(rows * stride), cudaMemcpyHostToDevice, cb->stream);
+    if (e == cudaSuccess)
+        e = cudaStreamSynchronize(cb->stream);
+    free(host);
+    CUDA_CHECK(e);
+    return 0;
+}
+
+/* A tensor's type on the GPU and its bytes a row. */
+static void packed_form(const struct folio_tensor *t, int *type, int64_t *stride)
+{
+    uint32_t ty = GGUF_BF16;
+    if (packable(t))
+        folio_tensor_gguf_row(t, 0, &ty);
+    *type = (int)ty;
+    *stride = (gguf_row_bytes(ty, t->shape[1]) + 15) / 16 * 16;
+}
+
+/* Every layer of a GGUF kept packed: each projection's tensors one after another in one block
+ * for all layers (struct gguf_weight), the norms copied into norms ([layer][2][hidden]). */
+static int upload_layers_gguf(struct cuda_backend *cb, const struct folio_model *m, bf16 *norms,
+                              void *staging, char *err, size_t errlen)
+{
+    size_t total = 0, packed = 0, packed_as_bf16 = 0, count_packed = 0, count_all = 0;
+    size_t by_type[GGUF_BF16 + 1] = {0};
+    for (int i = 0; i < cb->layers; i++) {
+        const struct folio_tensor *g[4][3];
+        int count[4], type;
+        int64_t stride;
+        layer_groups(&m->layers[i], g, count);
+        for (int j = 0; j < 4; j++)
+            for (int p = 0; p < count[j]; p++) {
+                packed_form(g[j][p], &type, &stride);
+                size_t bytes = (size_t)(g[j][p]->shape[0] * stride);
+                total += bytes;
+                count_all++;
+                by_type[type]++;
+                if (type != GGUF_BF16) {
+                    packed += bytes;
+                    packed_as_bf16 += (size_t)(g[j][p]->shape[0] * g[j][p]->shape[1]) * 2;
+                    count_packed++;
+                }
+            }
+    }
+    uint8_t *at;
+    if (alloc_weights(cb, (void **)&at, total, err, errlen))
+        return -1;
+    for (int i = 0; i < cb->layers; i++) {
+        struct cuda_layer *D = &cb->lw[i];
+        struct gguf_weight *dst[4] = {&D->qkv_g, &D->o_g, &D->gate_up_g, &D->down_g};
+        const struct folio_tensor *g[4][3];
+        int count[4];
+        layer_groups(&m->layers[i], g, count);
+        for (int j = 0; j < 4; j++) {
+            struct gguf_weight *w = dst[j];
+            int row = 0;
+            w->num_parts = 0;
+            for (int p = 0; p < count[j]; p++) {
+                const struct folio_tensor *t = g[j][p];
+                int type;
+                int64_t stride;
+                packed_form(t, &type, &stride);
+                int rc = type == GGUF_BF16 ? upload(cb, (bf16 *)at, t, staging, err, errlen)
+                                           : upload_packed(cb, at, t, stride, err, errlen);
+                if (rc)
+                    return -1;
+                struct gguf_part *last = w->num_parts ? &w->part[w->num_parts - 1] : NULL;
+                if (last && last->type == type) { /* right after it in memory: one part */
+                    last->rows += (int)t->shape[0];
+                } else {
+                    w->part[w->num_parts++] =
+                        (struct gguf_part){at, type, stride, row, (int)t->shape[0]};
+                }
+                row += (int)t->shape[0];
+                at += t->shape[0] * stride;
+            }
+        }
+        D->attn_norm = norms + (size_t)2 * cb->hidden * i;
+        D->mlp_norm = D->attn_norm + cb->hidden;
+        if (upload(cb, D->attn_norm, m->layers[i].attn_norm, staging, err, errlen) ||
+            upload(cb, D->mlp_norm, m->layers[i].mlp_norm, staging, err, errlen))
+            return -1;
+    }
+    char types[160] = "";
+    for (int t = 0; t < GGUF_BF16; t++)
+        if (by_type[t])
+            snprintf(types + strlen(types), sizeof types - strlen(types), "%s%zu %s",
+                     types[0] ? ", " : "", by_type[t], folio_ggml_type_name((uint32_t)t));
+    folio_log_info(0,
+                   "gguf: %zu of %zu layer matrices kept packed on the GPU (%s): %.1f MiB where "
+                   "a bf16 copy takes %.1f MiB; %zu widened to bf16 (%.1f MiB); embedding and "
+                   "LM head bf16",
+                   count_packed, count_all, types, packed / 1048576.0, packed_as_bf16 / 1048576.0,
+                   count_all - count_packed, (total - packed) / 1048576.0);
+    return 0;
+}
+
 /* Qwen2's Q/K/V biases: all three in every layer, or none (Llama). */
 static int check_biases(struct cuda_backend *cb, const struct folio_model *m, char *err,
                         size_t errlen)
@@ -287,10 +440,11 @@ int cuda_load_weights(struct cuda_backend *cb, const struct folio_model *m, char
     size_t max_bytes = 0;
     if (check_shapes(cb, m, &max_bytes, err, errlen) != 0 || check_biases(cb, m, err, errlen) != 0)
         return -1;
-    /* Weights: one allocation per kind, QKV and gate/up fused row-wise; under fp8 the bf16
-     * block holds the norms alone. */
+    /* Weights: one allocation per kind, QKV and gate/up fused row-wise; under fp8 or a GGUF
+     * kept packed the bf16 block holds the norms alone. */
+    const bool quant = cb->fp8 || cb->gguf;
     size_t lin =
-        cb->fp8 ? (size_t)(2 * H) : (size_t)(cb->qkv_dim * H + H * QD + 2 * I * H + H * I + 2 * H);
+        quant ? (size_t)(2 * H) : (size_t)(cb->qkv_dim * H + H * QD + 2 * I * H + H * I + 2 * H);
     bool tied = m->lm_head == m->embed || m->lm_head->data == m->embed->data;
     size_t glob = (size_t)(cb->vocab * H * (tied ? 1 : 2) + H);
     void *wl, *wg, *staging;
@@ -315,7 +469,9 @@ int cuda_load_weights(struct cuda_backend *cb, const struct folio_model *m, char
     size_t layer_elems = lin;
     if (cb->fp8 && !rc)
         rc |= upload_layers_fp8(cb, m, p, staging, err, errlen);
-    for (int i = 0; i < cb->layers && !rc && !cb->fp8; i++)
+    if (cb->gguf && !rc)
+        rc |= upload_layers_gguf(cb, m, p, staging, err, errlen);
+    for (int i = 0; i < cb->layers && !rc && !quant; i++)
         rc |= upload_layer(cb, &m->layers[i], &cb->lw[i], p + layer_elems * i, staging, true, err,
                            errlen);
     if (!rc)

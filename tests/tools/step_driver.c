@@ -343,8 +343,8 @@ static int cuda_paths(json_t *obj, struct folio_cuda_paths *p)
     for (long long v = so, i = 0; i < 2; v = sd, i++)
         if (v != 0 && v != 1 && v != 2 && v != 4 && v != 8)
             return -1;
-    const char *known[] = {"gemv_max_rows", "splitk_o",        "splitk_down",
-                           "no_tma_gemm",   "one_cta_sampler", "keep_logits"};
+    const char *known[] = {"gemv_max_rows",   "splitk_o",    "splitk_down", "no_tma_gemm",
+                           "one_cta_sampler", "keep_logits", "gguf_bf16"};
     const char *key;
     json_t *v;
     json_object_foreach(obj, key, v)
@@ -362,6 +362,7 @@ static int cuda_paths(json_t *obj, struct folio_cuda_paths *p)
     p->no_tma_gemm = json_is_true(json_object_get(obj, "no_tma_gemm"));
     p->one_cta_sampler = json_is_true(json_object_get(obj, "one_cta_sampler"));
     p->keep_logits = json_is_true(json_object_get(obj, "keep_logits"));
+    p->gguf_bf16 = json_is_true(json_object_get(obj, "gguf_bf16"));
     return 0;
 }
 
@@ -411,8 +412,8 @@ int main(int argc, char **argv)
     struct folio_cuda_paths paths;
     if (cuda_paths(json_object_get(script, "cuda_paths"), &paths) != 0) {
         fprintf(stderr, "step_driver: \"cuda_paths\" takes gemv_max_rows (-1-8), splitk_o and "
-                        "splitk_down (0, 1, 2, 4 or 8), no_tma_gemm, one_cta_sampler and "
-                        "keep_logits (booleans)\n");
+                        "splitk_down (0, 1, 2, 4 or 8), no_tma_gemm, one_cta_sampler, "
+                        "keep_logits and gguf_bf16 (booleans)\n");
         json_decref(script);
         return 1;
     }

@@ -1,0 +1,131 @@
+#!/usr/bin/env python3
+"""A GGUF's weights kept packed on the CUDA worker (issue 55) against the same file's weights
+as the bf16 copy (cuda_paths gguf_bf16) and against the CPU backend's f32 reference (cpu-ref),
+through step_driver (tests/gpu/check_gguf_packed.sh passes the fixture of
+tests/fixtures/make_gguf_packed.py: a layer of each packed type, Q4_0, Q4_1, Q8_0, Q4_K, Q6_K,
+and one mixing them with an F16 tensor).
+
+    check_gguf_packed.py STEP_DRIVER MODEL.gguf WORK_DIR
+
+Every run sees the same tokens (teacher forcing): 4 prompts prefilled in one step (~110 rows:
+the widened copy and the bf16 GEMM), then DECODE steps of the 4 (4 rows: the packed GEMV),
+and one prompt alone (1 row). The runs:
+  cpu-ref            the f32 reference (every weight decoded exactly, f32 activations)
+  cuda-bf16          the bf16 copy the CUDA worker made before (weights rounded to bf16)
+  cuda-packed        the engine's paths: the packed GEMV for decode, decode steps as graphs
+  cuda-packed-eager  the same without graphs
+  cuda-packed-dq     every product on the widened copy (gemv_max_rows -1)
+Printed per comparison: centered relative L2 of the logits (median, max over rows) and top-1
+agreement. Checks (exit 1 if any fails): each packed run within 1.5x of cuda-bf16's own
+distance from cpu-ref plus ABS_TOL (the packed path rounds only the activations to bf16, the
+copy the weights too, so it should sit no further from the exact weights), its top-1 agreement
+with cpu-ref no worse than cuda-bf16's less TOP1_SLACK, and graphs equal to eager within
+PATH_TOL (the same kernels).
+"""
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+
+DECODE = 12
+ABS_TOL = 0.01
+TOP1_SLACK = 0.05
+PATH_TOL = 1e-3
+
+
+def rel(a, b):
+    a = np.asarray(a, np.float64) - np.mean(a)
+    b = np.asarray(b, np.float64) - np.mean(b)
+    return float(np.linalg.norm(a - b) / np.linalg.norm(b))
+
+
+def scripts(vocab):
+    """The batched script and the single-sequence one, tokens fixed."""
+    rng = np.random.default_rng(5)
+    prompts = [rng.integers(3, vocab, n).tolist() for n in (23, 31, 17, 40)]
+    feed = rng.integers(3, vocab, (len(prompts), DECODE)).tolist()
+    blocks = 8
+
+    def steps(idx):
+        out = [[{"slot": j, "tokens": prompts[i], "context_len": len(prompts[i]),
+                 "block_table": list(range(blocks * j, blocks * (j + 1))), "output_index": 0}
+                for j, i in enumerate(idx)]]
+        for s in range(1, DECODE + 1):
+            out.append([{"slot": j, "tokens": [feed[i][s - 1]],
+                         "context_len": len(prompts[i]) + s,
+                         "block_table": list(range(blocks * j, blocks * (j + 1))),
+                         "output_index": s} for j, i in enumerate(idx)])
+        return out
+    return {"batch": steps([0, 1, 2, 3]), "single": steps([3])}
+
+
+RUNS = {
+    "cpu-ref": {"backend": "cpu-ref"},
+    "cuda-bf16": {"backend": "cuda", "cuda_paths": {"gguf_bf16": True}},
+    "cuda-packed": {"backend": "cuda"},
+    "cuda-packed-eager": {"backend": "cuda", "enforce_eager": True},
+    "cuda-packed-dq": {"backend": "cuda", "cuda_paths": {"gemv_max_rows": -1}},
+}
+PACKED = ("cuda-packed", "cuda-packed-eager", "cuda-packed-dq")
+
+
+def run(step_driver, model, work, name, kind, steps, vocab):
+    script = dict(RUNS[name], model=str(model), steps=steps, max_seqs=8, max_num_tokens=512,
+                  num_kv_blocks=64, threads=8)
+    sp, lp = Path(work) / f"{name}-{kind}.json", Path(work) / f"{name}-{kind}.bin"
+    sp.write_text(json.dumps(script))
+    p = subprocess.run([str(step_driver), str(sp), str(lp)], capture_output=True, text=True,
+                       timeout=600)
+    if p.returncode != 0:
+        sys.exit(f"step_driver {name} {kind} failed: {p.stderr[-3000:]}")
+    logits = np.fromfile(lp, dtype=np.float32).reshape(len(steps), len(steps[0]), vocab)
+    lp.unlink()
+    return logits, p.stderr
+
+
+def compare(a, b):
+    errs = [rel(x, y) for x, y in zip(a.reshape(-1, a.shape[-1]), b.reshape(-1, b.shape[-1]))]
+    top1 = float(np.mean(a.argmax(-1) == b.argmax(-1)))
+    return float(np.median(errs)), max(errs), top1
+
+
+def vocab_of(model):
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "fixtures"))
+    from gguf_metadata import read_gguf_metadata
+    return len(read_gguf_metadata(model)["tokenizer.ggml.tokens"])
+
+
+def main():
+    step_driver, model, work = sys.argv[1], Path(sys.argv[2]), Path(sys.argv[3])
+    work.mkdir(parents=True, exist_ok=True)
+    vocab = vocab_of(model)
+    failed = False
+    for kind, steps in scripts(vocab).items():
+        got = {}
+        for name in RUNS:
+            got[name], log = run(step_driver, model, work, name, kind, steps, vocab)
+            if name == "cuda-packed":
+                print("\n".join(f"log: {x}" for x in log.splitlines() if "gguf:" in x))
+        floor = compare(got["cuda-bf16"], got["cpu-ref"])
+        print(f"{model.name} {kind}: cuda-bf16 vs cpu-ref rel L2 median {floor[0]:.5f} max "
+              f"{floor[1]:.5f} top1 {floor[2]:.3f}")
+        for name in PACKED:
+            r = compare(got[name], got["cpu-ref"])
+            q = compare(got[name], got["cuda-bf16"])
+            ok = r[1] <= 1.5 * floor[1] + ABS_TOL and r[2] >= floor[2] - TOP1_SLACK
+            failed |= not ok
+            print(f"{'PASS' if ok else 'FAIL'} {model.name} {kind} {name}: vs cpu-ref rel L2 "
+                  f"median {r[0]:.5f} max {r[1]:.5f} top1 {r[2]:.3f}; vs cuda-bf16 median "
+                  f"{q[0]:.5f} max {q[1]:.5f} top1 {q[2]:.3f}")
+        p = compare(got["cuda-packed"], got["cuda-packed-eager"])
+        ok = p[1] < PATH_TOL
+        failed |= not ok
+        print(f"{'PASS' if ok else 'FAIL'} {model.name} {kind} graphs vs eager: rel L2 max "
+              f"{p[1]:.2e} top1 {p[2]:.3f}")
+    sys.exit(1 if failed else 0)
+
+
+if __name__ == "__main__":
+    main()
