@@ -455,6 +455,8 @@ int main(int argc, char **argv)
         fprintf(stderr, "step_driver: %s\n", err);
         goto done;
     }
+    /* The pool the backend built (num_kv_blocks 0: sized from memory), for the GPU checks. */
+    fprintf(stderr, "step_driver: %d KV blocks\n", be->num_kv_blocks);
     if (argc > 2 && !(logits_out = fopen(argv[2], "wb"))) {
         perror(argv[2]);
         goto done;
