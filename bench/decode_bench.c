@@ -48,7 +48,8 @@
  * --paths gemv_max_rows=N,no_tma_gemm,splitk_o=N,splitk_down=N,gguf_bf16 (the kernel
  * paths forced, as the GPU checks force them; default: the engine's), and
  * --quantization fp8 (the layers' projections in e4m3: their bytes count 1
- * each in the floor, the LM head's 2). A GGUF's projections kept packed on the
+ * each in the floor, the LM head's 2), --kv-cache-dtype fp8 (K and V in
+ * e4m3: 1 byte a value in the floor). A GGUF's projections kept packed on the
  * GPU count their blocks' bytes; --paths gguf_bf16 takes the bf16 copy instead. */
 #include <math.h>
 #include <stdio.h>
@@ -94,6 +95,7 @@ static struct {
     int num_kv_blocks;
     struct folio_cuda_paths paths;
     enum folio_quantization quantization;
+    enum folio_kv_cache_dtype kv_cache_dtype;
 } flags;
 
 /* The layers' projection weights (QKV, O, gate/up, down), all layers. */
@@ -141,7 +143,8 @@ static double linear_weight_bytes(const struct folio_model *m)
 
 static double kv_bytes_per_token(const struct folio_model_config *c)
 {
-    return 2.0 * 2.0 * c->num_layers * c->num_kv_heads * c->head_dim;
+    double value_bytes = flags.kv_cache_dtype == FOLIO_KV_FP8 ? 1.0 : 2.0;
+    return 2.0 * value_bytes * c->num_layers * c->num_kv_heads * c->head_dim;
 }
 
 struct bench {
@@ -712,6 +715,9 @@ static int parse_flags(int argc, char **argv)
         else if (!strcmp(o, "--quantization")) {
             if (folio_quantization_parse(v, &flags.quantization) != 0)
                 return -1;
+        } else if (!strcmp(o, "--kv-cache-dtype")) {
+            if (folio_kv_cache_dtype_parse(v, &flags.kv_cache_dtype) != 0)
+                return -1;
         } else if (!strcmp(o, "--paths")) {
             if (parse_paths(v, &flags.paths) != 0)
                 return -1;
@@ -779,6 +785,7 @@ int main(int argc, char **argv)
         .num_kv_blocks = flags.num_kv_blocks,
         .cuda_paths = flags.paths,
         .quantization = flags.quantization,
+        .kv_cache_dtype = flags.kv_cache_dtype,
     };
     if (folio_cuda_backend_create(b.model, &opt, &b.be, err, sizeof err) != 0) {
         fprintf(stderr, "decode_bench: %s\n", err);

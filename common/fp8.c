@@ -22,6 +22,24 @@ const char *folio_quantization_name(enum folio_quantization q)
     return q == FOLIO_QUANT_FP8 ? "fp8" : "none";
 }
 
+int folio_kv_cache_dtype_parse(const char *name, enum folio_kv_cache_dtype *out)
+{
+    if (!name || !strcmp(name, "auto")) {
+        *out = FOLIO_KV_AUTO;
+        return 0;
+    }
+    if (!strcmp(name, "fp8") || !strcmp(name, "fp8_e4m3")) {
+        *out = FOLIO_KV_FP8;
+        return 0;
+    }
+    return -1;
+}
+
+const char *folio_kv_cache_dtype_name(enum folio_kv_cache_dtype d)
+{
+    return d == FOLIO_KV_FP8 ? "fp8" : "auto";
+}
+
 uint8_t folio_e4m3_from_f32(float f)
 {
     uint32_t bits;

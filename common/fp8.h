@@ -28,6 +28,21 @@ enum folio_quantization {
 int folio_quantization_parse(const char *name, enum folio_quantization *out);
 const char *folio_quantization_name(enum folio_quantization q);
 
+/* The KV cache's element types `--kv-cache-dtype` names (vLLM's flag): auto keeps the backend's
+ * own (bf16 on CUDA, f16 or f32 on the CPU), fp8 stores K and V as e4m3 codes of x / scale with
+ * a per-layer scale for K and one for V (FOLIO_KV_FP8_SCALE). */
+enum folio_kv_cache_dtype {
+    FOLIO_KV_AUTO,
+    FOLIO_KV_FP8,
+};
+/* The scale of every layer's K and V under fp8: vLLM's default where a checkpoint brings no
+ * k_scale/v_scale (values past 448 saturate). */
+#define FOLIO_KV_FP8_SCALE 1.0f
+
+/* "auto" (or NULL), "fp8" and "fp8_e4m3"; -1 for anything else. */
+int folio_kv_cache_dtype_parse(const char *name, enum folio_kv_cache_dtype *out);
+const char *folio_kv_cache_dtype_name(enum folio_kv_cache_dtype d);
+
 /* f32 to e4m3: round to nearest even, saturated at +-448 (infinities included); NaN stays NaN. */
 uint8_t folio_e4m3_from_f32(float f);
 /* e4m3 to f32, exactly. */

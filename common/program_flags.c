@@ -28,6 +28,11 @@ const struct folio_opt folio_engine_flag_table[] = {
      "scale per output channel, activations per token before each product; embedding, norms "
      "and LM head stay bf16; cuda needs FP8 tensor cores (compute capability 8.9+); the cpu "
      "backends emulate it (default: none)"},
+    {"--kv-cache-dtype", FOLIO_OPT_CHOICE, E(kv_cache_dtype), "auto", 0, 0, "auto|fp8|fp8_e4m3",
+     "fp8 (or fp8_e4m3, vLLM's names): K and V stored in the paged cache as float8 e4m3 with a "
+     "scale per layer for each (1.0, values past 448 saturate), twice the tokens in the same "
+     "memory; attention reads them back; the cpu backends emulate it (auto: the backend's own, "
+     "bfloat16 on cuda)"},
     {"--max-num-seqs", FOLIO_OPT_INT, E(max_num_seqs), NULL, 1, 4096, NULL,
      "sequences per step (default 64 cpu; 1024 cuda, vLLM's default on large GPUs; the KV pool "
      "still bounds what runs)"},

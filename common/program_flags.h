@@ -23,7 +23,8 @@ extern const size_t folio_common_flag_count;
 /* The engine: folio-scheduler and the worker it starts. */
 struct folio_engine_flags {
     const char *backend, *dtype;
-    const char *quantization; /* NULL, "none" or "fp8" (common/fp8.h) */
+    const char *quantization;   /* NULL, "none" or "fp8" (common/fp8.h) */
+    const char *kv_cache_dtype; /* "auto", "fp8" or "fp8_e4m3" (common/fp8.h) */
     int64_t max_num_seqs, max_num_batched_tokens, num_kv_blocks, max_model_len;
     double gpu_memory_utilization;
     int64_t cpu_kv_bytes, threads, max_waiting_requests, max_pending_prompt_tokens;

@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "kv_block.h"
 #include "process_rss.h"
 
 /* jemalloc's mallctl, when jemalloc is the allocator (the sanitizer build
@@ -201,6 +202,12 @@ static void render_vllm(const struct folio_metrics *m, const struct folio_link_s
     }
     if (!s->valid)
         return;
+    /* vLLM's CacheConfig as an info gauge: the labels carry the values, the value is 1. */
+    header(b, "vllm:cache_config_info", "gauge", "Information of the LLMEngine CacheConfig");
+    folio_jw_printf(b,
+                    "vllm:cache_config_info{block_size=\"%d\",cache_dtype=\"%s\","
+                    "num_gpu_blocks=\"%u\"} 1\n",
+                    FOLIO_KV_BLOCK_SIZE, s->kv_cache_dtype, s->kv_blocks_total);
     double usage = s->kv_blocks_total ? (double)s->kv_blocks_used / s->kv_blocks_total : 0.0;
     vllm_u(b, "vllm:num_requests_running", "gauge", "Requests being generated", l, s->num_running);
     vllm_u(b, "vllm:num_requests_waiting", "gauge", "Requests waiting for admission", l,
@@ -313,6 +320,10 @@ void folio_metrics_render(const struct folio_metrics *m, const char *model_name,
         metric_u(b, "folio_kv_blocks_total", "gauge", "KV cache blocks of the worker",
                  s->kv_blocks_total);
         metric_u(b, "folio_kv_blocks_used", "gauge", "KV cache blocks in use", s->kv_blocks_used);
+        header(b, "folio_kv_cache_info", "gauge",
+               "The KV cache's element type (--kv-cache-dtype) and block size, as labels");
+        folio_jw_printf(b, "folio_kv_cache_info{cache_dtype=\"%s\",block_size=\"%d\"} 1\n",
+                        s->kv_cache_dtype, FOLIO_KV_BLOCK_SIZE);
         metric_d(b, "folio_kv_cache_usage_perc", "gauge", "Fraction of KV cache blocks in use",
                  s->kv_blocks_total ? (double)s->kv_blocks_used / s->kv_blocks_total : 0.0);
         metric_u(b, "folio_prefix_cache_queries_total", "counter",

@@ -252,6 +252,8 @@ static int do_status(struct folio_link *l)
     o->num_running = s->num_running;
     o->kv_blocks_total = s->kv_blocks_total;
     o->kv_blocks_used = s->kv_blocks_used;
+    snprintf(o->kv_cache_dtype, sizeof o->kv_cache_dtype, "%s",
+             s->kv_cache_dtype && *s->kv_cache_dtype ? s->kv_cache_dtype : "auto");
     o->prefix_cache_queries = s->prefix_cache_queries;
     o->prefix_cache_hits = s->prefix_cache_hits;
     o->num_preemptions = s->num_preemptions;

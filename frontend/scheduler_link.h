@@ -57,6 +57,7 @@ struct folio_link_status {
     char worker_state[96];
     uint32_t num_waiting, num_running;
     uint32_t kv_blocks_total, kv_blocks_used;
+    char kv_cache_dtype[16]; /* the worker's --kv-cache-dtype: "auto" or "fp8" */
     uint64_t prefix_cache_queries, prefix_cache_hits, num_preemptions, steps;
     double step_plan_seconds_total, step_gpu_seconds_total, step_ipc_seconds_total;
     double loop_seconds_total[FOLIO_LOOP_PHASES]; /* the scheduler loop's phases */

@@ -13,14 +13,20 @@
  * RoPE and the cache write itself, saving a kernel on the cuBLASLt path; the
  * table is a parameter of its own because a larger decode_args made nvcc read
  * every kernel's parameters through memory. attention_decode_tma_kernel does
- * the same work with TMA tensor copies where one-warp CTAs crowd the SMs. */
+ * the same work with TMA tensor copies where one-warp CTAs crowd the SMs.
+ * F8 (--kv-cache-dtype fp8, ROPE off): the caches hold e4m3 codes; every tile
+ * is copied after the wait, widened into a bf16 tile per warp (kv_fp8.cuh),
+ * and kv_scale's K and V scales go on the scores and the output. */
+#include "folio_kv_fp8.h"
 #include "attention_decode.cuh"
 
-template <int D, int NW, int NQ, int ROPE>
+template <int D, int NW, int NQ, int ROPE, bool F8 = false>
 __global__ void __launch_bounds__(NW * 32)
     attention_decode_kernel(decode_args a, const uint32_t *rope_cos_sin,
-                            struct folio_k_row_norm norm, struct folio_k_l2_drop drop)
+                            struct folio_k_row_norm norm, struct folio_k_l2_drop drop,
+                            float2 kv_scale)
 {
+    static_assert(!F8 || ROPE == QKV_ROTATED, "the fp8 cache is written by the RoPE kernel");
     constexpr int LD = decode_layout<D>::LD;
     constexpr int KS = D / 16; /* k-steps over head dims, m-tiles of output dims */
     constexpr int ST = decode_stages<NW>();
@@ -62,6 +68,8 @@ __global__ void __launch_bounds__(NW * 32)
          * and this token's key and value at pos), all but the row of key pos,
          * copied after the wait. */
         folio_bf16_bits *stage0 = smem_kv + (size_t)warp * ST * 2 * KT * LD;
+        uint8_t *const stage8 = (uint8_t *)smem_kv + (size_t)warp * decode_warp_bytes8<D, NW>();
+        folio_bf16_bits *const tile8 = (folio_bf16_bits *)(stage8 + ST * 2 * KT * D);
         const int mine = t_end > t_begin + warp ? (t_end - t_begin - warp + NW - 1) / NW : 0;
         /* The cache blocks of the warp's tiles, read from the block table a
          * chunk of TPC tiles at a time, one block per lane (lane i: block
@@ -85,10 +93,17 @@ __global__ void __launch_bounds__(NW * 32)
 #pragma unroll
             for (int b = 0; b < BPT; b++)
                 blocks[b] = __shfl_sync(0xffffffffu, blk, r * BPT + b);
-            folio_bf16_bits *ks = stage0 + (size_t)(j % ST) * 2 * KT * LD;
-            attention_load_blocks<D, KT, true>(ks, ks + KT * LD, a.k_cache, a.v_cache, blocks, kvh,
-                                               a.num_kv_heads, (t_begin + warp + j * NW) * KT,
-                                               n_keys, lane, 32, skip);
+            if constexpr (F8) {
+                uint8_t *k8 = stage8 + (size_t)(j % ST) * 2 * KT * D;
+                kv8_load_blocks<D, KT>(k8, k8 + KT * D, (const uint8_t *)a.k_cache,
+                                       (const uint8_t *)a.v_cache, blocks, kvh, a.num_kv_heads,
+                                       (t_begin + warp + j * NW) * KT, n_keys, lane, 32);
+            } else {
+                folio_bf16_bits *ks = stage0 + (size_t)(j % ST) * 2 * KT * LD;
+                attention_load_blocks<D, KT, true>(
+                    ks, ks + KT * LD, a.k_cache, a.v_cache, blocks, kvh, a.num_kv_heads,
+                    (t_begin + warp + j * NW) * KT, n_keys, lane, 32, skip);
+            }
         };
         static_assert(ST <= TPC / 2, "the first ST tiles' blocks are in the first chunk");
         /* Groups: tiles 0 .. ST - 1 (one each, empty past mine), all but the
@@ -106,13 +121,13 @@ __global__ void __launch_bounds__(NW * 32)
          * (whose launch follows a cuBLASLt GEMM, which lets nothing start
          * early) after the wait and after the loads of rope_inputs, which
          * would otherwise queue behind every warp's first tiles. */
-        if (!ROPE)
+        if (!ROPE && !F8)
             load_first(pos);
         int pos_j = -1; /* which of the first ST tiles holds key pos (copied) */
 #pragma unroll
         for (int j = 0; j < ST; j++) {
             const int kb = (t_begin + warp + j * NW) * KT;
-            if (!new_key_in_regs && j < mine && kb <= pos && pos < kb + KT)
+            if (!F8 && !new_key_in_regs && j < mine && kb <= pos && pos < kb + KT)
                 pos_j = j;
         }
         const int32_t pos_block =
@@ -136,6 +151,9 @@ __global__ void __launch_bounds__(NW * 32)
         if (ROPE) {
             in.load(a, rope_cos_sin, norm, t, kvh, group, pos, writes_new_kv, lane);
             load_first(new_key_in_regs ? -1 : pos);
+        } else if (F8) { /* every tile after the wait; an empty group where the pos row's is */
+            load_first(-1);
+            cp_async_commit();
         } else { /* with ROPE, after q: this warp may write that row first */
             load_pos_row<D, NW>(stage0, pos_j, a, pos_block, kvh, pos, t_begin, warp, lane);
         }
@@ -178,7 +196,7 @@ __global__ void __launch_bounds__(NW * 32)
                 drop_qkv_lines<D>(a, t, kvh, group, lane);
         }
         float o[KS][NQ][4], m[NQ][2], l[NQ][2];
-        const float scale_log2 = attention_scale_log2<D>();
+        const float scale_log2 = attention_scale_log2<D>() * (F8 ? kv_scale.x : 1.0f);
         if (new_key_in_regs && pos >= 0) {
             rope_inputs<D, NQ, NORM>::new_key_start(nkv, qb, scale_log2, o, m, l, lane);
         } else {
@@ -197,6 +215,13 @@ __global__ void __launch_bounds__(NW * 32)
                 cp_async_wait<ST - 1>();
             __syncwarp();
             folio_bf16_bits *ks = stage0 + (size_t)(j % ST) * 2 * KT * LD;
+            if constexpr (F8) { /* the stage's codes into the warp's bf16 tile */
+                const uint8_t *k8 = stage8 + (size_t)(j % ST) * 2 * KT * D;
+                kv8_widen<D, KT, decode_layout<D>>(tile8, tile8 + KT * LD, k8, k8 + KT * D, lane,
+                                                   32);
+                __syncwarp();
+                ks = tile8;
+            }
             const int kbase = (t_begin + warp + j * NW) * KT;
             decode_tile<D, NQ>(ks, ks + KT * LD, qb, o, m, l, kbase, n_keys, scale_log2);
             __syncwarp(); /* this stage is free for tile j + ST */
@@ -204,6 +229,14 @@ __global__ void __launch_bounds__(NW * 32)
                 load(j + ST, -1);
             cp_async_commit();
         }
+        if (F8) /* V's scale: the output and the partials are linear in o */
+#pragma unroll
+            for (int dt = 0; dt < KS; dt++)
+#pragma unroll
+                for (int nq = 0; nq < NQ; nq++)
+#pragma unroll
+                    for (int e = 0; e < 4; e++)
+                        o[dt][nq][e] *= kv_scale.y;
         sum_head_lanes<NQ>(l);
 
         if (NW == 1 && direct) {
@@ -413,13 +446,13 @@ extern "C" size_t folio_k_attention_decode_workspace_bytes(int num_tokens,
     return rows * (sizeof(float) * head_dim + sizeof(float2));
 }
 
-template <int D, int NW, int NQ, int ROPE> static cudaError_t prepare_kernel()
+template <int D, int NW, int NQ, int ROPE, bool F8 = false> static cudaError_t prepare_kernel()
 {
-    cudaError_t e = cudaFuncSetAttribute(attention_decode_kernel<D, NW, NQ, ROPE>,
+    cudaError_t e = cudaFuncSetAttribute(attention_decode_kernel<D, NW, NQ, ROPE, F8>,
                                          cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                         (int)decode_smem_bytes<D, NW>());
+                                         (int)decode_smem_bytes<D, NW, F8>());
     if (e == cudaSuccess && folio_k_smem_carveout() >= 0)
-        e = cudaFuncSetAttribute(attention_decode_kernel<D, NW, NQ, ROPE>,
+        e = cudaFuncSetAttribute(attention_decode_kernel<D, NW, NQ, ROPE, F8>,
                                  cudaFuncAttributePreferredSharedMemoryCarveout,
                                  folio_k_smem_carveout());
     return e;
@@ -456,6 +489,23 @@ template <int D> static cudaError_t prepare_d()
     return e == cudaSuccess ? prepare_one<D, 4, 2>() : e;
 }
 
+/* The fp8 variants (no RoPE) of every CTA shape and group size. */
+template <int D> static cudaError_t prepare_fp8_d()
+{
+    cudaError_t e = prepare_kernel<D, 1, 1, QKV_ROTATED, true>();
+    e = e == cudaSuccess ? prepare_kernel<D, 4, 1, QKV_ROTATED, true>() : e;
+    e = e == cudaSuccess ? prepare_kernel<D, 1, 2, QKV_ROTATED, true>() : e;
+    return e == cudaSuccess ? prepare_kernel<D, 4, 2, QKV_ROTATED, true>() : e;
+}
+
+extern "C" cudaError_t folio_k_attention_fp8_prepare(int head_dim)
+{
+    cudaError_t e = folio_k_attention_prefill_fp8_prepare(head_dim);
+    if (e != cudaSuccess)
+        return e;
+    return head_dim == 64 ? prepare_fp8_d<64>() : prepare_fp8_d<128>();
+}
+
 extern "C" cudaError_t folio_k_attention_prepare(int head_dim)
 {
     cudaError_t e = folio_k_attention_prefill_prepare(head_dim);
@@ -482,14 +532,39 @@ static cudaError_t launch(const decode_args &a, const uint32_t *rope_cos_sin,
                                     *vm);
     }
     const size_t smem = decode_smem_bytes<D, NW>();
+    const float2 unit = make_float2(1.0f, 1.0f); /* kv_scale, read by the F8 kernels alone */
     if (!rope_cos_sin)
         return launch_pdl(attention_decode_kernel<D, NW, NQ, QKV_ROTATED>, grid, dim3(NW * 32),
-                          smem, s, pdl, a, rope_cos_sin, norm, drop);
+                          smem, s, pdl, a, rope_cos_sin, norm, drop, unit);
     if (!norm.x)
         return launch_pdl(attention_decode_kernel<D, NW, NQ, QKV_ROPE>, grid, dim3(NW * 32), smem,
-                          s, pdl, a, rope_cos_sin, norm, drop);
+                          s, pdl, a, rope_cos_sin, norm, drop, unit);
     return launch_pdl(attention_decode_kernel<D, NW, NQ, QKV_ROPE_NORM>, grid, dim3(NW * 32), smem,
-                      s, pdl, a, rope_cos_sin, norm, drop);
+                      s, pdl, a, rope_cos_sin, norm, drop, unit);
+}
+
+/* The fp8 kernel of the plan's CTA shape and the group's n-tiles. */
+template <int D>
+static cudaError_t launch_fp8_d(const decode_args &a, struct folio_k_decode_plan p, float2 kv_scale,
+                                bool pdl, cudaStream_t s)
+{
+    const struct folio_k_row_norm norm = {NULL, 0, 0.0f};
+    const struct folio_k_l2_drop drop = {NULL, 0, 0};
+    dim3 grid(a.b.num_tokens, a.num_kv_heads, p.splits);
+    const bool nq1 = a.num_heads / a.num_kv_heads <= 8;
+    if (p.warps == 1)
+        return nq1 ? launch_pdl(attention_decode_kernel<D, 1, 1, QKV_ROTATED, true>, grid, dim3(32),
+                                decode_smem_bytes<D, 1, true>(), s, pdl, a, (const uint32_t *)NULL,
+                                norm, drop, kv_scale)
+                   : launch_pdl(attention_decode_kernel<D, 1, 2, QKV_ROTATED, true>, grid, dim3(32),
+                                decode_smem_bytes<D, 1, true>(), s, pdl, a, (const uint32_t *)NULL,
+                                norm, drop, kv_scale);
+    return nq1 ? launch_pdl(attention_decode_kernel<D, 4, 1, QKV_ROTATED, true>, grid, dim3(128),
+                            decode_smem_bytes<D, 4, true>(), s, pdl, a, (const uint32_t *)NULL,
+                            norm, drop, kv_scale)
+               : launch_pdl(attention_decode_kernel<D, 4, 2, QKV_ROTATED, true>, grid, dim3(128),
+                            decode_smem_bytes<D, 4, true>(), s, pdl, a, (const uint32_t *)NULL,
+                            norm, drop, kv_scale);
 }
 
 template <int D>
@@ -504,11 +579,15 @@ static cudaError_t launch_d(const decode_args &a, const uint32_t *rope_cos_sin,
                         : launch<D, 4, 2>(a, rope_cos_sin, norm, drop, p.splits, p.tma, pdl, s);
 }
 
-extern "C" cudaError_t folio_k_attention_decode(
-    folio_bf16_bits *out, const folio_bf16_bits *qkv, folio_bf16_bits *k_cache,
-    folio_bf16_bits *v_cache, struct folio_k_batch b, struct folio_k_decode_plan p, void *workspace,
-    int *counters, int num_heads, int num_kv_heads, int head_dim, const uint32_t *rope_cos_sin,
-    struct folio_k_row_norm norm, struct folio_k_l2_drop drop, int pdl, cudaStream_t s)
+/* folio_k_attention_decode's checks, arguments and merge around the launch of the bf16 kernels
+ * (f8 false) or the fp8 ones. */
+static cudaError_t decode_any(folio_bf16_bits *out, const folio_bf16_bits *qkv, const void *k_cache,
+                              const void *v_cache, struct folio_k_batch b,
+                              struct folio_k_decode_plan p, void *workspace, int *counters,
+                              int num_heads, int num_kv_heads, int head_dim,
+                              const uint32_t *rope_cos_sin, struct folio_k_row_norm norm,
+                              struct folio_k_l2_drop drop, bool f8, float2 kv_scale, int pdl,
+                              cudaStream_t s)
 {
     if (b.num_tokens <= 0)
         return cudaSuccess;
@@ -520,8 +599,8 @@ extern "C" cudaError_t folio_k_attention_decode(
     decode_args a = {};
     a.out = out;
     a.qkv = qkv;
-    a.k_cache = k_cache;
-    a.v_cache = v_cache;
+    a.k_cache = (const folio_bf16_bits *)k_cache; /* e4m3 codes for the fp8 kernels */
+    a.v_cache = (const folio_bf16_bits *)v_cache;
     a.b = b;
     a.num_heads = num_heads;
     a.num_kv_heads = num_kv_heads;
@@ -533,8 +612,13 @@ extern "C" cudaError_t folio_k_attention_decode(
     }
     if (((uintptr_t)drop.dead & 127) != 0)
         return cudaErrorInvalidValue;
-    cudaError_t e = head_dim == 64 ? launch_d<64>(a, rope_cos_sin, norm, drop, p, pdl != 0, s)
-                                   : launch_d<128>(a, rope_cos_sin, norm, drop, p, pdl != 0, s);
+    cudaError_t e;
+    if (f8)
+        e = head_dim == 64 ? launch_fp8_d<64>(a, p, kv_scale, pdl != 0, s)
+                           : launch_fp8_d<128>(a, p, kv_scale, pdl != 0, s);
+    else
+        e = head_dim == 64 ? launch_d<64>(a, rope_cos_sin, norm, drop, p, pdl != 0, s)
+                           : launch_d<128>(a, rope_cos_sin, norm, drop, p, pdl != 0, s);
     if (e == cudaSuccess)
         e = cudaGetLastError();
     if (e != cudaSuccess || p.splits == 1 || !p.combine)
@@ -547,4 +631,29 @@ extern "C" cudaError_t folio_k_attention_decode(
                                     (const float *)a.part_o, (const float2 *)a.part_ml, b,
                                     num_heads, p.splits, p.warps);
     return e != cudaSuccess ? e : cudaGetLastError();
+}
+
+extern "C" cudaError_t folio_k_attention_decode(
+    folio_bf16_bits *out, const folio_bf16_bits *qkv, folio_bf16_bits *k_cache,
+    folio_bf16_bits *v_cache, struct folio_k_batch b, struct folio_k_decode_plan p, void *workspace,
+    int *counters, int num_heads, int num_kv_heads, int head_dim, const uint32_t *rope_cos_sin,
+    struct folio_k_row_norm norm, struct folio_k_l2_drop drop, int pdl, cudaStream_t s)
+{
+    return decode_any(out, qkv, k_cache, v_cache, b, p, workspace, counters, num_heads,
+                      num_kv_heads, head_dim, rope_cos_sin, norm, drop, false,
+                      make_float2(1.0f, 1.0f), pdl, s);
+}
+
+extern "C" cudaError_t
+folio_k_attention_decode_fp8(folio_bf16_bits *out, const folio_bf16_bits *qkv,
+                             const uint8_t *k_cache, const uint8_t *v_cache, struct folio_k_batch b,
+                             struct folio_k_decode_plan p, void *workspace, int *counters,
+                             int num_heads, int num_kv_heads, int head_dim, float k_scale,
+                             float v_scale, int pdl, cudaStream_t s)
+{
+    const struct folio_k_row_norm norm = {NULL, 0, 0.0f};
+    const struct folio_k_l2_drop drop = {NULL, 0, 0};
+    return decode_any(out, qkv, k_cache, v_cache, b, p, workspace, counters, num_heads,
+                      num_kv_heads, head_dim, NULL, norm, drop, true, make_float2(k_scale, v_scale),
+                      pdl, s);
 }

@@ -5,7 +5,7 @@
 #ifndef FOLIO_ATTENTION_DECODE_CUH
 #define FOLIO_ATTENTION_DECODE_CUH
 
-#include "attention_tile.cuh"
+#include "kv_fp8.cuh"
 
 #define KT 32 /* keys per tile */
 static_assert(KT % FOLIO_KV_BLOCK_SIZE == 0, "a tile is whole KV cache blocks");
@@ -25,10 +25,19 @@ template <int NW> __host__ __device__ constexpr int decode_stages()
  * (swizzled rows that begin past a line boundary lose that). */
 template <int D> using decode_layout = tile_layout<D, true>;
 
-template <int D, int NW> constexpr size_t decode_smem_bytes()
+/* F8 (--kv-cache-dtype fp8): a warp's stages of e4m3 codes ([K, V][KT][D] bytes each) and the
+ * one bf16 tile they widen into (kv_fp8.cuh), its share of shared memory. */
+template <int D, int NW> __host__ __device__ constexpr size_t decode_warp_bytes8()
+{
+    return (size_t)decode_stages<NW>() * 2 * KT * D +
+           sizeof(folio_bf16_bits) * 2 * KT * decode_layout<D>::LD;
+}
+
+template <int D, int NW, bool F8 = false> constexpr size_t decode_smem_bytes()
 {
     constexpr size_t stages =
-        sizeof(folio_bf16_bits) * NW * decode_stages<NW>() * 2 * KT * decode_layout<D>::LD;
+        F8 ? NW * decode_warp_bytes8<D, NW>()
+           : sizeof(folio_bf16_bits) * NW * decode_stages<NW>() * 2 * KT * decode_layout<D>::LD;
     constexpr size_t merge = sizeof(float) * NW * 16 * (D + 2);
     return stages > merge ? stages : merge;
 }
@@ -36,7 +45,8 @@ template <int D, int NW> constexpr size_t decode_smem_bytes()
 struct decode_args {
     folio_bf16_bits *out;
     const folio_bf16_bits *qkv;
-    const folio_bf16_bits *k_cache, *v_cache; /* written only by write_new_kv */
+    const folio_bf16_bits *k_cache, *v_cache; /* written only by write_new_kv; the F8 kernels'
+                                                 hold e4m3 codes (uint8_t) here */
     struct folio_k_batch b;
     int num_heads, num_kv_heads;
     float *part_o;   /* [token * heads + head][split][D] */

@@ -9,20 +9,25 @@
  * share every K/V load. Grid = query tiles x KV heads, 8 warps: a tile is up
  * to 128 / group consecutive new tokens of one sequence (host-made list); row
  * r is token r / group, head r % group; the CTA streams the keys
- * 0..pos(last token) once for the whole tile, causal mask per row. */
-#include "attention_tile.cuh"
+ * 0..pos(last token) once for the whole tile, causal mask per row. F8: the
+ * caches hold e4m3 codes (--kv-cache-dtype fp8): the tiles' codes are copied,
+ * widened into one bf16 tile (kv_fp8.cuh) and the scales applied outside the
+ * products. */
+#include "folio_kv_fp8.h"
+#include "kv_fp8.cuh"
 
-template <int D, int KT> constexpr size_t attention_smem_bytes()
+/* Two stages of K and V tiles; F8: two stages of codes and the one bf16 tile they widen into. */
+template <int D, int KT, bool F8 = false> constexpr size_t attention_smem_bytes()
 {
-    return sizeof(folio_bf16_bits) * 2 /* stages */ * 2 /* K, V */ * KT * tile_pitch<D>::value;
+    constexpr size_t tile = sizeof(folio_bf16_bits) * 2 /* K, V */ * KT * tile_pitch<D>::value;
+    return F8 ? 2 * 2 * KT * D + tile : 2 * tile;
 }
 
-template <int D, int NW, int KT>
+template <int D, int NW, int KT, bool F8>
 __global__ void __launch_bounds__(NW * 32)
-    attention_mma_kernel(folio_bf16_bits *out, const folio_bf16_bits *qkv,
-                         const folio_bf16_bits *k_cache, const folio_bf16_bits *v_cache,
-                         struct folio_k_batch b, const int32_t *tiles, int num_heads,
-                         int num_kv_heads)
+    attention_mma_kernel(folio_bf16_bits *out, const folio_bf16_bits *qkv, const void *k_cache,
+                         const void *v_cache, struct folio_k_batch b, const int32_t *tiles,
+                         int num_heads, int num_kv_heads, float k_scale, float v_scale)
 {
     constexpr int LD = tile_pitch<D>::value;
     constexpr int DT = D / 8;  /* n-tiles of output dims */
@@ -71,12 +76,27 @@ __global__ void __launch_bounds__(NW * 32)
     }
 
     float o[DT][4], m[2], l[2];
-    const float scale_log2 = attention_start<D>(o, m, l);
+    const float scale_log2 = attention_start<D>(o, m, l) * k_scale;
 
+    uint8_t *const stage8 = (uint8_t *)smem_kv; /* F8: [2][K, V][KT][D] codes, then the tile */
+    folio_bf16_bits *const tile8 = (folio_bf16_bits *)(stage8 + 2 * 2 * KT * D);
     auto load_tile = [&](int kbase, int stage) {
-        folio_bf16_bits *ks = smem_kv + (size_t)stage * 2 * KT * LD;
-        attention_load_tile<D, KT>(ks, ks + KT * LD, k_cache, v_cache, table, kvh, num_kv_heads,
-                                   kbase, k_end, threadIdx.x, NW * 32);
+        if constexpr (F8) {
+            constexpr int BK = FOLIO_KV_BLOCK_SIZE;
+            int32_t blocks[KT / BK];
+#pragma unroll
+            for (int bi = 0; bi < KT / BK; bi++)
+                blocks[bi] = kbase + bi * BK < k_end ? table[(kbase + bi * BK) / BK] : 0;
+            uint8_t *k8 = stage8 + (size_t)stage * 2 * KT * D;
+            kv8_load_blocks<D, KT>(k8, k8 + KT * D, (const uint8_t *)k_cache,
+                                   (const uint8_t *)v_cache, blocks, kvh, num_kv_heads, kbase,
+                                   k_end, threadIdx.x, NW * 32);
+        } else {
+            folio_bf16_bits *ks = smem_kv + (size_t)stage * 2 * KT * LD;
+            attention_load_tile<D, KT>(ks, ks + KT * LD, (const folio_bf16_bits *)k_cache,
+                                       (const folio_bf16_bits *)v_cache, table, kvh, num_kv_heads,
+                                       kbase, k_end, threadIdx.x, NW * 32);
+        }
     };
 
     const int n_tiles = (k_end + KT - 1) / KT;
@@ -93,9 +113,15 @@ __global__ void __launch_bounds__(NW * 32)
             cp_async_wait<0>();
         }
         __syncthreads();
+        if constexpr (F8) { /* the stage's codes into the bf16 tile, read below */
+            const uint8_t *k8 = stage8 + (size_t)(it & 1) * 2 * KT * D;
+            kv8_widen<D, KT, tile_layout<D, false>>(tile8, tile8 + KT * LD, k8, k8 + KT * D,
+                                                    threadIdx.x, NW * 32);
+            __syncthreads();
+        }
         /* A warp whose rows all sit before this tile (causal) skips it. */
         if (kbase <= warp_max_pos) {
-            const folio_bf16_bits *ks = smem_kv + (size_t)(it & 1) * 2 * KT * LD;
+            const folio_bf16_bits *ks = F8 ? tile8 : smem_kv + (size_t)(it & 1) * 2 * KT * LD;
             attention_tile<D, KT>(ks, ks + KT * LD, qa, o, m, l, kbase, k_end, row_pos, scale_log2);
         }
         __syncthreads(); /* this stage is free for the load two tiles ahead */
@@ -112,7 +138,7 @@ __global__ void __launch_bounds__(NW * 32)
         if (!row_live[i])
             continue;
         int64_t row = (int64_t)row_tok[i] * num_heads + row_head[i];
-        float inv = l[i] > 0.0f ? 1.0f / l[i] : 0.0f;
+        float inv = l[i] > 0.0f ? v_scale / l[i] : 0.0f;
         uint32_t *dst = (uint32_t *)(out + row * D);
 #pragma unroll
         for (int n = 0; n < DT; n++)
@@ -140,11 +166,20 @@ extern "C" int folio_k_attention_tile_tokens(int num_heads, int num_kv_heads, in
     return PREFILL_WARPS * 16 / (num_heads / num_kv_heads);
 }
 
-template <int D> static cudaError_t prepare_d()
+template <int D, bool F8 = false> static cudaError_t prepare_d()
 {
-    return cudaFuncSetAttribute(attention_mma_kernel<D, PREFILL_WARPS, PREFILL_KT>,
+    return cudaFuncSetAttribute(attention_mma_kernel<D, PREFILL_WARPS, PREFILL_KT, F8>,
                                 cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                (int)attention_smem_bytes<D, PREFILL_KT>());
+                                (int)attention_smem_bytes<D, PREFILL_KT, F8>());
+}
+
+extern "C" cudaError_t folio_k_attention_prefill_fp8_prepare(int head_dim)
+{
+    if (head_dim == 64)
+        return prepare_d<64, true>();
+    if (head_dim == 128)
+        return prepare_d<128, true>();
+    return cudaErrorInvalidValue;
 }
 
 extern "C" cudaError_t folio_k_attention_prefill_prepare(int head_dim)
@@ -156,17 +191,34 @@ extern "C" cudaError_t folio_k_attention_prefill_prepare(int head_dim)
     return cudaErrorInvalidValue;
 }
 
-template <int D>
-static cudaError_t prefill_d(folio_bf16_bits *out, const folio_bf16_bits *qkv,
-                             const folio_bf16_bits *k_cache, const folio_bf16_bits *v_cache,
-                             struct folio_k_batch b, const int32_t *tiles, int num_tiles,
-                             int num_heads, int num_kv_heads, cudaStream_t s)
+template <int D, bool F8>
+static cudaError_t prefill_d(folio_bf16_bits *out, const folio_bf16_bits *qkv, const void *k_cache,
+                             const void *v_cache, struct folio_k_batch b, const int32_t *tiles,
+                             int num_tiles, int num_heads, int num_kv_heads, float k_scale,
+                             float v_scale, cudaStream_t s)
 {
     dim3 grid(num_tiles, num_kv_heads);
-    attention_mma_kernel<D, PREFILL_WARPS, PREFILL_KT>
-        <<<grid, PREFILL_WARPS * 32, attention_smem_bytes<D, PREFILL_KT>(), s>>>(
-            out, qkv, k_cache, v_cache, b, tiles, num_heads, num_kv_heads);
+    attention_mma_kernel<D, PREFILL_WARPS, PREFILL_KT, F8>
+        <<<grid, PREFILL_WARPS * 32, attention_smem_bytes<D, PREFILL_KT, F8>(), s>>>(
+            out, qkv, k_cache, v_cache, b, tiles, num_heads, num_kv_heads, k_scale, v_scale);
     return cudaGetLastError();
+}
+
+template <bool F8>
+static cudaError_t prefill_any(folio_bf16_bits *out, const folio_bf16_bits *qkv,
+                               const void *k_cache, const void *v_cache, struct folio_k_batch b,
+                               const int32_t *tiles, int num_tiles, int num_heads, int num_kv_heads,
+                               int head_dim, float k_scale, float v_scale, cudaStream_t s)
+{
+    if (num_tiles <= 0)
+        return cudaSuccess;
+    if (!mma_shape_ok(num_heads, num_kv_heads, head_dim))
+        return cudaErrorInvalidValue;
+    if (head_dim == 64)
+        return prefill_d<64, F8>(out, qkv, k_cache, v_cache, b, tiles, num_tiles, num_heads,
+                                 num_kv_heads, k_scale, v_scale, s);
+    return prefill_d<128, F8>(out, qkv, k_cache, v_cache, b, tiles, num_tiles, num_heads,
+                              num_kv_heads, k_scale, v_scale, s);
 }
 
 extern "C" cudaError_t folio_k_attention_prefill(folio_bf16_bits *out, const folio_bf16_bits *qkv,
@@ -176,13 +228,15 @@ extern "C" cudaError_t folio_k_attention_prefill(folio_bf16_bits *out, const fol
                                                  int num_tiles, int num_heads, int num_kv_heads,
                                                  int head_dim, cudaStream_t s)
 {
-    if (num_tiles <= 0)
-        return cudaSuccess;
-    if (!mma_shape_ok(num_heads, num_kv_heads, head_dim))
-        return cudaErrorInvalidValue;
-    if (head_dim == 64)
-        return prefill_d<64>(out, qkv, k_cache, v_cache, b, tiles, num_tiles, num_heads,
-                             num_kv_heads, s);
-    return prefill_d<128>(out, qkv, k_cache, v_cache, b, tiles, num_tiles, num_heads, num_kv_heads,
-                          s);
+    return prefill_any<false>(out, qkv, k_cache, v_cache, b, tiles, num_tiles, num_heads,
+                              num_kv_heads, head_dim, 1.0f, 1.0f, s);
+}
+
+extern "C" cudaError_t folio_k_attention_prefill_fp8(
+    folio_bf16_bits *out, const folio_bf16_bits *qkv, const uint8_t *k_cache,
+    const uint8_t *v_cache, struct folio_k_batch b, const int32_t *tiles, int num_tiles,
+    int num_heads, int num_kv_heads, int head_dim, float k_scale, float v_scale, cudaStream_t s)
+{
+    return prefill_any<true>(out, qkv, k_cache, v_cache, b, tiles, num_tiles, num_heads,
+                             num_kv_heads, head_dim, k_scale, v_scale, s);
 }

@@ -2,8 +2,10 @@
  * write, for the paths whose QKV projection does not do it in its epilogue
  * (cuBLASLt batches, prefill, and the TMA GEMM's QKV in K slices, which it
  * sums first). The token's position is its place in its sequence
- * (context_len - num_new + i, computed by the host into token_pos). */
-#include "common.cuh"
+ * (context_len - num_new + i, computed by the host into token_pos). Under
+ * --kv-cache-dtype fp8 the caches take the values' e4m3 codes (kv_fp8.cuh). */
+#include "folio_kv_fp8.h"
+#include "kv_fp8.cuh"
 
 /* Grid (token, group of ROPE_THREADS * P rotation pairs): P adjacent pairs per
  * thread (2 where head_dim / 2 is even: 4-byte loads and stores), so a token's
@@ -62,12 +64,27 @@ __device__ __forceinline__ void store_values(folio_bf16_bits *dst, const folio_b
         dst[0] = x[0];
 }
 
-template <int P>
+/* P values into a cache at element idx: the bf16 values, or (F8) their codes of x / scale. */
+template <int P, bool F8>
+__device__ __forceinline__ void store_cache(void *cache, int64_t idx, const folio_bf16_bits (&x)[P],
+                                            float scale)
+{
+    if constexpr (F8) {
+#pragma unroll
+        for (int e = 0; e < P; e++)
+            ((uint8_t *)cache)[idx + e] = kv8_code(x[e], scale);
+    } else {
+        store_values<P>((folio_bf16_bits *)cache + idx, x);
+    }
+}
+
+/* F8: the caches hold e4m3 codes (--kv-cache-dtype fp8), of x / k_scale and x / v_scale. */
+template <int P, bool F8>
 __global__ void __launch_bounds__(ROPE_THREADS)
-    rope_kv_write_kernel(folio_bf16_bits *qkv, folio_bf16_bits *k_cache, folio_bf16_bits *v_cache,
+    rope_kv_write_kernel(folio_bf16_bits *qkv, void *k_cache, void *v_cache,
                          const uint32_t *cos_sin, struct folio_k_batch b, int num_heads,
                          int num_kv_heads, int head_dim, const float *partials, int splits,
-                         int64_t split_stride, bool pdl)
+                         int64_t split_stride, bool pdl, float k_scale, float v_scale)
 {
     pdl_trigger();
     int t = blockIdx.x;
@@ -118,10 +135,9 @@ __global__ void __launch_bounds__(ROPE_THREADS)
         store_values<P>(x + i + half, x2);
         if (h >= num_heads) {
             int kh = h - num_heads;
-            folio_bf16_bits *dst =
-                k_cache + cache_base + (int64_t)kh * FOLIO_KV_BLOCK_SIZE * head_dim;
-            store_values<P>(dst + i, x1);
-            store_values<P>(dst + i + half, x2);
+            const int64_t dst = cache_base + (int64_t)kh * FOLIO_KV_BLOCK_SIZE * head_dim;
+            store_cache<P, F8>(k_cache, dst + i, x1, k_scale);
+            store_cache<P, F8>(k_cache, dst + i + half, x2, k_scale);
         }
     }
     if (blockIdx.y != 0)
@@ -133,15 +149,16 @@ __global__ void __launch_bounds__(ROPE_THREADS)
         qkv_values<P>(v, row, prow, splits, split_stride, v0 + e);
         if (prow)
             store_values<P>(row + v0 + e, v);
-        store_values<P>(v_cache + cache_base + (int64_t)kh * FOLIO_KV_BLOCK_SIZE * head_dim + d, v);
+        store_cache<P, F8>(v_cache, cache_base + (int64_t)kh * FOLIO_KV_BLOCK_SIZE * head_dim + d,
+                           v, v_scale);
     }
 }
 
-static cudaError_t rope_launch(folio_bf16_bits *qkv, folio_bf16_bits *k_cache,
-                               folio_bf16_bits *v_cache, const uint32_t *cos_sin,
-                               struct folio_k_batch b, int num_heads, int num_kv_heads,
-                               int head_dim, const float *partials, int splits, int pdl,
-                               cudaStream_t s)
+template <bool F8>
+static cudaError_t rope_launch(folio_bf16_bits *qkv, void *k_cache, void *v_cache,
+                               const uint32_t *cos_sin, struct folio_k_batch b, int num_heads,
+                               int num_kv_heads, int head_dim, const float *partials, int splits,
+                               int pdl, float k_scale, float v_scale, cudaStream_t s)
 {
     if (b.num_tokens <= 0)
         return cudaSuccess;
@@ -150,10 +167,10 @@ static cudaError_t rope_launch(folio_bf16_bits *qkv, folio_bf16_bits *k_cache,
     const bool two = head_dim % 4 == 0; /* pairs (and V values) two by two */
     const int per_cta = ROPE_THREADS * (two ? 2 : 1);
     dim3 grid((unsigned)b.num_tokens, (unsigned)((pairs + per_cta - 1) / per_cta));
-    cudaError_t e =
-        launch_pdl(two ? rope_kv_write_kernel<2> : rope_kv_write_kernel<1>, grid,
-                   dim3(ROPE_THREADS), 0, s, pdl != 0, qkv, k_cache, v_cache, cos_sin, b, num_heads,
-                   num_kv_heads, head_dim, partials, splits, split_stride, pdl != 0);
+    cudaError_t e = launch_pdl(two ? rope_kv_write_kernel<2, F8> : rope_kv_write_kernel<1, F8>,
+                               grid, dim3(ROPE_THREADS), 0, s, pdl != 0, qkv, k_cache, v_cache,
+                               cos_sin, b, num_heads, num_kv_heads, head_dim, partials, splits,
+                               split_stride, pdl != 0, k_scale, v_scale);
     return e != cudaSuccess ? e : cudaGetLastError();
 }
 
@@ -163,8 +180,18 @@ extern "C" cudaError_t folio_k_rope_kv_write(folio_bf16_bits *qkv, folio_bf16_bi
                                              int num_kv_heads, int head_dim, int pdl,
                                              cudaStream_t s)
 {
-    return rope_launch(qkv, k_cache, v_cache, cos_sin, b, num_heads, num_kv_heads, head_dim, NULL,
-                       1, pdl, s);
+    return rope_launch<false>(qkv, k_cache, v_cache, cos_sin, b, num_heads, num_kv_heads, head_dim,
+                              NULL, 1, pdl, 1.0f, 1.0f, s);
+}
+
+extern "C" cudaError_t folio_k_rope_kv_write_fp8(folio_bf16_bits *qkv, uint8_t *k_cache,
+                                                 uint8_t *v_cache, const uint32_t *cos_sin,
+                                                 struct folio_k_batch b, int num_heads,
+                                                 int num_kv_heads, int head_dim, float k_scale,
+                                                 float v_scale, int pdl, cudaStream_t s)
+{
+    return rope_launch<true>(qkv, k_cache, v_cache, cos_sin, b, num_heads, num_kv_heads, head_dim,
+                             NULL, 1, pdl, k_scale, v_scale, s);
 }
 
 extern "C" cudaError_t
@@ -175,8 +202,8 @@ folio_k_rope_kv_write_partials(folio_bf16_bits *qkv, const float *partials, int 
 {
     if (splits < 1 || !partials)
         return cudaErrorInvalidValue;
-    return rope_launch(qkv, k_cache, v_cache, cos_sin, b, num_heads, num_kv_heads, head_dim,
-                       partials, splits, pdl, s);
+    return rope_launch<false>(qkv, k_cache, v_cache, cos_sin, b, num_heads, num_kv_heads, head_dim,
+                              partials, splits, pdl, 1.0f, 1.0f, s);
 }
 
 __global__ void rope_table_kernel(uint32_t *cos_sin, const float *inv_freq, int positions, int half)

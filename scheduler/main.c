@@ -24,6 +24,8 @@ static int to_options(const char *prog, const struct folio_common_flags *c,
         .model_dir = c->model,
         .backend = e->backend,
         .quantization = e->quantization && strcmp(e->quantization, "none") ? e->quantization : NULL,
+        .kv_cache_dtype =
+            e->kv_cache_dtype && strcmp(e->kv_cache_dtype, "auto") ? e->kv_cache_dtype : NULL,
         .max_num_seqs = e->max_num_seqs ? (int)e->max_num_seqs
                         : cuda          ? 1024
                                         : 64,

@@ -26,9 +26,10 @@
 #include "spec_config.h"
 
 struct folio_scheduler_options {
-    const char *model_dir;    /* NULL only with simulate */
-    const char *backend;      /* cpu | cuda */
-    const char *quantization; /* the worker's --quantization: NULL (none) or "fp8" */
+    const char *model_dir;      /* NULL only with simulate */
+    const char *backend;        /* cpu | cuda */
+    const char *quantization;   /* the worker's --quantization: NULL (none) or "fp8" */
+    const char *kv_cache_dtype; /* the worker's --kv-cache-dtype: NULL (auto), "fp8", "fp8_e4m3" */
     const char *run_dir;
     const char *instance;
     const char *worker_bin;

@@ -77,6 +77,10 @@ void sched_build_worker_argv(struct sched *s)
         folio_ws_arg(ws, "--quantization");
         folio_ws_arg(ws, o->quantization);
     }
+    if (o->kv_cache_dtype && !o->simulate) {
+        folio_ws_arg(ws, "--kv-cache-dtype");
+        folio_ws_arg(ws, o->kv_cache_dtype);
+    }
     if (o->tensor_parallel_size > 1) {
         folio_ws_arg(ws, "--tensor-parallel-size");
         folio_ws_argf(ws, "%d", o->tensor_parallel_size);
@@ -150,6 +154,12 @@ void sched_worker_kill_and_lose(struct sched *s, const char *why)
             usleep(1000);
     }
     worker_lost(s, why);
+}
+
+/* The KV cache's element type the worker was asked for, as logs and /metrics name it. */
+static const char *kv_dtype_name(const struct folio_scheduler_options *o)
+{
+    return o->kv_cache_dtype && strncmp(o->kv_cache_dtype, "fp8", 3) == 0 ? "fp8" : "auto";
 }
 
 static void handle_load_reply(struct sched *s, const Folio__LoadReply *r)
@@ -238,11 +248,12 @@ static void handle_load_reply(struct sched *s, const Folio__LoadReply *r)
     folio_ws_ready(&s->ws);
     folio_ws_heartbeat(&s->ws, folio_mono_ns());
     if (s->ws.external)
-        folio_log_info(0, "external worker ready: %d KV blocks (%d tokens)", r->num_kv_blocks,
-                       r->num_kv_blocks * 16);
+        folio_log_info(0, "external worker ready: %d KV blocks (%d tokens, kv cache dtype %s)",
+                       r->num_kv_blocks, r->num_kv_blocks * 16, kv_dtype_name(s->o));
     else
-        folio_log_info(0, "worker pid %d ready: %d KV blocks (%d tokens)", (int)s->ws.pid,
-                       r->num_kv_blocks, r->num_kv_blocks * 16);
+        folio_log_info(0, "worker pid %d ready: %d KV blocks (%d tokens, kv cache dtype %s)",
+                       (int)s->ws.pid, r->num_kv_blocks, r->num_kv_blocks * 16,
+                       kv_dtype_name(s->o));
 }
 
 void sched_handle_worker_ctl(struct sched *s)
@@ -489,6 +500,7 @@ static void handle_status(struct sched *s)
     r.num_running = (uint32_t)st.num_running;
     r.kv_blocks_total = (uint32_t)st.kv_blocks_total;
     r.kv_blocks_used = (uint32_t)st.kv_blocks_used;
+    r.kv_cache_dtype = (char *)kv_dtype_name(s->o);
     r.prefix_cache_queries = st.prefix_cache_queries;
     r.prefix_cache_hits = st.prefix_cache_hits;
     r.num_preemptions = st.num_preemptions;

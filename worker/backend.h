@@ -115,8 +115,10 @@ struct folio_backend_options {
     int num_speculative_tokens;   /* CUDA: drafts a sequence brings to a verify step
                                      (--speculative-config), the shape of the verify graphs
                                      captured at start; 0: none (verify steps run eagerly) */
-    enum folio_quantization quantization; /* --quantization: fp8 quantizes the linear layers at
-                                             load (common/fp8.h); CUDA needs FP8 tensor cores */
+    enum folio_quantization quantization;     /* --quantization: fp8 quantizes the linear layers at
+                                                 load (common/fp8.h); CUDA needs FP8 tensor cores */
+    enum folio_kv_cache_dtype kv_cache_dtype; /* --kv-cache-dtype: fp8 keeps K and V as e4m3
+                                                 codes (common/fp8.h), half the bytes a token */
     struct folio_cuda_paths cuda_paths;
 };
 

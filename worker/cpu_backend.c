@@ -14,6 +14,9 @@
  * that way), all arithmetic is fp32 (sums of squares and softmax normalisers
  * in double), and the KV cache is fp32.
  *
+ * With --kv-cache-dtype fp8 either keeps its KV cache as e4m3 codes instead
+ * (cpu_attention.h), the CUDA backend's FP8 cache emulated.
+ *
  * In both, each token's computation does not depend on which other tokens
  * share its step, so a prompt gives the same logits in one chunk, in many
  * chunks or token by token. A pool of threads that lives as long as the
@@ -86,6 +89,7 @@ struct cpu_backend {
     int num_threads;
     struct cpu_pool *pool;          /* num_threads threads, the caller's among them */
     bool ref;                       /* the f32 reference (weights, KV and loops) */
+    enum cpu_kv_type kv;            /* f32 (ref), f16, or e4m3 (--kv-cache-dtype fp8) */
     const struct cpu_kernels *kern; /* the fast path's inner loops */
     struct cpu_act act;             /* the activations a run of matmuls shares */
 
@@ -243,17 +247,27 @@ static void attention_block(struct cpu_backend *b, const struct folio_step_batch
         const struct folio_step_seq *s = &batch->seqs[b->tok_seq[t]];
         int32_t pos = b->tok_pos[t];
         size_t off = cpu_kv_offset(c, nkv, s->block_table[pos / FOLIO_KV_BLOCK_SIZE], pos);
-        if (b->ref) {
-            memcpy((float *)L->k_cache + off, b->k + (size_t)t * kvdim, kvdim * sizeof(float));
-            memcpy((float *)L->v_cache + off, b->v + (size_t)t * kvdim, kvdim * sizeof(float));
-        } else {
-            b->kern->to_f16((uint16_t *)L->k_cache + off, b->k + (size_t)t * kvdim, kvdim);
-            b->kern->to_f16((uint16_t *)L->v_cache + off, b->v + (size_t)t * kvdim, kvdim);
-        }
+        cpu_kv_write(b->kv, b->kern, L->k_cache, off, b->k + (size_t)t * kvdim, kvdim,
+                     FOLIO_KV_FP8_SCALE);
+        cpu_kv_write(b->kv, b->kern, L->v_cache, off, b->v + (size_t)t * kvdim, kvdim,
+                     FOLIO_KV_FP8_SCALE);
     }
-    struct cpu_attention a = {&b->cfg,    b->kern,    b->ref,     batch,     b->tok_seq,
-                              b->tok_pos, b->q,       b->attn,    b->scores, b->scores_cap,
-                              &R->shard,  L->k_cache, L->v_cache, ntok};
+    struct cpu_attention a = {.cfg = &b->cfg,
+                              .kern = b->kern,
+                              .kv = b->kv,
+                              .batch = batch,
+                              .tok_seq = b->tok_seq,
+                              .tok_pos = b->tok_pos,
+                              .q = b->q,
+                              .out = b->attn,
+                              .scores = b->scores,
+                              .scores_cap = b->scores_cap,
+                              .sh = &R->shard,
+                              .k_cache = L->k_cache,
+                              .v_cache = L->v_cache,
+                              .k_scale = FOLIO_KV_FP8_SCALE,
+                              .v_scale = FOLIO_KV_FP8_SCALE,
+                              .ntok = ntok};
     cpu_attention_run(b->pool, &a);
     mm(b, &L->wo, act_of(b, b->attn, ntok, qdim), y);
 }
@@ -643,7 +657,10 @@ int folio_cpu_backend_create(const struct folio_model *m, const struct folio_bac
     int tp = opt->tensor_parallel_size > 0 ? opt->tensor_parallel_size : 1;
     size_t kvdim = (size_t)c->num_kv_heads * c->head_dim;
     size_t block_floats = FOLIO_KV_BLOCK_SIZE * kvdim; /* all the ranks' heads together */
-    size_t kv_elem = opt->cpu_reference ? sizeof(float) : sizeof(uint16_t);
+    enum cpu_kv_type kv = opt->kv_cache_dtype == FOLIO_KV_FP8 ? CPU_KV_E4M3
+                          : opt->cpu_reference                ? CPU_KV_F32
+                                                              : CPU_KV_F16;
+    size_t kv_elem = cpu_kv_elem_bytes(kv);
     size_t block_bytes = 2 * (size_t)c->num_layers * block_floats * kv_elem;
     size_t num_blocks =
         opt->num_kv_blocks > 0 ? (size_t)opt->num_kv_blocks : opt->cpu_kv_bytes / block_bytes;
@@ -681,6 +698,7 @@ int folio_cpu_backend_create(const struct folio_model *m, const struct folio_bac
         return -1;
     }
     b->ref = opt->cpu_reference;
+    b->kv = kv;
     b->kern = cpu_kernels_best();
 
     b->tp = tp;

@@ -73,6 +73,7 @@ static void cuda_destroy(struct folio_backend *b)
     for (size_t i = 0; i < sizeof(bufs) / sizeof(bufs[0]); i++)
         cudaFree(bufs[i]);
     free(cb->lw);
+    free(cb->kv_scale);
     free(cb->tmaps);
     free(cb->slot_verified);
     if (cb->lt)
@@ -262,7 +263,8 @@ static int alloc_kv_pool(struct cuda_backend *cb, const struct folio_backend_opt
                          char *err, size_t errlen)
 {
     size_t block_elems = (size_t)cb->kv_heads * FOLIO_KV_BLOCK_SIZE * cb->head_dim;
-    size_t block_bytes_all = sizeof(bf16) * block_elems * 2 * cb->layers;
+    size_t elem_bytes = cb->kv_fp8 ? 1 : sizeof(bf16); /* e4m3: the budget holds twice the blocks */
+    size_t block_bytes_all = elem_bytes * block_elems * 2 * cb->layers;
     size_t nblocks;
     if (opt->num_kv_blocks > 0) {
         nblocks = (size_t)opt->num_kv_blocks;
@@ -285,7 +287,7 @@ static int alloc_kv_pool(struct cuda_backend *cb, const struct folio_backend_opt
                  (double)opt->gpu_memory_utilization);
         return -1;
     }
-    cb->kv_layer_stride = block_elems * nblocks;
+    cb->kv_layer_bytes = elem_bytes * block_elems * nblocks;
     CUDA_CHECK(cudaMalloc((void **)&cb->kv_pool, block_bytes_all * nblocks));
     cb->base.num_kv_blocks = (int)nblocks;
     return 0;
@@ -317,6 +319,7 @@ static int create(struct cuda_backend *cb, const struct folio_model *m,
     /* A GGUF's blocks stay packed unless fp8 was asked for (it quantizes the widened weights)
      * or a test asks for the bf16 copy to compare with. */
     cb->gguf = !cb->fp8 && !opt->cuda_paths.gguf_bf16 && cuda_gguf_keeps_packed(m);
+    cb->kv_fp8 = opt->kv_cache_dtype == FOLIO_KV_FP8;
     int qd = cb->heads * cb->head_dim;
     if (cb->fp8 && (cb->hidden % 16 || cb->inter % 16 || qd % 16)) {
         snprintf(err, errlen,
@@ -357,10 +360,15 @@ static int create(struct cuda_backend *cb, const struct folio_model *m,
     cb->plans = calloc(GEMM_CACHE_SIZE, sizeof(*cb->plans));
     cb->lw = calloc((size_t)cb->layers, sizeof(*cb->lw));
     cb->slot_verified = calloc((size_t)opt->max_seqs, sizeof(*cb->slot_verified));
-    if (!cb->plans || !cb->lw || !cb->slot_verified) {
+    cb->kv_scale = malloc(2 * (size_t)cb->layers * sizeof(*cb->kv_scale));
+    if (!cb->plans || !cb->lw || !cb->slot_verified || !cb->kv_scale) {
         snprintf(err, errlen, "cuda backend: out of host memory");
         return -1;
     }
+    for (int i = 0; i < 2 * cb->layers; i++) /* vLLM's default where no checkpoint scale */
+        cb->kv_scale[i] = FOLIO_KV_FP8_SCALE;
+    if (cb->kv_fp8 && cb->attn_tile_tokens > 0)
+        CUDA_CHECK(folio_k_attention_fp8_prepare(cb->head_dim));
     if (cuda_load_weights(cb, m, err, errlen) != 0 ||
         alloc_activations(cb, &m->config, opt, err, errlen) != 0 ||
         alloc_step_buffers(cb, (size_t)opt->max_num_tokens, (size_t)opt->max_seqs, err, errlen) !=

@@ -18,6 +18,10 @@
  *                  the weights' format (cuda_fp8.c: the FP8 GEMV for a few
  *                  rows, else FP8 cuBLASLt; cuda_gguf.c: the packed GEMV,
  *                  else the widened copy on cuBLASLt), the LM head bf16.
+ * Under --kv-cache-dtype fp8 the caches hold e4m3 codes, written by the RoPE
+ * kernel alone (kv_write) and read by the attention kernels' fp8 variants, so
+ * steps take the paths where that kernel runs: PATH_GEMV without the fused
+ * GEMV+RoPE, PATH_TMA with QKV whole, PATH_LT with RoPE outside attention.
  * A model with a QKV bias (Qwen2) adds it in a kernel of its own after the
  * QKV projection, so its steps take the paths where q, k and v are whole and
  * unrotated there: no fused GEMV+RoPE, no K slices of QKV, no fused path. */
@@ -66,7 +70,8 @@ static struct step_plan plan_path(const struct cuda_backend *cb, int rows, bool 
     }
     if (cb->tma && rows <= FOLIO_K_TMA_MAX_ROWS) {
         p.path = PATH_TMA;
-        p.split_qkv = cb->qkv_bias ? 1 : cb->tma_split_qkv; /* the bias needs qkv whole */
+        /* the bias and the fp8 cache's write need qkv whole */
+        p.split_qkv = cb->qkv_bias || cb->kv_fp8 ? 1 : cb->tma_split_qkv;
         p.split_o = cb->tma_split_o;
         p.split_down = rows <= TMA_SMALL_ROWS ? cb->tma_split_down_small : cb->tma_split_down;
         return p;
@@ -74,7 +79,7 @@ static struct step_plan plan_path(const struct cuda_backend *cb, int rows, bool 
     int qd = cb->heads * cb->head_dim;
     p.split_o = cuda_splitk_slices(cb->paths.splitk_o, rows, qd);
     p.split_down = cuda_splitk_slices(cb->paths.splitk_down, rows, cb->inter);
-    p.rope_in_attention = !has_prefill && cb->attn_tile_tokens != 0;
+    p.rope_in_attention = !has_prefill && cb->attn_tile_tokens != 0 && !cb->kv_fp8;
     p.drops = has_prefill ? 0 : cb->l2_drop;
     /* A QKV bias must be added after the norm's scaling, which the fused path
      * leaves to attention. */
@@ -114,14 +119,57 @@ static cudaError_t add_rmsnorm(struct cuda_backend *cb, bf16 *out, bf16 *residua
                                num_rows, cb->hidden, cb->eps, drop, pdl, cb->stream);
 }
 
+/* The layer's scales of K and V in the fp8 cache, from its cache's place in the pool. */
+static int kv_layer(const struct cuda_backend *cb, const void *kc)
+{
+    return (int)(((const unsigned char *)kc - cb->kv_pool) / (2 * cb->kv_layer_bytes));
+}
+
+/* attention() over the e4m3 caches (q rotated, the new K/V written by kv_write). */
+static int attention_fp8(struct cuda_backend *cb, const struct step_ctx *x, const uint8_t *kc,
+                         const uint8_t *vc, bool pdl, char *err, size_t errlen)
+{
+    cudaStream_t s = cb->stream;
+    const float *sc = cb->kv_scale + 2 * kv_layer(cb, kc);
+    if (cb->attn_tile_tokens == 0) {
+        CUDA_CHECK(folio_k_paged_attention_ref_fp8(cb->attn_out, cb->qkv, kc, vc, x->kb, cb->heads,
+                                                   cb->kv_heads, cb->head_dim, sc[0], sc[1], s));
+    } else if (x->num_tiles < 0) {
+        CUDA_CHECK(folio_k_attention_decode_fp8(cb->attn_out, cb->qkv, kc, vc, x->kb,
+                                                cuda_decode_plan(cb, x->kb.num_tokens),
+                                                cb->attn_workspace, cb->attn_counters, cb->heads,
+                                                cb->kv_heads, cb->head_dim, sc[0], sc[1], pdl, s));
+    } else {
+        CUDA_CHECK(folio_k_attention_prefill_fp8(
+            cb->attn_out, cb->qkv, kc, vc, x->kb, (const int32_t *)(cb->d_meta + x->l->attn_tiles),
+            x->num_tiles, cb->heads, cb->kv_heads, cb->head_dim, sc[0], sc[1], s));
+    }
+    return 0;
+}
+
+/* RoPE and the cache write of one layer's new K/V (folio_k_rope_kv_write), into the bf16 or
+ * the e4m3 caches. */
+static cudaError_t kv_write(struct cuda_backend *cb, const struct step_ctx *x, void *kc, void *vc,
+                            bool pdl)
+{
+    if (!cb->kv_fp8)
+        return folio_k_rope_kv_write(cb->qkv, kc, vc, cb->rope_cos_sin, x->kb, cb->heads,
+                                     cb->kv_heads, cb->head_dim, pdl, cb->stream);
+    const float *sc = cb->kv_scale + 2 * kv_layer(cb, kc);
+    return folio_k_rope_kv_write_fp8(cb->qkv, kc, vc, cb->rope_cos_sin, x->kb, cb->heads,
+                                     cb->kv_heads, cb->head_dim, sc[0], sc[1], pdl, cb->stream);
+}
+
 /* Attention of one layer: the split-KV decode kernel for decode-only steps,
  * the query-tile kernel otherwise, the reference kernel for shapes the
  * tensor-core kernels do not take. */
-static int attention(struct cuda_backend *cb, const struct step_ctx *x, bf16 *kc, bf16 *vc,
+static int attention(struct cuda_backend *cb, const struct step_ctx *x, void *kc, void *vc,
                      const uint32_t *rope_cos_sin, struct folio_k_row_norm norm,
                      struct folio_k_l2_drop drop, bool pdl, char *err, size_t errlen)
 {
     cudaStream_t s = cb->stream;
+    if (cb->kv_fp8)
+        return attention_fp8(cb, x, kc, vc, pdl, err, errlen);
     if (cb->attn_tile_tokens == 0) {
         CUDA_CHECK(folio_k_paged_attention_ref(cb->attn_out, cb->qkv, kc, vc, x->kb, cb->heads,
                                                cb->kv_heads, cb->head_dim, s));
@@ -191,9 +239,15 @@ static cudaError_t add_qkv_bias(struct cuda_backend *cb, const struct cuda_layer
     return folio_k_add_bias(cb->qkv, L->bqkv, t, cb->qkv_dim, cb->stream);
 }
 
-static bf16 *k_cache(const struct cuda_backend *cb, int li)
+/* Layer li's K and V caches: bf16 values, or e4m3 codes (kv_fp8). */
+static void *k_cache(const struct cuda_backend *cb, int li)
 {
-    return cb->kv_pool + (size_t)li * 2 * cb->kv_layer_stride;
+    return cb->kv_pool + (size_t)li * 2 * cb->kv_layer_bytes;
+}
+
+static void *v_cache(const struct cuda_backend *cb, int li)
+{
+    return cb->kv_pool + ((size_t)li * 2 + 1) * cb->kv_layer_bytes;
 }
 
 /* PATH_GEMV. The residual moves between res and res2 (the GEMV's CTAs all
@@ -209,15 +263,15 @@ static int forward_gemv(struct cuda_backend *cb, const struct step_ctx *x, char 
     bf16 *cur = cb->res;
     for (int li = 0; li < cb->layers; li++) {
         const struct cuda_layer *L = &cb->lw[li];
-        bf16 *kc = k_cache(cb, li), *vc = kc + cb->kv_layer_stride;
+        void *kc = k_cache(cb, li), *vc = v_cache(cb, li);
         bf16 *next = li == 0 ? NULL : cur == cb->res ? cb->res2 : cb->res;
         const bf16 *add = li == 0 ? NULL : cb->proj_out;
-        if (L->bqkv) { /* the bias goes in between the projection and RoPE */
+        if (L->bqkv || cb->kv_fp8) { /* the bias goes in between the projection and RoPE; the
+                                        fp8 cache takes the RoPE kernel's write */
             CUDA_CHECK(cuda_gemv(cb, cb->qkv, cur, add, L->attn_norm, NULL, next, L->wqkv, t,
                                  cb->qkv_dim, cb->hidden, false, false));
             CUDA_CHECK(add_qkv_bias(cb, L, t));
-            CUDA_CHECK(folio_k_rope_kv_write(cb->qkv, kc, vc, cb->rope_cos_sin, x->kb, cb->heads,
-                                             cb->kv_heads, cb->head_dim, cb->pdl_step, s));
+            CUDA_CHECK(kv_write(cb, x, kc, vc, cb->pdl_step));
         } else {
             CUDA_CHECK(folio_k_gemv_qkv_rope(
                 cb->qkv, cur, add, L->attn_norm, cb->eps, next, L->wqkv, cb->hidden, kc, vc,
@@ -261,7 +315,7 @@ static int forward_tma(struct cuda_backend *cb, const struct step_ctx *x, char *
         return -1;
     for (int li = 0; li < cb->layers; li++) {
         const struct cuda_layer *L = &cb->lw[li];
-        bf16 *kc = k_cache(cb, li), *vc = kc + cb->kv_layer_stride;
+        void *kc = k_cache(cb, li), *vc = v_cache(cb, li);
         if (li > 0)
             CUDA_CHECK(add_rmsnorm(cb, cb->normed, cb->res, p->split_down, L->attn_norm, NULL, t, t,
                                    pdl, 0, 0, NULL, 0));
@@ -274,8 +328,7 @@ static int forward_tma(struct cuda_backend *cb, const struct step_ctx *x, char *
                                                       kc, vc, cb->rope_cos_sin, x->kb, cb->heads,
                                                       cb->kv_heads, cb->head_dim, pdl, s));
         else
-            CUDA_CHECK(folio_k_rope_kv_write(cb->qkv, kc, vc, cb->rope_cos_sin, x->kb, cb->heads,
-                                             cb->kv_heads, cb->head_dim, false, s));
+            CUDA_CHECK(kv_write(cb, x, kc, vc, false));
         if (attention(cb, x, kc, vc, NULL, no_norm, no_drop, pdl, err, errlen) != 0)
             return -1;
         CUDA_CHECK(folio_k_gemm_tma(cuda_tma_xmap(cb, TMA_X_ATTN_OUT), cuda_tma_wmap(cb, li, TMA_O),
@@ -342,7 +395,7 @@ static int forward_lt(struct cuda_backend *cb, const struct step_ctx *x, char *e
         return -1;
     for (int li = 0; li < cb->layers; li++) {
         const struct cuda_layer *L = &cb->lw[li];
-        bf16 *kc = k_cache(cb, li), *vc = kc + cb->kv_layer_stride;
+        void *kc = k_cache(cb, li), *vc = v_cache(cb, li);
         if (li > 0)
             CUDA_CHECK(add_rmsnorm(cb, cb->normed, cb->res, p->split_down, L->attn_norm, NULL, t, t,
                                    false, drops, L2_DROP_ACT, cb->act, act_bytes));
@@ -351,8 +404,7 @@ static int forward_lt(struct cuda_backend *cb, const struct step_ctx *x, char *e
             return -1;
         CUDA_CHECK(add_qkv_bias(cb, L, t));
         if (!p->rope_in_attention)
-            CUDA_CHECK(folio_k_rope_kv_write(cb->qkv, kc, vc, cb->rope_cos_sin, x->kb, cb->heads,
-                                             cb->kv_heads, cb->head_dim, false, s));
+            CUDA_CHECK(kv_write(cb, x, kc, vc, false));
         if (attention(cb, x, kc, vc, p->rope_in_attention ? cb->rope_cos_sin : NULL, no_norm,
                       attn_drop, false, err, errlen) != 0 ||
             project(cb, cb->attn_out, L->wo, t, qd, p->split_o, err, errlen) != 0)
@@ -392,7 +444,7 @@ static int forward_lt_fused(struct cuda_backend *cb, const struct step_ctx *x, c
         return -1;
     for (int li = 0; li < cb->layers; li++) {
         const struct cuda_layer *L = &cb->lw[li];
-        bf16 *kc = k_cache(cb, li), *vc = kc + cb->kv_layer_stride;
+        void *kc = k_cache(cb, li), *vc = v_cache(cb, li);
         if (cuda_gemm(cb, cb->res, L->wqkv, cb->qkv, t, cb->qkv_dim, cb->hidden, false, err,
                       errlen) != 0 ||
             attention(cb, x, kc, vc, cb->rope_cos_sin, row_norm, attn_drop, false, err, errlen) !=
@@ -435,7 +487,7 @@ static int forward_quant(struct cuda_backend *cb, const struct step_ctx *x, char
         return -1;
     for (int li = 0; li < cb->layers; li++) {
         const struct cuda_layer *L = &cb->lw[li];
-        bf16 *kc = k_cache(cb, li), *vc = kc + cb->kv_layer_stride;
+        void *kc = k_cache(cb, li), *vc = v_cache(cb, li);
         if (li > 0)
             CUDA_CHECK(add_rmsnorm(cb, cb->normed, cb->res, 1, L->attn_norm, NULL, t, t, false, 0,
                                    0, NULL, 0));
@@ -443,8 +495,7 @@ static int forward_quant(struct cuda_backend *cb, const struct step_ctx *x, char
                     errlen) != 0)
             return -1;
         CUDA_CHECK(add_qkv_bias(cb, L, t));
-        CUDA_CHECK(folio_k_rope_kv_write(cb->qkv, kc, vc, cb->rope_cos_sin, x->kb, cb->heads,
-                                         cb->kv_heads, cb->head_dim, false, s));
+        CUDA_CHECK(kv_write(cb, x, kc, vc, false));
         if (attention(cb, x, kc, vc, NULL, no_norm, no_drop, false, err, errlen) != 0 ||
             product(cb, cb->attn_out, &L->o8, &L->o_g, cb->proj_out, t, cb->hidden, qd, err,
                     errlen) != 0)

@@ -1,6 +1,6 @@
 /* What the files of the CUDA backend share: the backend's state, the step
  * buffer's layout and the functions one file calls in another.
- *   cuda_backend.c  create and destroy: tuning, streams, activations, KV pool
+ *   cuda_backend.c  create and destroy: tuning, streams, activations, KV pool (bf16 or fp8)
  *   cuda_weights.c  weights: check, upload to bf16, fuse QKV and gate/up, fold norms
  *   cuda_gemm.c     GEMMs: cuBLASLt plans, split-K, the TMA GEMM's tensor maps
  *   cuda_fp8.c      --quantization fp8: the weights' e4m3 form and the FP8 products
@@ -26,6 +26,7 @@
 #include "folio_fp8.h"
 #include "folio_gguf.h"
 #include "folio_kernels.h"
+#include "folio_kv_fp8.h"
 
 #define MAX_INFLIGHT 2
 #define GEMM_CACHE_SIZE 1024 /* open-addressed, power of two */
@@ -229,9 +230,15 @@ struct cuda_backend {
     void *weight_blocks[8]; /* allocations to free */
     int num_weight_blocks;
 
-    /* KV pool: [layer][K|V][block][kv_head][16][head_dim] */
-    bf16 *kv_pool;
-    size_t kv_layer_stride; /* elements of one layer's K (or V) */
+    /* KV pool: [layer][K|V][block][kv_head][16][head_dim], bf16 values or (kv_fp8) e4m3 codes */
+    unsigned char *kv_pool;
+    size_t kv_layer_bytes; /* one layer's K (or V) */
+    /* --kv-cache-dtype fp8 (folio_kv_fp8.h): the caches hold e4m3(x / scale), each layer's K
+     * and V with a scale of their own (kv_scale[2 layer], [2 layer + 1]), and every step takes
+     * the paths whose cache write is the RoPE kernel's (no fused GEMV+RoPE, no RoPE inside
+     * attention, QKV whole on the TMA path). */
+    bool kv_fp8;
+    float *kv_scale; /* host, [layers][2] */
 
     /* activations, [max_num_tokens, ...] */
     bf16 *res, *res2, *normed, *qkv, *attn_out, *proj_out, *gate_up, *act, *final_h;

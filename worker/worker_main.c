@@ -42,6 +42,7 @@
 
 struct worker_args {
     const char *model_dir, *backend, *plan_ring, *result_ring, *ctl_url, *quantization;
+    const char *kv_cache_dtype;
     int64_t max_seqs, max_num_tokens, num_kv_blocks, threads;
     double gpu_memory_utilization;
     int64_t cpu_kv_bytes;
@@ -79,6 +80,8 @@ static const struct folio_opt worker_flags[] = {
      FOLIO_MAX_DRAFT_TOKENS, NULL, "cuda: drafts a sequence verifies in a step (verify graphs)"},
     {"--quantization", FOLIO_OPT_CHOICE, W(quantization), "none", 0, 0, "none|fp8",
      "fp8: linear weights and activations in float8 e4m3 (common/fp8.h)"},
+    {"--kv-cache-dtype", FOLIO_OPT_CHOICE, W(kv_cache_dtype), "auto", 0, 0, "auto|fp8|fp8_e4m3",
+     "fp8 (fp8_e4m3): K and V in the paged cache as float8 e4m3 (common/fp8.h)"},
     {"--sim-time-scale", FOLIO_OPT_NUM, W(sim_time_scale), "0", 0, 1e9, NULL,
      "sim: scale of the modelled step time"},
     {"--sim-vocab", FOLIO_OPT_INT, W(sim_vocab), "32000", 2, 1 << 24, NULL, "sim: vocabulary"},
@@ -468,6 +471,11 @@ static int create_backend(const struct worker_args *a, struct folio_model **mode
         snprintf(err, errlen, "--quantization %s is not one of none, fp8", a->quantization);
         return -1;
     }
+    if (folio_kv_cache_dtype_parse(a->kv_cache_dtype, &opt.kv_cache_dtype) != 0) {
+        snprintf(err, errlen, "--kv-cache-dtype %s is not one of auto, fp8, fp8_e4m3",
+                 a->kv_cache_dtype);
+        return -1;
+    }
     if (!strcmp(a->backend, "sim")) {
         struct folio_sim_options so;
         folio_sim_options_default(&so);
@@ -544,8 +552,12 @@ int main(int argc, char **argv)
         usleep(100 * 1000); /* let the reply leave before the socket closes */
         goto out;
     }
-    folio_log_info(0, "%s backend ready: %d KV blocks, %d slots, %d tokens per step%s%s", a.backend,
-                   b->num_kv_blocks, (int)a.max_seqs, (int)a.max_num_tokens,
+    folio_log_info(0,
+                   "%s backend ready: %d KV blocks (kv cache dtype %s), %d slots, %d tokens per "
+                   "step%s%s",
+                   a.backend, b->num_kv_blocks,
+                   strcmp(a.kv_cache_dtype, "auto") ? "fp8 e4m3" : "auto", (int)a.max_seqs,
+                   (int)a.max_num_tokens,
                    a.tensor_parallel_size > 1 ? ", tensor-parallel ranks emulated" : "",
                    strcmp(a.quantization, "none") ? ", fp8 (e4m3) linear layers" : "");
     /* Structured outputs: the model's tokenizer and vocab for the matchers, where the backend

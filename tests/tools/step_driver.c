@@ -7,7 +7,7 @@
  *   {"model": DIR, "backend": "cpu" (or "cpu-ref", the f32 reference), "max_seqs": 8,
  * "max_num_tokens": 256, "num_kv_blocks": 64, "threads": 1, "launch_ahead": false, "enforce_eager":
  * false, "tensor_parallel_size": 1, "gpu_memory_utilization": 0.5, "quantization": "none" (or
- * "fp8"), "steps": [[{"slot": 0, "tokens":
+ * "fp8"), "kv_cache_dtype": "auto" (or "fp8"), "steps": [[{"slot": 0, "tokens":
  * [1, 2, 3], "context_len": 3, "block_table": [5], "sample": true, "output_index": 0,
  *                "temperature": 0, "top_k": 0, "top_p": 1, "min_p": 0,
  *                "seed": 0, "num_logprobs": 0, "repetition_penalty": 1,
@@ -409,6 +409,13 @@ int main(int argc, char **argv)
         json_decref(script);
         return 1;
     }
+    enum folio_kv_cache_dtype kv_dtype;
+    if (folio_kv_cache_dtype_parse(json_string_value(json_object_get(script, "kv_cache_dtype")),
+                                   &kv_dtype) != 0) {
+        fprintf(stderr, "step_driver: \"kv_cache_dtype\" is \"auto\", \"fp8\" or \"fp8_e4m3\"\n");
+        json_decref(script);
+        return 1;
+    }
     struct folio_cuda_paths paths;
     if (cuda_paths(json_object_get(script, "cuda_paths"), &paths) != 0) {
         fprintf(stderr, "step_driver: \"cuda_paths\" takes gemv_max_rows (-1-8), splitk_o and "
@@ -442,12 +449,15 @@ int main(int argc, char **argv)
         .num_speculative_tokens =
             (int)json_integer_value(json_object_get(script, "num_speculative_tokens")),
         .quantization = quant,
+        .kv_cache_dtype = kv_dtype,
         .cuda_paths = paths,
     };
     if (create_backend(backend, model, &opt, &be, err, sizeof err) != 0) {
         fprintf(stderr, "step_driver: %s\n", err);
         goto done;
     }
+    /* The pool the backend built (num_kv_blocks 0: sized from memory), for the GPU checks. */
+    fprintf(stderr, "step_driver: %d KV blocks\n", be->num_kv_blocks);
     if (argc > 2 && !(logits_out = fopen(argv[2], "wb"))) {
         perror(argv[2]);
         goto done;
