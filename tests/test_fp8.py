@@ -29,11 +29,11 @@ BLOCKS = 8  # per prompt: 128 tokens of context, the longest prompt's 40 and 64 
 TOP1_MIN = 0.88
 
 
-def run(tmp_path, name, steps, backend, quantization="none"):
-    """step_driver's results and logits [step][prompt][vocab]."""
-    script = {"model": str(smollm2_gguf()), "backend": backend, "steps": steps, "max_seqs": 8,
-              "max_num_tokens": 512, "num_kv_blocks": 64, "threads": 2,
-              "quantization": quantization}
+def run(tmp_path, name, steps, backend, **fields):
+    """step_driver's results and logits [step][prompt][vocab]; fields: more of the script's
+    settings (quantization, kv_cache_dtype)."""
+    script = dict(fields, model=str(smollm2_gguf()), backend=backend, steps=steps, max_seqs=8,
+                  max_num_tokens=512, num_kv_blocks=64, threads=2)
     spath, lpath = tmp_path / f"{name}.json", tmp_path / f"{name}.bin"
     spath.write_text(json.dumps(script))
     proc = subprocess.run([str(bin_path("step_driver")), str(spath), str(lpath)],
@@ -58,11 +58,12 @@ def test_fp8_top1_agrees_with_unquantized(tmp_path):
     steps = batched_greedy_steps(prompts, STEPS, BLOCKS)
     ref, ref_logits = run(tmp_path, "ref", steps, "cpu-ref")
     ref_tokens = [[r["token_ids"][i] for r in ref] for i in range(len(prompts))]
-    _, fp8_logits = run(tmp_path, "fp8", forced(steps, ref_tokens), "cpu", "fp8")
+    _, fp8_logits = run(tmp_path, "fp8", forced(steps, ref_tokens), "cpu", quantization="fp8")
     top1 = fp8_logits.argmax(axis=2)  # [step][prompt]
     agree = np.array([[top1[s][i] == ref_tokens[i][s] for s in range(STEPS)]
                       for i in range(len(prompts))])
-    free, _ = run(tmp_path, "fp8-free", batched_greedy_steps(prompts, 16, BLOCKS), "cpu", "fp8")
+    free, _ = run(tmp_path, "fp8-free", batched_greedy_steps(prompts, 16, BLOCKS), "cpu",
+                  quantization="fp8")
     same16 = [[r["token_ids"][i] for r in free] == ref_tokens[i][:16] for i in range(len(prompts))]
     rel = [float(np.linalg.norm(fp8_logits[s, i] - ref_logits[s, i]) /
                  np.linalg.norm(ref_logits[s, i] - ref_logits[s, i].mean()))

@@ -9,7 +9,6 @@ Agreement as tests/test_fp8.py measures it: over the first STEPS greedy steps of
 default cache's tokens are fed to both (teacher forcing) and a step agrees when the fp8 cache's
 top-1 is the default's."""
 
-import json
 import re
 import subprocess
 
@@ -18,7 +17,7 @@ import numpy as np
 
 from conftest import bin_path, smollm2_gguf
 from smollm2_prompts import PROMPTS, batched_greedy_steps
-from test_fp8 import forced
+from test_fp8 import forced, run
 from test_serve_e2e import Server, free_port
 
 STEPS = 64
@@ -31,27 +30,12 @@ BLOCKS = 8  # per prompt: 128 tokens of context, the longest prompt's 40 and the
 TOP1_MIN = 0.88
 
 
-def run(tmp_path, name, steps, backend, kv_cache_dtype="auto"):
-    """step_driver's results and logits [step][prompt][vocab]."""
-    script = {"model": str(smollm2_gguf()), "backend": backend, "steps": steps, "max_seqs": 8,
-              "max_num_tokens": 512, "num_kv_blocks": 64, "threads": 2,
-              "kv_cache_dtype": kv_cache_dtype}
-    spath, lpath = tmp_path / f"{name}.json", tmp_path / f"{name}.bin"
-    spath.write_text(json.dumps(script))
-    proc = subprocess.run([str(bin_path("step_driver")), str(spath), str(lpath)],
-                          capture_output=True, text=True, timeout=900)
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    results = [json.loads(line) for line in proc.stdout.splitlines()]
-    logits = np.fromfile(lpath, dtype=np.float32).reshape(len(steps), len(steps[0]), -1)
-    return results, logits
-
-
 def test_kv_fp8_top1_agrees_with_default_cache(tmp_path):
     prompts = list(PROMPTS.values())
     steps = batched_greedy_steps(prompts, STEPS, BLOCKS)
     ref, ref_logits = run(tmp_path, "auto", steps, "cpu")
     ref_tokens = [[r["token_ids"][i] for r in ref] for i in range(len(prompts))]
-    _, fp8_logits = run(tmp_path, "fp8", forced(steps, ref_tokens), "cpu", "fp8")
+    _, fp8_logits = run(tmp_path, "fp8", forced(steps, ref_tokens), "cpu", kv_cache_dtype="fp8")
     top1 = fp8_logits.argmax(axis=2)  # [step][prompt]
     agree = np.array([[top1[s][i] == ref_tokens[i][s] for s in range(STEPS)]
                       for i in range(len(prompts))])

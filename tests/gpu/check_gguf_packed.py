@@ -22,43 +22,16 @@ copy the weights too, so it should sit no further from the exact weights), its t
 with cpu-ref no worse than cuda-bf16's less TOP1_SLACK, and graphs equal to eager within
 PATH_TOL (the same kernels).
 """
-import json
-import subprocess
 import sys
 from pathlib import Path
 
-import numpy as np
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from forced_logits import compare, run, scripts  # noqa: E402
 
 DECODE = 12
 ABS_TOL = 0.01
 TOP1_SLACK = 0.05
 PATH_TOL = 1e-3
-
-
-def rel(a, b):
-    a = np.asarray(a, np.float64) - np.mean(a)
-    b = np.asarray(b, np.float64) - np.mean(b)
-    return float(np.linalg.norm(a - b) / np.linalg.norm(b))
-
-
-def scripts(vocab):
-    """The batched script and the single-sequence one, tokens fixed."""
-    rng = np.random.default_rng(5)
-    prompts = [rng.integers(3, vocab, n).tolist() for n in (23, 31, 17, 40)]
-    feed = rng.integers(3, vocab, (len(prompts), DECODE)).tolist()
-    blocks = 8
-
-    def steps(idx):
-        out = [[{"slot": j, "tokens": prompts[i], "context_len": len(prompts[i]),
-                 "block_table": list(range(blocks * j, blocks * (j + 1))), "output_index": 0}
-                for j, i in enumerate(idx)]]
-        for s in range(1, DECODE + 1):
-            out.append([{"slot": j, "tokens": [feed[i][s - 1]],
-                         "context_len": len(prompts[i]) + s,
-                         "block_table": list(range(blocks * j, blocks * (j + 1))),
-                         "output_index": s} for j, i in enumerate(idx)])
-        return out
-    return {"batch": steps([0, 1, 2, 3]), "single": steps([3])}
 
 
 RUNS = {
@@ -69,26 +42,6 @@ RUNS = {
     "cuda-packed-dq": {"backend": "cuda", "cuda_paths": {"gemv_max_rows": -1}},
 }
 PACKED = ("cuda-packed", "cuda-packed-eager", "cuda-packed-dq")
-
-
-def run(step_driver, model, work, name, kind, steps, vocab):
-    script = dict(RUNS[name], model=str(model), steps=steps, max_seqs=8, max_num_tokens=512,
-                  num_kv_blocks=64, threads=8)
-    sp, lp = Path(work) / f"{name}-{kind}.json", Path(work) / f"{name}-{kind}.bin"
-    sp.write_text(json.dumps(script))
-    p = subprocess.run([str(step_driver), str(sp), str(lp)], capture_output=True, text=True,
-                       timeout=600)
-    if p.returncode != 0:
-        sys.exit(f"step_driver {name} {kind} failed: {p.stderr[-3000:]}")
-    logits = np.fromfile(lp, dtype=np.float32).reshape(len(steps), len(steps[0]), vocab)
-    lp.unlink()
-    return logits, p.stderr
-
-
-def compare(a, b):
-    errs = [rel(x, y) for x, y in zip(a.reshape(-1, a.shape[-1]), b.reshape(-1, b.shape[-1]))]
-    top1 = float(np.mean(a.argmax(-1) == b.argmax(-1)))
-    return float(np.median(errs)), max(errs), top1
 
 
 def vocab_of(model):
@@ -102,10 +55,10 @@ def main():
     work.mkdir(parents=True, exist_ok=True)
     vocab = vocab_of(model)
     failed = False
-    for kind, steps in scripts(vocab).items():
+    for kind, steps in scripts(vocab, DECODE).items():
         got = {}
         for name in RUNS:
-            got[name], log = run(step_driver, model, work, name, kind, steps, vocab)
+            got[name], log = run(step_driver, model, work, name, kind, steps, vocab, RUNS[name])
             if name == "cuda-packed":
                 print("\n".join(f"log: {x}" for x in log.splitlines() if "gguf:" in x))
         floor = compare(got["cuda-bf16"], got["cpu-ref"])

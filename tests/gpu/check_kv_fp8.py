@@ -28,40 +28,13 @@ import subprocess
 import sys
 from pathlib import Path
 
-import numpy as np
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from forced_logits import compare, run, scripts  # noqa: E402
 
 DECODE = 12
 K = 3  # drafts a sequence in the verify steps (num_speculative_tokens)
 KV_TOL = 0.05
 PATH_TOL = 0.02
-
-
-def rel(a, b):
-    a = np.asarray(a, np.float64) - np.mean(a)
-    b = np.asarray(b, np.float64) - np.mean(b)
-    return float(np.linalg.norm(a - b) / np.linalg.norm(b))
-
-
-def scripts(vocab):
-    """The batched, single-sequence and verify scripts, tokens fixed."""
-    rng = np.random.default_rng(5)
-    prompts = [rng.integers(3, vocab, n).tolist() for n in (23, 31, 17, 40)]
-    feed = rng.integers(3, vocab, (len(prompts), DECODE * (1 + K))).tolist()
-    blocks = 8
-
-    def entry(j, i, tokens, ctx, out_index, ndraft=0):
-        return {"slot": j, "tokens": tokens, "context_len": ctx, "output_index": out_index,
-                "block_table": list(range(blocks * j, blocks * (j + 1))), "num_draft": ndraft}
-
-    def steps(idx, per_step):
-        out = [[entry(j, i, prompts[i], len(prompts[i]), 0) for j, i in enumerate(idx)]]
-        for s in range(DECODE):
-            out.append([entry(j, i, feed[i][s * per_step:(s + 1) * per_step],
-                              len(prompts[i]) + (s + 1) * per_step, s + 1, per_step - 1)
-                        for j, i in enumerate(idx)])
-        return out
-    return {"batch": steps([0, 1, 2, 3], 1), "single": steps([3], 1),
-            "verify": steps([0, 1, 2, 3], 1 + K)}
 
 
 RUNS = {
@@ -75,26 +48,6 @@ RUNS = {
     "cpu-w8-kv8": {"backend": "cpu", "quantization": "fp8", "kv_cache_dtype": "fp8"},
     "cuda-w8-kv8": {"backend": "cuda", "quantization": "fp8", "kv_cache_dtype": "fp8"},
 }
-
-
-def run(step_driver, model, work, name, kind, steps, vocab):
-    script = dict(RUNS[name], model=str(model), steps=steps, max_seqs=8, max_num_tokens=512,
-                  num_kv_blocks=64, threads=8, num_speculative_tokens=K)
-    sp, lp = Path(work) / f"{name}-{kind}.json", Path(work) / f"{name}-{kind}.bin"
-    sp.write_text(json.dumps(script))
-    p = subprocess.run([str(step_driver), str(sp), str(lp)], capture_output=True, text=True,
-                       timeout=300)
-    if p.returncode != 0:
-        sys.exit(f"step_driver {name} {kind} failed: {p.stderr[-3000:]}")
-    logits = np.fromfile(lp, dtype=np.float32).reshape(-1, vocab)
-    lp.unlink()
-    return logits
-
-
-def compare(a, b):
-    errs = [rel(x, y) for x, y in zip(a, b)]
-    top1 = float(np.mean(a.argmax(-1) == b.argmax(-1)))
-    return float(np.median(errs)), max(errs), top1
 
 
 def pool_blocks(step_driver, model, work, dtype):
@@ -122,8 +75,10 @@ def main():
         failed |= not ok
         print(f"{'PASS' if ok else 'FAIL'} {model.name} {text}")
 
-    for kind, steps in scripts(vocab).items():
-        got = {name: run(step_driver, model, work, name, kind, steps, vocab) for name in RUNS}
+    for kind, steps in scripts(vocab, DECODE, K).items():
+        got = {name: run(step_driver, model, work, name, kind, steps, vocab,
+                         dict(RUNS[name], num_speculative_tokens=K), timeout=300)[0]
+               for name in RUNS}
         floor = compare(got["cuda-bf16"], got["cpu-ref"])
         emul = compare(got["cpu-kv8"], got["cpu-ref"])
         print(f"{model.name} {kind} ({len(got['cpu-ref'])} rows): cuda-bf16 vs cpu-ref rel L2 "
