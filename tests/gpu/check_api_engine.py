@@ -359,6 +359,21 @@ def verify_drafts(drv, fx, vocab):
                 agree(f"verify steps ({mode}, {what}, {'eager' if eager else 'graphs'}) == one "
                       f"step at a time", pairs, sampler, sampler,
                       0 if drv.backend != "cuda" else 2e-2)
+        # Drafts behind a step in flight: the verify step's first token is FROM_PREV (the
+        # prefill's sample), which must give what the same step with that token written gives.
+        for eager in (False, True):
+            runs = []
+            for first in (toks[0][0], FROM_PREV):
+                vs = [pre[:1], [seq(0, [first] + toks[0][1:], lens[0] + K + 1, tabs[0],
+                                    output_index=1, num_draft=K, **kw(0))]]
+                rv, lv = drv.run(fx, vs, vocab, paths={"keep_logits": True},
+                                 enforce_eager=eager, **opts)
+                runs.append((rv[1], lv[1]))
+            (ra, la), (rb, lb) = runs
+            same = ra["token_ids"] == rb["token_ids"] and np.array_equal(la, lb)
+            check(f"verify step whose first token is FROM_PREV == written ({mode}, "
+                  f"{'eager' if eager else 'graphs'})", same,
+                  f"tokens {ra['token_ids']} vs {rb['token_ids']}")
         bad = [pre[:1], [seq(0, toks[0], lens[0] + K + 1, tabs[0], output_index=1, num_draft=K,
                              **kw(0))],
                [seq(0, [FROM_PREV], lens[0] + K + 2, tabs[0], output_index=K + 2, **kw(0))]]
