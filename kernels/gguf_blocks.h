@@ -14,46 +14,38 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "gguf.h" /* ggml's type numbers */
+
 #ifdef __CUDACC__
 #define GGUF_HD static __host__ __device__ __forceinline__
 #else
 #define GGUF_HD static inline
 #endif
 
-/* ggml's type numbers (common/gguf.h) of the packed types, and bf16's. */
-enum {
-    GGUF_Q4_0 = 2,
-    GGUF_Q4_1 = 3,
-    GGUF_Q8_0 = 8,
-    GGUF_Q4_K = 12,
-    GGUF_Q6_K = 14,
-    GGUF_BF16 = 30,
-};
-
 #define GGUF_CHUNK_WORDS 18
 
 /* Whether the CUDA backend keeps a tensor of this ggml type packed. */
 GGUF_HD bool gguf_packed_type(uint32_t type)
 {
-    return type == GGUF_Q4_0 || type == GGUF_Q4_1 || type == GGUF_Q8_0 || type == GGUF_Q4_K ||
-           type == GGUF_Q6_K;
+    return type == FOLIO_GGML_Q4_0 || type == FOLIO_GGML_Q4_1 || type == FOLIO_GGML_Q8_0 ||
+           type == FOLIO_GGML_Q4_K || type == FOLIO_GGML_Q6_K;
 }
 
 /* Bytes of a row of k weights (k a multiple of the type's block); 0 for other types. */
 GGUF_HD int64_t gguf_row_bytes(uint32_t type, int64_t k)
 {
     switch (type) {
-    case GGUF_Q4_0:
+    case FOLIO_GGML_Q4_0:
         return k / 32 * 18;
-    case GGUF_Q4_1:
+    case FOLIO_GGML_Q4_1:
         return k / 32 * 20;
-    case GGUF_Q8_0:
+    case FOLIO_GGML_Q8_0:
         return k / 32 * 34;
-    case GGUF_Q4_K:
+    case FOLIO_GGML_Q4_K:
         return k / 256 * 144;
-    case GGUF_Q6_K:
+    case FOLIO_GGML_Q6_K:
         return k / 256 * 210;
-    case GGUF_BF16:
+    case FOLIO_GGML_BF16:
         return k * 2;
     }
     return 0;
@@ -62,7 +54,9 @@ GGUF_HD int64_t gguf_row_bytes(uint32_t type, int64_t k)
 /* Elements a block of the type holds (k must be a multiple). */
 GGUF_HD int gguf_block_elems(uint32_t type)
 {
-    return type == GGUF_Q4_K || type == GGUF_Q6_K ? 256 : type == GGUF_BF16 ? 1 : 32;
+    return type == FOLIO_GGML_Q4_K || type == FOLIO_GGML_Q6_K ? 256
+           : type == FOLIO_GGML_BF16                          ? 1
+                                                              : 32;
 }
 
 GGUF_HD float gguf_bits_f32(uint32_t u)
@@ -122,11 +116,11 @@ GGUF_HD void gguf_decode_chunk(uint32_t type, const uint32_t *r, int sub, float 
 {
     *b = 0.0f;
     switch (type) {
-    case GGUF_Q4_0:
-    case GGUF_Q4_1: { /* r[0]: d (and m); r[1..4]: nibbles, low ones elements 0-15 */
-        const float off = type == GGUF_Q4_0 ? 8.0f : 0.0f;
+    case FOLIO_GGML_Q4_0:
+    case FOLIO_GGML_Q4_1: { /* r[0]: d (and m); r[1..4]: nibbles, low ones elements 0-15 */
+        const float off = type == FOLIO_GGML_Q4_0 ? 8.0f : 0.0f;
         a[0] = a[1] = gguf_f16(r[0] & 0xffffu);
-        if (type == GGUF_Q4_1)
+        if (type == FOLIO_GGML_Q4_1)
             *b = gguf_f16(r[0] >> 16);
 #ifdef __CUDACC__
 #pragma unroll
@@ -138,7 +132,7 @@ GGUF_HD void gguf_decode_chunk(uint32_t type, const uint32_t *r, int sub, float 
         }
         return;
     }
-    case GGUF_Q8_0: /* r[0]: d; r[1..8]: int8 values */
+    case FOLIO_GGML_Q8_0: /* r[0]: d; r[1..8]: int8 values */
         a[0] = a[1] = gguf_f16(r[0] & 0xffffu);
 #ifdef __CUDACC__
 #pragma unroll
@@ -146,7 +140,7 @@ GGUF_HD void gguf_decode_chunk(uint32_t type, const uint32_t *r, int sub, float 
         for (int i = 0; i < 32; i++)
             q[i] = gguf_int(gguf_byte(r + 1, i) ^ 0x80u, 128.0f);
         return;
-    case GGUF_Q4_K: { /* r[0]: d, dmin; r[1..3]: scales; r[4..11]: the pair's 32 bytes */
+    case FOLIO_GGML_Q4_K: { /* r[0]: d, dmin; r[1..3]: scales; r[4..11]: the pair's 32 bytes */
         uint32_t sc, m;
         gguf_scale_min_k4(r + 1, sub, &sc, &m);
         a[0] = a[1] = gguf_f16(r[0] & 0xffffu) * (float)sc;
@@ -159,7 +153,7 @@ GGUF_HD void gguf_decode_chunk(uint32_t type, const uint32_t *r, int sub, float 
             q[i] = gguf_int((gguf_byte(r + 4, i) >> shift) & 0xf, 0.0f);
         return;
     }
-    case GGUF_Q6_K: { /* r[0]: d; r[1]: the 2 int8 scales; r[2..9]: ql; r[10..17]: qh */
+    case FOLIO_GGML_Q6_K: { /* r[0]: d; r[1]: the 2 int8 scales; r[2..9]: ql; r[10..17]: qh */
         const float d = gguf_f16(r[0] & 0xffffu);
         a[0] = d * (float)(int8_t)(r[1] & 0xffu);
         a[1] = d * (float)(int8_t)((r[1] >> 8) & 0xffu);
@@ -174,7 +168,7 @@ GGUF_HD void gguf_decode_chunk(uint32_t type, const uint32_t *r, int sub, float 
         }
         return;
     }
-    default: /* GGUF_BF16: r[0..15] */
+    default: /* FOLIO_GGML_BF16: r[0..15] */
         a[0] = a[1] = 1.0f;
 #ifdef __CUDACC__
 #pragma unroll
@@ -192,16 +186,16 @@ GGUF_HD int64_t gguf_chunk_block(uint32_t type, int64_t c, int *sub)
 {
     *sub = 0;
     switch (type) {
-    case GGUF_Q4_0:
+    case FOLIO_GGML_Q4_0:
         return c * 18;
-    case GGUF_Q4_1:
+    case FOLIO_GGML_Q4_1:
         return c * 20;
-    case GGUF_Q8_0:
+    case FOLIO_GGML_Q8_0:
         return c * 34;
-    case GGUF_Q4_K:
+    case FOLIO_GGML_Q4_K:
         *sub = (int)(c & 7);
         return (c >> 3) * 144;
-    case GGUF_Q6_K:
+    case FOLIO_GGML_Q6_K:
         *sub = (int)(c & 7);
         return (c >> 3) * 210;
     }
@@ -215,19 +209,19 @@ GGUF_HD void gguf_gather_host(uint32_t type, const uint8_t *p, int sub, uint32_t
     /* {source offset, destination byte, length} */
     int runs[4][3] = {{0, 0, 0}, {0, 0, 0}, {0, 0, 0}, {0, 0, 0}};
     switch (type) {
-    case GGUF_Q4_0:
+    case FOLIO_GGML_Q4_0:
         runs[0][2] = 2, runs[1][0] = 2, runs[1][1] = 4, runs[1][2] = 16;
         break;
-    case GGUF_Q4_1:
+    case FOLIO_GGML_Q4_1:
         runs[0][2] = 20;
         break;
-    case GGUF_Q8_0:
+    case FOLIO_GGML_Q8_0:
         runs[0][2] = 2, runs[1][0] = 2, runs[1][1] = 4, runs[1][2] = 32;
         break;
-    case GGUF_Q4_K:
+    case FOLIO_GGML_Q4_K:
         runs[0][2] = 16, runs[1][0] = 16 + 32 * (sub >> 1), runs[1][1] = 16, runs[1][2] = 32;
         break;
-    case GGUF_Q6_K: {
+    case FOLIO_GGML_Q6_K: {
         const int h = sub >> 2, part = sub & 3;
         runs[0][0] = 208, runs[0][2] = 2;
         runs[1][0] = 192 + 8 * h + 2 * part, runs[1][1] = 4, runs[1][2] = 2;

@@ -51,18 +51,18 @@ extern "C" cudaError_t folio_k_gguf_dequantize(folio_bf16_bits *out, const void 
     if (k % gguf_block_elems((uint32_t)type) || k % 32 || stride % 16)
         return cudaErrorInvalidValue;
     switch (type) {
-    case GGUF_Q4_0:
-        return launch<GGUF_Q4_0>(out, w, stride, n, k, s);
-    case GGUF_Q4_1:
-        return launch<GGUF_Q4_1>(out, w, stride, n, k, s);
-    case GGUF_Q8_0:
-        return launch<GGUF_Q8_0>(out, w, stride, n, k, s);
-    case GGUF_Q4_K:
-        return launch<GGUF_Q4_K>(out, w, stride, n, k, s);
-    case GGUF_Q6_K:
-        return launch<GGUF_Q6_K>(out, w, stride, n, k, s);
-    case GGUF_BF16:
-        return launch<GGUF_BF16>(out, w, stride, n, k, s);
+    case FOLIO_GGML_Q4_0:
+        return launch<FOLIO_GGML_Q4_0>(out, w, stride, n, k, s);
+    case FOLIO_GGML_Q4_1:
+        return launch<FOLIO_GGML_Q4_1>(out, w, stride, n, k, s);
+    case FOLIO_GGML_Q8_0:
+        return launch<FOLIO_GGML_Q8_0>(out, w, stride, n, k, s);
+    case FOLIO_GGML_Q4_K:
+        return launch<FOLIO_GGML_Q4_K>(out, w, stride, n, k, s);
+    case FOLIO_GGML_Q6_K:
+        return launch<FOLIO_GGML_Q6_K>(out, w, stride, n, k, s);
+    case FOLIO_GGML_BF16:
+        return launch<FOLIO_GGML_BF16>(out, w, stride, n, k, s);
     }
     return cudaErrorInvalidValue;
 }

@@ -25,7 +25,7 @@ __global__ void __launch_bounds__(GEMV_WARPS * 32)
         return;
     const uint8_t *wr = w + (int64_t)col * stride;
     const int chunks = k >> 5;
-    constexpr bool has_min = T == GGUF_Q4_1 || T == GGUF_Q4_K;
+    constexpr bool has_min = T == FOLIO_GGML_Q4_1 || T == FOLIO_GGML_Q4_K;
     float acc[M];
 #pragma unroll
     for (int t = 0; t < M; t++)
@@ -113,18 +113,18 @@ extern "C" cudaError_t folio_k_gguf_gemv(folio_bf16_bits *y, int ldy, const foli
         stride % 16)
         return cudaErrorInvalidValue;
     switch (type) {
-    case GGUF_Q4_0:
-        return launch_rows<GGUF_Q4_0>(y, ldy, x, w, stride, m, n, k, s);
-    case GGUF_Q4_1:
-        return launch_rows<GGUF_Q4_1>(y, ldy, x, w, stride, m, n, k, s);
-    case GGUF_Q8_0:
-        return launch_rows<GGUF_Q8_0>(y, ldy, x, w, stride, m, n, k, s);
-    case GGUF_Q4_K:
-        return launch_rows<GGUF_Q4_K>(y, ldy, x, w, stride, m, n, k, s);
-    case GGUF_Q6_K:
-        return launch_rows<GGUF_Q6_K>(y, ldy, x, w, stride, m, n, k, s);
-    case GGUF_BF16:
-        return launch_rows<GGUF_BF16>(y, ldy, x, w, stride, m, n, k, s);
+    case FOLIO_GGML_Q4_0:
+        return launch_rows<FOLIO_GGML_Q4_0>(y, ldy, x, w, stride, m, n, k, s);
+    case FOLIO_GGML_Q4_1:
+        return launch_rows<FOLIO_GGML_Q4_1>(y, ldy, x, w, stride, m, n, k, s);
+    case FOLIO_GGML_Q8_0:
+        return launch_rows<FOLIO_GGML_Q8_0>(y, ldy, x, w, stride, m, n, k, s);
+    case FOLIO_GGML_Q4_K:
+        return launch_rows<FOLIO_GGML_Q4_K>(y, ldy, x, w, stride, m, n, k, s);
+    case FOLIO_GGML_Q6_K:
+        return launch_rows<FOLIO_GGML_Q6_K>(y, ldy, x, w, stride, m, n, k, s);
+    case FOLIO_GGML_BF16:
+        return launch_rows<FOLIO_GGML_BF16>(y, ldy, x, w, stride, m, n, k, s);
     }
     return cudaErrorInvalidValue;
 }

@@ -23,23 +23,23 @@ template <int T> __device__ __forceinline__ int gguf_gather(const uint8_t *row, 
 {
     int sub;
     const uint8_t *p = row + gguf_chunk_block(T, c, &sub);
-    if (T == GGUF_Q4_0 || T == GGUF_Q8_0) {
+    if (T == FOLIO_GGML_Q4_0 || T == FOLIO_GGML_Q8_0) {
         r[0] = gguf_ld16(p);
 #pragma unroll
-        for (int i = 0; i < (T == GGUF_Q4_0 ? 4 : 8); i++)
+        for (int i = 0; i < (T == FOLIO_GGML_Q4_0 ? 4 : 8); i++)
             r[1 + i] = gguf_ld16x2(p + 2 + 4 * i);
-    } else if (T == GGUF_Q4_1) {
+    } else if (T == FOLIO_GGML_Q4_1) {
 #pragma unroll
         for (int i = 0; i < 5; i++)
             r[i] = __ldcs((const unsigned int *)p + i);
-    } else if (T == GGUF_Q4_K) {
+    } else if (T == FOLIO_GGML_Q4_K) {
         const uint4 h = __ldcs((const uint4 *)p);
         const uint4 q0 = __ldcs((const uint4 *)(p + 16 + 32 * (sub >> 1)));
         const uint4 q1 = __ldcs((const uint4 *)(p + 32 + 32 * (sub >> 1)));
         r[0] = h.x, r[1] = h.y, r[2] = h.z, r[3] = h.w;
         r[4] = q0.x, r[5] = q0.y, r[6] = q0.z, r[7] = q0.w;
         r[8] = q1.x, r[9] = q1.y, r[10] = q1.z, r[11] = q1.w;
-    } else if (T == GGUF_Q6_K) {
+    } else if (T == FOLIO_GGML_Q6_K) {
         const int h = sub >> 2, part = sub & 3;
         r[0] = gguf_ld16(p + 208);
         r[1] = gguf_ld16(p + 192 + 8 * h + 2 * part);
@@ -49,7 +49,7 @@ template <int T> __device__ __forceinline__ int gguf_gather(const uint8_t *row, 
             r[2 + i] = gguf_ld16x2(ql + 4 * i);
             r[10 + i] = gguf_ld16x2(qh + 4 * i);
         }
-    } else { /* GGUF_BF16 */
+    } else { /* FOLIO_GGML_BF16 */
 #pragma unroll
         for (int i = 0; i < 4; i++) {
             const uint4 v = __ldcs((const uint4 *)p + i);

@@ -53,21 +53,30 @@ def forced(steps, tokens):
     return out
 
 
-def test_fp8_top1_agrees_with_unquantized(tmp_path):
-    prompts = list(PROMPTS.values())
+def teacher_forced(tmp_path, prompts, ref_backend, backend, **fields):
+    """The reference's greedy tokens over STEPS steps, and at each step whether the run with
+    `fields` (fed the reference's tokens) ranks the same token first, [prompt][step], and its
+    logits' relative L2 distance from the reference's."""
     steps = batched_greedy_steps(prompts, STEPS, BLOCKS)
-    ref, ref_logits = run(tmp_path, "ref", steps, "cpu-ref")
+    ref, ref_logits = run(tmp_path, "ref", steps, ref_backend)
     ref_tokens = [[r["token_ids"][i] for r in ref] for i in range(len(prompts))]
-    _, fp8_logits = run(tmp_path, "fp8", forced(steps, ref_tokens), "cpu", quantization="fp8")
-    top1 = fp8_logits.argmax(axis=2)  # [step][prompt]
+    _, logits = run(tmp_path, "test", forced(steps, ref_tokens), backend, **fields)
+    top1 = logits.argmax(axis=2)  # [step][prompt]
     agree = np.array([[top1[s][i] == ref_tokens[i][s] for s in range(STEPS)]
                       for i in range(len(prompts))])
+    rel = [float(np.linalg.norm(logits[s, i] - ref_logits[s, i]) /
+                 np.linalg.norm(ref_logits[s, i] - ref_logits[s, i].mean()))
+           for s in range(STEPS) for i in range(len(prompts))]
+    return ref_tokens, agree, rel
+
+
+def test_fp8_top1_agrees_with_unquantized(tmp_path):
+    prompts = list(PROMPTS.values())
+    ref_tokens, agree, rel = teacher_forced(tmp_path, prompts, "cpu-ref", "cpu",
+                                            quantization="fp8")
     free, _ = run(tmp_path, "fp8-free", batched_greedy_steps(prompts, 16, BLOCKS), "cpu",
                   quantization="fp8")
     same16 = [[r["token_ids"][i] for r in free] == ref_tokens[i][:16] for i in range(len(prompts))]
-    rel = [float(np.linalg.norm(fp8_logits[s, i] - ref_logits[s, i]) /
-                 np.linalg.norm(ref_logits[s, i] - ref_logits[s, i].mean()))
-           for s in range(STEPS) for i in range(len(prompts))]
     print(f"\nfp8 vs f32 reference, {len(prompts)} prompts x {STEPS} steps: top-1 agreement "
           f"{agree.mean():.4f} (per prompt {[round(float(a), 3) for a in agree.mean(axis=1)]}); "
           f"greedy text equal for 16 tokens on {sum(same16)}/{len(prompts)}; logits relative L2 "

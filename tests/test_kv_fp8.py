@@ -16,12 +16,10 @@ import httpx
 import numpy as np
 
 from conftest import bin_path, smollm2_gguf
-from smollm2_prompts import PROMPTS, batched_greedy_steps
-from test_fp8 import forced, run
+from smollm2_prompts import PROMPTS
+from test_fp8 import STEPS, teacher_forced
 from test_serve_e2e import Server, free_port
 
-STEPS = 64
-BLOCKS = 8  # per prompt: 128 tokens of context, the longest prompt's 40 and the steps fit
 # Measured 0.926 (4 prompts x 64 steps, logits relative L2 median 0.085): e4m3's 3 mantissa
 # bits move SmolLM2's scores by a few percent, and its teacher-forced steps have many near-ties
 # (the fast path and the f32 reference agree 0.953, tests/test_fp8.py). Range is not the loss:
@@ -32,16 +30,7 @@ TOP1_MIN = 0.88
 
 def test_kv_fp8_top1_agrees_with_default_cache(tmp_path):
     prompts = list(PROMPTS.values())
-    steps = batched_greedy_steps(prompts, STEPS, BLOCKS)
-    ref, ref_logits = run(tmp_path, "auto", steps, "cpu")
-    ref_tokens = [[r["token_ids"][i] for r in ref] for i in range(len(prompts))]
-    _, fp8_logits = run(tmp_path, "fp8", forced(steps, ref_tokens), "cpu", kv_cache_dtype="fp8")
-    top1 = fp8_logits.argmax(axis=2)  # [step][prompt]
-    agree = np.array([[top1[s][i] == ref_tokens[i][s] for s in range(STEPS)]
-                      for i in range(len(prompts))])
-    rel = [float(np.linalg.norm(fp8_logits[s, i] - ref_logits[s, i]) /
-                 np.linalg.norm(ref_logits[s, i] - ref_logits[s, i].mean()))
-           for s in range(STEPS) for i in range(len(prompts))]
+    _, agree, rel = teacher_forced(tmp_path, prompts, "cpu", "cpu", kv_cache_dtype="fp8")
     print(f"\nfp8 KV cache vs the default (f16) cache, {len(prompts)} prompts x {STEPS} steps: "
           f"top-1 agreement {agree.mean():.4f} (per prompt "
           f"{[round(float(a), 3) for a in agree.mean(axis=1)]}); logits relative L2 median "

@@ -92,7 +92,7 @@ struct fp8_weight {
  * side merged into one. A tensor of a type not kept packed is a bf16 part. */
 struct gguf_part {
     const void *q;  /* rows at q + r * stride */
-    int type;       /* ggml type number (gguf_blocks.h), GGUF_BF16 for a widened tensor */
+    int type;       /* ggml type number (gguf_blocks.h), FOLIO_GGML_BF16 for a widened tensor */
     int64_t stride; /* bytes a row, a multiple of 16 */
     int row0, rows; /* its output rows within the projection's */
 };

@@ -279,7 +279,7 @@ static int upload_packed(struct cuda_backend *cb, uint8_t *dst, const struct fol
 /* A tensor's type on the GPU and its bytes a row. */
 static void packed_form(const struct folio_tensor *t, int *type, int64_t *stride)
 {
-    uint32_t ty = GGUF_BF16;
+    uint32_t ty = FOLIO_GGML_BF16;
     if (packable(t))
         folio_tensor_gguf_row(t, 0, &ty);
     *type = (int)ty;
@@ -292,7 +292,7 @@ static int upload_layers_gguf(struct cuda_backend *cb, const struct folio_model 
                               void *staging, char *err, size_t errlen)
 {
     size_t total = 0, packed = 0, packed_as_bf16 = 0, count_packed = 0, count_all = 0;
-    size_t by_type[GGUF_BF16 + 1] = {0};
+    size_t by_type[FOLIO_GGML_BF16 + 1] = {0};
     for (int i = 0; i < cb->layers; i++) {
         const struct folio_tensor *g[4][3];
         int count[4], type;
@@ -305,7 +305,7 @@ static int upload_layers_gguf(struct cuda_backend *cb, const struct folio_model 
                 total += bytes;
                 count_all++;
                 by_type[type]++;
-                if (type != GGUF_BF16) {
+                if (type != FOLIO_GGML_BF16) {
                     packed += bytes;
                     packed_as_bf16 += (size_t)(g[j][p]->shape[0] * g[j][p]->shape[1]) * 2;
                     count_packed++;
@@ -330,8 +330,8 @@ static int upload_layers_gguf(struct cuda_backend *cb, const struct folio_model 
                 int type;
                 int64_t stride;
                 packed_form(t, &type, &stride);
-                int rc = type == GGUF_BF16 ? upload(cb, (bf16 *)at, t, staging, err, errlen)
-                                           : upload_packed(cb, at, t, stride, err, errlen);
+                int rc = type == FOLIO_GGML_BF16 ? upload(cb, (bf16 *)at, t, staging, err, errlen)
+                                                 : upload_packed(cb, at, t, stride, err, errlen);
                 if (rc)
                     return -1;
                 struct gguf_part *last = w->num_parts ? &w->part[w->num_parts - 1] : NULL;
@@ -352,7 +352,7 @@ static int upload_layers_gguf(struct cuda_backend *cb, const struct folio_model 
             return -1;
     }
     char types[160] = "";
-    for (int t = 0; t < GGUF_BF16; t++)
+    for (int t = 0; t < FOLIO_GGML_BF16; t++)
         if (by_type[t])
             snprintf(types + strlen(types), sizeof types - strlen(types), "%s%zu %s",
                      types[0] ? ", " : "", by_type[t], folio_ggml_type_name((uint32_t)t));

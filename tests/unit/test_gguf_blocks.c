@@ -103,7 +103,8 @@ int main(void)
     CHECK(!gguf_packed_type(FOLIO_GGML_Q5_0) && !gguf_packed_type(FOLIO_GGML_Q5_K) &&
           !gguf_packed_type(FOLIO_GGML_F16) && !gguf_packed_type(FOLIO_GGML_BF16));
     /* ggml's numbers, which gguf_blocks.h repeats without including common/gguf.h */
-    const int ours[] = {GGUF_Q4_0, GGUF_Q4_1, GGUF_Q8_0, GGUF_Q4_K, GGUF_Q6_K, GGUF_BF16};
+    const int ours[] = {FOLIO_GGML_Q4_0, FOLIO_GGML_Q4_1, FOLIO_GGML_Q8_0,
+                        FOLIO_GGML_Q4_K, FOLIO_GGML_Q6_K, FOLIO_GGML_BF16};
     const int ggml[] = {FOLIO_GGML_Q4_0, FOLIO_GGML_Q4_1, FOLIO_GGML_Q8_0,
                         FOLIO_GGML_Q4_K, FOLIO_GGML_Q6_K, FOLIO_GGML_BF16};
     CHECK(memcmp(ours, ggml, sizeof ours) == 0);
