@@ -5,6 +5,8 @@
 
 #include "safetensors.h"
 
+#include <stdbool.h>
+
 struct folio_gguf;
 
 struct shard {
@@ -36,5 +38,10 @@ int folio_checkpoint_own(struct folio_checkpoint *ck, void *buf);
  * Face names, quantized ones dequantized to f32 and Q/K rows in Hugging Face's
  * order (checkpoint_gguf.c). */
 int folio_checkpoint_load_gguf(struct folio_checkpoint *ck, char *err, size_t errlen);
+
+/* Gives every F8_E4M3 tensor its scales from the tensor NAME_scale beside it, once the tensors
+ * are sorted (checkpoint_fp8.c); -1 with a message naming both where one is missing or of a
+ * shape Folio does not take (block-wise scales included). */
+int folio_checkpoint_bind_fp8_scales(struct folio_checkpoint *ck, char *err, size_t errlen);
 
 #endif

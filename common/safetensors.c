@@ -7,6 +7,7 @@
 #include "safetensors.h"
 #include "checkpoint_impl.h"
 #include "error.h"
+#include "fp8.h"
 #include "gguf.h"
 
 #include <errno.h>
@@ -29,6 +30,8 @@
 size_t folio_dtype_size(enum folio_dtype dt)
 {
     switch (dt) {
+    case FOLIO_DTYPE_F8_E4M3:
+        return 1;
     case FOLIO_DTYPE_BF16:
     case FOLIO_DTYPE_F16:
         return 2;
@@ -47,6 +50,8 @@ const char *folio_dtype_name(enum folio_dtype dt)
         return "F16";
     case FOLIO_DTYPE_F32:
         return "F32";
+    case FOLIO_DTYPE_F8_E4M3:
+        return "F8_E4M3";
     }
     return "?";
 }
@@ -59,6 +64,8 @@ static int parse_dtype(const char *s, enum folio_dtype *dt)
         *dt = FOLIO_DTYPE_F16;
     else if (strcmp(s, "F32") == 0)
         *dt = FOLIO_DTYPE_F32;
+    else if (strcmp(s, "F8_E4M3") == 0)
+        *dt = FOLIO_DTYPE_F8_E4M3;
     else
         return -1;
     return 0;
@@ -147,6 +154,21 @@ uint16_t folio_f32_to_f16(float f)
     return (uint16_t)(sign | (v >> 13));
 }
 
+size_t folio_tensor_row_len(const struct folio_tensor *t)
+{
+    size_t n = 1;
+    for (int d = 1; d < t->ndim; d++)
+        n *= (size_t)t->shape[d];
+    return n;
+}
+
+float folio_tensor_row_scale(const struct folio_tensor *t, size_t r)
+{
+    if (t->dtype != FOLIO_DTYPE_F8_E4M3 || !t->scale)
+        return 1.0f;
+    return t->scale[t->num_scales == 1 ? 0 : r];
+}
+
 float folio_tensor_get_f32(const struct folio_tensor *t, size_t i)
 {
     if (!t->data) {
@@ -171,6 +193,10 @@ float folio_tensor_get_f32(const struct folio_tensor *t, size_t i)
         memcpy(&f, p + 4 * i, 4);
         return f;
     }
+    case FOLIO_DTYPE_F8_E4M3: {
+        size_t len = folio_tensor_row_len(t);
+        return folio_e4m3_to_f32(p[i]) * folio_tensor_row_scale(t, len ? i / len : 0);
+    }
     }
     return 0.0f;
 }
@@ -179,6 +205,18 @@ void folio_tensor_read_f32(const struct folio_tensor *t, size_t first, size_t co
 {
     if (!t->data) { /* a GGUF tensor kept as its blocks */
         folio_tensor_gguf_read_f32(t, first, count, out);
+        return;
+    }
+    if (t->dtype == FOLIO_DTYPE_F8_E4M3) { /* the table and one division a row, not an element */
+        const unsigned char *p = (const unsigned char *)t->data;
+        const float *lut = folio_e4m3_table();
+        size_t len = folio_tensor_row_len(t);
+        for (size_t k = 0; k < count;) {
+            size_t r = len ? (first + k) / len : 0, end = len ? (r + 1) * len - first : count;
+            float s = folio_tensor_row_scale(t, r);
+            for (; k < count && k < end; k++)
+                out[k] = lut[p[first + k]] * s;
+        }
         return;
     }
     for (size_t k = 0; k < count; k++)
@@ -275,9 +313,10 @@ static int parse_entry(const struct shard *sh, const char *name, const json_t *i
         return -1;
     }
     if (parse_dtype(json_string_value(jdtype), &t->dtype) != 0) {
-        folio_set_err(err, errlen,
-                      "%s: tensor '%s': unsupported dtype '%s' (supported: BF16, F16, F32)", path,
-                      name, json_string_value(jdtype));
+        folio_set_err(
+            err, errlen,
+            "%s: tensor '%s': unsupported dtype '%s' (supported: BF16, F16, F32, F8_E4M3)", path,
+            name, json_string_value(jdtype));
         return -1;
     }
     if (!json_is_array(jshape)) {
@@ -638,6 +677,8 @@ int folio_checkpoint_open_flags(const char *model_dir, unsigned flags,
     }
     if (rc == 0)
         rc = align_tensors(ck, err, errlen);
+    if (rc == 0)
+        rc = folio_checkpoint_bind_fp8_scales(ck, err, errlen);
     if (rc != 0) {
         folio_checkpoint_close(ck);
         return -1;

@@ -6,7 +6,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
-enum folio_dtype { FOLIO_DTYPE_BF16 = 0, FOLIO_DTYPE_F16, FOLIO_DTYPE_F32 };
+/* F8_E4M3: float8 e4m3 codes (common/fp8.h) of an FP8 checkpoint, each tensor with its f32
+ * scales (struct folio_tensor's scale): a value is code x scale. */
+enum folio_dtype { FOLIO_DTYPE_BF16 = 0, FOLIO_DTYPE_F16, FOLIO_DTYPE_F32, FOLIO_DTYPE_F8_E4M3 };
 
 size_t folio_dtype_size(enum folio_dtype dt);
 const char *folio_dtype_name(enum folio_dtype dt);
@@ -28,7 +30,18 @@ struct folio_tensor {
      * backend that computes on them (folio_tensor_gguf_row); NULL for other tensors. */
     const struct folio_gguf_tensor *gguf;
     int gguf_head_dim; /* its rows are permuted within heads of this many (llama's q/k); 0: not */
+    /* An F8_E4M3 tensor's scales, from the tensor NAME_scale beside it (compressed-tensors'
+     * and vLLM's weight_scale), widened to f32 and owned by the checkpoint: num_scales 1 (one
+     * per tensor) or shape[0] (one per output row). NULL and 0 for other dtypes. */
+    const float *scale;
+    size_t num_scales;
 };
+
+/* The scale of row r of an F8_E4M3 tensor (a per-tensor scale is every row's); 1 otherwise. */
+float folio_tensor_row_scale(const struct folio_tensor *t, size_t r);
+/* The elements of one row of a tensor (the product of its shape past the first; 1 for a
+ * scalar or a vector). */
+size_t folio_tensor_row_len(const struct folio_tensor *t);
 
 /* Row r (in Hugging Face's order) of a tensor's GGUF blocks as the file holds them, and the
  * ggml type in *type where type is not NULL; NULL for a tensor that has none. */
@@ -63,7 +76,7 @@ const char *folio_checkpoint_source(const struct folio_checkpoint *ck);
 size_t folio_checkpoint_num_tensors(const struct folio_checkpoint *ck);
 const struct folio_tensor *folio_checkpoint_tensor(const struct folio_checkpoint *ck, size_t i);
 
-/* Element i of a tensor as float, whatever its dtype. */
+/* Element i of a tensor as float, whatever its dtype (an F8_E4M3 code times its row's scale). */
 float folio_tensor_get_f32(const struct folio_tensor *t, size_t i);
 /* Elements [first, first+count) as floats into out. */
 void folio_tensor_read_f32(const struct folio_tensor *t, size_t first, size_t count, float *out);
