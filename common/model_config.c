@@ -308,9 +308,10 @@ static int read_config(struct reader *r, struct folio_model_config *cfg)
                       r->path);
         return -1;
     }
-    if (read_token_ids(r, cfg) != 0 || read_rope_scaling(r, cfg) != 0)
+    if (read_token_ids(r, cfg) != 0 || read_rope_scaling(r, cfg) != 0 ||
+        read_architecture_flags(r, cfg) != 0)
         return -1;
-    return read_architecture_flags(r, cfg);
+    return folio_model_config_read_quantization(r->path, r->root, cfg, r->err, r->errlen);
 }
 
 /* A number field of generation_config.json into *out (and *has); absent or

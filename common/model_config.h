@@ -5,6 +5,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#include "fp8.h" /* enum folio_quantization */
 #include "sampling_params.h"
 
 #define FOLIO_MAX_EOS_IDS 8
@@ -50,6 +51,11 @@ struct folio_model_config {
      * temperature, top_p, top_k, min_p, repetition_penalty; a GGUF's
      * general.sampling.*), for requests that leave them out. */
     struct folio_sampling_defaults sampling_defaults;
+    /* config.json's quantization_config: FOLIO_QUANT_FP8 where the checkpoint ships FP8
+     * weights (compressed-tensors' float-quantized or naive-quantized, vLLM's "fp8"), which
+     * implies --quantization fp8; quant_method is its method, "" for none. */
+    enum folio_quantization quantization;
+    char quant_method[24];
 };
 
 /* Reads DIR/config.json (and DIR/generation_config.json when present), or the
@@ -58,6 +64,14 @@ struct folio_model_config {
  * field or key in err. */
 int folio_model_config_load(const char *model_dir, struct folio_model_config *cfg, char *err,
                             size_t errlen);
+
+struct json_t;
+/* config.json's quantization_config (root is the whole file, path names it) into
+ * cfg->quantization and quant_method (model_config_quant.c): FP8 checkpoints are taken, and
+ * anything else (another quant_method, 4-bit or integer weights, group or block scales) is an
+ * error naming the field and its value, never a silent unquantized run. */
+int folio_model_config_read_quantization(const char *path, const struct json_t *root,
+                                         struct folio_model_config *cfg, char *err, size_t errlen);
 
 struct folio_gguf;
 /* The same from an open GGUF file's llama.* and tokenizer.ggml.* keys
