@@ -749,6 +749,9 @@ int main(int argc, char **argv)
         fprintf(stderr, "decode_bench: %s\n", err);
         return 1;
     }
+    /* An FP8 checkpoint runs as fp8 whatever the flag (backend_quant.c): its bytes count so. */
+    if (folio_model_is_fp8(b.model))
+        flags.quantization = FOLIO_QUANT_FP8;
     const char *mode = argv[2];
     int a = atoi(argv[3]), a2 = argc > 4 ? atoi(argv[4]) : 0, a3 = argc > 5 ? atoi(argv[5]) : 0;
     int a4 = argc > 6 ? atoi(argv[6]) : 0;

@@ -188,6 +188,13 @@ void folio_backend_base_free(struct folio_backend *b);
 int folio_backend_step(struct folio_backend *b, const struct folio_step_batch *batch,
                        struct folio_step_result *res, char *err, size_t errlen);
 
+/* The quantization a backend serves m with (backend_quant.c): `asked` (--quantization), or fp8
+ * where m is an FP8 checkpoint, whatever was asked (said in the log). */
+enum folio_quantization folio_backend_quantization(const struct folio_model *m,
+                                                   enum folio_quantization asked);
+/* Whether m is an FP8 checkpoint (its quantization_config, or F8_E4M3 layer weights). */
+bool folio_model_is_fp8(const struct folio_model *m);
+
 int folio_cpu_backend_create(const struct folio_model *m, const struct folio_backend_options *opt,
                              struct folio_backend **out, char *err, size_t errlen);
 #ifdef FOLIO_HAVE_CUDA

@@ -703,7 +703,7 @@ int folio_cpu_backend_create(const struct folio_model *m, const struct folio_bac
 
     b->tp = tp;
     enum cpu_weight_policy policy = b->ref ? CPU_WEIGHTS_F32 : CPU_WEIGHTS_PACKED;
-    bool fp8 = opt->quantization == FOLIO_QUANT_FP8;
+    bool fp8 = folio_backend_quantization(m, opt->quantization) == FOLIO_QUANT_FP8;
     if (cpu_load_ranks(m, tp, policy, fp8 ? CPU_WEIGHTS_E4M3 : policy, b->ranks, err, errlen) !=
             0 ||
         cpu_convert_tensor(m->final_norm, (size_t)c->hidden_size, "final norm", &b->final_norm, err,

@@ -62,7 +62,8 @@ static void pack_gguf_row(unsigned char *dst, const unsigned char *src, uint32_t
 }
 
 /* Each row of block b read as floats (GGUF blocks dequantized) and quantized to e4m3 with its
- * own scale. */
+ * own scale; an FP8 checkpoint's tensor (F8_E4M3) keeps its codes and its rows' scales as
+ * shipped, a tensor-parallel block of columns included (a row's scale is the whole row's). */
 static int e4m3_from_tensor(struct cpu_matrix *m, const struct folio_tensor *t, size_t total_cols,
                             struct folio_tp_block b, const char *what, char *err, size_t errlen)
 {
@@ -76,6 +77,13 @@ static int e4m3_from_tensor(struct cpu_matrix *m, const struct folio_tensor *t, 
     size_t at = cpu_e4m3_scale_offset((int)b.cols);
     for (size_t r = 0; r < b.rows; r++) {
         unsigned char *dst = m->data + r * m->row_bytes;
+        if (t->dtype == FOLIO_DTYPE_F8_E4M3) {
+            float s = folio_tensor_row_scale(t, b.row0 + r);
+            memcpy(dst, (const unsigned char *)t->data + (b.row0 + r) * total_cols + b.col0,
+                   b.cols);
+            memcpy(dst + at, &s, sizeof s);
+            continue;
+        }
         folio_tensor_read_f32(t, (b.row0 + r) * total_cols + b.col0, b.cols, tmp);
         float s = folio_fp8_quantize_row(tmp, b.cols, dst);
         memcpy(dst + at, &s, sizeof s);

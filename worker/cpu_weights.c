@@ -26,6 +26,8 @@ int cpu_convert_tensor(const struct folio_tensor *t, size_t expect, const char *
     const unsigned char *src = t->data;
     if (t->dtype == FOLIO_DTYPE_F32) {
         memcpy(dst, src, expect * sizeof(float));
+    } else if (t->dtype == FOLIO_DTYPE_F8_E4M3) { /* codes times their scales */
+        folio_tensor_read_f32(t, 0, expect, dst);
     } else {
         for (size_t i = 0; i < expect; i++) {
             uint16_t h;

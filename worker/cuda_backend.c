@@ -315,7 +315,7 @@ static int create(struct cuda_backend *cb, const struct folio_model *m,
             cb->hidden, cb->inter, cb->head_dim, cb->heads, cb->kv_heads);
         return -1;
     }
-    cb->fp8 = opt->quantization == FOLIO_QUANT_FP8;
+    cb->fp8 = folio_backend_quantization(m, opt->quantization) == FOLIO_QUANT_FP8;
     /* A GGUF's blocks stay packed unless fp8 was asked for (it quantizes the widened weights)
      * or a test asks for the bf16 copy to compare with. */
     cb->gguf = !cb->fp8 && !opt->cuda_paths.gguf_bf16 && cuda_gguf_keeps_packed(m);

@@ -30,10 +30,37 @@ static int check_shape(const struct folio_tensor *t, const char *what, int64_t r
     return 0;
 }
 
+/* An FP8 checkpoint's tensor (F8_E4M3) into dst as bf16: code x scale rounded on the host
+ * (the device's converter knows no scales). Only where an fp8 step does not take the codes as
+ * they are: a projection fused with a tensor that is not F8, or a bf16 run. */
+static int upload_f8_as_bf16(struct cuda_backend *cb, bf16 *dst, const struct folio_tensor *t,
+                             char *err, size_t errlen)
+{
+    size_t n = folio_tensor_numel(t), chunk = (size_t)1 << 20;
+    float *f = malloc(sizeof(float) * chunk);
+    bf16 *h = malloc(sizeof(bf16) * chunk);
+    cudaError_t e = f && h ? cudaSuccess : cudaErrorMemoryAllocation;
+    for (size_t at = 0; at < n && e == cudaSuccess; at += chunk) {
+        size_t k = n - at < chunk ? n - at : chunk;
+        folio_tensor_read_f32(t, at, k, f);
+        for (size_t i = 0; i < k; i++)
+            h[i] = folio_f32_to_bf16(f[i]);
+        e = cudaMemcpyAsync(dst + at, h, sizeof(bf16) * k, cudaMemcpyHostToDevice, cb->stream);
+        if (e == cudaSuccess) /* h is refilled next */
+            e = cudaStreamSynchronize(cb->stream);
+    }
+    free(f);
+    free(h);
+    CUDA_CHECK(e);
+    return 0;
+}
+
 /* Copies a checkpoint tensor into dst as bf16, through a device staging buffer. */
 static int upload(struct cuda_backend *cb, bf16 *dst, const struct folio_tensor *t, void *staging,
                   char *err, size_t errlen)
 {
+    if (t->dtype == FOLIO_DTYPE_F8_E4M3)
+        return upload_f8_as_bf16(cb, dst, t, err, errlen);
     int64_t n = 1;
     for (int i = 0; i < t->ndim; i++)
         n *= t->shape[i];
@@ -166,53 +193,124 @@ static int upload_layer(struct cuda_backend *cb, const struct folio_layer_weight
                      fold_norm(cb, D->w_gate_up, 2 * I, D->mlp_norm, err, errlen)));
 }
 
-/* Every layer for --quantization fp8: uploaded whole into a bf16 scratch (unfolded), its four
- * projections quantized per output channel into one e4m3 block per layer (codes, then
- * scales), its norms copied into norms ([layer][2][hidden]). */
+/* The four projections' tensors of layer L, grouped as they are fused. */
+static void layer_groups(const struct folio_layer_weights *L, const struct folio_tensor *g[4][3],
+                         int count[4])
+{
+    const struct folio_tensor *t[4][3] = {
+        {L->wq, L->wk, L->wv}, {L->wo, NULL, NULL}, {L->w_gate, L->w_up, NULL}, {L->w_down}};
+    memcpy(g, t, sizeof t);
+    count[0] = 3, count[1] = 1, count[2] = 2, count[3] = 1;
+}
+
+/* A projection whose tensors (n of them, fused row-wise) are all an FP8 checkpoint's: their
+ * codes into q and each row's scale (a tensor's one scale broadcast to its rows) into scale, as
+ * shipped. */
+static int upload_fp8_exact(struct cuda_backend *cb, struct fp8_weight *dst, uint8_t *q,
+                            float *scale, const struct folio_tensor *const *g, int n, int rows,
+                            char *err, size_t errlen)
+{
+    float *s = malloc(sizeof(float) * (size_t)rows);
+    if (!s) {
+        snprintf(err, errlen, "cuda backend: out of host memory");
+        return -1;
+    }
+    cudaError_t e = cudaSuccess;
+    size_t row = 0;
+    for (int p = 0; p < n && e == cudaSuccess; p++) {
+        const struct folio_tensor *t = g[p];
+        size_t cols = folio_tensor_row_len(t);
+        for (int64_t r = 0; r < t->shape[0]; r++)
+            s[row + (size_t)r] = folio_tensor_row_scale(t, (size_t)r);
+        e = cudaMemcpyAsync(q + row * cols, t->data, t->nbytes, cudaMemcpyHostToDevice, cb->stream);
+        row += (size_t)t->shape[0];
+    }
+    if (e == cudaSuccess)
+        e = cudaMemcpyAsync(scale, s, sizeof(float) * (size_t)rows, cudaMemcpyHostToDevice,
+                            cb->stream);
+    if (e == cudaSuccess) /* s is freed below */
+        e = cudaStreamSynchronize(cb->stream);
+    free(s);
+    CUDA_CHECK(e);
+    dst->q = q;
+    dst->scale = scale;
+    return 0;
+}
+
+/* Every layer for --quantization fp8: each of its four projections into one e4m3 block per
+ * layer (codes, then scales); from an FP8 checkpoint whose tensors of the projection are all
+ * F8_E4M3, the codes and scales as shipped; else its tensors uploaded into a bf16 scratch
+ * (unfolded) and quantized per output channel. The norms go into norms ([layer][2][hidden]). */
 static int upload_layers_fp8(struct cuda_backend *cb, const struct folio_model *m, bf16 *norms,
                              void *staging, char *err, size_t errlen)
 {
     const int H = cb->hidden, I = cb->inter, QD = cb->heads * cb->head_dim;
     const int rows[4] = {cb->qkv_dim, H, 2 * I, H}, cols[4] = {H, QD, H, I};
     /* Each matrix and scale vector 256-byte aligned, as cuBLASLt's heuristic assumes. */
-    size_t codes_at[4], scales_at[4], per_layer = 0, elems = 0;
+    size_t codes_at[4], scales_at[4], per_layer = 0, largest = 0;
     for (int j = 0; j < 4; j++) {
         codes_at[j] = per_layer;
         per_layer += ((size_t)rows[j] * cols[j] + 255) / 256 * 256;
-        elems += (size_t)rows[j] * cols[j];
+        if ((size_t)rows[j] * cols[j] > largest)
+            largest = (size_t)rows[j] * cols[j];
     }
     for (int j = 0; j < 4; j++) {
         scales_at[j] = per_layer;
         per_layer += (sizeof(float) * rows[j] + 255) / 256 * 256;
     }
-    void *block, *scratch;
+    void *block;
+    bf16 *scratch;
     if (alloc_weights(cb, &block, per_layer * cb->layers, err, errlen))
         return -1;
-    CUDA_CHECK(cudaMalloc(&scratch, sizeof(bf16) * (elems + 2 * (size_t)H)));
-    int rc = 0;
+    CUDA_CHECK(cudaMalloc((void **)&scratch, sizeof(bf16) * largest));
+    int rc = 0, exact = 0;
     for (int i = 0; i < cb->layers && !rc; i++) {
-        struct cuda_layer *D = &cb->lw[i], tmp = {0};
-        rc = upload_layer(cb, &m->layers[i], &tmp, scratch, staging, false, err, errlen);
-        const bf16 *src[4] = {tmp.wqkv, tmp.wo, tmp.w_gate_up, tmp.w_down};
+        struct cuda_layer *D = &cb->lw[i];
+        const struct folio_layer_weights *L = &m->layers[i];
         struct fp8_weight *dst[4] = {&D->qkv8, &D->o8, &D->gate_up8, &D->down8};
+        const struct folio_tensor *g[4][3];
+        int count[4];
+        layer_groups(L, g, count);
         uint8_t *at = (uint8_t *)block + per_layer * i;
-        for (int j = 0; j < 4 && !rc; j++)
-            rc =
-                cuda_fp8_quantize_weight(cb, dst[j], at + codes_at[j], (float *)(at + scales_at[j]),
-                                         src[j], rows[j], cols[j], err, errlen);
+        for (int j = 0; j < 4 && !rc; j++) {
+            uint8_t *q = at + codes_at[j];
+            float *scale = (float *)(at + scales_at[j]);
+            bool f8 = true;
+            for (int p = 0; p < count[j]; p++)
+                f8 = f8 && g[j][p]->dtype == FOLIO_DTYPE_F8_E4M3;
+            if (f8) {
+                rc = upload_fp8_exact(cb, dst[j], q, scale, g[j], count[j], rows[j], err, errlen);
+                exact++;
+                continue;
+            }
+            /* The scratch is reused by the next projection: upload waits for its copy, and
+             * the quantizing kernel runs on the same stream before the next one's. */
+            size_t row = 0;
+            for (int p = 0; p < count[j] && !rc; p++) {
+                rc = upload(cb, scratch + row * cols[j], g[j][p], staging, err, errlen);
+                row += (size_t)g[j][p]->shape[0];
+            }
+            if (!rc)
+                rc = cuda_fp8_quantize_weight(cb, dst[j], q, scale, scratch, rows[j], cols[j], err,
+                                              errlen);
+        }
         D->attn_norm = norms + (size_t)2 * H * i;
         D->mlp_norm = D->attn_norm + H;
-        cudaError_t e = rc ? cudaSuccess
-                           : cudaMemcpyAsync(D->attn_norm, tmp.attn_norm, sizeof(bf16) * 2 * H,
-                                             cudaMemcpyDeviceToDevice, cb->stream);
-        if (e == cudaSuccess && !rc) /* the scratch is reused by the next layer */
-            e = cudaStreamSynchronize(cb->stream);
-        if (e != cudaSuccess && !rc) {
-            snprintf(err, errlen, "cuda backend: fp8 layer %d: %s", i, cudaGetErrorString(e));
-            rc = -1;
-        }
+        if (!rc)
+            rc = upload(cb, D->attn_norm, L->attn_norm, staging, err, errlen) ||
+                 upload(cb, D->mlp_norm, L->mlp_norm, staging, err, errlen);
     }
+    cudaError_t e = rc ? cudaSuccess : cudaStreamSynchronize(cb->stream);
     cudaFree(scratch);
+    if (e != cudaSuccess) {
+        snprintf(err, errlen, "cuda backend: fp8 layers: %s", cudaGetErrorString(e));
+        return -1;
+    }
+    if (!rc && exact > 0)
+        folio_log_info(0,
+                       "fp8: %d of %d layer projections take the checkpoint's e4m3 codes and "
+                       "scales as shipped; the rest quantized at load",
+                       exact, 4 * cb->layers);
     return rc;
 }
 
@@ -222,16 +320,6 @@ static bool packable(const struct folio_tensor *t)
     uint32_t type = 0;
     return t->gguf && t->ndim == 2 && folio_tensor_gguf_row(t, 0, &type) != NULL &&
            gguf_packed_type(type);
-}
-
-/* The four projections' tensors of layer L, grouped as they are fused. */
-static void layer_groups(const struct folio_layer_weights *L, const struct folio_tensor *g[4][3],
-                         int count[4])
-{
-    const struct folio_tensor *t[4][3] = {
-        {L->wq, L->wk, L->wv}, {L->wo, NULL, NULL}, {L->w_gate, L->w_up, NULL}, {L->w_down}};
-    memcpy(g, t, sizeof t);
-    count[0] = 3, count[1] = 1, count[2] = 2, count[3] = 1;
 }
 
 bool cuda_gguf_keeps_packed(const struct folio_model *m)

@@ -552,14 +552,15 @@ int main(int argc, char **argv)
         usleep(100 * 1000); /* let the reply leave before the socket closes */
         goto out;
     }
-    folio_log_info(0,
-                   "%s backend ready: %d KV blocks (kv cache dtype %s), %d slots, %d tokens per "
-                   "step%s%s",
-                   a.backend, b->num_kv_blocks,
-                   strcmp(a.kv_cache_dtype, "auto") ? "fp8 e4m3" : "auto", (int)a.max_seqs,
-                   (int)a.max_num_tokens,
-                   a.tensor_parallel_size > 1 ? ", tensor-parallel ranks emulated" : "",
-                   strcmp(a.quantization, "none") ? ", fp8 (e4m3) linear layers" : "");
+    folio_log_info(
+        0,
+        "%s backend ready: %d KV blocks (kv cache dtype %s), %d slots, %d tokens per "
+        "step%s%s",
+        a.backend, b->num_kv_blocks, strcmp(a.kv_cache_dtype, "auto") ? "fp8 e4m3" : "auto",
+        (int)a.max_seqs, (int)a.max_num_tokens,
+        a.tensor_parallel_size > 1 ? ", tensor-parallel ranks emulated" : "",
+        strcmp(a.quantization, "none") || folio_model_is_fp8(model) ? ", fp8 (e4m3) linear layers"
+                                                                    : "");
     /* Structured outputs: the model's tokenizer and vocab for the matchers, where the backend
      * applies masks; without them the scheduler refuses constrained requests. */
     if (b->caps.grammar && model &&
