@@ -9,7 +9,7 @@
 #include <unistd.h>
 
 /* A new directory /tmp/folio-test-NAME-XXXXXX; the caller frees the path. */
-static char *make_dir_named(const char *name)
+static inline char *make_dir_named(const char *name)
 {
     char tmpl[128];
     snprintf(tmpl, sizeof tmpl, "/tmp/folio-test-%s-XXXXXX", name);
@@ -22,7 +22,7 @@ static char *make_dir_named(const char *name)
 }
 
 /* Removes dir's files, dir itself, and frees the path. */
-static void remove_dir(char *dir)
+static inline void remove_dir(char *dir)
 {
     DIR *d = opendir(dir);
     struct dirent *e;
@@ -39,7 +39,7 @@ static void remove_dir(char *dir)
     free(dir);
 }
 
-static void write_file(const char *dir, const char *name, const void *bytes, size_t len)
+static inline void write_file(const char *dir, const char *name, const void *bytes, size_t len)
 {
     char p[512];
     snprintf(p, sizeof p, "%s/%s", dir, name);
@@ -51,7 +51,7 @@ static void write_file(const char *dir, const char *name, const void *bytes, siz
     fclose(f);
 }
 
-static void write_text(const char *dir, const char *name, const char *text)
+static inline void write_text(const char *dir, const char *name, const char *text)
 {
     write_file(dir, name, text, strlen(text));
 }
