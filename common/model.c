@@ -3,7 +3,9 @@
  * that the backends can index the weights without checking anything. */
 #include "model.h"
 #include "error.h"
+#include "fp8.h"
 
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -100,6 +102,67 @@ static int bind_layer(const struct folio_checkpoint *ck, const struct folio_mode
     return 0;
 }
 
+/* One KV scale of layer i (which: 'k' or 'v') into *out, if the checkpoint has it: vLLM's name
+ * (self_attn.k_scale) or the one llm-compressor wrote before it (self_attn.k_proj.output_scale).
+ * 1 found, 0 absent, -1 with err set when it is not one finite positive number. */
+static int find_kv_scale(const struct folio_checkpoint *ck, int i, char which, float *out,
+                         char *err, size_t errlen)
+{
+    char name[2][128];
+    snprintf(name[0], sizeof name[0], "model.layers.%d.self_attn.%c_scale", i, which);
+    snprintf(name[1], sizeof name[1], "model.layers.%d.self_attn.%c_proj.output_scale", i, which);
+    for (int n = 0; n < 2; n++) {
+        const struct folio_tensor *t = folio_checkpoint_find(ck, name[n]);
+        if (!t)
+            continue;
+        bool scalar = t->ndim == 0 || (t->ndim == 1 && t->shape[0] == 1);
+        float v = scalar ? folio_tensor_get_f32(t, 0) : 0.0f;
+        if (!scalar || !(v > 0.0f) || !isfinite(v)) {
+            char found[96];
+            format_shape(found, sizeof found, t->ndim, t->shape);
+            folio_set_err(err, errlen,
+                          "%s: tensor '%s' (shape %s, first value %g) must be one finite positive "
+                          "number: a KV cache scale per tensor (per-head scales are not supported)",
+                          t->file, name[n], found, scalar ? (double)v : 0.0);
+            return -1;
+        }
+        *out = v;
+        return 1;
+    }
+    return 0;
+}
+
+/* Every layer's KV cache scales, from the checkpoint where it has them: all layers' K and V or
+ * none, since a missing one would silently run that layer at another scale. */
+static int bind_kv_scales(struct folio_model *m, char *err, size_t errlen)
+{
+    int n = m->config.num_layers, found = 0;
+    for (int i = 0; i < n; i++) {
+        struct folio_layer_weights *L = &m->layers[i];
+        L->k_scale = L->v_scale = FOLIO_KV_FP8_SCALE;
+        int k = find_kv_scale(m->checkpoint, i, 'k', &L->k_scale, err, errlen);
+        int v = k < 0 ? -1 : find_kv_scale(m->checkpoint, i, 'v', &L->v_scale, err, errlen);
+        if (k < 0 || v < 0)
+            return -1;
+        found += k + v;
+    }
+    if (found != 0 && found != 2 * n) {
+        for (int i = 0; i < n; i++)
+            for (int w = 0; w < 2; w++) {
+                float unused;
+                if (find_kv_scale(m->checkpoint, i, "kv"[w], &unused, err, errlen) == 0) {
+                    folio_set_err(err, errlen,
+                                  "%s: the checkpoint has KV cache scales for %d of the %d "
+                                  "layers' K and V; model.layers.%d.self_attn.%c_scale is missing",
+                                  folio_checkpoint_source(m->checkpoint), found, 2 * n, i, "kv"[w]);
+                    return -1;
+                }
+            }
+    }
+    m->kv_scales = found != 0;
+    return 0;
+}
+
 int folio_model_open(const char *model_dir, struct folio_model **out, char *err, size_t errlen)
 {
     return folio_model_open_flags(model_dir, 0, out, err, errlen);
@@ -144,6 +207,8 @@ int folio_model_open_flags(const char *model_dir, unsigned flags, struct folio_m
     for (int i = 0; i < c->num_layers; i++)
         if (bind_layer(ck, c, i, &m->layers[i], err, errlen) != 0)
             goto fail;
+    if (bind_kv_scales(m, err, errlen) != 0)
+        goto fail;
     *out = m;
     return 0;
 fail:

@@ -3,6 +3,8 @@
 #ifndef FOLIO_MODEL_H
 #define FOLIO_MODEL_H
 
+#include <stdbool.h>
+
 #include "model_config.h"
 #include "safetensors.h"
 
@@ -19,6 +21,9 @@ struct folio_layer_weights {
     /* Qwen2's projection biases ([q_dim], [kv_dim], [kv_dim]); NULL when the
      * architecture has none (Llama). */
     const struct folio_tensor *bq, *bk, *bv;
+    /* The FP8 KV cache's scales for this layer's K and V: the checkpoint's calibrated ones
+     * (self_attn.k_scale / v_scale), else FOLIO_KV_FP8_SCALE, vLLM's default. */
+    float k_scale, v_scale;
 };
 
 struct folio_model {
@@ -28,6 +33,7 @@ struct folio_model {
     const struct folio_tensor *final_norm; /* [hidden] */
     const struct folio_tensor *lm_head;    /* [vocab, hidden]; == embed when tied */
     struct folio_layer_weights *layers;    /* [num_layers] */
+    bool kv_scales;                        /* the layers' KV scales came from the checkpoint */
 };
 
 /* Opens DIR (config.json + safetensors) and binds every weight by its Hugging

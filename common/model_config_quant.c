@@ -110,6 +110,32 @@ static int check_args(struct qreader *q, const char *group, const char *which, c
     return 0;
 }
 
+/* kv_cache_scheme: the calibrated K/V scales the file carries (model.c reads them, one a layer
+ * for each of K and V); per-head scales and other types have no kernels in Folio. */
+static int check_kv_cache_scheme(struct qreader *q, const json_t *qc)
+{
+    const json_t *kv = json_object_get(qc, "kv_cache_scheme");
+    if (absent(kv))
+        return 0;
+    if (!json_is_object(kv))
+        return refuse(q, "kv_cache_scheme", kv, "must be an object or null");
+    const json_t *bits = json_object_get(kv, "num_bits"), *type = json_object_get(kv, "type");
+    const json_t *strategy = json_object_get(kv, "strategy"),
+                 *sym = json_object_get(kv, "symmetric");
+    if (!json_is_integer(bits) || json_integer_value(bits) != 8)
+        return refuse(q, "kv_cache_scheme.num_bits", bits,
+                      "only an 8-bit (FP8) KV cache is supported");
+    if (!is_string(type, "float"))
+        return refuse(q, "kv_cache_scheme.type", type, "only type \"float\" (e4m3) is supported");
+    if (!absent(strategy) && !is_string(strategy, "tensor"))
+        return refuse(q, "kv_cache_scheme.strategy", strategy,
+                      "only one K and one V scale a layer (\"tensor\") is supported");
+    if (!absent(sym) && !json_is_true(sym))
+        return refuse(q, "kv_cache_scheme.symmetric", sym,
+                      "asymmetric (zero-point) scales are not supported");
+    return 0;
+}
+
 static int read_compressed_tensors(struct qreader *q, const json_t *qc)
 {
     const json_t *format = json_object_get(qc, "format");
@@ -138,6 +164,8 @@ static int read_compressed_tensors(struct qreader *q, const json_t *qc)
         if (!absent(out))
             return refuse(q, field, out, "quantized outputs are not supported");
     }
+    if (check_kv_cache_scheme(q, qc) != 0)
+        return -1;
     return check_names(q, qc, "ignore");
 }
 

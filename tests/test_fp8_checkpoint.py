@@ -261,3 +261,80 @@ def test_served_as_shipped(tmp_path, bf16_model):
         assert r.status_code == 200, r.text
     finally:
         server.stop()
+
+
+def with_kv_scales(src, dst, scales, shape=(), layers=None):
+    """A copy of the model src with model.layers.N.self_attn.{k,v}_scale = scales[0], scales[1]
+    (F32 of the given shape) for the given layers (all by default)."""
+    shutil.copytree(src, dst)
+    raw = (dst / "model.safetensors").read_bytes()
+    (hlen,) = struct.unpack("<Q", raw[:8])
+    header = json.loads(raw[8:8 + hlen])
+    data = raw[8 + hlen:]
+    entries = [(n, h["dtype"], h["shape"], data[h["data_offsets"][0]:h["data_offsets"][1]])
+               for n, h in header.items() if n != "__metadata__"]
+    n_layers = json.loads((dst / "config.json").read_text())["num_hidden_layers"]
+    for i in range(n_layers) if layers is None else layers:
+        for which, s in zip("kv", scales):
+            entries.append((f"model.layers.{i}.self_attn.{which}_scale", "F32", list(shape),
+                            np.full(shape, s, np.float32).tobytes()))
+    write_raw_safetensors(dst / "model.safetensors", entries)
+    return dst
+
+
+def test_kv_cache_scales_from_the_checkpoint(tmp_path, bf16_model):
+    """A checkpoint's calibrated K/V scales (vLLM's self_attn.k_scale / v_scale) are what the
+    fp8 KV cache divides by and multiplies back: scales of 1 written out give the logits of no
+    scales, bit for bit; scales of 0.3 and 0.2 change them, yet agree with the unquantized
+    cache as closely as scale 1 does (a scale applied on one side only would be off 3-5x); a
+    per-head scale or a layer without one is an error naming the tensor."""
+    tokens, _, _ = drive(tmp_path, "auto", bf16_model, steps_script(STEPS))
+    steps = forced(steps_script(STEPS), tokens)  # one history for all, as a near-tie may differ
+    _, ref, _ = drive(tmp_path, "auto", bf16_model, steps)
+    _, plain, _ = drive(tmp_path, "plain", bf16_model, steps, kv_cache_dtype="fp8")
+    ones = with_kv_scales(bf16_model, tmp_path / "ones", (1.0, 1.0))
+    _, same, _ = drive(tmp_path, "ones", ones, steps, kv_cache_dtype="fp8")
+    assert np.array_equal(plain, same)
+    scaled = with_kv_scales(bf16_model, tmp_path / "scaled", (0.3, 0.2), shape=(1,))
+    _, got, _ = drive(tmp_path, "scaled", scaled, steps, kv_cache_dtype="fp8")
+    assert not np.array_equal(plain, got)
+
+    def rel(a):
+        return float(np.median([np.linalg.norm(a[s, i] - ref[s, i]) / np.linalg.norm(ref[s, i])
+                                for s in range(len(steps)) for i in range(len(PROMPTS))]))
+
+    print(f"\nfp8 KV cache against the unquantized one, logits relative L2 median: scale 1 "
+          f"{rel(plain):.4f}, checkpoint scales 0.3/0.2 {rel(got):.4f}")
+    assert rel(got) < 2 * rel(plain) + 0.01
+    # With the default cache the scales change nothing.
+    _, unused, _ = drive(tmp_path, "unused", scaled, steps)
+    assert np.array_equal(ref, unused)
+
+    per_head = with_kv_scales(bf16_model, tmp_path / "perhead", (0.3, 0.2), shape=(2,))
+    err = load_error(tmp_path, per_head)
+    assert "'model.layers.0.self_attn.k_scale' (shape [2]" in err, err
+    partial = with_kv_scales(bf16_model, tmp_path / "partial", (0.3, 0.2), layers=[0])
+    err = load_error(tmp_path, partial)
+    assert "KV cache scales for 2 of the 4" in err and "model.layers.1.self_attn.k_scale is " \
+        "missing" in err, err
+
+
+def test_kv_cache_scheme_taken_or_refused(tmp_path, bf16_model):
+    """compressed-tensors' kv_cache_scheme: one FP8 scale a layer is taken, per-head scales and
+    integer caches are refused by field."""
+    base = make_fp8_checkpoint(bf16_model, tmp_path / "kvbase", strategy="channel")
+    d = tmp_path / "kvtensor"
+    shutil.copytree(base, d)
+    edit_config(d, kv_cache_scheme={"num_bits": 8, "type": "float", "strategy": "tensor",
+                                    "dynamic": False, "symmetric": True})
+    drive(tmp_path, "kvtensor", d, steps_script(2), kv_cache_dtype="fp8")
+    for field, value, expect in (("strategy", "attn_head", 'kv_cache_scheme.strategy" is '
+                                  '"attn_head"'),
+                                 ("type", "int", 'kv_cache_scheme.type" is "int"')):
+        d = tmp_path / f"kv{value}"
+        shutil.copytree(base, d)
+        scheme = {"num_bits": 8, "type": "float", "strategy": "tensor"}
+        scheme[field] = value
+        edit_config(d, kv_cache_scheme=scheme)
+        err = load_error(tmp_path, d)
+        assert expect in err, err

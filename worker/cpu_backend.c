@@ -247,10 +247,8 @@ static void attention_block(struct cpu_backend *b, const struct folio_step_batch
         const struct folio_step_seq *s = &batch->seqs[b->tok_seq[t]];
         int32_t pos = b->tok_pos[t];
         size_t off = cpu_kv_offset(c, nkv, s->block_table[pos / FOLIO_KV_BLOCK_SIZE], pos);
-        cpu_kv_write(b->kv, b->kern, L->k_cache, off, b->k + (size_t)t * kvdim, kvdim,
-                     FOLIO_KV_FP8_SCALE);
-        cpu_kv_write(b->kv, b->kern, L->v_cache, off, b->v + (size_t)t * kvdim, kvdim,
-                     FOLIO_KV_FP8_SCALE);
+        cpu_kv_write(b->kv, b->kern, L->k_cache, off, b->k + (size_t)t * kvdim, kvdim, L->k_scale);
+        cpu_kv_write(b->kv, b->kern, L->v_cache, off, b->v + (size_t)t * kvdim, kvdim, L->v_scale);
     }
     struct cpu_attention a = {.cfg = &b->cfg,
                               .kern = b->kern,
@@ -265,8 +263,8 @@ static void attention_block(struct cpu_backend *b, const struct folio_step_batch
                               .sh = &R->shard,
                               .k_cache = L->k_cache,
                               .v_cache = L->v_cache,
-                              .k_scale = FOLIO_KV_FP8_SCALE,
-                              .v_scale = FOLIO_KV_FP8_SCALE,
+                              .k_scale = L->k_scale,
+                              .v_scale = L->v_scale,
                               .ntok = ntok};
     cpu_attention_run(b->pool, &a);
     mm(b, &L->wo, act_of(b, b->attn, ntok, qdim), y);
@@ -724,6 +722,8 @@ int folio_cpu_backend_create(const struct folio_model *m, const struct folio_bac
             L->k_cache = calloc(num_blocks * block_floats / (size_t)tp, kv_elem);
             L->v_cache = calloc(num_blocks * block_floats / (size_t)tp, kv_elem);
             ok &= L->k_cache && L->v_cache;
+            L->k_scale = m->layers[l].k_scale;
+            L->v_scale = m->layers[l].v_scale;
         }
     }
     b->inv_freq = malloc(half * sizeof *b->inv_freq);

@@ -23,6 +23,7 @@ struct cpu_layer {
     /* [num_kv_blocks][16][the rank's kv_heads][head_dim]: f32 for the reference, f16 (as
      * uint16_t) for the fast path */
     void *k_cache, *v_cache;
+    float k_scale, v_scale; /* the fp8 cache's scales (model.h) */
 };
 
 /* One rank's share (tp_shard.h): its heads' Q/K/V rows and O columns, its

@@ -365,8 +365,10 @@ static int create(struct cuda_backend *cb, const struct folio_model *m,
         snprintf(err, errlen, "cuda backend: out of host memory");
         return -1;
     }
-    for (int i = 0; i < 2 * cb->layers; i++) /* vLLM's default where no checkpoint scale */
-        cb->kv_scale[i] = FOLIO_KV_FP8_SCALE;
+    for (int i = 0; i < cb->layers; i++) { /* the checkpoint's, else vLLM's default (model.h) */
+        cb->kv_scale[2 * i] = m->layers[i].k_scale;
+        cb->kv_scale[2 * i + 1] = m->layers[i].v_scale;
+    }
     if (cb->kv_fp8 && cb->attn_tile_tokens > 0)
         CUDA_CHECK(folio_k_attention_fp8_prepare(cb->head_dim));
     if (cuda_load_weights(cb, m, err, errlen) != 0 ||

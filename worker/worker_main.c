@@ -561,6 +561,11 @@ int main(int argc, char **argv)
         a.tensor_parallel_size > 1 ? ", tensor-parallel ranks emulated" : "",
         strcmp(a.quantization, "none") || folio_model_is_fp8(model) ? ", fp8 (e4m3) linear layers"
                                                                     : "");
+    if (model && model->kv_scales)
+        folio_log_info(0, strcmp(a.kv_cache_dtype, "auto")
+                              ? "fp8 kv cache: each layer's K and V scales from the checkpoint"
+                              : "the checkpoint's KV cache scales are not used: --kv-cache-dtype "
+                                "auto keeps K and V in the model's dtype");
     /* Structured outputs: the model's tokenizer and vocab for the matchers, where the backend
      * applies masks; without them the scheduler refuses constrained requests. */
     if (b->caps.grammar && model &&
