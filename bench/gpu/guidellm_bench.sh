@@ -20,6 +20,9 @@
 #                      ablation) or NAME=COMMAND, repeatable; COMMAND may use {model}, {port} and
 #                      {tokenizer}; each server runs the same workloads in turn, and the report
 #                      gives every server's change against the first
+#                      Named ones: vllm, vllm-fp8, vllm-4api, vllm-fp8-4api (vLLM 0.26 from
+#                      $VLLM_SITE, default /tmp/vsite; --quantization fp8, --api-server-count 4)
+#                      and folio-fp8 (this build with --quantization fp8)
 #   --server-cmd CMD   the same as --server server=CMD
 #   --backend B        folio's --backend (default cuda)
 #   --model DIR        serve this checkpoint instead of writing the TinyLlama-shaped one
@@ -345,8 +348,23 @@ stop_server() {
 }
 trap stop_server EXIT
 
+# The standard comparisons by name: vLLM 0.26 from /tmp/vsite (.vllm/on_device.sh unpacks it
+# there) in bf16, FP8 and with 4 API servers, and this build in FP8.
+VLLM="env PYTHONPATH=${VLLM_SITE:-/tmp/vsite} VLLM_USE_FLASHINFER_SAMPLER=0 python3 -m vllm.entrypoints.cli.main serve {model} --port {port}"
+preset() {
+  case $1 in
+    vllm) echo "vllm=$VLLM" ;;
+    vllm-fp8) echo "vllm-fp8=$VLLM --quantization fp8" ;;
+    vllm-4api) echo "vllm-4api=$VLLM --api-server-count 4" ;;
+    vllm-fp8-4api) echo "vllm-fp8-4api=$VLLM --quantization fp8 --api-server-count 4" ;;
+    folio-fp8) echo "folio-fp8=folio --quantization fp8" ;;
+    *) echo "$1" ;;
+  esac
+}
+
 RESULT_DIRS=()
 for spec in "${SERVERS[@]}"; do
+  spec=$(preset "$spec")
   if [ "$spec" = folio ] || [[ $spec == *=folio ]] || [[ $spec == *=folio\ * ]]; then
     # 'folio', or 'NAME=folio FLAGS': this build with more flags (an ablation, e.g.
     # 'folio-eager=folio --enforce-eager'), reported against the first server
