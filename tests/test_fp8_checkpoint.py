@@ -25,7 +25,8 @@ import pytest
 from conftest import bin_path
 from make_fp8_checkpoint import VALUES, e4m3_encode, make_fp8_checkpoint, write_raw_safetensors
 from make_tiny_model import make_tiny_model
-from test_fp8 import TOP1_MIN
+from smollm2_prompts import batched_greedy_steps
+from test_fp8 import TOP1_MIN, forced
 from test_serve_e2e import Server, free_port
 
 STEPS = 24
@@ -43,14 +44,7 @@ def bf16_model(tmp_path_factory):
 
 
 def steps_script(new_tokens):
-    blocks = [[BLOCKS * i + b for b in range(BLOCKS)] for i in range(len(PROMPTS))]
-    steps = [[{"slot": i, "tokens": p, "context_len": len(p), "block_table": blocks[i],
-               "output_index": 0} for i, p in enumerate(PROMPTS)]]
-    for s in range(1, new_tokens):
-        steps.append([{"slot": i, "tokens": [-1], "context_len": len(p) + s,
-                       "block_table": blocks[i], "output_index": s}
-                      for i, p in enumerate(PROMPTS)])
-    return steps
+    return batched_greedy_steps(PROMPTS, new_tokens, BLOCKS)
 
 
 def drive(tmp_path, name, model, steps, backend="cpu", check=True, **fields):
@@ -154,15 +148,6 @@ def test_per_tensor_checkpoint_agrees_with_reference(tmp_path, bf16_model, metho
           f"{len(PROMPTS)} prompts x {STEPS} steps: top-1 agreement {agree.mean():.4f}; logits "
           f"relative L2 median {np.median(rel):.4f}, max {max(rel):.4f}")
     assert agree.mean() >= TOP1_MIN
-
-
-def forced(steps, tokens):
-    """The same steps with each decode step fed the given run's previous token."""
-    out = json.loads(json.dumps(steps))
-    for s in range(1, len(out)):
-        for i, seq in enumerate(out[s]):
-            seq["tokens"] = [tokens[i][s - 1]]
-    return out
 
 
 def edit_config(model, **qc_changes):
