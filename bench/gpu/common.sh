@@ -29,6 +29,13 @@ folio_tinyllama() {
     --tokenizer-dir bundle/models/llama2-tokenizer --device cuda >/dev/null
 }
 
+# The Llama-3-8B-shaped checkpoint (random bf16 weights, the Llama-2 tokenizer; 16 GB) in /tmp/l8.
+folio_llama3_8b() {
+  [ -f /tmp/l8/config.json ] && return 0
+  python3 bench/make_checkpoint.py /tmp/l8 --config assets/models/llama3-8b-shape/config.json \
+    --tokenizer-dir bundle/models/llama2-tokenizer --device cuda >/dev/null
+}
+
 # A fixture model (tests/fixtures/make_tiny_model.py): folio_fixture DIR ARGS...
 folio_fixture() {
   local dir=$1
