@@ -113,11 +113,8 @@ static int parse_one(struct folio_tokenizer *t, json_t *d, bool *fused, char *er
         op.start = (size_t)json_integer_value(start);
         op.stop = (size_t)json_integer_value(stop);
     } else if (!strcmp(type, "ByteLevel")) {
+        /* After Fuse too: ByteLevel joins its input into one string either way. */
         op.kind = TOK_DEC_BYTE_LEVEL;
-        if (*fused) {
-            snprintf(err, errlen, "decoder: ByteLevel after Fuse is not supported");
-            return -1;
-        }
     } else if (!strcmp(type, "Metaspace")) {
         op.kind = TOK_DEC_METASPACE;
         if (dup_json_string(json_object_get(d, "replacement"), &op.a, &op.a_len) ||

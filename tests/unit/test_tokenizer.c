@@ -362,6 +362,30 @@ static void test_bad_files(void)
         CHECK(folio_tokenizer_bos_id(t) == -1 && folio_tokenizer_chat_template(t) == NULL);
         folio_tokenizer_free(t);
     }
+    /* ByteLevel after Fuse (as gguf_to_hf's files have it) decodes as ByteLevel alone does:
+     * Hugging Face's ByteLevel joins its tokens into one string in any case. */
+    static const char *decoders[] = {"{\"type\": \"ByteLevel\"}",
+                                     "{\"type\": \"Sequence\", \"decoders\": [{\"type\": "
+                                     "\"Fuse\"}, {\"type\": \"ByteLevel\"}]}"};
+    for (int k = 0; k < 2; k++) {
+        char text[512];
+        snprintf(text, sizeof text,
+                 "{\"decoder\": %s, \"model\": {\"type\": \"BPE\", \"vocab\": {\"\u0120a\": "
+                 "0, \"b\": 1, \"\u00c3\": 2, \"\u00a9\": 3}, \"merges\": []}}",
+                 decoders[k]);
+        CHECK(load_text(dir, text, err, sizeof err) == 0);
+        t = NULL;
+        CHECK(folio_tokenizer_load(dir, &t, err, sizeof err) == 0);
+        if (!t) {
+            printf("decoder %s: %s\n", decoders[k], err);
+            continue;
+        }
+        size_t len;
+        char *s = folio_tokenizer_decode(t, (int32_t[]){0, 1, 2, 3}, 4, false, &len);
+        CHECK(s && !strcmp(s, " ab\xc3\xa9"));
+        free(s);
+        folio_tokenizer_free(t);
+    }
     char path[1200];
     snprintf(path, sizeof path, "%s/tokenizer_config.json", dir);
     FILE *f = fopen(path, "w");
