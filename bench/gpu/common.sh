@@ -29,10 +29,12 @@ folio_tinyllama() {
     --tokenizer-dir bundle/models/llama2-tokenizer --device cuda >/dev/null
 }
 
-# The Llama-3-8B-shaped checkpoint (random bf16 weights, the Llama-2 tokenizer; 16 GB) in /tmp/l8.
+# The Llama-3-8B-shaped checkpoint (random bf16 weights, the Llama-2 tokenizer; 16 GB) where
+# guidellm_bench.sh --shape llama3-8b writes and reuses it; its tokenizer is copied last.
+L8=/tmp/folio-llama3-8b-ckpt
 folio_llama3_8b() {
-  [ -f /tmp/l8/config.json ] && return 0
-  python3 bench/make_checkpoint.py /tmp/l8 --config assets/models/llama3-8b-shape/config.json \
+  [ -f $L8/tokenizer.json ] && return 0
+  python3 bench/make_checkpoint.py $L8 --config assets/models/llama3-8b-shape/config.json \
     --tokenizer-dir bundle/models/llama2-tokenizer --device cuda >/dev/null
 }
 

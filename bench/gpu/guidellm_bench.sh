@@ -147,10 +147,14 @@ say "data $DATA, tokenizer $TOKDIR, config $CONFIG"
 CKPT_PID=
 if [ -z "$MODEL" ]; then
   MODEL=/tmp/folio-$SHAPE-ckpt
-  say "writing the checkpoint into $MODEL"
-  python3 bench/make_checkpoint.py "$MODEL" --config "$CONFIG" --tokenizer-dir "$TOKDIR" \
-    >"$WORK/checkpoint.json" 2>"$WORK/checkpoint.err" &
-  CKPT_PID=$!
+  if [ -f "$MODEL/tokenizer.json" ]; then # written whole by an earlier call here (same seed)
+    say "reusing the checkpoint in $MODEL"
+  else
+    say "writing the checkpoint into $MODEL"
+    python3 bench/make_checkpoint.py "$MODEL" --config "$CONFIG" --tokenizer-dir "$TOKDIR" \
+      >"$WORK/checkpoint.json" 2>"$WORK/checkpoint.err" &
+    CKPT_PID=$!
+  fi
 fi
 
 # 2. GuideLLM from the wheels, into its own folder: only GuideLLM's processes see it, so torch

@@ -35,7 +35,7 @@ echo "== fp8 timings (Llama-3-8B shape, issue 55's floors: decode b1 within 1.15
 if folio_llama3_8b; then
   for q in fp8 none; do
     for b in 1 64; do
-      timeout 150 "$B/decode_bench" --quantization "$q" /tmp/l8 decode "$b" 512 32 2>&1 |
+      timeout 150 "$B/decode_bench" --quantization "$q" "$L8" decode "$b" 512 32 2>&1 |
         sed "s/^RESULT /RESULT 8b quant=$q /" | tee -a "$OUT/fp8_bench.txt"
     done
   done
