@@ -116,14 +116,14 @@ static int find_kv_scale(const struct folio_checkpoint *ck, int i, char which, f
         if (!t)
             continue;
         bool scalar = t->ndim == 0 || (t->ndim == 1 && t->shape[0] == 1);
-        float v = scalar ? folio_tensor_get_f32(t, 0) : 0.0f;
-        if (!scalar || !(v > 0.0f) || !isfinite(v)) {
+        float v = scalar ? folio_tensor_get_f32(t, 0) : NAN;
+        if (!(v > 0.0f) || !isfinite(v)) {
             char found[96];
             format_shape(found, sizeof found, t->ndim, t->shape);
             folio_set_err(err, errlen,
-                          "%s: tensor '%s' (shape %s, first value %g) must be one finite positive "
+                          "%s: tensor '%s' (shape %s, value %g) must be one finite positive "
                           "number: a KV cache scale per tensor (per-head scales are not supported)",
-                          t->file, name[n], found, scalar ? (double)v : 0.0);
+                          t->file, name[n], found, (double)v);
             return -1;
         }
         *out = v;
@@ -136,28 +136,25 @@ static int find_kv_scale(const struct folio_checkpoint *ck, int i, char which, f
  * none, since a missing one would silently run that layer at another scale. */
 static int bind_kv_scales(struct folio_model *m, char *err, size_t errlen)
 {
-    int n = m->config.num_layers, found = 0;
-    for (int i = 0; i < n; i++) {
-        struct folio_layer_weights *L = &m->layers[i];
-        L->k_scale = L->v_scale = FOLIO_KV_FP8_SCALE;
-        int k = find_kv_scale(m->checkpoint, i, 'k', &L->k_scale, err, errlen);
-        int v = k < 0 ? -1 : find_kv_scale(m->checkpoint, i, 'v', &L->v_scale, err, errlen);
-        if (k < 0 || v < 0)
+    int n = m->config.num_layers, found = 0, missing = -1;
+    for (int i = 0; i < 2 * n; i++) {
+        struct folio_layer_weights *L = &m->layers[i / 2];
+        float *slot = i % 2 ? &L->v_scale : &L->k_scale;
+        *slot = FOLIO_KV_FP8_SCALE;
+        int rc = find_kv_scale(m->checkpoint, i / 2, "kv"[i % 2], slot, err, errlen);
+        if (rc < 0)
             return -1;
-        found += k + v;
+        found += rc;
+        if (rc == 0 && missing < 0)
+            missing = i;
     }
-    if (found != 0 && found != 2 * n) {
-        for (int i = 0; i < n; i++)
-            for (int w = 0; w < 2; w++) {
-                float unused;
-                if (find_kv_scale(m->checkpoint, i, "kv"[w], &unused, err, errlen) == 0) {
-                    folio_set_err(err, errlen,
-                                  "%s: the checkpoint has KV cache scales for %d of the %d "
-                                  "layers' K and V; model.layers.%d.self_attn.%c_scale is missing",
-                                  folio_checkpoint_source(m->checkpoint), found, 2 * n, i, "kv"[w]);
-                    return -1;
-                }
-            }
+    if (found != 0 && missing >= 0) {
+        folio_set_err(err, errlen,
+                      "%s: the checkpoint has KV cache scales for %d of the %d layers' K and V; "
+                      "model.layers.%d.self_attn.%c_scale is missing",
+                      folio_checkpoint_source(m->checkpoint), found, 2 * n, missing / 2,
+                      "kv"[missing % 2]);
+        return -1;
     }
     m->kv_scales = found != 0;
     return 0;

@@ -74,13 +74,20 @@ def test_fp8_top1_agrees_with_unquantized(tmp_path):
     prompts = list(PROMPTS.values())
     ref_tokens, agree, rel = teacher_forced(tmp_path, prompts, "cpu-ref", "cpu",
                                             quantization="fp8")
-    free, _ = run(tmp_path, "fp8-free", batched_greedy_steps(prompts, 16, BLOCKS), "cpu",
-                  quantization="fp8")
-    same16 = [[r["token_ids"][i] for r in free] == ref_tokens[i][:16] for i in range(len(prompts))]
+    # The same figures for the fast path without fp8, the yardstick: how far SmolLM2's
+    # near-ties move under rounding that is not e4m3's.
+    _, base_agree, _ = teacher_forced(tmp_path, prompts, "cpu-ref", "cpu")
+
+    def same16(fields):
+        free, _ = run(tmp_path, "free", batched_greedy_steps(prompts, 16, BLOCKS), "cpu", **fields)
+        return sum([r["token_ids"][i] for r in free] == ref_tokens[i][:16]
+                   for i in range(len(prompts)))
+
     print(f"\nfp8 vs f32 reference, {len(prompts)} prompts x {STEPS} steps: top-1 agreement "
           f"{agree.mean():.4f} (per prompt {[round(float(a), 3) for a in agree.mean(axis=1)]}); "
-          f"greedy text equal for 16 tokens on {sum(same16)}/{len(prompts)}; logits relative L2 "
-          f"median {np.median(rel):.3f}, max {max(rel):.3f}")
+          f"greedy text equal for 16 tokens on {same16({'quantization': 'fp8'})}/{len(prompts)}; "
+          f"logits relative L2 median {np.median(rel):.3f}, max {max(rel):.3f}. Without fp8: "
+          f"top-1 {base_agree.mean():.4f}, greedy text equal on {same16({})}/{len(prompts)}")
     assert agree.mean() >= TOP1_MIN
 
 

@@ -162,6 +162,17 @@ def edit_config(model, **qc_changes):
     (model / "config.json").write_text(json.dumps(cfg))
 
 
+def safetensors_entries(model):
+    """model.safetensors's tensors as write_raw_safetensors takes them: (name, dtype, shape,
+    raw bytes)."""
+    raw = (model / "model.safetensors").read_bytes()
+    (hlen,) = struct.unpack("<Q", raw[:8])
+    header = json.loads(raw[8:8 + hlen])
+    data = raw[8 + hlen:]
+    return [(n, h["dtype"], h["shape"], data[h["data_offsets"][0]:h["data_offsets"][1]])
+            for n, h in header.items() if n != "__metadata__"]
+
+
 def load_error(tmp_path, model):
     _, _, proc = drive(tmp_path, "bad", model, steps_script(1), check=False)
     assert proc.returncode != 0
@@ -204,21 +215,14 @@ def test_what_cannot_be_served_is_an_error_naming_it(tmp_path, bf16_model):
 
     # A weight whose scale is missing: the file is rewritten without that one tensor.
     d = variant("noscale")
-    raw = (d / "model.safetensors").read_bytes()
-    (hlen,) = struct.unpack("<Q", raw[:8])
-    header = json.loads(raw[8:8 + hlen])
-    data = raw[8 + hlen:]
     victim = "model.layers.1.mlp.down_proj.weight"
-    entries = [(n, h["dtype"], h["shape"], data[h["data_offsets"][0]:h["data_offsets"][1]])
-               for n, h in header.items() if n != "__metadata__" and n != victim + "_scale"]
+    entries = [e for e in safetensors_entries(d) if e[0] != victim + "_scale"]
     write_raw_safetensors(d / "model.safetensors", entries)
     err = load_error(tmp_path, d)
     assert f"'{victim}' is F8_E4M3 but its scale '{victim}_scale'" in err, err
 
     # Block-wise scales: a 2-D grid of scales for one weight.
     d = variant("grid")
-    entries = [(n, h["dtype"], h["shape"], data[h["data_offsets"][0]:h["data_offsets"][1]])
-               for n, h in header.items() if n != "__metadata__" and n != victim + "_scale"]
     entries.append((victim + "_scale", "F32", [1, 2], np.float32([0.01, 0.02]).tobytes()))
     write_raw_safetensors(d / "model.safetensors", entries)
     err = load_error(tmp_path, d)
@@ -252,12 +256,7 @@ def with_kv_scales(src, dst, scales, shape=(), layers=None):
     """A copy of the model src with model.layers.N.self_attn.{k,v}_scale = scales[0], scales[1]
     (F32 of the given shape) for the given layers (all by default)."""
     shutil.copytree(src, dst)
-    raw = (dst / "model.safetensors").read_bytes()
-    (hlen,) = struct.unpack("<Q", raw[:8])
-    header = json.loads(raw[8:8 + hlen])
-    data = raw[8 + hlen:]
-    entries = [(n, h["dtype"], h["shape"], data[h["data_offsets"][0]:h["data_offsets"][1]])
-               for n, h in header.items() if n != "__metadata__"]
+    entries = safetensors_entries(dst)
     n_layers = json.loads((dst / "config.json").read_text())["num_hidden_layers"]
     for i in range(n_layers) if layers is None else layers:
         for which, s in zip("kv", scales):

@@ -4,7 +4,8 @@
 # decode_bench): the CUDA worker's FP8 logits against the CPU backend's emulation and against
 # bf16 on the fixture and the TinyLlama shape (tests/gpu/check_fp8.py), then decode_bench's
 # decode and prefill timings with and without fp8 (and fp8 with every product on cuBLASLt, the
-# yardstick of the FP8 GEMV), and decode at b1 and b64 on the Llama-3-8B shape. Logs and RESULT lines in $OUT; exit 1 if a check failed.
+# yardstick of the FP8 GEMV), and decode at b1 and b64 on the Llama-3-8B shape. Logs and RESULT
+# lines in $OUT; exit 1 if a check failed.
 set -uo pipefail
 source bench/gpu/common.sh
 failed=0
