@@ -26,7 +26,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from forced_logits import compare, run, scripts  # noqa: E402
+from forced_logits import compare, row_errors, run, scripts  # noqa: E402
 
 DECODE = 12
 ABS_TOL = 0.01
@@ -69,6 +69,12 @@ def main():
             q = compare(got[name], got["cuda-bf16"])
             ok = r[1] <= 1.5 * floor[1] + ABS_TOL and r[2] >= floor[2] - TOP1_SLACK
             failed |= not ok
+            if not ok:  # the worst row, to find the step and the block type behind it
+                e = row_errors(got[name], got["cpu-ref"])
+                w = int(e.argmax())
+                print(f"worst row {w} of {len(e)}: {e[w]:.4f} (cuda-bf16 "
+                      f"{row_errors(got['cuda-bf16'], got['cpu-ref'])[w]:.4f}); rows by step "
+                      f"{[len(st) if kind != 'verify' else None for st in steps]}")
             print(f"{'PASS' if ok else 'FAIL'} {model.name} {kind} {name}: vs cpu-ref rel L2 "
                   f"median {r[0]:.5f} max {r[1]:.5f} top1 {r[2]:.3f}; vs cuda-bf16 median "
                   f"{q[0]:.5f} max {q[1]:.5f} top1 {q[2]:.3f}")

@@ -10,15 +10,22 @@ from pathlib import Path
 import numpy as np
 
 
+def row_errors(a, b):
+    """Each row's centered L2 error against the larger of its own centered norm and the median
+    row's (see compare)."""
+    a, b = a.reshape(-1, a.shape[-1]), b.reshape(-1, b.shape[-1])
+    ac = np.asarray(a, np.float64) - np.mean(a, axis=-1, keepdims=True)
+    bc = np.asarray(b, np.float64) - np.mean(b, axis=-1, keepdims=True)
+    norms = np.linalg.norm(bc, axis=-1)
+    return np.linalg.norm(ac - bc, axis=-1) / np.maximum(norms, np.median(norms))
+
+
 def compare(a, b):
     """(median, max) of the rows' centered relative L2, and top-1 agreement. A row's error is
     taken against the larger of its own centered norm and the median row's: a row of nearly flat
     logits (a random fixture has some) would otherwise turn rounding into an error of order 1."""
     a, b = a.reshape(-1, a.shape[-1]), b.reshape(-1, b.shape[-1])
-    ac = np.asarray(a, np.float64) - np.mean(a, axis=-1, keepdims=True)
-    bc = np.asarray(b, np.float64) - np.mean(b, axis=-1, keepdims=True)
-    norms = np.linalg.norm(bc, axis=-1)
-    errs = np.linalg.norm(ac - bc, axis=-1) / np.maximum(norms, np.median(norms))
+    errs = row_errors(a, b)
     return float(np.median(errs)), float(errs.max()), float(np.mean(a.argmax(-1) == b.argmax(-1)))
 
 
