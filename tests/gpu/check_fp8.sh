@@ -4,8 +4,8 @@
 # decode_bench): the CUDA worker's FP8 logits against the CPU backend's emulation and against
 # bf16 on the fixture and the TinyLlama shape (tests/gpu/check_fp8.py), then decode_bench's
 # decode and prefill timings with and without fp8 (and fp8 with every product on cuBLASLt, the
-# yardstick of the FP8 GEMV), and decode at b1 and b64 on the Llama-3-8B shape. Logs and RESULT
-# lines in $OUT; exit 1 if a check failed.
+# yardstick of the FP8 GEMV), and decode at b1, b8 and b64 and prefill 2048 on the Llama-3-8B
+# shape. Logs and RESULT lines in $OUT; exit 1 if a check failed.
 set -uo pipefail
 source bench/gpu/common.sh
 failed=0
@@ -35,10 +35,12 @@ timeout 120 "$B/decode_bench" --quantization fp8 --paths gemv_max_rows=0 /tmp/tl
 echo "== fp8 timings (Llama-3-8B shape, issue 55's floors: decode b1 within 1.15x of the weights' bytes)"
 if folio_llama3_8b; then
   for q in fp8 none; do
-    for b in 1 64; do
+    for b in 1 8 64; do
       timeout 150 "$B/decode_bench" --quantization "$q" "$L8" decode "$b" 512 32 2>&1 |
         sed "s/^RESULT /RESULT 8b quant=$q /" | tee -a "$OUT/fp8_bench.txt"
     done
+    timeout 150 "$B/decode_bench" --quantization "$q" "$L8" prefill 2048 3 2>&1 |
+      sed "s/^RESULT /RESULT 8b quant=$q /" | tee -a "$OUT/fp8_bench.txt"
   done
 else
   echo "the 8B checkpoint could not be written" | tee -a "$OUT/fp8_bench.txt"

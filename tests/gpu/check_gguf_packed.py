@@ -74,7 +74,7 @@ def main():
                 w = int(e.argmax())
                 print(f"worst row {w} of {len(e)}: {e[w]:.4f} (cuda-bf16 "
                       f"{row_errors(got['cuda-bf16'], got['cpu-ref'])[w]:.4f}); rows by step "
-                      f"{[len(st) if kind != 'verify' else None for st in steps]}")
+                      f"{[sum(1 + e.get('num_draft', 0) for e in st) for st in steps]}")
             print(f"{'PASS' if ok else 'FAIL'} {model.name} {kind} {name}: vs cpu-ref rel L2 "
                   f"median {r[0]:.5f} max {r[1]:.5f} top1 {r[2]:.3f}; vs cuda-bf16 median "
                   f"{q[0]:.5f} max {q[1]:.5f} top1 {q[2]:.3f}")
