@@ -16,9 +16,6 @@
 extern "C" {
 #endif
 
-/* The most rows folio_k_fp8_gemv takes. */
-#define FOLIO_K_FP8_GEMV_MAX_ROWS 8
-
 /* q[r][c] = e4m3(x[r][c] / scale[r]) for r < rows, c < cols, scale[r] the rule's scale of row
  * r: the same codes and scales as folio_fp8_quantize_row computes from the same values. One CTA
  * a row. */
@@ -29,18 +26,6 @@ cudaError_t folio_k_fp8_quantize_rows(uint8_t *q, float *scale, const folio_bf16
  * its raw f32 sums acc [m][n] (cuBLASLt without outer-vector scales). */
 cudaError_t folio_k_fp8_scale_out(folio_bf16_bits *y, const float *acc, const float *x_scale,
                                   const float *w_scale, int m, int n, cudaStream_t s);
-
-/* Lets folio_k_fp8_gemv's kernels take the shared memory of k_max-wide rows (m * k_max
- * bytes for m rows, past the default 48 KB), before any launch or graph capture. *max_rows:
- * the most rows of k_max whose codes fit (FOLIO_K_FP8_GEMV_MAX_ROWS or fewer). */
-cudaError_t folio_k_fp8_gemv_prepare(int k_max, int *max_rows);
-
-/* y[t][j] = bf16(sum_i e4m3(xq[t][i]) * e4m3(w[j][i]) * w_scale[j] * x_scale[t]) for m <=
- * FOLIO_K_FP8_GEMV_MAX_ROWS rows of x (bf16 [m][k]), each quantized per token by the rule
- * inside the kernel (every CTA the same codes), the products summed in f32: W8A8 for decode's
- * few rows, one warp an output column, weights streamed 16 bytes a load. k a multiple of 16. */
-cudaError_t folio_k_fp8_gemv(folio_bf16_bits *y, const folio_bf16_bits *x, const uint8_t *w,
-                             const float *w_scale, int m, int n, int k, cudaStream_t s);
 
 #ifdef __cplusplus
 }

@@ -258,27 +258,33 @@ cudaError_t folio_k_gemm_tma(const struct folio_k_tmap *xmap, const struct folio
  * != NULL (and rows NULL), bf16(x + add) is written there (a buffer other than
  * x: the other CTAs still read x). Without norm_w, x is read as is (add, rows,
  * res_out ignored). The grid is at most the CTAs that fit resident at once.
+ * w_scale != NULL: w is e4m3 codes [n][k] (gate_up_silu: [2n][k]) with row j's
+ * scale w_scale[j], and the input rows are quantized per token by
+ * common/fp8.h's rule (W8A8, folio_k_fp8_quantize_rows' codes): each output is
+ * bf16(sum * w_scale[j] * x_scale[t]) before any epilogue; k a multiple of 16.
  * pdl (here and in the other kernels that take it): launch with programmatic
  * dependent launch; the kernel issues what no earlier kernel of the step
  * writes (the weight loads) before it waits for the previous kernel, so that
  * work overlaps the previous kernel's tail. */
 cudaError_t folio_k_gemv(void *y, const folio_bf16_bits *x, const folio_bf16_bits *add,
                          const folio_bf16_bits *norm_w, float eps, const int32_t *rows,
-                         folio_bf16_bits *res_out, const folio_bf16_bits *w, int m, int n, int k,
-                         int out_f32, int gate_up_silu, int pdl, cudaStream_t s);
+                         folio_bf16_bits *res_out, const void *w, const float *w_scale, int m,
+                         int n, int k, int out_f32, int gate_up_silu, int pdl, cudaStream_t s);
 
 /* The QKV projection of b.num_tokens <= FOLIO_K_GEMV_MAX_ROWS tokens as
  * folio_k_gemv with norm_w computes it (rows NULL), with
  * folio_k_rope_kv_write's work in the epilogue: q and k rotated in qkv
  * [T, (H + 2*Hkv) * D], k and v written to the paged caches. One launch where
  * the small-batch decode step took two. No split-K: the two columns of a pair
- * are computed by two warps of one CTA. */
+ * are computed by two warps of one CTA. w_scale: e4m3 weights, as
+ * folio_k_gemv's. */
 cudaError_t folio_k_gemv_qkv_rope(folio_bf16_bits *qkv, const folio_bf16_bits *x,
                                   const folio_bf16_bits *add, const folio_bf16_bits *norm_w,
-                                  float eps, folio_bf16_bits *res_out, const folio_bf16_bits *w,
-                                  int k, folio_bf16_bits *k_cache, folio_bf16_bits *v_cache,
-                                  const float *inv_freq, struct folio_k_batch b, int num_heads,
-                                  int num_kv_heads, int head_dim, int pdl, cudaStream_t s);
+                                  float eps, folio_bf16_bits *res_out, const void *w,
+                                  const float *w_scale, int k, folio_bf16_bits *k_cache,
+                                  folio_bf16_bits *v_cache, const float *inv_freq,
+                                  struct folio_k_batch b, int num_heads, int num_kv_heads,
+                                  int head_dim, int pdl, cudaStream_t s);
 
 /* out[t, j] = bf16(bf16(silu(gu[t, j])) * gu[t, inter + j]); with norm.x,
  * gu[t, *] first scaled by token t's 1 / rms(norm.x[t]) and rounded to bf16.

@@ -18,10 +18,18 @@
  *   before griddepcontrol.wait, so they overlap the previous kernel's tail.
  * - persistent: no more CTAs than fit at once, each looping over column
  *   groups (see gemv_kernel), so that the norm prologue, the launch and the
- *   first load latency are paid once per CTA and not once per wave. */
+ *   first load latency are paid once per CTA and not once per wave.
+ * - W8 (--quantization fp8): the weights are e4m3 codes with a scale a row,
+ *   16 to a load, so a step streams half the bytes; the input rows, once in
+ *   shared memory, are quantized there per token (W8A8, common/fp8.h's rule:
+ *   the codes of folio_k_fp8_quantize_rows) and kept as the codes' values in
+ *   bf16 (every e4m3 value is one), and each sum is scaled by its row's and its
+ *   token's scale before the epilogue. Each CTA quantizes the few KB itself
+ *   rather than a kernel in front doing it once: a launch costs more. */
 #include <atomic>
 
 #include "common.cuh"
+#include "fp8.cuh"
 #include "mma_helpers.cuh"
 
 #define GEMV_WARPS 8
@@ -37,16 +45,30 @@ __device__ __forceinline__ void unpack8(const uint4 &v, float f[8])
     }
 }
 
+/* Half h (0 or 1) of 16 e4m3 codes as floats, in their order. */
+__device__ __forceinline__ void unpack8_e4m3(const uint4 &v, int h, float f[8])
+{
+    const __nv_fp8x2_storage_t *p = (const __nv_fp8x2_storage_t *)&v + 4 * h;
+#pragma unroll
+    for (int i = 0; i < 4; i++) {
+        const float2 g = __half22float2(__half2(__nv_cvt_fp8x2_to_halfraw2(p[i], __NV_E4M3)));
+        f[2 * i] = g.x;
+        f[2 * i + 1] = g.y;
+    }
+}
+
 struct gemv_args {
     void *y;
     const folio_bf16_bits *x, *add, *norm_w;
     float eps;
     const int32_t *rows;
     folio_bf16_bits *res_out;
-    const folio_bf16_bits *w;
+    const void *w;        /* bf16, or (w_scale) e4m3 codes */
+    const float *w_scale; /* W8: each weight row's scale */
     int n, k;
     int groups; /* column groups: GEMV_WARPS / ks columns each (ROPE: 4 pairs) */
     int ks;     /* warps per output column, each over its own 1/ks of k (1, 2, 4 or 8) */
+    int kc;     /* 16-byte loads a weight row: k / 8 (bf16), k / 16 (e4m3) */
     bool out_f32;
     /* ROPE (the QKV projection): RoPE of q and k and the K/V cache write of
      * rope_kv.cu in the epilogue, for the tokens of b. */
@@ -113,6 +135,55 @@ template <int M> __device__ __forceinline__ void norm_rows(const gemv_args &a, u
         for (int e = 0; e < 8; e++)
             oe[e] = f32_to_bf16(bf16_to_f32(we[e]) * round_bf16(bf16_to_f32(re[e]) * inv));
         xs[i] = ov;
+    }
+    __syncthreads();
+}
+
+/* W8: the M input rows in xs [M][k/8] replaced by the values of their e4m3
+ * codes (each row's scale by common/fp8.h's rule into x_scale), exact in bf16.
+ * The largest magnitudes are combined in a fixed order, though max is exact
+ * in any order: every CTA gets the same codes. */
+template <int M>
+__device__ __forceinline__ void quantize_rows(const gemv_args &a, uint4 *xs, float *x_scale)
+{
+    __shared__ float amax_part[GEMV_WARPS][M];
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, k8 = a.k / 8;
+#pragma unroll
+    for (int t = 0; t < M; t++) {
+        float amax = 0.0f;
+        for (int v = threadIdx.x; v < k8; v += GEMV_WARPS * 32) {
+            float f[8];
+            unpack8(xs[t * k8 + v], f);
+#pragma unroll
+            for (int e = 0; e < 8; e++)
+                amax = fmaxf(amax, fabsf(f[e]));
+        }
+#pragma unroll
+        for (int o = 16; o > 0; o >>= 1)
+            amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o));
+        if (lane == 0)
+            amax_part[warp][t] = amax;
+    }
+    __syncthreads();
+    if (threadIdx.x < M) {
+        float amax = 0.0f;
+#pragma unroll
+        for (int i = 0; i < GEMV_WARPS; i++)
+            amax = fmaxf(amax, amax_part[i][threadIdx.x]);
+        x_scale[threadIdx.x] = fp8_scale(amax);
+    }
+    __syncthreads();
+    for (int i = threadIdx.x; i < M * k8; i += GEMV_WARPS * 32) {
+        const float s = x_scale[i / k8];
+        uint4 v = xs[i];
+        folio_bf16_bits *e = (folio_bf16_bits *)&v;
+#pragma unroll
+        for (int j = 0; j < 8; j++) {
+            const __half h =
+                __half(__nv_cvt_fp8_to_halfraw(fp8_code(bf16_to_f32(e[j]), s), __NV_E4M3));
+            e[j] = f32_to_bf16(__half2float(h));
+        }
+        xs[i] = v;
     }
     __syncthreads();
 }
@@ -187,7 +258,7 @@ __device__ __forceinline__ void load_stretch(const gemv_args &a, uint4 wv[R][GEM
     const uint4 *wr[R];
 #pragma unroll
     for (int r = 0; r < R; r++)
-        wr[r] = (const uint4 *)(a.w + (int64_t)((live ? col : 0) + r * a.n) * a.k);
+        wr[r] = (const uint4 *)a.w + (int64_t)((live ? col : 0) + r * a.n) * a.kc;
 #pragma unroll
     for (int u = 0; u < GEMV_UNROLL; u++) {
         int c = base + u * 32 + lane;
@@ -197,13 +268,24 @@ __device__ __forceinline__ void load_stretch(const gemv_args &a, uint4 wv[R][GEM
     }
 }
 
+/* W8: the scales of the R weight rows of column col (none for a dead warp). */
+template <int R, bool W8>
+__device__ __forceinline__ void load_w_scales(const gemv_args &a, int col, float ws[R])
+{
+#pragma unroll
+    for (int r = 0; r < R; r++)
+        ws[r] = W8 && col < a.n ? __ldg(a.w_scale + col + r * a.n) : 1.0f;
+}
+
 /* CTAs per SM that the registers must allow: about what the one-group-per-CTA
  * kernel had (batch 1 and 2: 64 registers a thread, 128 for GLU's two rows).
  * The loop and the early loads of the next group would otherwise take a few
- * more registers and lose a CTA per SM. */
-template <int M, bool GLU> constexpr int gemv_min_ctas()
+ * more registers and lose a CTA per SM. W8's widening and scales need more
+ * than 64 (spills otherwise); its 16-byte loads hold twice the weights, so
+ * fewer warps keep as many in flight. */
+template <int M, bool GLU, bool W8> constexpr int gemv_min_ctas()
 {
-    return GLU ? (M <= 6 ? 2 : 1) : M <= 2 ? 4 : M <= 4 ? 3 : 2;
+    return GLU ? (M <= 6 ? 2 : 1) : W8 ? (M <= 2 ? 3 : 2) : M <= 2 ? 4 : M <= 4 ? 3 : 2;
 }
 
 /* Persistent: the grid is at most as many CTAs as fit resident at once, and
@@ -217,8 +299,8 @@ template <int M, bool GLU> constexpr int gemv_min_ctas()
  * bf16(bf16(silu(bf16(gate))) * bf16(up)) for its column.
  * ROPE: the CTA's warps w and w + 4 compute the columns c1 and c1 + D/2 of
  * one rotation pair, meet in shared memory, and warp w writes the pair. */
-template <int M, bool GLU, bool NORM, bool ROPE>
-__global__ void __launch_bounds__(GEMV_WARPS * 32, (gemv_min_ctas<M, GLU>()))
+template <int M, bool GLU, bool NORM, bool ROPE, bool W8>
+__global__ void __launch_bounds__(GEMV_WARPS * 32, (gemv_min_ctas<M, GLU, W8>()))
     gemv_kernel(gemv_args a)
 {
     constexpr int R = GLU ? 2 : 1; /* weight rows per warp */
@@ -230,14 +312,17 @@ __global__ void __launch_bounds__(GEMV_WARPS * 32, (gemv_min_ctas<M, GLU>()))
     __shared__ float part_sum[2][GEMV_WARPS][R][M];
     __shared__ float pair_hi[2][GEMV_WARPS / 2][M];
     __shared__ rope_slot slots[ROPE ? M : 1]; /* ROPE: each token's, from before the wait */
+    __shared__ float x_scale[W8 ? M : 1];
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     const int ks = ROPE ? 1 : a.ks, part = warp & (ks - 1);
-    const int k8 = a.k / 8, per = (k8 + ks - 1) / ks;
-    const int c_begin = min(part * per, k8), chunks = min(c_begin + per, k8);
+    const int k8 = a.k / 8, per = (a.kc + ks - 1) / ks;
+    const int c_begin = min(part * per, a.kc), chunks = min(c_begin + per, a.kc);
     int g = blockIdx.x, rope_h, rope_i;
     int col = group_col<ROPE>(a, g, warp, rope_h, rope_i);
     uint4 wv[R][GEMV_UNROLL];
     load_stretch<R>(a, wv, col, c_begin, chunks, lane);
+    float w_scale[R]; /* W8: the column's rows' scales, weights too: before the wait */
+    load_w_scales<R, W8>(a, col, w_scale);
     pdl_trigger();
     /* ROPE: the tokens' positions and cache rows, and the pair's frequency
      * (this group's), before the wait (rope_slot). */
@@ -271,6 +356,8 @@ __global__ void __launch_bounds__(GEMV_WARPS * 32, (gemv_min_ctas<M, GLU>()))
         cp_async_wait<0>();
         __syncthreads();
     }
+    if (W8)
+        quantize_rows<M>(a, xs, x_scale);
     /* Every warp runs the same groups: the barriers below are reached by all,
      * dead warps (past n, only in the last group) included. */
     for (int buf = 0;; buf ^= 1) {
@@ -289,17 +376,35 @@ __global__ void __launch_bounds__(GEMV_WARPS * 32, (gemv_min_ctas<M, GLU>()))
                 int c = base + u * 32 + lane;
                 if (c >= chunks)
                     break;
+                if (W8) { /* 16 weights a load: each half meets one of x's vectors */
 #pragma unroll
-                for (int t = 0; t < M; t++) {
-                    float xf[8];
-                    unpack8(xs[t * k8 + c], xf);
+                    for (int h = 0; h < 2; h++)
 #pragma unroll
-                    for (int r = 0; r < R; r++) {
-                        float wf[8];
-                        unpack8(wv[r][u], wf);
+                        for (int r = 0; r < R; r++) {
+                            float wf[8];
+                            unpack8_e4m3(wv[r][u], h, wf);
 #pragma unroll
-                        for (int e = 0; e < 8; e++)
-                            acc[r][t] = fmaf(wf[e], xf[e], acc[r][t]);
+                            for (int t = 0; t < M; t++) {
+                                float xf[8];
+                                unpack8(xs[t * k8 + 2 * c + h], xf);
+#pragma unroll
+                                for (int e = 0; e < 8; e++)
+                                    acc[r][t] = fmaf(wf[e], xf[e], acc[r][t]);
+                            }
+                        }
+                } else {
+#pragma unroll
+                    for (int t = 0; t < M; t++) {
+                        float xf[8];
+                        unpack8(xs[t * k8 + c], xf);
+#pragma unroll
+                        for (int r = 0; r < R; r++) {
+                            float wf[8];
+                            unpack8(wv[r][u], wf);
+#pragma unroll
+                            for (int e = 0; e < 8; e++)
+                                acc[r][t] = fmaf(wf[e], xf[e], acc[r][t]);
+                        }
                     }
                 }
             }
@@ -318,6 +423,8 @@ __global__ void __launch_bounds__(GEMV_WARPS * 32, (gemv_min_ctas<M, GLU>()))
             g_next < a.groups ? group_col<ROPE>(a, g_next, warp, next_h, next_i) : a.n;
         if (!ROPE)
             load_stretch<R>(a, wv, next_col, c_begin, chunks, lane);
+        float next_scale[R];
+        load_w_scales<R, W8>(a, next_col, next_scale);
         float sum[R][M];
 #pragma unroll
         for (int r = 0; r < R; r++)
@@ -342,6 +449,12 @@ __global__ void __launch_bounds__(GEMV_WARPS * 32, (gemv_min_ctas<M, GLU>()))
                         for (int p = 1; p < ks; p++)
                             sum[r][t] += part_sum[buf][warp + p][r][t];
         }
+        if (W8) /* as the FP8 GEMM's epilogue: the whole sum times its two scales */
+#pragma unroll
+            for (int r = 0; r < R; r++)
+#pragma unroll
+                for (int t = 0; t < M; t++)
+                    sum[r][t] = sum[r][t] * w_scale[r] * x_scale[t];
         if (ROPE) {
             if (warp >= GEMV_WARPS / 2 && lane == 0)
 #pragma unroll
@@ -377,6 +490,9 @@ __global__ void __launch_bounds__(GEMV_WARPS * 32, (gemv_min_ctas<M, GLU>()))
         }
         g = g_next;
         col = next_col;
+#pragma unroll
+        for (int r = 0; r < R; r++)
+            w_scale[r] = next_scale[r];
         rope_h = next_h;
         rope_i = next_i;
     }
@@ -385,7 +501,7 @@ __global__ void __launch_bounds__(GEMV_WARPS * 32, (gemv_min_ctas<M, GLU>()))
 /* *ctas: the CTAs of this instantiation that fit on the device at once with
  * smem bytes of dynamic shared memory (registers decide for gate/up: 2 per
  * SM). Asked once per instantiation and shared-memory size, then cached. */
-template <int M, bool GLU, bool NORM, bool ROPE>
+template <int M, bool GLU, bool NORM, bool ROPE, bool W8>
 static cudaError_t resident_ctas(size_t smem, unsigned *ctas)
 {
     /* (smem + 1) << 32 | CTAs; 0: not asked yet. A few entries: the projections
@@ -403,8 +519,8 @@ static cudaError_t resident_ctas(size_t smem, unsigned *ctas)
     if (e == cudaSuccess)
         e = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
     if (e == cudaSuccess)
-        e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, gemv_kernel<M, GLU, NORM, ROPE>,
-                                                          GEMV_WARPS * 32, smem);
+        e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(
+            &per_sm, gemv_kernel<M, GLU, NORM, ROPE, W8>, GEMV_WARPS * 32, smem);
     if (e != cudaSuccess)
         return e;
     *ctas = (unsigned)(sms * per_sm);
@@ -417,7 +533,7 @@ static cudaError_t resident_ctas(size_t smem, unsigned *ctas)
     return cudaSuccess;
 }
 
-template <int M, bool GLU, bool NORM, bool ROPE = false>
+template <int M, bool W8, bool GLU, bool NORM, bool ROPE = false>
 static cudaError_t launch3(gemv_args a, bool pdl, cudaStream_t s)
 {
     const int cols = GEMV_WARPS / a.ks; /* output columns per CTA (ROPE: 4 pairs) */
@@ -425,14 +541,14 @@ static cudaError_t launch3(gemv_args a, bool pdl, cudaStream_t s)
     size_t smem = sizeof(folio_bf16_bits) * (size_t)(M + (NORM ? 1 : 0)) * a.k;
     if (smem > 48 * 1024) {
         cudaError_t e =
-            cudaFuncSetAttribute(gemv_kernel<M, GLU, NORM, ROPE>,
+            cudaFuncSetAttribute(gemv_kernel<M, GLU, NORM, ROPE, W8>,
                                  cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
         if (e != cudaSuccess)
             return e;
     }
     static std::atomic<bool> carveout_set(false);
     if (!carveout_set.load() && folio_k_smem_carveout() >= 0) { /* before the occupancy query */
-        cudaError_t e = cudaFuncSetAttribute(gemv_kernel<M, GLU, NORM, ROPE>,
+        cudaError_t e = cudaFuncSetAttribute(gemv_kernel<M, GLU, NORM, ROPE, W8>,
                                              cudaFuncAttributePreferredSharedMemoryCarveout,
                                              folio_k_smem_carveout());
         if (e != cudaSuccess)
@@ -441,23 +557,30 @@ static cudaError_t launch3(gemv_args a, bool pdl, cudaStream_t s)
     }
     /* At most the CTAs that fit at once, each looping over its groups. */
     unsigned blocks = (unsigned)a.groups, resident = 0;
-    cudaError_t e = resident_ctas<M, GLU, NORM, ROPE>(smem, &resident);
+    cudaError_t e = resident_ctas<M, GLU, NORM, ROPE, W8>(smem, &resident);
     if (e != cudaSuccess)
         return e;
     if (resident > 0 && resident < blocks)
         blocks = resident;
-    return launch_pdl(gemv_kernel<M, GLU, NORM, ROPE>, dim3(blocks), dim3(GEMV_WARPS * 32), smem, s,
-                      pdl, a);
+    return launch_pdl(gemv_kernel<M, GLU, NORM, ROPE, W8>, dim3(blocks), dim3(GEMV_WARPS * 32),
+                      smem, s, pdl, a);
+}
+
+template <int M, bool W8>
+static cudaError_t launch_w(const gemv_args &a, bool glu, bool rope, bool pdl, cudaStream_t s)
+{
+    if (rope)
+        return launch3<M, W8, false, true, true>(a, pdl, s);
+    if (a.norm_w)
+        return glu ? launch3<M, W8, true, true>(a, pdl, s) : launch3<M, W8, false, true>(a, pdl, s);
+    return glu ? launch3<M, W8, true, false>(a, pdl, s) : launch3<M, W8, false, false>(a, pdl, s);
 }
 
 template <int M>
 static cudaError_t launch_m(const gemv_args &a, bool glu, bool rope, bool pdl, cudaStream_t s)
 {
-    if (rope)
-        return launch3<M, false, true, true>(a, pdl, s);
-    if (a.norm_w)
-        return glu ? launch3<M, true, true>(a, pdl, s) : launch3<M, false, true>(a, pdl, s);
-    return glu ? launch3<M, true, false>(a, pdl, s) : launch3<M, false, false>(a, pdl, s);
+    return a.w_scale ? launch_w<M, true>(a, glu, rope, pdl, s)
+                     : launch_w<M, false>(a, glu, rope, pdl, s);
 }
 
 static cudaError_t dispatch(const gemv_args &a, int m, bool glu, bool rope, bool pdl,
@@ -495,18 +618,20 @@ static cudaError_t dispatch(const gemv_args &a, int m, bool glu, bool rope, bool
 
 extern "C" cudaError_t folio_k_gemv(void *y, const folio_bf16_bits *x, const folio_bf16_bits *add,
                                     const folio_bf16_bits *norm_w, float eps, const int32_t *rows,
-                                    folio_bf16_bits *res_out, const folio_bf16_bits *w, int m,
-                                    int n, int k, int out_f32, int gate_up_silu, int pdl,
+                                    folio_bf16_bits *res_out, const void *w, const float *w_scale,
+                                    int m, int n, int k, int out_f32, int gate_up_silu, int pdl,
                                     cudaStream_t s)
 {
     if (m <= 0)
         return cudaSuccess;
-    if (m > FOLIO_K_GEMV_MAX_ROWS || n <= 0 || k <= 0 || k % 8 != 0 || (res_out && res_out == x))
+    const int kc = k / (w_scale ? 16 : 8);
+    if (m > FOLIO_K_GEMV_MAX_ROWS || n <= 0 || k <= 0 || k % 16 != 0 && (w_scale || k % 8 != 0) ||
+        (res_out && res_out == x))
         return cudaErrorInvalidValue;
     /* Enough warps per column that each loads its share of the row in one
      * stretch (long rows would otherwise take several dependent rounds). */
     int ks = 1;
-    while (ks < GEMV_WARPS && k / 8 > ks * 32 * GEMV_UNROLL)
+    while (ks < GEMV_WARPS && kc > ks * 32 * GEMV_UNROLL)
         ks *= 2;
     gemv_args a = {};
     a.y = y;
@@ -517,9 +642,11 @@ extern "C" cudaError_t folio_k_gemv(void *y, const folio_bf16_bits *x, const fol
     a.rows = rows;
     a.res_out = res_out;
     a.w = w;
+    a.w_scale = w_scale;
     a.n = n;
     a.k = k;
     a.ks = ks;
+    a.kc = kc;
     a.out_f32 = out_f32 != 0;
     return dispatch(a, m, gate_up_silu != 0, false, pdl != 0, s);
 }
@@ -527,7 +654,7 @@ extern "C" cudaError_t folio_k_gemv(void *y, const folio_bf16_bits *x, const fol
 extern "C" cudaError_t
 folio_k_gemv_qkv_rope(folio_bf16_bits *qkv, const folio_bf16_bits *x, const folio_bf16_bits *add,
                       const folio_bf16_bits *norm_w, float eps, folio_bf16_bits *res_out,
-                      const folio_bf16_bits *w, int k, folio_bf16_bits *k_cache,
+                      const void *w, const float *w_scale, int k, folio_bf16_bits *k_cache,
                       folio_bf16_bits *v_cache, const float *inv_freq, struct folio_k_batch b,
                       int num_heads, int num_kv_heads, int head_dim, int pdl, cudaStream_t s)
 {
@@ -535,8 +662,8 @@ folio_k_gemv_qkv_rope(folio_bf16_bits *qkv, const folio_bf16_bits *x, const foli
     if (m <= 0)
         return cudaSuccess;
     /* ks 1: a pair's two columns are whole rows of two warps of one CTA. */
-    if (m > FOLIO_K_GEMV_MAX_ROWS || !norm_w || k <= 0 || k % 8 != 0 || head_dim % 2 != 0 ||
-        (res_out && res_out == x))
+    if (m > FOLIO_K_GEMV_MAX_ROWS || !norm_w || k <= 0 || k % (w_scale ? 16 : 8) != 0 ||
+        head_dim % 2 != 0 || (res_out && res_out == x))
         return cudaErrorInvalidValue;
     gemv_args a = {};
     a.y = qkv;
@@ -546,9 +673,11 @@ folio_k_gemv_qkv_rope(folio_bf16_bits *qkv, const folio_bf16_bits *x, const foli
     a.eps = eps;
     a.res_out = res_out;
     a.w = w;
+    a.w_scale = w_scale;
     a.n = n;
     a.k = k;
     a.ks = 1;
+    a.kc = k / (w_scale ? 16 : 8);
     a.b = b;
     a.k_cache = k_cache;
     a.v_cache = v_cache;

@@ -4,7 +4,8 @@
  * plan_path picks the regime once from the step's row count and whether it
  * has prefill tokens; each regime then has its own straight-line forward:
  *   PATH_GEMV      up to gemv_max_rows rows: GEMVs with the norms (and for
- *                  QKV, RoPE and the cache write) fused in, launched with PDL.
+ *                  QKV, RoPE and the cache write) fused in, launched with PDL;
+ *                  under --quantization fp8 on the e4m3 weights (W8A8).
  *   PATH_TMA       up to FOLIO_K_TMA_MAX_ROWS rows: the TMA GEMM, its K slices
  *                  summed by the norm or RoPE kernel after it, launched with PDL.
  *   PATH_LT        cuBLASLt with norm kernels: prefill and mixed steps, and
@@ -13,10 +14,10 @@
  *                  (the projections read the residual, attention and SiLU
  *                  scale by 1 / rms, O and down add into the residual) and
  *                  RoPE inside attention.
- *   PATH_QUANT     every step under --quantization fp8 or of a GGUF kept
- *                  packed: PATH_LT's kernels with the four projections in
- *                  the weights' format (cuda_fp8.c: the FP8 GEMV for a few
- *                  rows, else FP8 cuBLASLt; cuda_gguf.c: the packed GEMV,
+ *   PATH_QUANT     the other steps under --quantization fp8, and every step
+ *                  of a GGUF kept packed: PATH_LT's kernels with the four
+ *                  projections in the weights' format (cuda_fp8.c: FP8
+ *                  cuBLASLt; cuda_gguf.c: the packed GEMV for a few rows,
  *                  else the widened copy on cuBLASLt), the LM head bf16.
  * Under --kv-cache-dtype fp8 the caches hold e4m3 codes, written by the RoPE
  * kernel alone (kv_write) and read by the attention kernels' fp8 variants, so
@@ -60,12 +61,16 @@ struct folio_k_decode_plan cuda_decode_plan(const struct cuda_backend *cb, int n
 static struct step_plan plan_path(const struct cuda_backend *cb, int rows, bool has_prefill)
 {
     struct step_plan p = {.split_qkv = 1, .split_o = 1, .split_down = 1};
-    if (cb->fp8 || cb->gguf) {
+    if (cb->gguf) {
         p.path = PATH_QUANT;
         return p;
     }
     if (rows <= cb->paths.gemv_max_rows) {
         p.path = PATH_GEMV;
+        return p;
+    }
+    if (cb->fp8) {
+        p.path = PATH_QUANT;
         return p;
     }
     if (cb->tma && rows <= FOLIO_K_TMA_MAX_ROWS) {
@@ -250,6 +255,12 @@ static void *v_cache(const struct cuda_backend *cb, int li)
     return cb->kv_pool + ((size_t)li * 2 + 1) * cb->kv_layer_bytes;
 }
 
+/* A projection as the GEMV reads it: bf16, or under fp8 (the bf16 pointer NULL) its e4m3 form. */
+static struct gemv_weight gemv_w(const bf16 *w, const struct fp8_weight *w8)
+{
+    return w ? (struct gemv_weight){w, NULL} : (struct gemv_weight){w8->q, w8->scale};
+}
+
 /* PATH_GEMV. The residual moves between res and res2 (the GEMV's CTAs all
  * read the old sum while one writes the new). */
 static int forward_gemv(struct cuda_backend *cb, const struct step_ctx *x, char *err, size_t errlen)
@@ -266,33 +277,38 @@ static int forward_gemv(struct cuda_backend *cb, const struct step_ctx *x, char 
         void *kc = k_cache(cb, li), *vc = v_cache(cb, li);
         bf16 *next = li == 0 ? NULL : cur == cb->res ? cb->res2 : cb->res;
         const bf16 *add = li == 0 ? NULL : cb->proj_out;
+        const struct gemv_weight wqkv = gemv_w(L->wqkv, &L->qkv8), wo = gemv_w(L->wo, &L->o8),
+                                 w_gate_up = gemv_w(L->w_gate_up, &L->gate_up8),
+                                 w_down = gemv_w(L->w_down, &L->down8);
         if (L->bqkv || cb->kv_fp8) { /* the bias goes in between the projection and RoPE; the
                                         fp8 cache takes the RoPE kernel's write */
-            CUDA_CHECK(cuda_gemv(cb, cb->qkv, cur, add, L->attn_norm, NULL, next, L->wqkv, t,
+            CUDA_CHECK(cuda_gemv(cb, cb->qkv, cur, add, L->attn_norm, NULL, next, wqkv, t,
                                  cb->qkv_dim, cb->hidden, false, false));
             CUDA_CHECK(add_qkv_bias(cb, L, t));
             CUDA_CHECK(kv_write(cb, x, kc, vc, cb->pdl_step));
         } else {
             CUDA_CHECK(folio_k_gemv_qkv_rope(
-                cb->qkv, cur, add, L->attn_norm, cb->eps, next, L->wqkv, cb->hidden, kc, vc,
-                cb->inv_freq, x->kb, cb->heads, cb->kv_heads, cb->head_dim, cb->pdl_step, s));
+                cb->qkv, cur, add, L->attn_norm, cb->eps, next, wqkv.w, wqkv.scale, cb->hidden, kc,
+                vc, cb->inv_freq, x->kb, cb->heads, cb->kv_heads, cb->head_dim, cb->pdl_step, s));
         }
         if (next)
             cur = next;
-        if (attention(cb, x, kc, vc, NULL, no_norm, no_drop, cb->pdl_step, err, errlen) != 0 ||
-            project(cb, cb->attn_out, L->wo, t, qd, 1, err, errlen) != 0)
+        if (attention(cb, x, kc, vc, NULL, no_norm, no_drop, cb->pdl_step, err, errlen) != 0)
             return -1;
+        CUDA_CHECK(cuda_gemv(cb, cb->proj_out, cb->attn_out, NULL, NULL, NULL, NULL, wo, t,
+                             cb->hidden, qd, false, false));
         next = cur == cb->res ? cb->res2 : cb->res; /* norm + gate/up + SiLU*mul in one */
-        CUDA_CHECK(cuda_gemv(cb, cb->act, cur, cb->proj_out, L->mlp_norm, NULL, next, L->w_gate_up,
-                             t, cb->inter, cb->hidden, false, true));
+        CUDA_CHECK(cuda_gemv(cb, cb->act, cur, cb->proj_out, L->mlp_norm, NULL, next, w_gate_up, t,
+                             cb->inter, cb->hidden, false, true));
         cur = next;
-        if (project(cb, cb->act, L->w_down, t, cb->inter, 1, err, errlen) != 0)
-            return -1;
+        CUDA_CHECK(cuda_gemv(cb, cb->proj_out, cb->act, NULL, NULL, NULL, NULL, w_down, t,
+                             cb->hidden, cb->inter, false, false));
     }
     if (x->n_sample <= 0)
         return 0;
     CUDA_CHECK(cuda_gemv(cb, cb->d_logits, cur, cb->proj_out, cb->final_norm, x->sample_rows, NULL,
-                         cb->lm_head, x->n_sample, cb->vocab, cb->hidden, true, false));
+                         (struct gemv_weight){cb->lm_head, NULL}, x->n_sample, cb->vocab,
+                         cb->hidden, true, false));
     return sample(cb, x, cb->pdl_step, err, errlen);
 }
 

@@ -1,15 +1,14 @@
 /* --quantization fp8 on the CUDA backend (common/fp8.h's rule, vLLM's W8A8 FP8 with dynamic
  * per-token activations and per-channel weights): the card's check, the weights' e4m3 form,
- * and the products of forward_fp8.
+ * and the products of forward_quant.
  *
- * A product of m rows takes one of two kernels: up to gemv_max_rows rows (decode at small
- * batch) Folio's W8A8 GEMV (folio_k_fp8_gemv), which quantizes the rows itself and streams the
- * e4m3 weights, since a cuBLASLt call pays a fixed cost that a few rows do not amortise (as the
- * bf16 path's GEMV); above, the rows are quantized (folio_k_fp8_quantize_rows) and multiplied
- * on the FP8 tensor cores by cuBLASLt, its outer-vector scales applying each output channel's
- * and each token's scale in the epilogue, or, where this cuBLASLt lacks them, raw f32 sums
- * that folio_k_fp8_scale_out scales. Both round the same codes; only the order of the f32
- * sums differs. */
+ * Steps of up to gemv_max_rows rows (decode at small batch) take forward_gemv, whose GEMV
+ * reads the e4m3 weights and quantizes its input rows itself (folio_k_gemv with scales), since
+ * a cuBLASLt call pays a fixed cost that a few rows do not amortise. Here, the larger steps'
+ * rows are quantized (folio_k_fp8_quantize_rows) and multiplied on the FP8 tensor cores by
+ * cuBLASLt, its outer-vector scales applying each output channel's and each token's scale in
+ * the epilogue, or, where this cuBLASLt lacks them, raw f32 sums that folio_k_fp8_scale_out
+ * scales. Both round the same codes; only the order of the f32 sums differs. */
 #include <string.h>
 
 #include "cuda_internal.h"
@@ -47,10 +46,6 @@ int cuda_gemm_fp8(struct cuda_backend *cb, const bf16 *x, const struct fp8_weigh
 {
     if (m <= 0)
         return 0;
-    if (m <= cb->paths.gemv_max_rows && m <= cb->fp8_gemv_rows) {
-        CUDA_CHECK(folio_k_fp8_gemv(y, x, w->q, w->scale, m, n, k, cb->stream));
-        return 0;
-    }
     CUDA_CHECK(folio_k_fp8_quantize_rows(cb->x8, cb->x8_scale, x, m, k, cb->stream));
     if (cb->fp8_kind == GEMM_FP8_SCALED)
         return cuda_gemm_lt_fp8(cb, GEMM_FP8_SCALED, cb->x8, cb->x8_scale, w->q, w->scale, y, m, n,
@@ -69,12 +64,7 @@ int cuda_gemm_fp8(struct cuda_backend *cb, const bf16 *x, const struct fp8_weigh
  * their contents do not matter. */
 int cuda_fp8_setup(struct cuda_backend *cb, int max_rows, char *err, size_t errlen)
 {
-    int k_max = cb->hidden > cb->inter ? cb->hidden : cb->inter;
-    k_max = k_max > cb->heads * cb->head_dim ? k_max : cb->heads * cb->head_dim;
-    CUDA_CHECK(folio_k_fp8_gemv_prepare(k_max, &cb->fp8_gemv_rows));
-    int small = (cb->paths.gemv_max_rows < cb->fp8_gemv_rows ? cb->paths.gemv_max_rows
-                                                             : cb->fp8_gemv_rows) +
-                1;
+    const int small = cb->paths.gemv_max_rows + 1;
     const struct fp8_weight *w = &cb->lw[0].qkv8;
     cb->fp8_kind = GEMM_FP8_SCALED;
     char why[256] = "";

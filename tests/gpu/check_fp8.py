@@ -6,9 +6,9 @@ fixture /tmp/fx and the TinyLlama-shaped /tmp/tl).
     check_fp8.py STEP_DRIVER MODEL_DIR WORK_DIR
 
 Every run sees the same tokens (teacher forcing): 4 prompts prefilled in one step (a cuBLASLt
-FP8 step of ~100 rows), then DECODE steps of the 4 (4 rows: cuBLASLt by default, the FP8 GEMV
-with gemv_max_rows 8), and one prompt alone (1 row: the FP8 GEMV by default, cuBLASLt with
-gemv_max_rows -1). The runs:
+FP8 step of ~100 rows), then DECODE steps of the 4 (4 rows) and one prompt alone (1 row): the
+GEMV path on the e4m3 weights by default (up to FP8_GEMV_MAX_ROWS, 4, rows), cuBLASLt with
+gemv_max_rows -1. The runs:
   cpu-fp8   the CPU backend's emulation (the same e4m3 codes of the same weights; f32 between
             the products where CUDA rounds to bf16)
   cuda-fp8  the engine's paths; cuda-fp8-lt every product on cuBLASLt; cuda-fp8-gemv8 the GEMV

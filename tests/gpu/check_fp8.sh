@@ -4,8 +4,8 @@
 # decode_bench): the CUDA worker's FP8 logits against the CPU backend's emulation and against
 # bf16 on the fixture and the TinyLlama shape (tests/gpu/check_fp8.py), then decode_bench's
 # decode and prefill timings with and without fp8 (and fp8 with every product on cuBLASLt, the
-# yardstick of the FP8 GEMV), and decode at b1, b8 and b64 and prefill 2048 on the Llama-3-8B
-# shape. Logs and RESULT lines in $OUT; exit 1 if a check failed.
+# yardstick of the FP8 GEMV), and decode at b1 to b64 (fp8 each side of where its GEMV path
+# ends) and prefill 2048 on the Llama-3-8B shape. Logs and RESULT lines in $OUT; exit 1 if a check failed.
 set -uo pipefail
 source bench/gpu/common.sh
 failed=0
@@ -35,12 +35,19 @@ timeout 120 "$B/decode_bench" --quantization fp8 --paths gemv_max_rows=0 /tmp/tl
 echo "== fp8 timings (Llama-3-8B shape, issue 55's floors: decode b1 within 1.15x of the weights' bytes)"
 if folio_llama3_8b; then
   for q in fp8 none; do
-    for b in 1 8 64; do
+    for b in 1 2 4 8 64; do
+      [ "$q" = none ] && [ "$b" -gt 1 ] && [ "$b" -lt 8 ] && continue
       timeout 150 "$B/decode_bench" --quantization "$q" "$L8" decode "$b" 512 32 2>&1 |
         sed "s/^RESULT /RESULT 8b quant=$q /" | tee -a "$OUT/fp8_bench.txt"
     done
     timeout 150 "$B/decode_bench" --quantization "$q" "$L8" prefill 2048 3 2>&1 |
       sed "s/^RESULT /RESULT 8b quant=$q /" | tee -a "$OUT/fp8_bench.txt"
+  done
+  # Where the FP8 GEMV path ends (FP8_GEMV_MAX_ROWS): each side of the default at 4 and 8 rows.
+  for pair in 4:2 8:8; do
+    b=${pair%:*} g=${pair#*:}
+    timeout 150 "$B/decode_bench" --quantization fp8 --paths "gemv_max_rows=$g" "$L8" decode "$b" \
+      512 32 2>&1 | sed "s/^RESULT /RESULT 8b quant=fp8-gemv$g /" | tee -a "$OUT/fp8_bench.txt"
   done
 else
   echo "the 8B checkpoint could not be written" | tee -a "$OUT/fp8_bench.txt"
