@@ -2,8 +2,8 @@
  * file's blocks, its stride padded to 16 bytes), behind C launch functions like
  * folio_kernels.h's: the GEMV of decode's few rows and the widening of a matrix to bf16 for
  * the larger products. `type` is a ggml type number of gguf_blocks.h (Q4_0, Q4_1, Q8_0, Q4_K,
- * Q6_K, or BF16 for a tensor of another type widened at load); k a multiple of 32 (256 for
- * the K-quants). */
+ * Q6_K, or BF16 for a tensor of another type widened at load) or Folio's Q4_0X8; k a multiple
+ * of 32 (256 for the K-quants and Q4_0X8). */
 #ifndef FOLIO_GGUF_KERNELS_H
 #define FOLIO_GGUF_KERNELS_H
 

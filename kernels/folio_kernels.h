@@ -247,6 +247,24 @@ cudaError_t folio_k_gemm_tma(const struct folio_k_tmap *xmap, const struct folio
                              cudaStream_t s);
 
 #define FOLIO_K_GEMV_MAX_ROWS 8
+/* The most rows folio_k_gemv takes on quantized weights (where the tensor cores win above). */
+#define FOLIO_K_GEMV_QUANT_MAX_ROWS 4
+
+/* The weight rows of folio_k_gemv, in one of three formats:
+ * - BF16: bf16 [n][k], k a multiple of 8.
+ * - E4M3 (--quantization fp8): e4m3 codes [n][k] with row j's scale scale[j], k a multiple of
+ *   16. The input rows are quantized per token by common/fp8.h's rule (W8A8, the codes of
+ *   folio_k_fp8_quantize_rows) and each output is bf16(sum * scale[j] * x_scale[t]) before any
+ *   epilogue.
+ * - Q4_0X8 (a GGUF's Q4_0 kept packed): rows of gguf_blocks.h's FOLIO_GGML_Q4_0X8, k / 256 *
+ *   144 bytes each, k a multiple of 256; each block's 32 products summed in f32, then times
+ *   the block's scale. */
+enum folio_k_wformat { FOLIO_K_W_BF16, FOLIO_K_W_E4M3, FOLIO_K_W_Q4_0X8 };
+struct folio_k_weight {
+    const void *w;
+    const float *scale; /* E4M3: a scale a row */
+    int format;         /* enum folio_k_wformat */
+};
 
 /* y[m, n] = x[m, k] . w[n, k]^T for m <= FOLIO_K_GEMV_MAX_ROWS (bf16 in, f32
  * sums, bf16 or f32 out). gate_up_silu: w is [gate; up] of 2n rows and y is
@@ -258,33 +276,28 @@ cudaError_t folio_k_gemm_tma(const struct folio_k_tmap *xmap, const struct folio
  * != NULL (and rows NULL), bf16(x + add) is written there (a buffer other than
  * x: the other CTAs still read x). Without norm_w, x is read as is (add, rows,
  * res_out ignored). The grid is at most the CTAs that fit resident at once.
- * w_scale != NULL: w is e4m3 codes [n][k] (gate_up_silu: [2n][k]) with row j's
- * scale w_scale[j], and the input rows are quantized per token by
- * common/fp8.h's rule (W8A8, folio_k_fp8_quantize_rows' codes): each output is
- * bf16(sum * w_scale[j] * x_scale[t]) before any epilogue; k a multiple of 16.
+ * w is in one of the formats of struct folio_k_weight (gate_up_silu: 2n rows).
  * pdl (here and in the other kernels that take it): launch with programmatic
  * dependent launch; the kernel issues what no earlier kernel of the step
  * writes (the weight loads) before it waits for the previous kernel, so that
  * work overlaps the previous kernel's tail. */
 cudaError_t folio_k_gemv(void *y, const folio_bf16_bits *x, const folio_bf16_bits *add,
                          const folio_bf16_bits *norm_w, float eps, const int32_t *rows,
-                         folio_bf16_bits *res_out, const void *w, const float *w_scale, int m,
-                         int n, int k, int out_f32, int gate_up_silu, int pdl, cudaStream_t s);
+                         folio_bf16_bits *res_out, struct folio_k_weight w, int m, int n, int k,
+                         int out_f32, int gate_up_silu, int pdl, cudaStream_t s);
 
 /* The QKV projection of b.num_tokens <= FOLIO_K_GEMV_MAX_ROWS tokens as
  * folio_k_gemv with norm_w computes it (rows NULL), with
  * folio_k_rope_kv_write's work in the epilogue: q and k rotated in qkv
  * [T, (H + 2*Hkv) * D], k and v written to the paged caches. One launch where
  * the small-batch decode step took two. No split-K: the two columns of a pair
- * are computed by two warps of one CTA. w_scale: e4m3 weights, as
- * folio_k_gemv's. */
+ * are computed by two warps of one CTA. */
 cudaError_t folio_k_gemv_qkv_rope(folio_bf16_bits *qkv, const folio_bf16_bits *x,
                                   const folio_bf16_bits *add, const folio_bf16_bits *norm_w,
-                                  float eps, folio_bf16_bits *res_out, const void *w,
-                                  const float *w_scale, int k, folio_bf16_bits *k_cache,
-                                  folio_bf16_bits *v_cache, const float *inv_freq,
-                                  struct folio_k_batch b, int num_heads, int num_kv_heads,
-                                  int head_dim, int pdl, cudaStream_t s);
+                                  float eps, folio_bf16_bits *res_out, struct folio_k_weight w,
+                                  int k, folio_bf16_bits *k_cache, folio_bf16_bits *v_cache,
+                                  const float *inv_freq, struct folio_k_batch b, int num_heads,
+                                  int num_kv_heads, int head_dim, int pdl, cudaStream_t s);
 
 /* out[t, j] = bf16(bf16(silu(gu[t, j])) * gu[t, inter + j]); with norm.x,
  * gu[t, *] first scaled by token t's 1 / rms(norm.x[t]) and rounded to bf16.

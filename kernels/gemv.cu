@@ -19,21 +19,36 @@
  * - persistent: no more CTAs than fit at once, each looping over column
  *   groups (see gemv_kernel), so that the norm prologue, the launch and the
  *   first load latency are paid once per CTA and not once per wave.
- * - W8 (--quantization fp8): the weights are e4m3 codes with a scale a row,
- *   16 to a load, so a step streams half the bytes; the input rows, once in
- *   shared memory, are quantized there per token (W8A8, common/fp8.h's rule:
- *   the codes of folio_k_fp8_quantize_rows) and kept as the codes' values in
- *   bf16 (every e4m3 value is one), and each sum is scaled by its row's and its
- *   token's scale before the epilogue. Each CTA quantizes the few KB itself
- *   rather than a kernel in front doing it once: a launch costs more. */
+ * - WF, the weights' format (struct folio_k_weight), so that quantized
+ *   weights keep these fusions:
+ *   E4M3 (--quantization fp8): e4m3 codes with a scale a row, 16 to a load,
+ *   half the bytes; the input rows, once in shared memory, are quantized there
+ *   per token (W8A8, common/fp8.h's rule: the codes of
+ *   folio_k_fp8_quantize_rows) and kept as the codes' values in bf16 (every
+ *   e4m3 value is one), and each sum is scaled by its row's and its token's
+ *   scale before the epilogue. Each CTA quantizes the few KB itself rather
+ *   than a kernel in front doing it once: a launch costs more.
+ *   Q4_0X8 (a GGUF's Q4_0): a load is one block's 32 nibbles, with its f16
+ *   scale beside; the input rows are permuted in shared memory, block by
+ *   block, into the order the nibbles come out of a word two at a time
+ *   (bf16 pairs by a mask and an or, exact), so no element is moved per
+ *   product. */
 #include <atomic>
 
 #include "common.cuh"
 #include "fp8.cuh"
+#include "gguf_blocks.h"
 #include "mma_helpers.cuh"
 
 #define GEMV_WARPS 8
 #define GEMV_UNROLL 8 /* 16-byte weight loads in flight per lane (per weight row) */
+
+/* The loads a stretch for a format: a Q4_0X8 load and its scale hold 32
+ * weights, and eight with their decode would not fit the registers. */
+__host__ __device__ constexpr int gemv_unroll(int format)
+{
+    return format == FOLIO_K_W_Q4_0X8 ? 4 : GEMV_UNROLL;
+}
 
 __device__ __forceinline__ void unpack8(const uint4 &v, float f[8])
 {
@@ -63,12 +78,13 @@ struct gemv_args {
     float eps;
     const int32_t *rows;
     folio_bf16_bits *res_out;
-    const void *w;        /* bf16, or (w_scale) e4m3 codes */
-    const float *w_scale; /* W8: each weight row's scale */
+    const void *w;
+    const float *w_scale; /* E4M3: each weight row's scale */
+    int row_vecs;         /* 16-byte vectors a weight row */
     int n, k;
     int groups; /* column groups: GEMV_WARPS / ks columns each (ROPE: 4 pairs) */
     int ks;     /* warps per output column, each over its own 1/ks of k (1, 2, 4 or 8) */
-    int kc;     /* 16-byte loads a weight row: k / 8 (bf16), k / 16 (e4m3) */
+    int kc;     /* 16-byte weight loads a row: k / 8 (BF16), k / 16 (E4M3), k / 32 (Q4_0X8) */
     bool out_f32;
     /* ROPE (the QKV projection): RoPE of q and k and the K/V cache write of
      * rope_kv.cu in the epilogue, for the tokens of b. */
@@ -139,7 +155,59 @@ template <int M> __device__ __forceinline__ void norm_rows(const gemv_args &a, u
     __syncthreads();
 }
 
-/* W8: the M input rows in xs [M][k/8] replaced by the values of their e4m3
+/* Q4_0X8: each 32-value block of the M input rows in xs [M][k/8] permuted so
+ * that its word 4j + p holds the two values that the nibbles of the block's
+ * weight word j shifted right by (0, 8, 4, 12)[p] give under the mask
+ * 0x000f000f: byte i's low nibble is weight i, its high one weight i + 16. A
+ * block is one thread's: it reads and writes only its own 64 bytes. */
+template <int M> __device__ __forceinline__ void permute_blocks(const gemv_args &a, uint4 *xs)
+{
+    for (int i = threadIdx.x; i < M * (a.k / 32); i += GEMV_WARPS * 32) {
+        uint32_t w[16], o[16];
+#pragma unroll
+        for (int v = 0; v < 4; v++) {
+            const uint4 x = xs[4 * i + v];
+            w[4 * v] = x.x, w[4 * v + 1] = x.y, w[4 * v + 2] = x.z, w[4 * v + 3] = x.w;
+        }
+        /* value e of the block: half e & 1 of word e / 2 */
+#define GEMV_X(e) ((w[(e) >> 1] >> (16 * ((e)&1))) & 0xffffu)
+#pragma unroll
+        for (int j = 0; j < 4; j++) {
+            o[4 * j] = GEMV_X(4 * j) | GEMV_X(4 * j + 2) << 16;
+            o[4 * j + 1] = GEMV_X(4 * j + 1) | GEMV_X(4 * j + 3) << 16;
+            o[4 * j + 2] = GEMV_X(16 + 4 * j) | GEMV_X(18 + 4 * j) << 16;
+            o[4 * j + 3] = GEMV_X(17 + 4 * j) | GEMV_X(19 + 4 * j) << 16;
+        }
+#undef GEMV_X
+#pragma unroll
+        for (int v = 0; v < 4; v++)
+            xs[4 * i + v] = make_uint4(o[4 * v], o[4 * v + 1], o[4 * v + 2], o[4 * v + 3]);
+    }
+    __syncthreads();
+}
+
+/* A Q4_0X8 block's 32 nibbles q (a 16-byte load) as the weights (q - 8) in
+ * the permuted order of permute_blocks: each pair exact as bf16 (128 + q, the
+ * exponent of 128 or'ed in, less 136), then widened. */
+__device__ __forceinline__ void q4_decode(const uint4 &q, float f[32])
+{
+    const uint32_t qw[4] = {q.x, q.y, q.z, q.w};
+    const __nv_bfloat162 bias =
+        __halves2bfloat162(__ushort_as_bfloat16(0x4308), __ushort_as_bfloat16(0x4308)); /* 136 */
+#pragma unroll
+    for (int j = 0; j < 4; j++)
+#pragma unroll
+        for (int p = 0; p < 4; p++) {
+            const int shift = (p & 1) * 8 + (p >> 1) * 4;
+            uint32_t h = ((qw[j] >> shift) & 0x000f000fu) | 0x43004300u;
+            const __nv_bfloat162 d = __hsub2(*(const __nv_bfloat162 *)&h, bias);
+            h = *(const uint32_t *)&d;
+            f[8 * j + 2 * p] = __uint_as_float(h << 16);
+            f[8 * j + 2 * p + 1] = __uint_as_float(h & 0xffff0000u);
+        }
+}
+
+/* E4M3: the M input rows in xs [M][k/8] replaced by the values of their e4m3
  * codes (each row's scale by common/fp8.h's rule into x_scale), exact in bf16.
  * The largest magnitudes are combined in a fixed order, though max is exact
  * in any order: every CTA gets the same codes. */
@@ -249,43 +317,58 @@ __device__ __forceinline__ int group_col(const gemv_args &a, int g, int warp, in
 }
 
 /* The lane's 16-byte loads of one stretch (from chunk base) of the R weight
- * rows of column col (none for a dead warp), zeros past the warp's share. */
-template <int R>
-__device__ __forceinline__ void load_stretch(const gemv_args &a, uint4 wv[R][GEMV_UNROLL], int col,
-                                             int base, int chunks, int lane)
+ * rows of column col (none for a dead warp), zeros past the warp's share;
+ * Q4_0X8: each chunk's f16 scale into ds. */
+template <int R, int WF>
+__device__ __forceinline__ void load_stretch(const gemv_args &a, uint4 wv[R][GEMV_UNROLL],
+                                             uint32_t ds[R][GEMV_UNROLL], int col, int base,
+                                             int chunks, int lane)
 {
     const bool live = col < a.n;
     const uint4 *wr[R];
 #pragma unroll
     for (int r = 0; r < R; r++)
-        wr[r] = (const uint4 *)a.w + (int64_t)((live ? col : 0) + r * a.n) * a.kc;
+        wr[r] = (const uint4 *)a.w + (int64_t)((live ? col : 0) + r * a.n) * a.row_vecs;
 #pragma unroll
-    for (int u = 0; u < GEMV_UNROLL; u++) {
-        int c = base + u * 32 + lane;
+    for (int u = 0; u < gemv_unroll(WF); u++) {
+        const int c = base + u * 32 + lane;
+        const bool in = live && c < chunks;
 #pragma unroll
-        for (int r = 0; r < R; r++) /* read once: streaming loads */
-            wv[r][u] = live && c < chunks ? __ldcs(wr[r] + c) : make_uint4(0, 0, 0, 0);
+        for (int r = 0; r < R; r++) {     /* read once: streaming loads */
+            if (WF == FOLIO_K_W_Q4_0X8) { /* groups of 9 vectors: scales, 8 blocks */
+                const uint4 *g = wr[r] + 9 * (c >> 3);
+                wv[r][u] = in ? __ldcs(g + 1 + (c & 7)) : make_uint4(0, 0, 0, 0);
+                ds[r][u] = in ? __ldcs((const unsigned short *)g + (c & 7)) : 0u;
+            } else {
+                wv[r][u] = in ? __ldcs(wr[r] + c) : make_uint4(0, 0, 0, 0);
+            }
+        }
     }
 }
 
-/* W8: the scales of the R weight rows of column col (none for a dead warp). */
-template <int R, bool W8>
+/* E4M3: the scales of the R weight rows of column col (none for a dead warp). */
+template <int R, int WF>
 __device__ __forceinline__ void load_w_scales(const gemv_args &a, int col, float ws[R])
 {
 #pragma unroll
     for (int r = 0; r < R; r++)
-        ws[r] = W8 && col < a.n ? __ldg(a.w_scale + col + r * a.n) : 1.0f;
+        ws[r] = WF == FOLIO_K_W_E4M3 && col < a.n ? __ldg(a.w_scale + col + r * a.n) : 1.0f;
 }
 
 /* CTAs per SM that the registers must allow: about what the one-group-per-CTA
  * kernel had (batch 1 and 2: 64 registers a thread, 128 for GLU's two rows).
  * The loop and the early loads of the next group would otherwise take a few
- * more registers and lose a CTA per SM. W8's widening and scales need more
- * than 64 (spills otherwise); its 16-byte loads hold twice the weights, so
- * fewer warps keep as many in flight. */
-template <int M, bool GLU, bool W8> constexpr int gemv_min_ctas()
+ * more registers and lose a CTA per SM. The quantized formats' widening and
+ * scales need more than 64 (spills otherwise; Q4_0X8's gate/up more than 128
+ * from 3 rows); their 16-byte loads hold more weights, so fewer warps keep as
+ * many in flight. */
+template <int M, bool GLU, int WF> constexpr int gemv_min_ctas()
 {
-    return GLU ? (M <= 6 ? 2 : 1) : W8 ? (M <= 2 ? 3 : 2) : M <= 2 ? 4 : M <= 4 ? 3 : 2;
+    return GLU                    ? (M <= (WF == FOLIO_K_W_Q4_0X8 ? 2 : 6) ? 2 : 1)
+           : WF != FOLIO_K_W_BF16 ? (M <= 2 ? 3 : 2)
+           : M <= 2               ? 4
+           : M <= 4               ? 3
+                                  : 2;
 }
 
 /* Persistent: the grid is at most as many CTAs as fit resident at once, and
@@ -299,11 +382,12 @@ template <int M, bool GLU, bool W8> constexpr int gemv_min_ctas()
  * bf16(bf16(silu(bf16(gate))) * bf16(up)) for its column.
  * ROPE: the CTA's warps w and w + 4 compute the columns c1 and c1 + D/2 of
  * one rotation pair, meet in shared memory, and warp w writes the pair. */
-template <int M, bool GLU, bool NORM, bool ROPE, bool W8>
-__global__ void __launch_bounds__(GEMV_WARPS * 32, (gemv_min_ctas<M, GLU, W8>()))
+template <int M, bool GLU, bool NORM, bool ROPE, int WF>
+__global__ void __launch_bounds__(GEMV_WARPS * 32, (gemv_min_ctas<M, GLU, WF>()))
     gemv_kernel(gemv_args a)
 {
     constexpr int R = GLU ? 2 : 1; /* weight rows per warp */
+    constexpr bool W8 = WF == FOLIO_K_W_E4M3, Q4 = WF == FOLIO_K_W_Q4_0X8;
     /* The input rows [M][k/8] (NORM: normalized), then (NORM) the norm weight [k/8]. */
     extern __shared__ uint4 xs[];
     /* ks > 1: each warp's share; ROPE: the pair's second column. Two buffers,
@@ -320,9 +404,10 @@ __global__ void __launch_bounds__(GEMV_WARPS * 32, (gemv_min_ctas<M, GLU, W8>())
     int g = blockIdx.x, rope_h, rope_i;
     int col = group_col<ROPE>(a, g, warp, rope_h, rope_i);
     uint4 wv[R][GEMV_UNROLL];
-    load_stretch<R>(a, wv, col, c_begin, chunks, lane);
-    float w_scale[R]; /* W8: the column's rows' scales, weights too: before the wait */
-    load_w_scales<R, W8>(a, col, w_scale);
+    uint32_t ds[R][GEMV_UNROLL]; /* Q4: the chunks' scales */
+    load_stretch<R, WF>(a, wv, ds, col, c_begin, chunks, lane);
+    float w_scale[R]; /* E4M3: the column's rows' scales, weights too: before the wait */
+    load_w_scales<R, WF>(a, col, w_scale);
     pdl_trigger();
     /* ROPE: the tokens' positions and cache rows, and the pair's frequency
      * (this group's), before the wait (rope_slot). */
@@ -358,6 +443,8 @@ __global__ void __launch_bounds__(GEMV_WARPS * 32, (gemv_min_ctas<M, GLU, W8>())
     }
     if (W8)
         quantize_rows<M>(a, xs, x_scale);
+    if (Q4)
+        permute_blocks<M>(a, xs);
     /* Every warp runs the same groups: the barriers below are reached by all,
      * dead warps (past n, only in the last group) included. */
     for (int buf = 0;; buf ^= 1) {
@@ -372,11 +459,31 @@ __global__ void __launch_bounds__(GEMV_WARPS * 32, (gemv_min_ctas<M, GLU, W8>())
                 acc[r][t] = 0.0f;
         for (int base = c_begin; live;) {
 #pragma unroll
-            for (int u = 0; u < GEMV_UNROLL; u++) {
+            for (int u = 0; u < gemv_unroll(WF); u++) {
                 int c = base + u * 32 + lane;
                 if (c >= chunks)
                     break;
-                if (W8) { /* 16 weights a load: each half meets one of x's vectors */
+                if (Q4) { /* a block a load: 32 weights, four of x's vectors */
+#pragma unroll
+                    for (int r = 0; r < R; r++) {
+                        float wf[32];
+                        q4_decode(wv[r][u], wf);
+                        const float d = __half2float(__ushort_as_half((unsigned short)ds[r][u]));
+#pragma unroll
+                        for (int t = 0; t < M; t++) {
+                            float s = 0.0f;
+#pragma unroll
+                            for (int j = 0; j < 4; j++) {
+                                float xf[8];
+                                unpack8(xs[t * k8 + 4 * c + j], xf);
+#pragma unroll
+                                for (int e = 0; e < 8; e++)
+                                    s = fmaf(wf[8 * j + e], xf[e], s);
+                            }
+                            acc[r][t] = fmaf(d, s, acc[r][t]);
+                        }
+                    }
+                } else if (W8) { /* 16 weights a load: each half meets one of x's vectors */
 #pragma unroll
                     for (int h = 0; h < 2; h++)
 #pragma unroll
@@ -408,10 +515,10 @@ __global__ void __launch_bounds__(GEMV_WARPS * 32, (gemv_min_ctas<M, GLU, W8>())
                     }
                 }
             }
-            base += 32 * GEMV_UNROLL;
+            base += 32 * gemv_unroll(WF);
             if (base >= chunks)
                 break;
-            load_stretch<R>(a, wv, col, base, chunks, lane);
+            load_stretch<R, WF>(a, wv, ds, col, base, chunks, lane);
         }
         /* The next group's first stretch, in flight during this group's
          * reduction and epilogue (wv is free again). ROPE loads it after the
@@ -422,9 +529,9 @@ __global__ void __launch_bounds__(GEMV_WARPS * 32, (gemv_min_ctas<M, GLU, W8>())
         const int next_col =
             g_next < a.groups ? group_col<ROPE>(a, g_next, warp, next_h, next_i) : a.n;
         if (!ROPE)
-            load_stretch<R>(a, wv, next_col, c_begin, chunks, lane);
+            load_stretch<R, WF>(a, wv, ds, next_col, c_begin, chunks, lane);
         float next_scale[R];
-        load_w_scales<R, W8>(a, next_col, next_scale);
+        load_w_scales<R, WF>(a, next_col, next_scale);
         float sum[R][M];
 #pragma unroll
         for (int r = 0; r < R; r++)
@@ -485,7 +592,7 @@ __global__ void __launch_bounds__(GEMV_WARPS * 32, (gemv_min_ctas<M, GLU, W8>())
         if (g_next >= a.groups)
             return;
         if (ROPE) {
-            load_stretch<R>(a, wv, next_col, c_begin, chunks, lane);
+            load_stretch<R, WF>(a, wv, ds, next_col, c_begin, chunks, lane);
             freq = next_col < a.n ? a.inv_freq[next_i] : 0.0f;
         }
         g = g_next;
@@ -501,7 +608,7 @@ __global__ void __launch_bounds__(GEMV_WARPS * 32, (gemv_min_ctas<M, GLU, W8>())
 /* *ctas: the CTAs of this instantiation that fit on the device at once with
  * smem bytes of dynamic shared memory (registers decide for gate/up: 2 per
  * SM). Asked once per instantiation and shared-memory size, then cached. */
-template <int M, bool GLU, bool NORM, bool ROPE, bool W8>
+template <int M, bool GLU, bool NORM, bool ROPE, int WF>
 static cudaError_t resident_ctas(size_t smem, unsigned *ctas)
 {
     /* (smem + 1) << 32 | CTAs; 0: not asked yet. A few entries: the projections
@@ -520,7 +627,7 @@ static cudaError_t resident_ctas(size_t smem, unsigned *ctas)
         e = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
     if (e == cudaSuccess)
         e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(
-            &per_sm, gemv_kernel<M, GLU, NORM, ROPE, W8>, GEMV_WARPS * 32, smem);
+            &per_sm, gemv_kernel<M, GLU, NORM, ROPE, WF>, GEMV_WARPS * 32, smem);
     if (e != cudaSuccess)
         return e;
     *ctas = (unsigned)(sms * per_sm);
@@ -533,7 +640,7 @@ static cudaError_t resident_ctas(size_t smem, unsigned *ctas)
     return cudaSuccess;
 }
 
-template <int M, bool W8, bool GLU, bool NORM, bool ROPE = false>
+template <int M, int WF, bool GLU, bool NORM, bool ROPE = false>
 static cudaError_t launch3(gemv_args a, bool pdl, cudaStream_t s)
 {
     const int cols = GEMV_WARPS / a.ks; /* output columns per CTA (ROPE: 4 pairs) */
@@ -541,14 +648,14 @@ static cudaError_t launch3(gemv_args a, bool pdl, cudaStream_t s)
     size_t smem = sizeof(folio_bf16_bits) * (size_t)(M + (NORM ? 1 : 0)) * a.k;
     if (smem > 48 * 1024) {
         cudaError_t e =
-            cudaFuncSetAttribute(gemv_kernel<M, GLU, NORM, ROPE, W8>,
+            cudaFuncSetAttribute(gemv_kernel<M, GLU, NORM, ROPE, WF>,
                                  cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
         if (e != cudaSuccess)
             return e;
     }
     static std::atomic<bool> carveout_set(false);
     if (!carveout_set.load() && folio_k_smem_carveout() >= 0) { /* before the occupancy query */
-        cudaError_t e = cudaFuncSetAttribute(gemv_kernel<M, GLU, NORM, ROPE, W8>,
+        cudaError_t e = cudaFuncSetAttribute(gemv_kernel<M, GLU, NORM, ROPE, WF>,
                                              cudaFuncAttributePreferredSharedMemoryCarveout,
                                              folio_k_smem_carveout());
         if (e != cudaSuccess)
@@ -557,83 +664,114 @@ static cudaError_t launch3(gemv_args a, bool pdl, cudaStream_t s)
     }
     /* At most the CTAs that fit at once, each looping over its groups. */
     unsigned blocks = (unsigned)a.groups, resident = 0;
-    cudaError_t e = resident_ctas<M, GLU, NORM, ROPE, W8>(smem, &resident);
+    cudaError_t e = resident_ctas<M, GLU, NORM, ROPE, WF>(smem, &resident);
     if (e != cudaSuccess)
         return e;
     if (resident > 0 && resident < blocks)
         blocks = resident;
-    return launch_pdl(gemv_kernel<M, GLU, NORM, ROPE, W8>, dim3(blocks), dim3(GEMV_WARPS * 32),
+    return launch_pdl(gemv_kernel<M, GLU, NORM, ROPE, WF>, dim3(blocks), dim3(GEMV_WARPS * 32),
                       smem, s, pdl, a);
 }
 
-template <int M, bool W8>
+template <int M, int WF>
 static cudaError_t launch_w(const gemv_args &a, bool glu, bool rope, bool pdl, cudaStream_t s)
 {
     if (rope)
-        return launch3<M, W8, false, true, true>(a, pdl, s);
+        return launch3<M, WF, false, true, true>(a, pdl, s);
     if (a.norm_w)
-        return glu ? launch3<M, W8, true, true>(a, pdl, s) : launch3<M, W8, false, true>(a, pdl, s);
-    return glu ? launch3<M, W8, true, false>(a, pdl, s) : launch3<M, W8, false, false>(a, pdl, s);
+        return glu ? launch3<M, WF, true, true>(a, pdl, s) : launch3<M, WF, false, true>(a, pdl, s);
+    return glu ? launch3<M, WF, true, false>(a, pdl, s) : launch3<M, WF, false, false>(a, pdl, s);
 }
 
 template <int M>
-static cudaError_t launch_m(const gemv_args &a, bool glu, bool rope, bool pdl, cudaStream_t s)
+static cudaError_t launch_m(const gemv_args &a, int format, bool glu, bool rope, bool pdl,
+                            cudaStream_t s)
 {
-    return a.w_scale ? launch_w<M, true>(a, glu, rope, pdl, s)
-                     : launch_w<M, false>(a, glu, rope, pdl, s);
+    /* Quantized formats up to FOLIO_K_GEMV_QUANT_MAX_ROWS (checked by the caller): their
+     * instantiations above it would only grow every binary's fatbin. */
+    constexpr int QM = M <= FOLIO_K_GEMV_QUANT_MAX_ROWS ? M : FOLIO_K_GEMV_QUANT_MAX_ROWS;
+    switch (format) {
+    case FOLIO_K_W_E4M3:
+        return launch_w<QM, FOLIO_K_W_E4M3>(a, glu, rope, pdl, s);
+    case FOLIO_K_W_Q4_0X8:
+        return launch_w<QM, FOLIO_K_W_Q4_0X8>(a, glu, rope, pdl, s);
+    }
+    return launch_w<M, FOLIO_K_W_BF16>(a, glu, rope, pdl, s);
 }
 
-static cudaError_t dispatch(const gemv_args &a, int m, bool glu, bool rope, bool pdl,
+static cudaError_t dispatch(const gemv_args &a, int m, int format, bool glu, bool rope, bool pdl,
                             cudaStream_t s)
 {
     cudaError_t e;
     switch (m) {
     case 1:
-        e = launch_m<1>(a, glu, rope, pdl, s);
+        e = launch_m<1>(a, format, glu, rope, pdl, s);
         break;
     case 2:
-        e = launch_m<2>(a, glu, rope, pdl, s);
+        e = launch_m<2>(a, format, glu, rope, pdl, s);
         break;
     case 3:
-        e = launch_m<3>(a, glu, rope, pdl, s);
+        e = launch_m<3>(a, format, glu, rope, pdl, s);
         break;
     case 4:
-        e = launch_m<4>(a, glu, rope, pdl, s);
+        e = launch_m<4>(a, format, glu, rope, pdl, s);
         break;
     case 5:
-        e = launch_m<5>(a, glu, rope, pdl, s);
+        e = launch_m<5>(a, format, glu, rope, pdl, s);
         break;
     case 6:
-        e = launch_m<6>(a, glu, rope, pdl, s);
+        e = launch_m<6>(a, format, glu, rope, pdl, s);
         break;
     case 7:
-        e = launch_m<7>(a, glu, rope, pdl, s);
+        e = launch_m<7>(a, format, glu, rope, pdl, s);
         break;
     default:
-        e = launch_m<8>(a, glu, rope, pdl, s);
+        e = launch_m<8>(a, format, glu, rope, pdl, s);
         break;
     }
     return e != cudaSuccess ? e : cudaGetLastError();
 }
 
+static int max_rows(const struct folio_k_weight &w)
+{
+    return w.format == FOLIO_K_W_BF16 ? FOLIO_K_GEMV_MAX_ROWS : FOLIO_K_GEMV_QUANT_MAX_ROWS;
+}
+
+/* Sets a's weight fields from w; false if k does not suit its format. */
+static bool set_weight(gemv_args &a, const struct folio_k_weight &w, int k)
+{
+    a.w = w.w;
+    a.w_scale = w.scale;
+    switch (w.format) {
+    case FOLIO_K_W_BF16:
+        a.kc = a.row_vecs = k / 8;
+        return k % 8 == 0;
+    case FOLIO_K_W_E4M3:
+        a.kc = a.row_vecs = k / 16;
+        return k % 16 == 0 && w.scale;
+    case FOLIO_K_W_Q4_0X8:
+        a.kc = k / 32;
+        a.row_vecs = (int)(gguf_row_bytes(FOLIO_GGML_Q4_0X8, k) / 16);
+        return k % 256 == 0;
+    }
+    return false;
+}
+
 extern "C" cudaError_t folio_k_gemv(void *y, const folio_bf16_bits *x, const folio_bf16_bits *add,
                                     const folio_bf16_bits *norm_w, float eps, const int32_t *rows,
-                                    folio_bf16_bits *res_out, const void *w, const float *w_scale,
-                                    int m, int n, int k, int out_f32, int gate_up_silu, int pdl,
-                                    cudaStream_t s)
+                                    folio_bf16_bits *res_out, struct folio_k_weight w, int m, int n,
+                                    int k, int out_f32, int gate_up_silu, int pdl, cudaStream_t s)
 {
     if (m <= 0)
         return cudaSuccess;
-    const int kc = k / (w_scale ? 16 : 8);
-    if (m > FOLIO_K_GEMV_MAX_ROWS || n <= 0 || k <= 0 || k % 16 != 0 && (w_scale || k % 8 != 0) ||
-        (res_out && res_out == x))
+    gemv_args a = {};
+    if (m > max_rows(w) || n <= 0 || k <= 0 || !set_weight(a, w, k) || (res_out && res_out == x))
         return cudaErrorInvalidValue;
     /* Enough warps per column that each loads its share of the row in one
      * stretch (long rows would otherwise take several dependent rounds). */
     int ks = 1;
-    while (ks < GEMV_WARPS && kc > ks * 32 * GEMV_UNROLL)
+    while (ks < GEMV_WARPS && a.kc > ks * 32 * gemv_unroll(w.format))
         ks *= 2;
-    gemv_args a = {};
     a.y = y;
     a.x = x;
     a.add = add;
@@ -641,43 +779,37 @@ extern "C" cudaError_t folio_k_gemv(void *y, const folio_bf16_bits *x, const fol
     a.eps = eps;
     a.rows = rows;
     a.res_out = res_out;
-    a.w = w;
-    a.w_scale = w_scale;
     a.n = n;
     a.k = k;
     a.ks = ks;
-    a.kc = kc;
     a.out_f32 = out_f32 != 0;
-    return dispatch(a, m, gate_up_silu != 0, false, pdl != 0, s);
+    return dispatch(a, m, w.format, gate_up_silu != 0, false, pdl != 0, s);
 }
 
 extern "C" cudaError_t
 folio_k_gemv_qkv_rope(folio_bf16_bits *qkv, const folio_bf16_bits *x, const folio_bf16_bits *add,
                       const folio_bf16_bits *norm_w, float eps, folio_bf16_bits *res_out,
-                      const void *w, const float *w_scale, int k, folio_bf16_bits *k_cache,
+                      struct folio_k_weight w, int k, folio_bf16_bits *k_cache,
                       folio_bf16_bits *v_cache, const float *inv_freq, struct folio_k_batch b,
                       int num_heads, int num_kv_heads, int head_dim, int pdl, cudaStream_t s)
 {
     const int m = b.num_tokens, n = (num_heads + 2 * num_kv_heads) * head_dim;
     if (m <= 0)
         return cudaSuccess;
-    /* ks 1: a pair's two columns are whole rows of two warps of one CTA. */
-    if (m > FOLIO_K_GEMV_MAX_ROWS || !norm_w || k <= 0 || k % (w_scale ? 16 : 8) != 0 ||
-        head_dim % 2 != 0 || (res_out && res_out == x))
-        return cudaErrorInvalidValue;
     gemv_args a = {};
+    /* ks 1: a pair's two columns are whole rows of two warps of one CTA. */
+    if (m > max_rows(w) || !norm_w || k <= 0 || !set_weight(a, w, k) || head_dim % 2 != 0 ||
+        (res_out && res_out == x))
+        return cudaErrorInvalidValue;
     a.y = qkv;
     a.x = x;
     a.add = add;
     a.norm_w = norm_w;
     a.eps = eps;
     a.res_out = res_out;
-    a.w = w;
-    a.w_scale = w_scale;
     a.n = n;
     a.k = k;
     a.ks = 1;
-    a.kc = k / (w_scale ? 16 : 8);
     a.b = b;
     a.k_cache = k_cache;
     a.v_cache = v_cache;
@@ -685,5 +817,5 @@ folio_k_gemv_qkv_rope(folio_bf16_bits *qkv, const folio_bf16_bits *x, const foli
     a.num_heads = num_heads;
     a.num_kv_heads = num_kv_heads;
     a.head_dim = head_dim;
-    return dispatch(a, m, false, true, pdl != 0, s);
+    return dispatch(a, m, w.format, false, true, pdl != 0, s);
 }

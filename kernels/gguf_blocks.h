@@ -24,6 +24,11 @@
 
 #define GGUF_CHUNK_WORDS 18
 
+/* Q4_0 regrouped at load (gguf_regroup_q4_0), Folio's own type number (no file has it): eight
+ * blocks' f16 scales, then their eight 16-byte nibble runs, 144 bytes a group of 256 weights,
+ * so that every run is a 16-byte load. The same bytes a weight as Q4_0; rows of k % 256 == 0. */
+#define FOLIO_GGML_Q4_0X8 0x102
+
 /* Whether the CUDA backend keeps a tensor of this ggml type packed. */
 GGUF_HD bool gguf_packed_type(uint32_t type)
 {
@@ -42,6 +47,7 @@ GGUF_HD int64_t gguf_row_bytes(uint32_t type, int64_t k)
     case FOLIO_GGML_Q8_0:
         return k / 32 * 34;
     case FOLIO_GGML_Q4_K:
+    case FOLIO_GGML_Q4_0X8:
         return k / 256 * 144;
     case FOLIO_GGML_Q6_K:
         return k / 256 * 210;
@@ -51,12 +57,26 @@ GGUF_HD int64_t gguf_row_bytes(uint32_t type, int64_t k)
     return 0;
 }
 
+/* A Q4_0 row of k weights (k % 256 == 0) as FOLIO_GGML_Q4_0X8 at dst. */
+GGUF_HD void gguf_regroup_q4_0(uint8_t *dst, const uint8_t *src, int64_t k)
+{
+    for (int64_t g = 0; g < k / 256; g++)
+        for (int s = 0; s < 8; s++) {
+            const uint8_t *b = src + (8 * g + s) * 18;
+            uint8_t *o = dst + 144 * g;
+            for (int i = 0; i < 2; i++)
+                o[2 * s + i] = b[i];
+            for (int i = 0; i < 16; i++)
+                o[16 + 16 * s + i] = b[2 + i];
+        }
+}
+
 /* Elements a block of the type holds (k must be a multiple). */
 GGUF_HD int gguf_block_elems(uint32_t type)
 {
-    return type == FOLIO_GGML_Q4_K || type == FOLIO_GGML_Q6_K ? 256
-           : type == FOLIO_GGML_BF16                          ? 1
-                                                              : 32;
+    return type == FOLIO_GGML_Q4_K || type == FOLIO_GGML_Q6_K || type == FOLIO_GGML_Q4_0X8 ? 256
+           : type == FOLIO_GGML_BF16                                                       ? 1
+                                                                                           : 32;
 }
 
 GGUF_HD float gguf_bits_f32(uint32_t u)
@@ -117,8 +137,9 @@ GGUF_HD void gguf_decode_chunk(uint32_t type, const uint32_t *r, int sub, float 
     *b = 0.0f;
     switch (type) {
     case FOLIO_GGML_Q4_0:
+    case FOLIO_GGML_Q4_0X8:
     case FOLIO_GGML_Q4_1: { /* r[0]: d (and m); r[1..4]: nibbles, low ones elements 0-15 */
-        const float off = type == FOLIO_GGML_Q4_0 ? 8.0f : 0.0f;
+        const float off = type == FOLIO_GGML_Q4_1 ? 0.0f : 8.0f;
         a[0] = a[1] = gguf_f16(r[0] & 0xffffu);
         if (type == FOLIO_GGML_Q4_1)
             *b = gguf_f16(r[0] >> 16);
@@ -193,6 +214,7 @@ GGUF_HD int64_t gguf_chunk_block(uint32_t type, int64_t c, int *sub)
     case FOLIO_GGML_Q8_0:
         return c * 34;
     case FOLIO_GGML_Q4_K:
+    case FOLIO_GGML_Q4_0X8:
         *sub = (int)(c & 7);
         return (c >> 3) * 144;
     case FOLIO_GGML_Q6_K:
@@ -220,6 +242,10 @@ GGUF_HD void gguf_gather_host(uint32_t type, const uint8_t *p, int sub, uint32_t
         break;
     case FOLIO_GGML_Q4_K:
         runs[0][2] = 16, runs[1][0] = 16 + 32 * (sub >> 1), runs[1][1] = 16, runs[1][2] = 32;
+        break;
+    case FOLIO_GGML_Q4_0X8:
+        runs[0][0] = 2 * sub, runs[0][2] = 2, runs[1][0] = 16 + 16 * sub, runs[1][1] = 4;
+        runs[1][2] = 16;
         break;
     case FOLIO_GGML_Q6_K: {
         const int h = sub >> 2, part = sub & 3;

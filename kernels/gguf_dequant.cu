@@ -53,6 +53,8 @@ extern "C" cudaError_t folio_k_gguf_dequantize(folio_bf16_bits *out, const void 
     switch (type) {
     case FOLIO_GGML_Q4_0:
         return launch<FOLIO_GGML_Q4_0>(out, w, stride, n, k, s);
+    case FOLIO_GGML_Q4_0X8:
+        return launch<FOLIO_GGML_Q4_0X8>(out, w, stride, n, k, s);
     case FOLIO_GGML_Q4_1:
         return launch<FOLIO_GGML_Q4_1>(out, w, stride, n, k, s);
     case FOLIO_GGML_Q8_0:

@@ -115,6 +115,8 @@ extern "C" cudaError_t folio_k_gguf_gemv(folio_bf16_bits *y, int ldy, const foli
     switch (type) {
     case FOLIO_GGML_Q4_0:
         return launch_rows<FOLIO_GGML_Q4_0>(y, ldy, x, w, stride, m, n, k, s);
+    case FOLIO_GGML_Q4_0X8:
+        return launch_rows<FOLIO_GGML_Q4_0X8>(y, ldy, x, w, stride, m, n, k, s);
     case FOLIO_GGML_Q4_1:
         return launch_rows<FOLIO_GGML_Q4_1>(y, ldy, x, w, stride, m, n, k, s);
     case FOLIO_GGML_Q8_0:

@@ -1,7 +1,7 @@
 /* The device's gather of a packed chunk's bytes into gguf_blocks.h's words: the same bytes as
  * gguf_gather_host, with the widest loads the type's block alignment allows (rows start on 16
- * bytes; Q4_1's 20-byte blocks are 4-aligned, Q4_K's 144-byte ones 16-aligned, Q4_0, Q8_0 and
- * Q6_K only 2-aligned). Weights are read once a product: streaming loads. */
+ * bytes; Q4_1's 20-byte blocks are 4-aligned, Q4_K's and Q4_0X8's 144-byte ones 16-aligned,
+ * Q4_0, Q8_0 and Q6_K only 2-aligned). Weights are read once a product: streaming loads. */
 #ifndef FOLIO_KERNELS_GGUF_LOAD_CUH
 #define FOLIO_KERNELS_GGUF_LOAD_CUH
 
@@ -28,6 +28,10 @@ template <int T> __device__ __forceinline__ int gguf_gather(const uint8_t *row, 
 #pragma unroll
         for (int i = 0; i < (T == FOLIO_GGML_Q4_0 ? 4 : 8); i++)
             r[1 + i] = gguf_ld16x2(p + 2 + 4 * i);
+    } else if (T == FOLIO_GGML_Q4_0X8) {
+        const uint4 v = __ldcs((const uint4 *)(p + 16 + 16 * sub));
+        r[0] = gguf_ld16(p + 2 * sub);
+        r[1] = v.x, r[2] = v.y, r[3] = v.z, r[4] = v.w;
     } else if (T == FOLIO_GGML_Q4_1) {
 #pragma unroll
         for (int i = 0; i < 5; i++)

@@ -100,10 +100,12 @@ static const struct folio_backend_ops cuda_ops = {
 static void read_tuning(struct cuda_backend *cb, const struct folio_backend_options *opt)
 {
     cb->paths = opt->cuda_paths;
-    /* e4m3 weights are half the bytes, so the GEMV stays ahead of the tensor cores for
-     * more rows. */
-    if (cb->paths.gemv_max_rows == 0)
-        cb->paths.gemv_max_rows = cb->fp8 ? FP8_GEMV_MAX_ROWS : 2;
+    /* Quantized weights are fewer bytes, so the GEMV stays ahead of the tensor cores for
+     * more rows: all it takes of them. */
+    const bool quant = cb->fp8 || cb->gguf;
+    if (cb->paths.gemv_max_rows == 0 ||
+        (quant && cb->paths.gemv_max_rows > FOLIO_K_GEMV_QUANT_MAX_ROWS))
+        cb->paths.gemv_max_rows = quant ? FOLIO_K_GEMV_QUANT_MAX_ROWS : 2;
     else if (cb->paths.gemv_max_rows < 0)
         cb->paths.gemv_max_rows = 0;
     cb->use_graphs = !opt->enforce_eager;

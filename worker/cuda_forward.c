@@ -5,7 +5,8 @@
  * has prefill tokens; each regime then has its own straight-line forward:
  *   PATH_GEMV      up to gemv_max_rows rows: GEMVs with the norms (and for
  *                  QKV, RoPE and the cache write) fused in, launched with PDL;
- *                  under --quantization fp8 on the e4m3 weights (W8A8).
+ *                  under --quantization fp8 on the e4m3 weights (W8A8), of a
+ *                  GGUF whose projections are all Q4_0 on its blocks.
  *   PATH_TMA       up to FOLIO_K_TMA_MAX_ROWS rows: the TMA GEMM, its K slices
  *                  summed by the norm or RoPE kernel after it, launched with PDL.
  *   PATH_LT        cuBLASLt with norm kernels: prefill and mixed steps, and
@@ -14,8 +15,8 @@
  *                  (the projections read the residual, attention and SiLU
  *                  scale by 1 / rms, O and down add into the residual) and
  *                  RoPE inside attention.
- *   PATH_QUANT     the other steps under --quantization fp8, and every step
- *                  of a GGUF kept packed: PATH_LT's kernels with the four
+ *   PATH_QUANT     the other steps under --quantization fp8 or of a GGUF kept
+ *                  packed: PATH_LT's kernels with the four
  *                  projections in the weights' format (cuda_fp8.c: FP8
  *                  cuBLASLt; cuda_gguf.c: the packed GEMV for a few rows,
  *                  else the widened copy on cuBLASLt), the LM head bf16.
@@ -47,13 +48,19 @@ struct step_ctx {
     struct step_plan plan;
 };
 
+/* Whether a step of this many rows takes PATH_GEMV. */
+static bool takes_gemv(const struct cuda_backend *cb, int rows)
+{
+    return rows <= cb->paths.gemv_max_rows && (!cb->gguf || cb->gguf_q4_gemv);
+}
+
 /* The decode kernel's plan for a decode step of n rows: from the graph
  * bucket, so an eager step splits as its graph would. One-warp CTAs and the
  * combine kernel where the step's GEMVs use PDL; TMA steps keep their plan
  * whether or not attention is launched with PDL there. */
 struct folio_k_decode_plan cuda_decode_plan(const struct cuda_backend *cb, int n)
 {
-    bool pdl = cuda_graph_bucket(n) <= cb->paths.gemv_max_rows;
+    bool pdl = takes_gemv(cb, cuda_graph_bucket(n));
     return folio_k_attention_decode_plan(cuda_graph_bucket(n), cb->kv_heads, cb->head_dim,
                                          cb->num_sms, FOLIO_K_ATTN_WARPS_PER_SM, 0, pdl);
 }
@@ -61,15 +68,11 @@ struct folio_k_decode_plan cuda_decode_plan(const struct cuda_backend *cb, int n
 static struct step_plan plan_path(const struct cuda_backend *cb, int rows, bool has_prefill)
 {
     struct step_plan p = {.split_qkv = 1, .split_o = 1, .split_down = 1};
-    if (cb->gguf) {
-        p.path = PATH_QUANT;
-        return p;
-    }
-    if (rows <= cb->paths.gemv_max_rows) {
+    if (takes_gemv(cb, rows)) {
         p.path = PATH_GEMV;
         return p;
     }
-    if (cb->fp8) {
+    if (cb->fp8 || cb->gguf) {
         p.path = PATH_QUANT;
         return p;
     }
@@ -255,10 +258,16 @@ static void *v_cache(const struct cuda_backend *cb, int li)
     return cb->kv_pool + ((size_t)li * 2 + 1) * cb->kv_layer_bytes;
 }
 
-/* A projection as the GEMV reads it: bf16, or under fp8 (the bf16 pointer NULL) its e4m3 form. */
-static struct gemv_weight gemv_w(const bf16 *w, const struct fp8_weight *w8)
+/* A projection as the GEMV reads it: bf16; under fp8 its e4m3 form; of a GGUF kept packed
+ * (where PATH_GEMV runs: gguf_q4_gemv) its one Q4_0X8 part. */
+static struct folio_k_weight gemv_w(const struct cuda_backend *cb, const bf16 *w,
+                                    const struct fp8_weight *w8, const struct gguf_weight *wg)
 {
-    return w ? (struct gemv_weight){w, NULL} : (struct gemv_weight){w8->q, w8->scale};
+    if (cb->fp8)
+        return (struct folio_k_weight){w8->q, w8->scale, FOLIO_K_W_E4M3};
+    if (cb->gguf)
+        return (struct folio_k_weight){wg->part[0].q, NULL, FOLIO_K_W_Q4_0X8};
+    return (struct folio_k_weight){w, NULL, FOLIO_K_W_BF16};
 }
 
 /* PATH_GEMV. The residual moves between res and res2 (the GEMV's CTAs all
@@ -277,9 +286,11 @@ static int forward_gemv(struct cuda_backend *cb, const struct step_ctx *x, char 
         void *kc = k_cache(cb, li), *vc = v_cache(cb, li);
         bf16 *next = li == 0 ? NULL : cur == cb->res ? cb->res2 : cb->res;
         const bf16 *add = li == 0 ? NULL : cb->proj_out;
-        const struct gemv_weight wqkv = gemv_w(L->wqkv, &L->qkv8), wo = gemv_w(L->wo, &L->o8),
-                                 w_gate_up = gemv_w(L->w_gate_up, &L->gate_up8),
-                                 w_down = gemv_w(L->w_down, &L->down8);
+        const struct folio_k_weight wqkv = gemv_w(cb, L->wqkv, &L->qkv8, &L->qkv_g),
+                                    wo = gemv_w(cb, L->wo, &L->o8, &L->o_g),
+                                    w_gate_up =
+                                        gemv_w(cb, L->w_gate_up, &L->gate_up8, &L->gate_up_g),
+                                    w_down = gemv_w(cb, L->w_down, &L->down8, &L->down_g);
         if (L->bqkv || cb->kv_fp8) { /* the bias goes in between the projection and RoPE; the
                                         fp8 cache takes the RoPE kernel's write */
             CUDA_CHECK(cuda_gemv(cb, cb->qkv, cur, add, L->attn_norm, NULL, next, wqkv, t,
@@ -287,9 +298,9 @@ static int forward_gemv(struct cuda_backend *cb, const struct step_ctx *x, char 
             CUDA_CHECK(add_qkv_bias(cb, L, t));
             CUDA_CHECK(kv_write(cb, x, kc, vc, cb->pdl_step));
         } else {
-            CUDA_CHECK(folio_k_gemv_qkv_rope(
-                cb->qkv, cur, add, L->attn_norm, cb->eps, next, wqkv.w, wqkv.scale, cb->hidden, kc,
-                vc, cb->inv_freq, x->kb, cb->heads, cb->kv_heads, cb->head_dim, cb->pdl_step, s));
+            CUDA_CHECK(folio_k_gemv_qkv_rope(cb->qkv, cur, add, L->attn_norm, cb->eps, next, wqkv,
+                                             cb->hidden, kc, vc, cb->inv_freq, x->kb, cb->heads,
+                                             cb->kv_heads, cb->head_dim, cb->pdl_step, s));
         }
         if (next)
             cur = next;
@@ -307,8 +318,8 @@ static int forward_gemv(struct cuda_backend *cb, const struct step_ctx *x, char 
     if (x->n_sample <= 0)
         return 0;
     CUDA_CHECK(cuda_gemv(cb, cb->d_logits, cur, cb->proj_out, cb->final_norm, x->sample_rows, NULL,
-                         (struct gemv_weight){cb->lm_head, NULL}, x->n_sample, cb->vocab,
-                         cb->hidden, true, false));
+                         (struct folio_k_weight){cb->lm_head, NULL, FOLIO_K_W_BF16}, x->n_sample,
+                         cb->vocab, cb->hidden, true, false));
     return sample(cb, x, cb->pdl_step, err, errlen);
 }
 

@@ -186,13 +186,13 @@ static int gemm_plan_get(struct cuda_backend *cb, enum gemm_kind kind, int m, in
     return -1;
 }
 
-/* Folio's GEMV for a few rows, optionally with the residual add + RMSNorm in front, on bf16
- * weights or (w.scale) e4m3 ones. */
+/* Folio's GEMV for a few rows, optionally with the residual add + RMSNorm in front, on weights
+ * of any of its formats. */
 cudaError_t cuda_gemv(struct cuda_backend *cb, void *y, const bf16 *x, const bf16 *add,
-                      const bf16 *norm_w, const int32_t *rows, bf16 *res_out, struct gemv_weight w,
-                      int m, int n, int k, bool out_f32, bool gate_up_silu)
+                      const bf16 *norm_w, const int32_t *rows, bf16 *res_out,
+                      struct folio_k_weight w, int m, int n, int k, bool out_f32, bool gate_up_silu)
 {
-    return folio_k_gemv(y, x, add, norm_w, cb->eps, rows, res_out, w.w, w.scale, m, n, k, out_f32,
+    return folio_k_gemv(y, x, add, norm_w, cb->eps, rows, res_out, w, m, n, k, out_f32,
                         gate_up_silu, cb->pdl_step, cb->stream);
 }
 
@@ -221,8 +221,9 @@ int cuda_gemm(struct cuda_backend *cb, const bf16 *x, const bf16 *w, void *y, in
     if (m <= 0)
         return 0;
     if (m <= cb->paths.gemv_max_rows) {
-        CUDA_CHECK(cuda_gemv(cb, y, x, NULL, NULL, NULL, NULL, (struct gemv_weight){w, NULL}, m, n,
-                             k, out_f32, false));
+        CUDA_CHECK(cuda_gemv(cb, y, x, NULL, NULL, NULL, NULL,
+                             (struct folio_k_weight){w, NULL, FOLIO_K_W_BF16}, m, n, k, out_f32,
+                             false));
         return 0;
     }
     return cuda_gemm_lt(cb, x, w, y, m, n, k, out_f32, 0.0f, err, errlen);

@@ -38,9 +38,6 @@
 /* Split-K of the O and down projections: batches of at most this many rows (the
  * decode graph buckets) on the cuBLASLt path. */
 #define SPLITK_MAX_ROWS 256
-/* Under --quantization fp8, steps of up to this many rows take the GEMV path (the bf16
- * weights' default is 2), unless the options force another count. */
-#define FP8_GEMV_MAX_ROWS 4
 
 #define CUDA_CHECK(call)                                                                           \
     do {                                                                                           \
@@ -88,12 +85,6 @@ struct gemm_plan {
 struct fp8_weight {
     uint8_t *q;   /* [n][k] e4m3 codes */
     float *scale; /* [n]: each output channel's (common/fp8.h) */
-};
-
-/* A weight as Folio's GEMV reads it: bf16 (scale NULL), or e4m3 codes with a scale a row. */
-struct gemv_weight {
-    const void *w;
-    const float *scale;
 };
 
 /* A projection's weight kept in a GGUF's blocks (folio_gguf.h): its tensors' rows one after
@@ -310,9 +301,11 @@ struct cuda_backend {
     float *x8_scale;         /* [max_num_tokens] */
     float *fp8_acc;          /* GEMM_FP8_RAW: the raw sums [max_num_tokens][max n] */
 
-    /* A GGUF's linear weights kept in their blocks (cuda_gguf.c): every step takes
-     * forward_quant, as under fp8, with the GGUF products. */
+    /* A GGUF's linear weights kept in their blocks (cuda_gguf.c): steps take forward_quant,
+     * as under fp8, with the GGUF products; but where every projection is Q4_0 regrouped
+     * (gguf_q4_gemv), steps of up to gemv_max_rows rows take forward_gemv on the blocks. */
     bool gguf;
+    bool gguf_q4_gemv;
     int gguf_gemv_rows; /* the most rows the packed GEMV takes; above, the dequantized copy */
     bf16 *gguf_scratch; /* [largest projection]: a layer's matrix widened for a bf16 GEMM */
 };
@@ -343,8 +336,9 @@ int cuda_sample_masked(struct folio_backend *b, const struct folio_step_batch *b
 /* cuda_gemm.c */
 void cuda_gemm_plans_clear(struct cuda_backend *cb);
 cudaError_t cuda_gemv(struct cuda_backend *cb, void *y, const bf16 *x, const bf16 *add,
-                      const bf16 *norm_w, const int32_t *rows, bf16 *res_out, struct gemv_weight w,
-                      int m, int n, int k, bool out_f32, bool gate_up_silu);
+                      const bf16 *norm_w, const int32_t *rows, bf16 *res_out,
+                      struct folio_k_weight w, int m, int n, int k, bool out_f32,
+                      bool gate_up_silu);
 int cuda_gemm_lt(struct cuda_backend *cb, const bf16 *x, const bf16 *w, void *y, int m, int n,
                  int k, bool out_f32, float beta, char *err, size_t errlen);
 int cuda_gemm(struct cuda_backend *cb, const bf16 *x, const bf16 *w, void *y, int m, int n, int k,

@@ -339,8 +339,22 @@ bool cuda_gguf_keeps_packed(const struct folio_model *m)
     return false;
 }
 
-/* Tensor t's rows, in Hugging Face's order, as its GGUF blocks at dst, stride bytes apart (the
- * padding zero). */
+/* A tensor's type on the GPU and its bytes a row: Q4_0 rows regrouped where whole groups of
+ * eight blocks make them (the fused GEMV's 16-byte loads), other packed types as the file has
+ * them, the rest widened to bf16. */
+static void packed_form(const struct folio_tensor *t, int *type, int64_t *stride)
+{
+    uint32_t ty = FOLIO_GGML_BF16;
+    if (packable(t))
+        folio_tensor_gguf_row(t, 0, &ty);
+    if (ty == FOLIO_GGML_Q4_0 && t->shape[1] % 256 == 0)
+        ty = FOLIO_GGML_Q4_0X8;
+    *type = (int)ty;
+    *stride = (gguf_row_bytes(ty, t->shape[1]) + 15) / 16 * 16;
+}
+
+/* Tensor t's rows, in Hugging Face's order, as its GGUF blocks at dst (Q4_0X8: regrouped),
+ * stride bytes apart (the padding zero). */
 static int upload_packed(struct cuda_backend *cb, uint8_t *dst, const struct folio_tensor *t,
                          int64_t stride, char *err, size_t errlen)
 {
@@ -353,8 +367,16 @@ static int upload_packed(struct cuda_backend *cb, uint8_t *dst, const struct fol
         snprintf(err, errlen, "cuda backend: out of host memory");
         return -1;
     }
-    for (int64_t r = 0; r < rows; r++)
-        memcpy(host + r * stride, folio_tensor_gguf_row(t, (size_t)r, NULL), (size_t)row_bytes);
+    int gpu_type;
+    int64_t unused;
+    packed_form(t, &gpu_type, &unused);
+    for (int64_t r = 0; r < rows; r++) {
+        const uint8_t *src = folio_tensor_gguf_row(t, (size_t)r, NULL);
+        if (gpu_type == FOLIO_GGML_Q4_0X8)
+            gguf_regroup_q4_0(host + r * stride, src, t->shape[1]);
+        else
+            memcpy(host + r * stride, src, (size_t)row_bytes);
+    }
     cudaError_t e =
         cudaMemcpyAsync(dst, host, (size_t)(rows * stride), cudaMemcpyHostToDevice, cb->stream);
     if (e == cudaSuccess)
@@ -362,16 +384,6 @@ static int upload_packed(struct cuda_backend *cb, uint8_t *dst, const struct fol
     free(host);
     CUDA_CHECK(e);
     return 0;
-}
-
-/* A tensor's type on the GPU and its bytes a row. */
-static void packed_form(const struct folio_tensor *t, int *type, int64_t *stride)
-{
-    uint32_t ty = FOLIO_GGML_BF16;
-    if (packable(t))
-        folio_tensor_gguf_row(t, 0, &ty);
-    *type = (int)ty;
-    *stride = (gguf_row_bytes(ty, t->shape[1]) + 15) / 16 * 16;
 }
 
 /* Every layer of a GGUF kept packed: each projection's tensors one after another in one block
@@ -392,7 +404,7 @@ static int upload_layers_gguf(struct cuda_backend *cb, const struct folio_model 
                 size_t bytes = (size_t)(g[j][p]->shape[0] * stride);
                 total += bytes;
                 count_all++;
-                by_type[type]++;
+                by_type[type == FOLIO_GGML_Q4_0X8 ? FOLIO_GGML_Q4_0 : type]++;
                 if (type != FOLIO_GGML_BF16) {
                     packed += bytes;
                     packed_as_bf16 += (size_t)(g[j][p]->shape[0] * g[j][p]->shape[1]) * 2;
@@ -403,6 +415,7 @@ static int upload_layers_gguf(struct cuda_backend *cb, const struct folio_model 
     uint8_t *at;
     if (alloc_weights(cb, (void **)&at, total, err, errlen))
         return -1;
+    cb->gguf_q4_gemv = true;
     for (int i = 0; i < cb->layers; i++) {
         struct cuda_layer *D = &cb->lw[i];
         struct gguf_weight *dst[4] = {&D->qkv_g, &D->o_g, &D->gate_up_g, &D->down_g};
@@ -432,6 +445,7 @@ static int upload_layers_gguf(struct cuda_backend *cb, const struct folio_model 
                 row += (int)t->shape[0];
                 at += t->shape[0] * stride;
             }
+            cb->gguf_q4_gemv &= w->num_parts == 1 && w->part[0].type == FOLIO_GGML_Q4_0X8;
         }
         D->attn_norm = norms + (size_t)2 * cb->hidden * i;
         D->mlp_norm = D->attn_norm + cb->hidden;
@@ -447,9 +461,10 @@ static int upload_layers_gguf(struct cuda_backend *cb, const struct folio_model 
     folio_log_info(0,
                    "gguf: %zu of %zu layer matrices kept packed on the GPU (%s): %.1f MiB where "
                    "a bf16 copy takes %.1f MiB; %zu widened to bf16 (%.1f MiB); embedding and "
-                   "LM head bf16",
+                   "LM head bf16; decode steps on %s",
                    count_packed, count_all, types, packed / 1048576.0, packed_as_bf16 / 1048576.0,
-                   count_all - count_packed, (total - packed) / 1048576.0);
+                   count_all - count_packed, (total - packed) / 1048576.0,
+                   cb->gguf_q4_gemv ? "the fused GEMV (every projection Q4_0)" : "the packed GEMV");
     return 0;
 }
 

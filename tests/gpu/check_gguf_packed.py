@@ -2,14 +2,15 @@
 """A GGUF's weights kept packed on the CUDA worker (issue 55) against the same file's weights
 as the bf16 copy (cuda_paths gguf_bf16) and against the CPU backend's f32 reference (cpu-ref),
 through step_driver (tests/gpu/check_gguf_packed.sh passes the fixture of
-tests/fixtures/make_gguf_packed.py: a layer of each packed type, Q4_0, Q4_1, Q8_0, Q4_K, Q6_K,
-and one mixing them with an F16 tensor).
+tests/fixtures/make_gguf_packed.py twice: a layer of each packed type, Q4_0, Q4_1, Q8_0, Q4_K,
+Q6_K, and one mixing them with an F16 tensor; then every projection Q4_0, whose decode steps
+take the fused GEMV path on the regrouped blocks).
 
     check_gguf_packed.py STEP_DRIVER MODEL.gguf WORK_DIR
 
 Every run sees the same tokens (teacher forcing): 4 prompts prefilled in one step (~110 rows:
-the widened copy and the bf16 GEMM), then DECODE steps of the 4 (4 rows: the packed GEMV),
-and one prompt alone (1 row). The runs:
+the widened copy and the bf16 GEMM), then DECODE steps of the 4 (4 rows: the packed GEMV, or
+the fused one), and one prompt alone (1 row). The runs:
   cpu-ref            the f32 reference (every weight decoded exactly, f32 activations)
   cuda-bf16          the bf16 copy the CUDA worker made before (weights rounded to bf16)
   cuda-packed        the engine's paths: the packed GEMV for decode, decode steps as graphs

@@ -1,7 +1,8 @@
 /* kernels/gguf_blocks.h, the decoding the CUDA backend's packed-GGUF kernels run, held to
  * common/gguf_dequant.c on random blocks of every type it takes (Q4_0, Q4_1, Q8_0, Q4_K, Q6_K,
- * and bf16 rows): each 32-weight chunk of a row, gathered and decoded, gives the reference's
- * values, and the row sizes and the types kept packed are the ones the file has. */
+ * and bf16 rows, and Q4_0 rows regrouped as Q4_0X8): each 32-weight chunk of a row, gathered
+ * and decoded, gives the reference's values, and the row sizes and the types kept packed are
+ * the ones the file has. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -84,6 +85,24 @@ static void check_type(uint32_t type, int k)
         }
     }
     CHECK(bad == 0);
+    if (type == FOLIO_GGML_Q4_0 && k % 256 == 0) { /* regrouped: the same values, chunk by chunk */
+        uint8_t *grouped = malloc((size_t)gguf_row_bytes(FOLIO_GGML_Q4_0X8, k));
+        CHECK(gguf_row_bytes(FOLIO_GGML_Q4_0X8, k) == row_bytes);
+        gguf_regroup_q4_0(grouped, data, k);
+        int bad_x8 = 0;
+        for (int c = 0; c < k / 32; c++) {
+            int sub;
+            const int64_t at = gguf_chunk_block(FOLIO_GGML_Q4_0X8, c, &sub);
+            uint32_t r[GGUF_CHUNK_WORDS];
+            float q[32], a[2], b;
+            gguf_gather_host(FOLIO_GGML_Q4_0X8, grouped + at, sub, r);
+            gguf_decode_chunk(FOLIO_GGML_Q4_0X8, r, sub, q, a, &b);
+            for (int j = 0; j < 32; j++)
+                bad_x8 += a[j / 16] * q[j] + b != want[32 * c + j];
+        }
+        CHECK(bad_x8 == 0);
+        free(grouped);
+    }
     free(data);
     free(want);
 }
