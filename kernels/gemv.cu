@@ -156,10 +156,9 @@ template <int M> __device__ __forceinline__ void norm_rows(const gemv_args &a, u
 }
 
 /* Q4_0X8: each 32-value block of the M input rows in xs [M][k/8] permuted so
- * that its word 4j + p holds the two values that the nibbles of the block's
- * weight word j shifted right by (0, 8, 4, 12)[p] give under the mask
- * 0x000f000f: byte i's low nibble is weight i, its high one weight i + 16. A
- * block is one thread's: it reads and writes only its own 64 bytes. */
+ * that its word 4j + p holds the two values that pair p of the block's weight
+ * word j multiplies (gguf_q4_pair). A block is one thread's: it reads and
+ * writes only its own 64 bytes. */
 template <int M> __device__ __forceinline__ void permute_blocks(const gemv_args &a, uint4 *xs)
 {
     for (int i = threadIdx.x; i < M * (a.k / 32); i += GEMV_WARPS * 32) {
@@ -169,16 +168,14 @@ template <int M> __device__ __forceinline__ void permute_blocks(const gemv_args 
             const uint4 x = xs[4 * i + v];
             w[4 * v] = x.x, w[4 * v + 1] = x.y, w[4 * v + 2] = x.z, w[4 * v + 3] = x.w;
         }
-        /* value e of the block: half e & 1 of word e / 2 */
-#define GEMV_X(e) ((w[(e) >> 1] >> (16 * ((e)&1))) & 0xffffu)
 #pragma unroll
-        for (int j = 0; j < 4; j++) {
-            o[4 * j] = GEMV_X(4 * j) | GEMV_X(4 * j + 2) << 16;
-            o[4 * j + 1] = GEMV_X(4 * j + 1) | GEMV_X(4 * j + 3) << 16;
-            o[4 * j + 2] = GEMV_X(16 + 4 * j) | GEMV_X(18 + 4 * j) << 16;
-            o[4 * j + 3] = GEMV_X(17 + 4 * j) | GEMV_X(19 + 4 * j) << 16;
-        }
-#undef GEMV_X
+        for (int j = 0; j < 4; j++)
+#pragma unroll
+            for (int p = 0; p < 4; p++) {
+                const int e = gguf_q4_pair_elem(j, p); /* value e: half e & 1 of word e / 2 */
+                o[4 * j + p] = (w[e >> 1] >> (16 * (e & 1)) & 0xffffu) |
+                               (w[(e + 2) >> 1] >> (16 * (e & 1)) & 0xffffu) << 16;
+            }
 #pragma unroll
         for (int v = 0; v < 4; v++)
             xs[4 * i + v] = make_uint4(o[4 * v], o[4 * v + 1], o[4 * v + 2], o[4 * v + 3]);
@@ -187,8 +184,8 @@ template <int M> __device__ __forceinline__ void permute_blocks(const gemv_args 
 }
 
 /* A Q4_0X8 block's 32 nibbles q (a 16-byte load) as the weights (q - 8) in
- * the permuted order of permute_blocks: each pair exact as bf16 (128 + q, the
- * exponent of 128 or'ed in, less 136), then widened. */
+ * the permuted order of permute_blocks: each pair gguf_q4_pair's bf16 128 + q
+ * less 136, exact, then widened. */
 __device__ __forceinline__ void q4_decode(const uint4 &q, float f[32])
 {
     const uint32_t qw[4] = {q.x, q.y, q.z, q.w};
@@ -198,8 +195,7 @@ __device__ __forceinline__ void q4_decode(const uint4 &q, float f[32])
     for (int j = 0; j < 4; j++)
 #pragma unroll
         for (int p = 0; p < 4; p++) {
-            const int shift = (p & 1) * 8 + (p >> 1) * 4;
-            uint32_t h = ((qw[j] >> shift) & 0x000f000fu) | 0x43004300u;
+            uint32_t h = gguf_q4_pair(qw[j], p);
             const __nv_bfloat162 d = __hsub2(*(const __nv_bfloat162 *)&h, bias);
             h = *(const uint32_t *)&d;
             f[8 * j + 2 * p] = __uint_as_float(h << 16);

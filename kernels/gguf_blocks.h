@@ -57,6 +57,20 @@ GGUF_HD int64_t gguf_row_bytes(uint32_t type, int64_t k)
     return 0;
 }
 
+/* Q4_0X8 as folio_k_gemv reads it: pair p (0..3) of word j (0..3) of a block's 16 nibble
+ * bytes is the bits of a bf16 pair (128 + q, 128 + q') by a mask and the exponent of 128
+ * or'ed in (byte i's low nibble is weight i, its high one weight i + 16); q is weight
+ * gguf_q4_pair_elem(j, p) of the block, q' the one 2 after it. */
+GGUF_HD uint32_t gguf_q4_pair(uint32_t word, int p)
+{
+    return ((word >> ((p & 1) * 8 + (p >> 1) * 4)) & 0x000f000fu) | 0x43004300u;
+}
+
+GGUF_HD int gguf_q4_pair_elem(int j, int p)
+{
+    return (p >> 1) * 16 + 4 * j + (p & 1);
+}
+
 /* A Q4_0 row of k weights (k % 256 == 0) as FOLIO_GGML_Q4_0X8 at dst. */
 GGUF_HD void gguf_regroup_q4_0(uint8_t *dst, const uint8_t *src, int64_t k)
 {

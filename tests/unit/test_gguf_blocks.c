@@ -101,6 +101,25 @@ static void check_type(uint32_t type, int k)
                 bad_x8 += a[j / 16] * q[j] + b != want[32 * c + j];
         }
         CHECK(bad_x8 == 0);
+        /* the fused GEMV's pairs: pair p of nibble word j, less 136, times the block's scale,
+         * is the weight gguf_q4_pair_elem(j, p) of the block, and the one 2 after it */
+        int bad_pairs = 0;
+        for (int c = 0; c < k / 32; c++) {
+            int sub;
+            const int64_t at = gguf_chunk_block(FOLIO_GGML_Q4_0X8, c, &sub);
+            uint32_t r[GGUF_CHUNK_WORDS];
+            gguf_gather_host(FOLIO_GGML_Q4_0X8, grouped + at, sub, r);
+            const float d = gguf_f16(r[0] & 0xffffu);
+            for (int j = 0; j < 4; j++)
+                for (int p = 0; p < 4; p++) {
+                    const uint32_t h = gguf_q4_pair(r[1 + j], p);
+                    const int e = 32 * c + gguf_q4_pair_elem(j, p);
+                    const float lo = gguf_bits_f32(h << 16) - 136.0f,
+                                hi = gguf_bits_f32(h & 0xffff0000u) - 136.0f;
+                    bad_pairs += lo * d != want[e] || hi * d != want[e + 2];
+                }
+        }
+        CHECK(bad_pairs == 0);
         free(grouped);
     }
     free(data);
