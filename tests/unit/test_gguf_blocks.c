@@ -47,6 +47,53 @@ static void random_blocks(uint32_t type, uint8_t *b, int n)
             b[2 * i + 1] = (uint8_t)(0x3c + (next() & 3) - (next() & 0x80)); /* finite */
 }
 
+/* Chunk c of a row of the type at data, gathered and decoded: its 32 weights into w, and q
+ * (the integer-valued floats) into q. */
+static void decode_chunk(uint32_t type, const uint8_t *data, int c, float w[32], float q[32])
+{
+    int sub;
+    const int64_t at = gguf_chunk_block(type, c, &sub);
+    uint32_t r[GGUF_CHUNK_WORDS];
+    float a[2], b;
+    gguf_gather_host(type, data + at, sub, r);
+    gguf_decode_chunk(type, r, sub, q, a, &b);
+    for (int j = 0; j < 32; j++)
+        w[j] = a[j / 16] * q[j] + b;
+}
+
+/* A Q4_0 row regrouped as Q4_0X8 decodes to the same weights, and so do the fused GEMV's pairs:
+ * pair p of nibble word j, less 136, times the block's scale, is the block's weight
+ * gguf_q4_pair_elem(j, p) and the one 2 after it. */
+static void check_regrouped(const uint8_t *data, const float *want, int k)
+{
+    uint8_t *grouped = malloc((size_t)gguf_row_bytes(FOLIO_GGML_Q4_0X8, k));
+    CHECK(gguf_row_bytes(FOLIO_GGML_Q4_0X8, k) == gguf_row_bytes(FOLIO_GGML_Q4_0, k));
+    gguf_regroup_q4_0(grouped, data, k);
+    int bad = 0, bad_pairs = 0;
+    for (int c = 0; c < k / 32; c++) {
+        float w[32], q[32];
+        decode_chunk(FOLIO_GGML_Q4_0X8, grouped, c, w, q);
+        for (int j = 0; j < 32; j++)
+            bad += w[j] != want[32 * c + j];
+        int sub;
+        const int64_t at = gguf_chunk_block(FOLIO_GGML_Q4_0X8, c, &sub);
+        uint32_t r[GGUF_CHUNK_WORDS];
+        gguf_gather_host(FOLIO_GGML_Q4_0X8, grouped + at, sub, r);
+        const float d = gguf_f16(r[0] & 0xffffu);
+        for (int j = 0; j < 4; j++)
+            for (int p = 0; p < 4; p++) {
+                const uint32_t h = gguf_q4_pair(r[1 + j], p);
+                const int e = 32 * c + gguf_q4_pair_elem(j, p);
+                const float lo = gguf_bits_f32(h << 16) - 136.0f,
+                            hi = gguf_bits_f32(h & 0xffff0000u) - 136.0f;
+                bad_pairs += lo * d != want[e] || hi * d != want[e + 2];
+            }
+    }
+    CHECK(bad == 0);
+    CHECK(bad_pairs == 0);
+    free(grouped);
+}
+
 static void check_type(uint32_t type, int k)
 {
     const int64_t row_bytes = gguf_row_bytes(type, k);
@@ -67,14 +114,10 @@ static void check_type(uint32_t type, int k)
     CHECK(folio_gguf_dequantize(&t, 0, (uint64_t)k, want, err, sizeof err) == 0);
     int bad = 0;
     for (int c = 0; c < k / 32; c++) {
-        int sub;
-        const int64_t at = gguf_chunk_block(type, c, &sub);
-        uint32_t r[GGUF_CHUNK_WORDS];
-        float q[32], a[2], b;
-        gguf_gather_host(type, data + at, sub, r);
-        gguf_decode_chunk(type, r, sub, q, a, &b);
+        float w[32], q[32];
+        decode_chunk(type, data, c, w, q);
         for (int j = 0; j < 32; j++) {
-            const float got = a[j / 16] * q[j] + b, ref = want[32 * c + j];
+            const float got = w[j], ref = want[32 * c + j];
             if (q[j] != nearbyintf(q[j]) && type != FOLIO_GGML_BF16)
                 bad++;
             if (fabsf(got - ref) > 1e-6f * fabsf(ref) + 1e-12f) {
@@ -85,43 +128,8 @@ static void check_type(uint32_t type, int k)
         }
     }
     CHECK(bad == 0);
-    if (type == FOLIO_GGML_Q4_0 && k % 256 == 0) { /* regrouped: the same values, chunk by chunk */
-        uint8_t *grouped = malloc((size_t)gguf_row_bytes(FOLIO_GGML_Q4_0X8, k));
-        CHECK(gguf_row_bytes(FOLIO_GGML_Q4_0X8, k) == row_bytes);
-        gguf_regroup_q4_0(grouped, data, k);
-        int bad_x8 = 0;
-        for (int c = 0; c < k / 32; c++) {
-            int sub;
-            const int64_t at = gguf_chunk_block(FOLIO_GGML_Q4_0X8, c, &sub);
-            uint32_t r[GGUF_CHUNK_WORDS];
-            float q[32], a[2], b;
-            gguf_gather_host(FOLIO_GGML_Q4_0X8, grouped + at, sub, r);
-            gguf_decode_chunk(FOLIO_GGML_Q4_0X8, r, sub, q, a, &b);
-            for (int j = 0; j < 32; j++)
-                bad_x8 += a[j / 16] * q[j] + b != want[32 * c + j];
-        }
-        CHECK(bad_x8 == 0);
-        /* the fused GEMV's pairs: pair p of nibble word j, less 136, times the block's scale,
-         * is the weight gguf_q4_pair_elem(j, p) of the block, and the one 2 after it */
-        int bad_pairs = 0;
-        for (int c = 0; c < k / 32; c++) {
-            int sub;
-            const int64_t at = gguf_chunk_block(FOLIO_GGML_Q4_0X8, c, &sub);
-            uint32_t r[GGUF_CHUNK_WORDS];
-            gguf_gather_host(FOLIO_GGML_Q4_0X8, grouped + at, sub, r);
-            const float d = gguf_f16(r[0] & 0xffffu);
-            for (int j = 0; j < 4; j++)
-                for (int p = 0; p < 4; p++) {
-                    const uint32_t h = gguf_q4_pair(r[1 + j], p);
-                    const int e = 32 * c + gguf_q4_pair_elem(j, p);
-                    const float lo = gguf_bits_f32(h << 16) - 136.0f,
-                                hi = gguf_bits_f32(h & 0xffff0000u) - 136.0f;
-                    bad_pairs += lo * d != want[e] || hi * d != want[e + 2];
-                }
-        }
-        CHECK(bad_pairs == 0);
-        free(grouped);
-    }
+    if (type == FOLIO_GGML_Q4_0 && k % 256 == 0)
+        check_regrouped(data, want, k);
     free(data);
     free(want);
 }
