@@ -266,10 +266,11 @@ struct folio_k_weight {
     int format;         /* enum folio_k_wformat */
 };
 
-/* y[m, n] = x[m, k] . w[n, k]^T for m <= FOLIO_K_GEMV_MAX_ROWS (bf16 in, f32
- * sums, bf16 or f32 out). gate_up_silu: w is [gate; up] of 2n rows and y is
+/* y[m, n] = x[m, k] . w[n, k]^T for m <= FOLIO_K_GEMV_MAX_ROWS (quantized w:
+ * FOLIO_K_GEMV_QUANT_MAX_ROWS) (bf16 in, f32 sums, bf16 or f32 out).
+ * gate_up_silu: w is [gate; up] of 2n rows and y is
  * bf16(bf16(silu(bf16(x.gate))) * bf16(x.up)), as the GEMM + folio_k_silu_mul
- * path rounds it. k must be a multiple of 8.
+ * path rounds it. k must suit w's format.
  * With norm_w != NULL the input rows are RMSNorm(x + add) computed in the
  * prologue (k == hidden; add may be NULL), rounded as folio_k_add_rmsnorm
  * rounds them: input row r is row rows[r] of x/add (rows NULL: r). If res_out
