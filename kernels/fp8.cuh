@@ -24,17 +24,23 @@ __device__ __forceinline__ uint8_t fp8_code(float v, float s)
     return (uint8_t)__nv_cvt_float_to_fp8(v / s, __NV_SATFINITE, __NV_E4M3);
 }
 
-/* 16 codes (a 16-byte vector) as floats, in their order. */
-__device__ __forceinline__ void fp8_unpack16(const uint4 &v, float f[16])
+/* Half h (0 or 1) of 16 codes (a 16-byte vector) as floats, in their order. */
+__device__ __forceinline__ void fp8_unpack8(const uint4 &v, int h, float f[8])
 {
-    const __nv_fp8x2_storage_t *p = (const __nv_fp8x2_storage_t *)&v;
+    const __nv_fp8x2_storage_t *p = (const __nv_fp8x2_storage_t *)&v + 4 * h;
 #pragma unroll
-    for (int i = 0; i < 8; i++) {
-        __half2 h = __half2(__nv_cvt_fp8x2_to_halfraw2(p[i], __NV_E4M3));
-        float2 g = __half22float2(h);
+    for (int i = 0; i < 4; i++) {
+        const float2 g = __half22float2(__half2(__nv_cvt_fp8x2_to_halfraw2(p[i], __NV_E4M3)));
         f[2 * i] = g.x;
         f[2 * i + 1] = g.y;
     }
+}
+
+/* 16 codes (a 16-byte vector) as floats, in their order. */
+__device__ __forceinline__ void fp8_unpack16(const uint4 &v, float f[16])
+{
+    fp8_unpack8(v, 0, f);
+    fp8_unpack8(v, 1, f + 8);
 }
 
 #endif

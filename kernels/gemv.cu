@@ -60,18 +60,6 @@ __device__ __forceinline__ void unpack8(const uint4 &v, float f[8])
     }
 }
 
-/* Half h (0 or 1) of 16 e4m3 codes as floats, in their order. */
-__device__ __forceinline__ void unpack8_e4m3(const uint4 &v, int h, float f[8])
-{
-    const __nv_fp8x2_storage_t *p = (const __nv_fp8x2_storage_t *)&v + 4 * h;
-#pragma unroll
-    for (int i = 0; i < 4; i++) {
-        const float2 g = __half22float2(__half2(__nv_cvt_fp8x2_to_halfraw2(p[i], __NV_E4M3)));
-        f[2 * i] = g.x;
-        f[2 * i + 1] = g.y;
-    }
-}
-
 struct gemv_args {
     void *y;
     const folio_bf16_bits *x, *add, *norm_w;
@@ -485,7 +473,7 @@ __global__ void __launch_bounds__(GEMV_WARPS * 32, (gemv_min_ctas<M, GLU, WF>())
 #pragma unroll
                         for (int r = 0; r < R; r++) {
                             float wf[8];
-                            unpack8_e4m3(wv[r][u], h, wf);
+                            fp8_unpack8(wv[r][u], h, wf);
 #pragma unroll
                             for (int t = 0; t < M; t++) {
                                 float xf[8];

@@ -353,23 +353,18 @@ static void packed_form(const struct folio_tensor *t, int *type, int64_t *stride
     *stride = (gguf_row_bytes(ty, t->shape[1]) + 15) / 16 * 16;
 }
 
-/* Tensor t's rows, in Hugging Face's order, as its GGUF blocks at dst (Q4_0X8: regrouped),
- * stride bytes apart (the padding zero). */
+/* Tensor t's rows, in Hugging Face's order, as its GGUF blocks at dst in packed_form's
+ * gpu_type (Q4_0X8: regrouped), stride bytes apart (the padding zero). */
 static int upload_packed(struct cuda_backend *cb, uint8_t *dst, const struct folio_tensor *t,
-                         int64_t stride, char *err, size_t errlen)
+                         int gpu_type, int64_t stride, char *err, size_t errlen)
 {
-    uint32_t type = 0;
     const int64_t rows = t->shape[0];
-    folio_tensor_gguf_row(t, 0, &type);
-    const int64_t row_bytes = gguf_row_bytes(type, t->shape[1]);
+    const int64_t row_bytes = gguf_row_bytes((uint32_t)gpu_type, t->shape[1]);
     uint8_t *host = calloc((size_t)rows, (size_t)stride);
     if (!host) {
         snprintf(err, errlen, "cuda backend: out of host memory");
         return -1;
     }
-    int gpu_type;
-    int64_t unused;
-    packed_form(t, &gpu_type, &unused);
     for (int64_t r = 0; r < rows; r++) {
         const uint8_t *src = folio_tensor_gguf_row(t, (size_t)r, NULL);
         if (gpu_type == FOLIO_GGML_Q4_0X8)
@@ -431,8 +426,9 @@ static int upload_layers_gguf(struct cuda_backend *cb, const struct folio_model 
                 int type;
                 int64_t stride;
                 packed_form(t, &type, &stride);
-                int rc = type == FOLIO_GGML_BF16 ? upload(cb, (bf16 *)at, t, staging, err, errlen)
-                                                 : upload_packed(cb, at, t, stride, err, errlen);
+                int rc = type == FOLIO_GGML_BF16
+                             ? upload(cb, (bf16 *)at, t, staging, err, errlen)
+                             : upload_packed(cb, at, t, type, stride, err, errlen);
                 if (rc)
                     return -1;
                 struct gguf_part *last = w->num_parts ? &w->part[w->num_parts - 1] : NULL;
