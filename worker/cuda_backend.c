@@ -100,12 +100,13 @@ static const struct folio_backend_ops cuda_ops = {
 static void read_tuning(struct cuda_backend *cb, const struct folio_backend_options *opt)
 {
     cb->paths = opt->cuda_paths;
-    /* Quantized weights are fewer bytes, so the GEMV stays ahead of the tensor cores for
-     * more rows: all it takes of them. */
+    /* Where the GEMV stays ahead of the tensor cores: 2 rows of bf16 or of e4m3 (whose
+     * widening costs the GEMV more a row than cuBLASLt's FP8 GEMM from 3 rows), every row
+     * count it takes of a GGUF's Q4_0 blocks. */
     const bool quant = cb->fp8 || cb->gguf;
     if (cb->paths.gemv_max_rows == 0 ||
         (quant && cb->paths.gemv_max_rows > FOLIO_K_GEMV_QUANT_MAX_ROWS))
-        cb->paths.gemv_max_rows = quant ? FOLIO_K_GEMV_QUANT_MAX_ROWS : 2;
+        cb->paths.gemv_max_rows = cb->gguf ? FOLIO_K_GEMV_QUANT_MAX_ROWS : 2;
     else if (cb->paths.gemv_max_rows < 0)
         cb->paths.gemv_max_rows = 0;
     cb->use_graphs = !opt->enforce_eager;

@@ -7,12 +7,12 @@ fixture /tmp/fx and the TinyLlama-shaped /tmp/tl).
 
 Every run sees the same tokens (teacher forcing): 4 prompts prefilled in one step (a cuBLASLt
 FP8 step of ~100 rows), then DECODE steps of the 4 (4 rows) and one prompt alone (1 row): the
-GEMV path on the e4m3 weights by default (up to FOLIO_K_GEMV_QUANT_MAX_ROWS, 4, rows), cuBLASLt with
-gemv_max_rows -1. The runs:
+GEMV path on the e4m3 weights by default up to 2 rows (cuBLASLt's FP8 GEMM from 3), the GEMV
+for all 4 with gemv_max_rows 4 (FOLIO_K_GEMV_QUANT_MAX_ROWS), cuBLASLt for all with -1. The runs:
   cpu-fp8   the CPU backend's emulation (the same e4m3 codes of the same weights; f32 between
             the products where CUDA rounds to bf16)
-  cuda-fp8  the engine's paths; cuda-fp8-lt every product on cuBLASLt; cuda-fp8-eager the
-            engine's paths without graphs
+  cuda-fp8  the engine's paths; cuda-fp8-lt every product on cuBLASLt; cuda-fp8-gemv4 every
+            decode product on the GEMV; cuda-fp8-eager the engine's paths without graphs
   cuda-bf16 and cpu-ref (f32): the unquantized yardsticks
 Printed per comparison: centered relative L2 of the logits (median, max over rows) and top-1
 agreement. The yardstick is FP8's own error, the emulation's distance from f32 (cpu-fp8 vs
@@ -21,7 +21,7 @@ implementations that round their activations at different places (CUDA in bf16 b
 products, the emulation in f32) each carry their own share of it, so they sit about 0.1 apart.
 Checks (exit 1 if any fails): every cuda-fp8 variant no further from cpu-fp8 than the emulation
 is from f32 plus SLACK (max over rows), no further from cuda-bf16 than that (median) plus SLACK,
-and the three cuda-fp8 paths closer to each other than the emulation is to f32. A wrong code,
+and the cuda-fp8 paths closer to each other than the emulation is to f32. A wrong code,
 scale or path is an error of order 1.
 """
 import json
@@ -42,6 +42,8 @@ RUNS = {
     "cuda-fp8": {"backend": "cuda", "quantization": "fp8"},
     "cuda-fp8-lt": {"backend": "cuda", "quantization": "fp8",
                     "cuda_paths": {"gemv_max_rows": -1}},
+    "cuda-fp8-gemv4": {"backend": "cuda", "quantization": "fp8",
+                       "cuda_paths": {"gemv_max_rows": 4}},
     "cuda-fp8-eager": {"backend": "cuda", "quantization": "fp8", "enforce_eager": True},
 }
 
@@ -62,7 +64,7 @@ def main():
         print(f"{model.name} {kind}: cuda-bf16 vs cpu-ref rel L2 median {floor[0]:.4f} max "
               f"{floor[1]:.4f} top1 {floor[2]:.3f}; cpu-fp8 vs cpu-ref median {emul[0]:.4f} "
               f"max {emul[1]:.4f} top1 {emul[2]:.3f}")
-        for name in ("cuda-fp8", "cuda-fp8-lt", "cuda-fp8-eager"):
+        for name in ("cuda-fp8", "cuda-fp8-lt", "cuda-fp8-gemv4", "cuda-fp8-eager"):
             c = compare(got[name], got["cpu-fp8"])
             q = compare(got[name], got["cuda-bf16"])
             ok = c[1] < emul[1] + SLACK and q[0] < emul[0] + floor[0] + SLACK
@@ -70,7 +72,7 @@ def main():
             print(f"{'PASS' if ok else 'FAIL'} {model.name} {kind} {name}: vs cpu-fp8 rel L2 "
                   f"median {c[0]:.4f} max {c[1]:.4f} top1 {c[2]:.3f}; vs cuda-bf16 median "
                   f"{q[0]:.4f} max {q[1]:.4f} top1 {q[2]:.3f}")
-        for name in ("cuda-fp8-lt", "cuda-fp8-eager"):
+        for name in ("cuda-fp8-lt", "cuda-fp8-gemv4", "cuda-fp8-eager"):
             p = compare(got[name], got["cuda-fp8"])
             ok = p[1] < emul[1]
             failed |= not ok

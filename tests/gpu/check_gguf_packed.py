@@ -16,6 +16,11 @@ the fused one), and one prompt alone (1 row). The runs:
   cuda-packed        the engine's paths: the packed GEMV for decode, decode steps as graphs
   cuda-packed-eager  the same without graphs
   cuda-packed-dq     every product on the widened copy (gemv_max_rows -1)
+  cpu                the CPU backend's fast path (packed dot products, reduced-precision
+                     activations): where it sits ILL times its median distance from cpu-ref,
+                     the row is ill-conditioned (a random fixture's step where rounding anywhere
+                     is amplified: every path, the bf16 copy's included, is off there), printed
+                     and left out of the checks
 Printed per comparison: centered relative L2 of the logits (median, max over rows) and top-1
 agreement. Checks (exit 1 if any fails): each packed run within 1.5x of cuda-bf16's own
 distance from cpu-ref plus ABS_TOL (the packed path rounds only the activations to bf16, the
@@ -27,12 +32,14 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+import numpy as np  # noqa: E402
 from forced_logits import compare, row_errors, run, scripts  # noqa: E402
 
 DECODE = 12
 ABS_TOL = 0.01
 TOP1_SLACK = 0.05
 PATH_TOL = 1e-3
+ILL = 10
 
 
 RUNS = {
@@ -41,6 +48,7 @@ RUNS = {
     "cuda-packed": {"backend": "cuda"},
     "cuda-packed-eager": {"backend": "cuda", "enforce_eager": True},
     "cuda-packed-dq": {"backend": "cuda", "cuda_paths": {"gemv_max_rows": -1}},
+    "cpu": {"backend": "cpu"},
 }
 PACKED = ("cuda-packed", "cuda-packed-eager", "cuda-packed-dq")
 
@@ -62,6 +70,14 @@ def main():
             got[name], log = run(step_driver, model, work, name, kind, steps, vocab, RUNS[name])
             if name == "cuda-packed":
                 print("\n".join(f"log: {x}" for x in log.splitlines() if "gguf:" in x))
+        fast = row_errors(got["cpu"], got["cpu-ref"])
+        keep = fast <= ILL * np.median(fast)
+        for w in np.flatnonzero(~keep):
+            print(f"ill-conditioned row {w} (left out): cpu {fast[w]:.4f} (median "
+                  f"{np.median(fast):.4f}); " + ", ".join(
+                      f"{n} {row_errors(got[n], got['cpu-ref'])[w]:.4f}" for n in RUNS
+                      if n.startswith("cuda")))
+        got = {n: np.asarray(v).reshape(len(keep), -1)[keep] for n, v in got.items()}
         floor = compare(got["cuda-bf16"], got["cpu-ref"])
         print(f"{model.name} {kind}: cuda-bf16 vs cpu-ref rel L2 median {floor[0]:.5f} max "
               f"{floor[1]:.5f} top1 {floor[2]:.3f}")
@@ -73,7 +89,7 @@ def main():
             if not ok:  # the worst row, to find the step and the block type behind it
                 e = row_errors(got[name], got["cpu-ref"])
                 w = int(e.argmax())
-                print(f"worst row {w} of {len(e)}: {e[w]:.4f} (cuda-bf16 "
+                print(f"worst row {np.flatnonzero(keep)[w]} of {len(keep)}: {e[w]:.4f} (cuda-bf16 "
                       f"{row_errors(got['cuda-bf16'], got['cpu-ref'])[w]:.4f}); rows by step "
                       f"{[sum(1 + e.get('num_draft', 0) for e in st) for st in steps]}")
             print(f"{'PASS' if ok else 'FAIL'} {model.name} {kind} {name}: vs cpu-ref rel L2 "
