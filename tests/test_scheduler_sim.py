@@ -242,17 +242,19 @@ def test_sim_worker_refuses_structured_outputs(sched_factory):
 
 def test_cpu_worker_grammar_across_preemptions(sched_factory, tiny_model):
     """Constrained sequences on the real CPU worker, preempted by recompute again and again (a
-    pool of 20 blocks for 8 sequences that each grow past 4): each readmission brings the grammar
+    pool of 12 blocks for 8 sequences whose 30-token prompts fill 2 each and which need a third
+    within 3 tokens, however long the letter tokens the sampler picks, where 20 blocks and 20-token
+    prompts left some runs without a preemption): each readmission brings the grammar
     and the tokens generated so far, which the worker's new matcher replays. So every output still
     matches the regex whole and ends at the EOS the finished grammar leaves alone ('stop'); and
     no grammar fails on the way."""
     from tokenizers import Tokenizer
 
     s = sched_factory("grammar", "--model", str(tiny_model), "--backend", "cpu",
-                      "--num-kv-blocks", "20", "--max-num-seqs", "8", "--threads", "1",
+                      "--num-kv-blocks", "12", "--max-num-seqs", "8", "--threads", "1",
                       "--max-num-batched-tokens", "16")
     regex = "[a-z]{60,90}[.]"
-    rc, reqs, summary, err = s.client("--requests", "8", "--prompt-len", "20", "--max-tokens", "200",
+    rc, reqs, summary, err = s.client("--requests", "8", "--prompt-len", "30", "--max-tokens", "120",
                                       "--temperature", "1", "--regex", regex, timeout=300)
     assert rc == 0, err
     tok = Tokenizer.from_file(str(tiny_model / "tokenizer.json"))
