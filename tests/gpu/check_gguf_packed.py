@@ -6,7 +6,10 @@ tests/fixtures/make_gguf_packed.py twice: a layer of each packed type, Q4_0, Q4_
 Q6_K, and one mixing them with an F16 tensor; then every projection Q4_0, whose decode steps
 take the fused GEMV path on the regrouped blocks).
 
-    check_gguf_packed.py STEP_DRIVER MODEL.gguf WORK_DIR
+    check_gguf_packed.py STEP_DRIVER MODEL.gguf WORK_DIR [--cpu]
+
+--cpu (a step_driver built without CUDA): only the two CPU runs, and each kind's rows' distance
+of the fast path from cpu-ref with the ill-conditioned ones named; no checks.
 
 Every run sees the same tokens (teacher forcing): 4 prompts prefilled in one step (~110 rows:
 the widened copy and the bf16 GEMM), then DECODE steps of the 4 (4 rows: the packed GEMV, or
@@ -61,22 +64,27 @@ def vocab_of(model):
 
 def main():
     step_driver, model, work = sys.argv[1], Path(sys.argv[2]), Path(sys.argv[3])
+    cpu_only = sys.argv[4:] == ["--cpu"]
     work.mkdir(parents=True, exist_ok=True)
     vocab = vocab_of(model)
     failed = False
     for kind, steps in scripts(vocab, DECODE).items():
         got = {}
-        for name in RUNS:
+        for name in ("cpu-ref", "cpu") if cpu_only else RUNS:
             got[name], log = run(step_driver, model, work, name, kind, steps, vocab, RUNS[name])
             if name == "cuda-packed":
                 print("\n".join(f"log: {x}" for x in log.splitlines() if "gguf:" in x))
         fast = row_errors(got["cpu"], got["cpu-ref"])
         keep = fast <= ILL * np.median(fast)
         for w in np.flatnonzero(~keep):
+            there = [f"{n} {row_errors(got[n], got['cpu-ref'])[w]:.4f}" for n in got
+                     if n.startswith("cuda")]
             print(f"ill-conditioned row {w} (left out): cpu {fast[w]:.4f} (median "
-                  f"{np.median(fast):.4f}); " + ", ".join(
-                      f"{n} {row_errors(got[n], got['cpu-ref'])[w]:.4f}" for n in RUNS
-                      if n.startswith("cuda")))
+                  f"{np.median(fast):.4f})" + "".join(f"; {x}" for x in there))
+        if cpu_only:
+            print(f"{model.name} {kind}: cpu vs cpu-ref rel L2 median {np.median(fast):.4f} max "
+                  f"{fast.max():.4f}, {int((~keep).sum())} of {len(keep)} rows ill-conditioned")
+            continue
         got = {n: np.asarray(v).reshape(len(keep), -1)[keep] for n, v in got.items()}
         floor = compare(got["cuda-bf16"], got["cpu-ref"])
         print(f"{model.name} {kind}: cuda-bf16 vs cpu-ref rel L2 median {floor[0]:.5f} max "
