@@ -66,7 +66,7 @@ void policy_encode_plan(struct folio_policy *p, uint64_t step_id, uint64_t plan_
          * one this slot's previous step samples. */
         for (int pos = start; pos < context; pos++)
             *tok++ = pos < s->num_tokens              ? s->tokens[pos]
-                     : e->num_draft && pos > e->start ? s->draft[pos - e->start - 1]
+                     : e->num_draft && pos > e->start ? e->draft[pos - e->start - 1]
                                                       : FOLIO_TOKEN_FROM_PREV;
         memcpy(blk, s->blocks, (size_t)o->num_blocks * sizeof *blk);
         blk += o->num_blocks;

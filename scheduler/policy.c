@@ -522,22 +522,24 @@ static bool seq_is_decoding(const struct seq *s)
 }
 
 /* s's entry for its last token and d drafts, sampling at each of those 1 + d positions. */
-static void schedule_draft(struct folio_policy *p, struct seq *s, int d)
+static void schedule_draft(struct folio_policy *p, struct seq *s, const int32_t *draft, int d)
 {
     s->entry = p->num_scratch++;
-    p->scratch[s->entry] = (struct step_entry){
+    struct step_entry *e = &p->scratch[s->entry];
+    *e = (struct step_entry){
         .seq = s, .start = s->num_computed, .num_new = 1 + d, .sample = true, .num_draft = d};
+    memcpy(e->draft, draft, sizeof(int32_t) * (size_t)d);
     seq_cache_blocks_upto(p, s, s->num_computed + 1 + d);
 }
 
 /* s's drafts for this step (0: none), within its outputs, the budget and the step's rows; the
  * blocks for them taken, or none drafted where the pool has none to spare. */
-static int plan_drafts(struct folio_policy *p, struct seq *s, int budget, int rows)
+static int plan_drafts(struct folio_policy *p, struct seq *s, int budget, int rows, int32_t *draft)
 {
     int k = s->max_outputs - s->num_outputs - 1;
     k = k < budget - 1 ? k : budget - 1;
     k = k < FOLIO_MAX_DRAFT_ROWS - rows ? k : FOLIO_MAX_DRAFT_ROWS - rows;
-    int d = policy_spec_draft(p, s, k);
+    int d = policy_spec_draft(p, s, k, draft);
     if (d > 0 && !seq_grow_blocks(p, s, s->num_computed + 1 + d)) {
         policy_seq_trim_blocks(p, s, s->num_computed + 1);
         d = 0;
@@ -554,11 +556,12 @@ static int plan_decodes(struct folio_policy *p, int budget)
     int rows = 0;
     for (int i = 0; i < p->num_running && budget > 0; i++) {
         struct seq *s = p->running[i];
-        if (!seq_is_decoding(s) || s->num_outputs >= s->max_outputs || policy_spec_waits(s))
+        if (!seq_is_decoding(s) || s->num_outputs >= s->max_outputs)
             continue;
-        int d = policy_spec_wants(p, s, spec_on) ? plan_drafts(p, s, budget, rows) : 0;
+        int32_t draft[FOLIO_MAX_DRAFT_TOKENS];
+        int d = policy_spec_wants(p, s, spec_on) ? plan_drafts(p, s, budget, rows, draft) : 0;
         if (d > 0) {
-            schedule_draft(p, s, d);
+            schedule_draft(p, s, draft, d);
             budget -= 1 + d;
             rows += d;
             continue;
@@ -820,7 +823,9 @@ int folio_policy_plan(struct folio_policy *p, uint64_t plan_unix_ns, const void 
         s->num_computed += p->scratch[i].num_new;
         if (p->scratch[i].sample)
             s->num_outputs += 1 + p->scratch[i].num_draft;
-        s->draft_inflight = p->scratch[i].num_draft;
+        s->num_newest_drafts = p->scratch[i].num_draft;
+        memcpy(s->newest_drafts, p->scratch[i].draft,
+               sizeof(int32_t) * (size_t)s->num_newest_drafts);
         s->inflight++;
         policy_seq_cache_full_blocks(p, s);
     }
@@ -834,8 +839,7 @@ bool folio_policy_has_work(const struct folio_policy *p)
         return false;
     for (int i = 0; i < p->num_running; i++) {
         const struct seq *s = p->running[i];
-        if (seq_is_decoding(s) ? s->num_outputs < s->max_outputs && !policy_spec_waits(s)
-                               : s->num_computed < seq_length(s))
+        if (seq_is_decoding(s) ? s->num_outputs < s->max_outputs : s->num_computed < seq_length(s))
             return true;
     }
     return p->num_waiting > 0 && p->num_free_slots > 0 && waiting_at(p, 0)->inflight == 0;

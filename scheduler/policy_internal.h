@@ -34,12 +34,12 @@ struct seq {
     double submitted_at; /* cfg.clock() at submit, for the queue-time histogram */
     struct folio_sampling_params sampling;
     struct folio_seq_options opt; /* stop ids, min_tokens, logit bias, prompt logprobs */
-    /* Speculative decoding (policy_spec.c): whether it may draft, the drafts of its verify step
-     * in flight (draft_inflight of them; 0: none), its acceptance's moving average and its
-     * verify steps so far. */
+    /* Speculative decoding (policy_spec.c): whether it may draft; the drafts of its newest step
+     * in flight (num_newest_drafts of them; 0: a plain step, or none in flight), which a step
+     * planned behind it takes as kept; its acceptance's moving average and its verify steps. */
     bool spec_ok;
-    int draft_inflight;
-    int32_t draft[FOLIO_MAX_DRAFT_TOKENS];
+    int num_newest_drafts;
+    int32_t newest_drafts[FOLIO_MAX_DRAFT_TOKENS];
     double spec_accept;
     int spec_steps;
     struct seq *hnext;               /* request-id map chain */
@@ -53,6 +53,10 @@ struct step_entry {
     bool sample;
     int num_draft; /* the last num_draft new tokens are drafts, every one of the last 1 +
                       num_draft positions samples */
+    int32_t draft[FOLIO_MAX_DRAFT_TOKENS];
+    /* Planned behind a verify step on the guess that all its drafts are kept, and one was not:
+     * its samples are dropped when they come back. */
+    bool voided;
 };
 
 /* Prompt logprobs go to the frontend in events of at most this many (the
@@ -136,13 +140,11 @@ void policy_spec_init_seq(const struct folio_policy *p, struct seq *s);
 bool policy_spec_step_on(const struct folio_policy *p);
 /* s drafts in a step where step_on: its options allow it and its acceptance held up. */
 bool policy_spec_wants(const struct folio_policy *p, const struct seq *s, bool step_on);
-/* Whether a decoding s waits for its step in flight before it is planned again (a verify step). */
-bool policy_spec_waits(const struct seq *s);
-/* s's n-gram drafts, at most max_k, into s->draft; their number (0: none). They follow its
- * last token, known or still in flight. */
-int policy_spec_draft(const struct folio_policy *p, struct seq *s, int max_k);
-/* The drafts a verify step's samples (sampled[0..num_draft]) keep. */
-int policy_spec_matched(const struct seq *s, const int32_t *sampled, int num_draft);
+/* s's n-gram drafts, at most max_k, into draft; their number (0: none). They follow its last
+ * token, known or still in flight (behind a verify step, after the drafts it verifies). */
+int policy_spec_draft(const struct folio_policy *p, struct seq *s, int max_k, int32_t *draft);
+/* The drafts of a verify step's entry e that its samples (sampled[0..e->num_draft]) keep. */
+int policy_spec_matched(const struct step_entry *e, const int32_t *sampled);
 /* Counts a verify step in /metrics and s's acceptance, turning s's drafts off when low. */
 void policy_spec_observe(struct folio_policy *p, struct seq *s, int num_draft, int matched);
 

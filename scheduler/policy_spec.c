@@ -1,5 +1,6 @@
 /* Speculative decoding's side of the policy: which sequences get n-gram drafts in a step, and
  * what a verify step's samples keep (DESIGN.md, "Speculative decoding"). */
+#include <stdlib.h>
 #include <string.h>
 
 #include "policy.h"
@@ -50,37 +51,50 @@ bool policy_spec_wants(const struct folio_policy *p, const struct seq *s, bool s
                                        NULL) == 0;
 }
 
-bool policy_spec_waits(const struct seq *s)
+/* Room in s->tokens for the drafts in flight past its known tokens. */
+static bool seq_token_room(struct seq *s, int n)
 {
-    /* Which of a verify step's samples is the next token only the scheduler knows, once it
-     * compares them with the drafts. */
-    return s->draft_inflight > 0;
+    if (s->num_tokens + n <= s->cap_tokens)
+        return true;
+    int cap = s->cap_tokens * 2 > s->num_tokens + n ? s->cap_tokens * 2 : s->num_tokens + n;
+    int32_t *t = realloc(s->tokens, (size_t)cap * sizeof *t);
+    if (!t)
+        return false;
+    s->tokens = t;
+    s->cap_tokens = cap;
+    return true;
 }
 
-int policy_spec_draft(const struct folio_policy *p, struct seq *s, int max_k)
+int policy_spec_draft(const struct folio_policy *p, struct seq *s, int max_k, int32_t *draft)
 {
     int k = p->cfg.spec.num_tokens < max_k ? p->cfg.spec.num_tokens : max_k;
     if (k < 1)
         return 0;
     /* With its last token still in flight (its step pipelined), the continuation's first token
      * stands for that one and the drafts are the tokens after it, so the sequence keeps its
-     * place in the pipeline instead of waiting for the step. */
-    int ahead = s->num_computed == s->num_tokens;
+     * place in the pipeline instead of waiting for the step. Behind a verify step in flight the
+     * lookup also takes that step's drafts as kept (this step is planned on that guess). */
+    int in_flight = s->num_computed + 1 - s->num_tokens;
+    int guessed = in_flight > 0 ? in_flight - 1 : 0;
+    if (guessed != (in_flight > 0 ? s->num_newest_drafts : 0) || !seq_token_room(s, guessed))
+        return 0;
+    memcpy(s->tokens + s->num_tokens, s->newest_drafts, sizeof(int32_t) * (size_t)guessed);
+    int ahead = in_flight > 0;
     int32_t next[FOLIO_MAX_DRAFT_TOKENS + 1];
-    int n = folio_ngram_draft(s->tokens, s->num_tokens, p->cfg.spec.lookup_min,
+    int n = folio_ngram_draft(s->tokens, s->num_tokens + guessed, p->cfg.spec.lookup_min,
                               p->cfg.spec.lookup_max, k + ahead, next);
     if (n <= ahead)
         return 0;
-    memcpy(s->draft, next + ahead, sizeof(int32_t) * (size_t)(n - ahead));
+    memcpy(draft, next + ahead, sizeof(int32_t) * (size_t)(n - ahead));
     return n - ahead;
 }
 
-int policy_spec_matched(const struct seq *s, const int32_t *sampled, int num_draft)
+int policy_spec_matched(const struct step_entry *e, const int32_t *sampled)
 {
     /* Sample j was drawn at the position of draft j - 1: it stands only where every draft
      * before it equals the sample drawn in its place. */
     int m = 0;
-    while (m < num_draft && sampled[m] == s->draft[m])
+    while (m < e->num_draft && sampled[m] == e->draft[m])
         m++;
     return m;
 }

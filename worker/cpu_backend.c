@@ -523,10 +523,10 @@ static int cpu_launch(struct folio_backend *base, const struct folio_step_batch 
                      b->sample_err[j]);
             return -1;
         }
-        /* Which of a verify step's samples is the next token only the scheduler knows: none
-         * stands for FOLIO_TOKEN_FROM_PREV, so a plan that relied on one fails loudly. */
-        b->last_sampled[batch->seqs[i].slot] =
-            batch->seqs[i].num_draft > 0 ? -1 : out->token_ids[b->sample_row[j]];
+        /* A sequence's rows come in order, so after a verify step FOLIO_TOKEN_FROM_PREV stands
+         * for the sample after its last draft: the next token if every draft is kept, the guess
+         * a step planned behind the verify step is made on (the scheduler drops it if not). */
+        b->last_sampled[batch->seqs[i].slot] = out->token_ids[b->sample_row[j]];
     }
     if (folio_cpu_prompt_logprobs(batch, c->vocab_size, row_logits, b, b->row_logits, &out->prompt,
                                   err, errlen) != 0)

@@ -75,7 +75,6 @@ static void cuda_destroy(struct folio_backend *b)
     free(cb->lw);
     free(cb->kv_scale);
     free(cb->tmaps);
-    free(cb->slot_verified);
     if (cb->lt)
         cublasLtDestroy(cb->lt);
     cudaStream_t streams[] = {cb->stream, cb->upload, cb->download};
@@ -364,9 +363,8 @@ static int create(struct cuda_backend *cb, const struct folio_model *m,
     CUDA_CHECK(cudaMalloc(&cb->workspace, WORKSPACE_BYTES));
     cb->plans = calloc(GEMM_CACHE_SIZE, sizeof(*cb->plans));
     cb->lw = calloc((size_t)cb->layers, sizeof(*cb->lw));
-    cb->slot_verified = calloc((size_t)opt->max_seqs, sizeof(*cb->slot_verified));
     cb->kv_scale = malloc(2 * (size_t)cb->layers * sizeof(*cb->kv_scale));
-    if (!cb->plans || !cb->lw || !cb->slot_verified || !cb->kv_scale) {
+    if (!cb->plans || !cb->lw || !cb->kv_scale) {
         snprintf(err, errlen, "cuda backend: out of host memory");
         return -1;
     }

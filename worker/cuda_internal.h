@@ -243,10 +243,8 @@ struct cuda_backend {
     /* activations, [max_num_tokens, ...] */
     bf16 *res, *res2, *normed, *qkv, *attn_out, *proj_out, *gate_up, *act, *final_h;
     float *d_logits;         /* [max_seqs, vocab] */
-    int32_t *d_last_sampled; /* [max_seqs + 1], by slot; the last entry takes what the rows of
-                                a sequence with drafts sample (no FOLIO_TOKEN_FROM_PREV reads it) */
-    bool *slot_verified;     /* [max_seqs]: the slot's latest sampling step had drafts, so
-                                FOLIO_TOKEN_FROM_PREV stands for no token (as on the CPU) */
+    int32_t *d_last_sampled; /* [max_seqs + 1], by slot; the last entry takes what the draft
+                                rows of a verify step sample (no FOLIO_TOKEN_FROM_PREV reads it) */
     unsigned char *d_meta;   /* the step being queued: its slot's d_step */
     int block_stride;        /* block-table entries per sequence */
     /* Penalties (folio_k_penalty_update): per slot, a state word per token

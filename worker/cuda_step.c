@@ -141,17 +141,19 @@ int cuda_pack_step(struct cuda_backend *cb, const struct folio_step_batch *batch
         if (!q->sample)
             continue;
         /* The last 1 + num_draft positions sample, position j with RNG counter output_index + j.
-         * Which of a verify step's samples is the next token only the scheduler knows, so
-         * they go to the discard entry of last_sampled (slot_verified keeps the rest). */
+         * The draft positions' samples go to the discard entry of last_sampled: after a verify
+         * step FOLIO_TOKEN_FROM_PREV stands for the sample after its last draft, the next
+         * token if every draft is kept (a step planned behind it is made on that guess, and
+         * the scheduler drops it if one is not). */
         const int d = q->num_draft, first = t - 1 - d;
-        const int32_t to = d > 0 ? cb->base.max_seqs : q->slot;
         int row = stride > 0 ? first : n_sample;
         fl->seq_row[i] = row;
         fl->seq_drafts[i] = d;
         for (int j = 0; j <= d; j++, row++) {
             srows[row] = first + j;
-            prm[row] = (struct folio_k_sample_params){
-                .s = q->sampling, .output_index = q->output_index + j, .slot = to};
+            prm[row] = (struct folio_k_sample_params){.s = q->sampling,
+                                                      .output_index = q->output_index + j,
+                                                      .slot = j == d ? q->slot : cb->base.max_seqs};
         }
         if (stride == 0)
             n_sample = row;
@@ -220,27 +222,6 @@ static int graph_stride(const struct cuda_backend *cb, const struct folio_step_b
     return cb->verify_stride;
 }
 
-/* FOLIO_TOKEN_FROM_PREV after a step in which the slot sampled drafts stands for no token:
- * which of that step's samples comes next only the scheduler knows (the CPU backend refuses it
- * the same way). */
-static int check_from_prev(const struct cuda_backend *cb, const struct folio_step_batch *batch,
-                           char *err, size_t errlen)
-{
-    for (int i = 0, t = 0; i < batch->num_seqs; t += batch->seqs[i++].num_new_tokens) {
-        if (!cb->slot_verified[batch->seqs[i].slot])
-            continue;
-        for (int j = 0; j < batch->seqs[i].num_new_tokens; j++)
-            if (batch->token_ids[t + j] == FOLIO_TOKEN_FROM_PREV) {
-                snprintf(err, errlen,
-                         "step: seq %d (slot %d) takes FOLIO_TOKEN_FROM_PREV after a step that "
-                         "verified its drafts, whose next token only the scheduler knows",
-                         i, batch->seqs[i].slot);
-                return -1;
-            }
-    }
-    return 0;
-}
-
 int cuda_launch(struct folio_backend *b, const struct folio_step_batch *batch, char *err,
                 size_t errlen)
 {
@@ -278,9 +259,6 @@ int cuda_launch(struct folio_backend *b, const struct folio_step_batch *batch, c
         prev->logits_on_device = false;
     }
 
-    if (check_from_prev(cb, batch, err, errlen) != 0)
-        return -1;
-
     const int slot = (cb->fl_head + cb->fl_count) % MAX_INFLIGHT;
     struct inflight *fl = &cb->fl[slot];
     bool decode_only = batch->num_tokens == batch->num_seqs;
@@ -300,9 +278,6 @@ int cuda_launch(struct folio_backend *b, const struct folio_step_batch *batch, c
     fl->logits_on_device = true;
     fl->logits_kept = false;
     fl->awaiting_masks = false;
-    for (int i = 0; i < batch->num_seqs; i++)
-        if (batch->seqs[i].sample)
-            cb->slot_verified[batch->seqs[i].slot] = batch->seqs[i].num_draft > 0;
 
     cb->failed = true; /* until the step is queued */
     /* The slot's buffer is free: its last step was collected before this launch. */
