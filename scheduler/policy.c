@@ -221,6 +221,10 @@ int folio_policy_create(const struct folio_policy_config *cfg, folio_emit_fn emi
         return -1;
     }
     p->cfg = *cfg;
+    {
+        const char *b = getenv("FOLIO_SPEC_BEHIND");
+        p->spec_behind = b && !strcmp(b, "wait") ? 1 : b && !strcmp(b, "serial") ? 2 : 0;
+    }
     /* A sequence longer than the pool could never run, even alone. */
     if (p->cfg.max_model_len > cfg->num_kv_blocks * FOLIO_KV_BLOCK_SIZE)
         p->cfg.max_model_len = cfg->num_kv_blocks * FOLIO_KV_BLOCK_SIZE;
@@ -556,7 +560,8 @@ static int plan_decodes(struct folio_policy *p, int budget)
     int rows = 0;
     for (int i = 0; i < p->num_running && budget > 0; i++) {
         struct seq *s = p->running[i];
-        if (!seq_is_decoding(s) || s->num_outputs >= s->max_outputs)
+        if (!seq_is_decoding(s) || s->num_outputs >= s->max_outputs ||
+            (p->spec_behind == 1 && s->num_newest_drafts > 0))
             continue;
         int32_t draft[FOLIO_MAX_DRAFT_TOKENS];
         int d = policy_spec_wants(p, s, spec_on) ? plan_drafts(p, s, budget, rows, draft) : 0;
@@ -783,6 +788,14 @@ static void plan_prefills(struct folio_policy *p, int budget)
  * keeps one, so the worker waits for every plan. */
 static int policy_max_inflight(const struct folio_policy *p)
 {
+    if (p->spec_behind == 2)
+        for (int k = 0; k < p->num_inflight; k++) {
+            const struct inflight_step *st =
+                &p->inflight[(p->inflight_head + k) % FOLIO_POLICY_MAX_INFLIGHT];
+            for (int i = 0; i < st->num_entries; i++)
+                if (st->entries[i].num_draft > 0)
+                    return 1;
+        }
     return p->cfg.serial_steps ? 1 : FOLIO_POLICY_MAX_INFLIGHT;
 }
 
@@ -839,7 +852,9 @@ bool folio_policy_has_work(const struct folio_policy *p)
         return false;
     for (int i = 0; i < p->num_running; i++) {
         const struct seq *s = p->running[i];
-        if (seq_is_decoding(s) ? s->num_outputs < s->max_outputs : s->num_computed < seq_length(s))
+        if (seq_is_decoding(s) ? s->num_outputs < s->max_outputs &&
+                                     !(p->spec_behind == 1 && s->num_newest_drafts > 0)
+                               : s->num_computed < seq_length(s))
             return true;
     }
     return p->num_waiting > 0 && p->num_free_slots > 0 && waiting_at(p, 0)->inflight == 0;

@@ -100,6 +100,7 @@ struct folio_policy {
     int *scratch_blocks; /* a prefix match, before it is taken */
     bool preempted_this_step;
     bool spec_batch_off; /* the step being planned drafts for none: its batch is too large */
+    int spec_behind;     /* MEASUREMENT ONLY (FOLIO_SPEC_BEHIND): 0 ahead, 1 wait, 2 serial */
     int plan_grammar_bytes, plan_replay_ids; /* the grammars this plan brings (policy.c) */
     /* The worker's speed: tokens and backend seconds of the steps that came back, each sum
      * halved at every step so that it follows a worker that slows down or speeds up. */
