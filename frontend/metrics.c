@@ -339,10 +339,6 @@ void folio_metrics_render(const struct folio_metrics *m, const char *model_name,
         metric_u(b, "folio_spec_decode_steps_batch_off_total", "counter",
                  "Steps planned without drafts because the decoding batch was too large",
                  s->spec_steps_batch_off);
-        metric_u(b, "folio_spec_decode_steps_voided_total", "counter",
-                 "Sequences' entries planned behind a verify step on the guess that all its "
-                 "drafts are kept, dropped because one was not",
-                 s->spec_steps_voided);
         metric_d(b, "folio_step_plan_seconds_total", "counter", "Scheduler time planning steps",
                  s->step_plan_seconds_total);
         metric_d(b, "folio_step_backend_seconds_total", "counter",

@@ -282,7 +282,6 @@ static int do_status(struct folio_link *l)
         o->spec_accepted_per_pos[o->num_spec_pos++] = s->spec_accepted_per_pos[i];
     o->spec_seqs_disabled = s->spec_seqs_disabled;
     o->spec_steps_batch_off = s->spec_steps_batch_off;
-    o->spec_steps_voided = s->spec_steps_voided;
     o->status_epoch = s->scheduler_epoch;
     o->status_seq = s->status_seq;
     if (s->max_model_len > 0)

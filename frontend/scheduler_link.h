@@ -71,7 +71,7 @@ struct folio_link_status {
     uint64_t spec_num_drafts, spec_num_draft_tokens, spec_num_accepted_tokens;
     uint64_t spec_accepted_per_pos[FOLIO_MAX_DRAFT_TOKENS];
     int num_spec_pos;
-    uint64_t spec_seqs_disabled, spec_steps_batch_off, spec_steps_voided;
+    uint64_t spec_seqs_disabled, spec_steps_batch_off;
     /* which reply these figures are (0: none yet): the scheduler's epoch and its count of
      * StatusReplies, so that the newest of several frontends' statuses can be told */
     uint32_t status_epoch;

@@ -221,10 +221,6 @@ int folio_policy_create(const struct folio_policy_config *cfg, folio_emit_fn emi
         return -1;
     }
     p->cfg = *cfg;
-    {
-        const char *b = getenv("FOLIO_SPEC_BEHIND");
-        p->spec_behind = b && !strcmp(b, "wait") ? 1 : b && !strcmp(b, "serial") ? 2 : 0;
-    }
     /* A sequence longer than the pool could never run, even alone. */
     if (p->cfg.max_model_len > cfg->num_kv_blocks * FOLIO_KV_BLOCK_SIZE)
         p->cfg.max_model_len = cfg->num_kv_blocks * FOLIO_KV_BLOCK_SIZE;
@@ -560,8 +556,7 @@ static int plan_decodes(struct folio_policy *p, int budget)
     int rows = 0;
     for (int i = 0; i < p->num_running && budget > 0; i++) {
         struct seq *s = p->running[i];
-        if (!seq_is_decoding(s) || s->num_outputs >= s->max_outputs ||
-            (p->spec_behind == 1 && s->num_newest_drafts > 0))
+        if (!seq_is_decoding(s) || s->num_outputs >= s->max_outputs)
             continue;
         int32_t draft[FOLIO_MAX_DRAFT_TOKENS];
         int d = policy_spec_wants(p, s, spec_on) ? plan_drafts(p, s, budget, rows, draft) : 0;
@@ -785,18 +780,11 @@ static void plan_prefills(struct folio_policy *p, int budget)
 
 /* The logit bias of a sequence's sampling entry (NULL: only counted). */
 /* Two steps in flight keep the worker busy while the next is planned; --no-async-scheduling
- * keeps one, so the worker waits for every plan. */
+ * keeps one, so the worker waits for every plan, and so does a verify step in flight (DESIGN.md,
+ * "Speculative decoding": a round trip costs less than its sequences sitting a step out). */
 static int policy_max_inflight(const struct folio_policy *p)
 {
-    if (p->spec_behind == 2)
-        for (int k = 0; k < p->num_inflight; k++) {
-            const struct inflight_step *st =
-                &p->inflight[(p->inflight_head + k) % FOLIO_POLICY_MAX_INFLIGHT];
-            for (int i = 0; i < st->num_entries; i++)
-                if (st->entries[i].num_draft > 0)
-                    return 1;
-        }
-    return p->cfg.serial_steps ? 1 : FOLIO_POLICY_MAX_INFLIGHT;
+    return p->cfg.serial_steps || p->num_verifying > 0 ? 1 : FOLIO_POLICY_MAX_INFLIGHT;
 }
 
 int folio_policy_plan(struct folio_policy *p, uint64_t plan_unix_ns, const void **rec, size_t *len)
@@ -824,6 +812,10 @@ int folio_policy_plan(struct folio_policy *p, uint64_t plan_unix_ns, const void 
     st->num_entries = p->num_scratch;
     memcpy(st->entries, p->scratch, (size_t)p->num_scratch * sizeof *st->entries);
     st->num_tokens = ((const struct folio_plan_header *)p->plan_buf)->num_tokens;
+    st->verifies = false;
+    for (int i = 0; i < p->num_scratch; i++)
+        st->verifies |= p->scratch[i].num_draft > 0;
+    p->num_verifying += st->verifies;
     p->num_inflight++;
     for (int i = 0; i < p->num_scratch; i++) {
         struct seq *s = p->scratch[i].seq;
@@ -836,9 +828,6 @@ int folio_policy_plan(struct folio_policy *p, uint64_t plan_unix_ns, const void 
         s->num_computed += p->scratch[i].num_new;
         if (p->scratch[i].sample)
             s->num_outputs += 1 + p->scratch[i].num_draft;
-        s->num_newest_drafts = p->scratch[i].num_draft;
-        memcpy(s->newest_drafts, p->scratch[i].draft,
-               sizeof(int32_t) * (size_t)s->num_newest_drafts);
         s->inflight++;
         policy_seq_cache_full_blocks(p, s);
     }
@@ -852,9 +841,7 @@ bool folio_policy_has_work(const struct folio_policy *p)
         return false;
     for (int i = 0; i < p->num_running; i++) {
         const struct seq *s = p->running[i];
-        if (seq_is_decoding(s) ? s->num_outputs < s->max_outputs &&
-                                     !(p->spec_behind == 1 && s->num_newest_drafts > 0)
-                               : s->num_computed < seq_length(s))
+        if (seq_is_decoding(s) ? s->num_outputs < s->max_outputs : s->num_computed < seq_length(s))
             return true;
     }
     return p->num_waiting > 0 && p->num_free_slots > 0 && waiting_at(p, 0)->inflight == 0;

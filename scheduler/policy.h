@@ -123,12 +123,11 @@ struct folio_policy_stats {
     double queue_time_sum;
     /* Speculative decoding, as vLLM counts it: verify steps' sequences with drafts, their
      * drafts, the drafts accepted, and those accepted at each draft position; Folio's own:
-     * sequences whose low acceptance turned their drafts off, steps whose batch was too large
-     * to draft, and sequences' entries planned behind a verify step whose drafts were not all
-     * kept (their samples dropped). */
+     * sequences whose low acceptance turned their drafts off, and steps whose batch was too
+     * large to draft. */
     uint64_t spec_num_drafts, spec_num_draft_tokens, spec_num_accepted_tokens;
     uint64_t spec_accepted_per_pos[FOLIO_MAX_DRAFT_TOKENS];
-    uint64_t spec_seqs_disabled, spec_steps_batch_off, spec_steps_voided;
+    uint64_t spec_seqs_disabled, spec_steps_batch_off;
 };
 
 struct folio_policy;

@@ -34,12 +34,9 @@ struct seq {
     double submitted_at; /* cfg.clock() at submit, for the queue-time histogram */
     struct folio_sampling_params sampling;
     struct folio_seq_options opt; /* stop ids, min_tokens, logit bias, prompt logprobs */
-    /* Speculative decoding (policy_spec.c): whether it may draft; the drafts of its newest step
-     * in flight (num_newest_drafts of them; 0: a plain step, or none in flight), which a step
-     * planned behind it takes as kept; its acceptance's moving average and its verify steps. */
+    /* Speculative decoding (policy_spec.c): whether it may draft, its acceptance's moving
+     * average and its verify steps so far. */
     bool spec_ok;
-    int num_newest_drafts;
-    int32_t newest_drafts[FOLIO_MAX_DRAFT_TOKENS];
     double spec_accept;
     int spec_steps;
     struct seq *hnext;               /* request-id map chain */
@@ -54,9 +51,6 @@ struct step_entry {
     int num_draft; /* the last num_draft new tokens are drafts, every one of the last 1 +
                       num_draft positions samples */
     int32_t draft[FOLIO_MAX_DRAFT_TOKENS];
-    /* Planned behind a verify step on the guess that all its drafts are kept, and one was not:
-     * its samples are dropped when they come back. */
-    bool voided;
 };
 
 /* Prompt logprobs go to the frontend in events of at most this many (the
@@ -67,6 +61,7 @@ struct inflight_step {
     uint64_t step_id;
     int num_entries;
     int num_tokens;
+    bool verifies; /* an entry has drafts */
     struct step_entry *entries;
 };
 
@@ -92,6 +87,7 @@ struct folio_policy {
 
     struct inflight_step inflight[FOLIO_POLICY_MAX_INFLIGHT];
     int inflight_head, num_inflight;
+    int num_verifying; /* steps in flight with drafts: the next is planned once they are back */
     uint64_t next_step_id;
     uint64_t seed_counter;
 
@@ -100,7 +96,6 @@ struct folio_policy {
     int *scratch_blocks; /* a prefix match, before it is taken */
     bool preempted_this_step;
     bool spec_batch_off; /* the step being planned drafts for none: its batch is too large */
-    int spec_behind;     /* MEASUREMENT ONLY (FOLIO_SPEC_BEHIND): 0 ahead, 1 wait, 2 serial */
     int plan_grammar_bytes, plan_replay_ids; /* the grammars this plan brings (policy.c) */
     /* The worker's speed: tokens and backend seconds of the steps that came back, each sum
      * halved at every step so that it follows a worker that slows down or speeds up. */
@@ -142,8 +137,8 @@ bool policy_spec_step_on(const struct folio_policy *p);
 /* s drafts in a step where step_on: its options allow it and its acceptance held up. */
 bool policy_spec_wants(const struct folio_policy *p, const struct seq *s, bool step_on);
 /* s's n-gram drafts, at most max_k, into draft; their number (0: none). They follow its last
- * token, known or still in flight (behind a verify step, after the drafts it verifies). */
-int policy_spec_draft(const struct folio_policy *p, struct seq *s, int max_k, int32_t *draft);
+ * token, known or still in flight. */
+int policy_spec_draft(const struct folio_policy *p, const struct seq *s, int max_k, int32_t *draft);
 /* The drafts of a verify step's entry e that its samples (sampled[0..e->num_draft]) keep. */
 int policy_spec_matched(const struct step_entry *e, const int32_t *sampled);
 /* Counts a verify step in /metrics and s's acceptance, turning s's drafts off when low. */

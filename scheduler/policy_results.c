@@ -90,37 +90,10 @@ static bool seq_take_token(struct folio_policy *p, struct seq *s, const struct f
     return true;
 }
 
-/* s's entry in the step in flight after the one whose results are being taken (NULL: none):
- * planned behind a verify step of s, on the guess that all its drafts are kept. */
-static struct step_entry *entry_behind(struct folio_policy *p, const struct seq *s)
-{
-    if (p->num_inflight == 0 || s->inflight == 0)
-        return NULL;
-    struct inflight_step *next = &p->inflight[p->inflight_head];
-    for (int i = 0; i < next->num_entries; i++)
-        if (next->entries[i].seq == s)
-            return &next->entries[i];
-    return NULL;
-}
-
-/* Undoes what planning s's entry e behind a verify step advanced (its positions and outputs),
- * a step whose guess did not hold: its samples are dropped when they come back. */
-static void void_entry_behind(struct folio_policy *p, struct seq *s, struct step_entry *e)
-{
-    e->voided = true;
-    if (e->sample)
-        s->num_outputs -= 1 + e->num_draft;
-    if (s->state == SEQ_RUNNING)
-        s->num_computed -= e->num_new;
-    s->num_newest_drafts = 0;
-    p->st.spec_steps_voided++;
-}
-
 /* A verify step's samples (e: s's entry with its drafts): the drafts up to the first whose
  * sample differs, and that sample (or all and the one after them), taken one by one as plain
  * decode steps would have, so stop conditions cut them exactly there; the rest is undone
- * (outputs, computed positions, the blocks they needed, and a step planned behind it on the
- * guess that every draft is kept). */
+ * (outputs, computed positions, the blocks they needed). */
 static void seq_take_verified(struct folio_policy *p, struct seq *s,
                               const struct folio_result_view *v, int i, const struct step_entry *e)
 {
@@ -144,9 +117,6 @@ static void seq_take_verified(struct folio_policy *p, struct seq *s,
         sampled[j] = rows[j]->token_id;
     int matched = policy_spec_matched(e, sampled);
     policy_spec_observe(p, s, d, matched);
-    struct step_entry *behind = entry_behind(p, s);
-    if (behind && matched < d)
-        void_entry_behind(p, s, behind);
     bool running = s->state == SEQ_RUNNING;
     s->num_outputs -= 1 + d;
     if (running)
@@ -213,6 +183,7 @@ int folio_policy_apply_result(struct folio_policy *p, const struct folio_result_
     }
     p->inflight_head = (p->inflight_head + 1) % FOLIO_POLICY_MAX_INFLIGHT;
     p->num_inflight--;
+    p->num_verifying -= st->verifies;
     if (v->hdr->backend_ns > 0) {
         p->speed_tokens = p->speed_tokens / 2 + st->num_tokens;
         p->speed_seconds = p->speed_seconds / 2 + (double)v->hdr->backend_ns * 1e-9;
@@ -220,14 +191,11 @@ int folio_policy_apply_result(struct folio_policy *p, const struct folio_result_
     for (int i = 0; i < st->num_entries; i++) {
         struct seq *s = st->entries[i].seq;
         s->inflight--;
-        if (s->inflight == 0)
-            s->num_newest_drafts = 0;
-        if (s->state == SEQ_FINISHED || st->entries[i].voided) {
-            /* Sampled one step past its stop, aborted, or planned on a guess that failed:
-             * never sent. */
+        if (s->state == SEQ_FINISHED) {
+            /* Sampled one step past its stop, or aborted: never sent. */
             if (st->entries[i].sample)
                 p->st.tokens_discarded += 1 + (uint64_t)st->entries[i].num_draft;
-            if (s->inflight == 0 && s->state == SEQ_FINISHED)
+            if (s->inflight == 0)
                 policy_seq_free(p, s);
             continue;
         }
@@ -256,7 +224,7 @@ void folio_policy_fail_all(struct folio_policy *p, uint32_t status, const char *
     p->num_waiting = p->waiting_head = 0;
     p->pending_prompt_tokens = 0;
     p->num_running = 0;
-    p->num_inflight = p->inflight_head = 0;
+    p->num_inflight = p->inflight_head = p->num_verifying = 0;
     p->num_free_slots = 0;
     for (int i = p->cfg.max_num_seqs - 1; i >= 0; i--)
         p->free_slots[p->num_free_slots++] = i;
@@ -374,13 +342,12 @@ int folio_policy_max_model_len(const struct folio_policy *p)
 
 void folio_policy_worker_lost(struct folio_policy *p, uint32_t status, const char *message)
 {
-    p->num_inflight = p->inflight_head = 0; /* their results will never come */
+    p->num_inflight = p->inflight_head = p->num_verifying = 0; /* their results never come */
     struct seq *next;
     for (struct seq *s = p->all_head; s; s = next) {
         next = s->all_next;
         bool ran = s->state == SEQ_RUNNING || s->inflight > 0;
         s->inflight = 0;
-        s->num_newest_drafts = 0;
         s->num_outputs = s->num_tokens - s->num_prompt; /* those the frontend has */
         bool sent = s->num_outputs > 0 || s->opt.prompt_lp_sent > 0;
         if (s->state == SEQ_FINISHED) {

@@ -1,6 +1,5 @@
 /* Speculative decoding's side of the policy: which sequences get n-gram drafts in a step, and
  * what a verify step's samples keep (DESIGN.md, "Speculative decoding"). */
-#include <stdlib.h>
 #include <string.h>
 
 #include "policy.h"
@@ -51,37 +50,17 @@ bool policy_spec_wants(const struct folio_policy *p, const struct seq *s, bool s
                                        NULL) == 0;
 }
 
-/* Room in s->tokens for the drafts in flight past its known tokens. */
-static bool seq_token_room(struct seq *s, int n)
-{
-    if (s->num_tokens + n <= s->cap_tokens)
-        return true;
-    int cap = s->cap_tokens * 2 > s->num_tokens + n ? s->cap_tokens * 2 : s->num_tokens + n;
-    int32_t *t = realloc(s->tokens, (size_t)cap * sizeof *t);
-    if (!t)
-        return false;
-    s->tokens = t;
-    s->cap_tokens = cap;
-    return true;
-}
-
-int policy_spec_draft(const struct folio_policy *p, struct seq *s, int max_k, int32_t *draft)
+int policy_spec_draft(const struct folio_policy *p, const struct seq *s, int max_k, int32_t *draft)
 {
     int k = p->cfg.spec.num_tokens < max_k ? p->cfg.spec.num_tokens : max_k;
     if (k < 1)
         return 0;
     /* With its last token still in flight (its step pipelined), the continuation's first token
      * stands for that one and the drafts are the tokens after it, so the sequence keeps its
-     * place in the pipeline instead of waiting for the step. Behind a verify step in flight the
-     * lookup also takes that step's drafts as kept (this step is planned on that guess). */
-    int in_flight = s->num_computed + 1 - s->num_tokens;
-    int guessed = in_flight > 0 ? in_flight - 1 : 0;
-    if (guessed != (in_flight > 0 ? s->num_newest_drafts : 0) || !seq_token_room(s, guessed))
-        return 0;
-    memcpy(s->tokens + s->num_tokens, s->newest_drafts, sizeof(int32_t) * (size_t)guessed);
-    int ahead = in_flight > 0;
+     * place in the pipeline instead of waiting for the step. */
+    int ahead = s->num_computed == s->num_tokens;
     int32_t next[FOLIO_MAX_DRAFT_TOKENS + 1];
-    int n = folio_ngram_draft(s->tokens, s->num_tokens + guessed, p->cfg.spec.lookup_min,
+    int n = folio_ngram_draft(s->tokens, s->num_tokens, p->cfg.spec.lookup_min,
                               p->cfg.spec.lookup_max, k + ahead, next);
     if (n <= ahead)
         return 0;

@@ -530,7 +530,6 @@ static void handle_status(struct sched *s)
     r.spec_accepted_per_pos = st.spec_accepted_per_pos;
     r.spec_seqs_disabled = st.spec_seqs_disabled;
     r.spec_steps_batch_off = st.spec_steps_batch_off;
-    r.spec_steps_voided = st.spec_steps_voided;
     Folio__Envelope env = FOLIO__ENVELOPE__INIT;
     env.body_case = FOLIO__ENVELOPE__BODY_STATUS_REPLY;
     env.status_reply = &r;

@@ -83,8 +83,7 @@ def spec_counters(server):
             "accepted": total("vllm:spec_decode_num_accepted_tokens_total"),
             "per_pos": per_pos,
             "seqs_disabled": server.metric("folio_spec_decode_seqs_disabled_total"),
-            "batch_off": server.metric("folio_spec_decode_steps_batch_off_total"),
-            "voided": server.metric("folio_spec_decode_steps_voided_total")}
+            "batch_off": server.metric("folio_spec_decode_steps_batch_off_total")}
 
 
 def choices(resp):
@@ -113,9 +112,6 @@ def test_greedy_output_is_identical_and_drafts_are_accepted(spec, base):
     assert len(after["per_pos"]) == 4 and sum(after["per_pos"]) == after["accepted"]
     # acceptance falls off with the position: a draft is kept only after every one before it
     assert all(a >= b for a, b in zip(after["per_pos"], after["per_pos"][1:]))
-    # steps were planned behind verify steps (the pipeline kept), and where a draft was not
-    # kept, the step behind it was dropped: the outputs above are equal all the same
-    assert after["voided"] > before["voided"]
     assert spec_counters(base)["drafts"] == 0
 
 

@@ -134,7 +134,7 @@ static void test_accept_reject_and_blocks(void)
     CHECK(pv.seqs[0].sample && pv.seqs[0].output_index == 1 && pv.seqs[0].context_len == 19);
     CHECK(pv.token_ids[0] == 12 && pv.token_ids[1] == 13 && pv.token_ids[4] == 16);
     CHECK(pv.seqs[0].num_blocks == 2 && stats(p).kv_blocks_used == 2);
-    CHECK(folio_policy_has_work(p)); /* a step may go behind the verify step (not planned here) */
+    CHECK(!folio_policy_has_work(p) && !plan(p)); /* a verify step in flight: nothing after it */
     /* The first sample differs from the first draft: only it is kept. */
     int32_t reject[1][FOLIO_MAX_DRAFT_TOKENS + 1] = {{50, 13, 14, 15, 16}};
     answer(p, reject);
@@ -185,7 +185,7 @@ static void test_drafts_behind_a_step_in_flight(void)
         CHECK(pv.token_ids[0] == FOLIO_TOKEN_FROM_PREV && pv.token_ids[1] == 13 &&
               pv.token_ids[4] == 16);
         CHECK(pv.seqs[0].output_index == 1 && pv.seqs[0].context_len == 19);
-        CHECK(!folio_policy_has_work(p)); /* two steps in flight */
+        CHECK(!folio_policy_has_work(p)); /* a verify step in flight: nothing after it */
         struct folio_plan_view b = pv;
         pv = a;
         answer1(p, guess_right ? 12 : 50);
@@ -209,70 +209,27 @@ static void test_drafts_behind_a_step_in_flight(void)
     }
 }
 
-/* A step planned behind a verify step in flight, on the guess that every draft is kept: its
- * first token is FROM_PREV (the verify step's sample after its last draft), its drafts are looked
- * up over the known tokens and the drafts in flight. Kept: it stands; a draft not kept: its
- * positions and outputs are undone, its samples dropped when they come back, and the sequence
- * is planned again from the token the verify step kept; a stop in the kept run ends it. */
-static void test_planned_behind_a_verify_step(void)
+/* A verify step in flight holds the next step for every sequence, not only its own: the next
+ * plan waits for its samples, and then takes them all. */
+static void test_a_verify_step_holds_the_next_step(void)
 {
     const int32_t prompt[] = {10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 1, 3, 10, 11};
-    static char buf_b[1 << 16], buf_c[1 << 16];
-    for (int outcome = 0; outcome < 3; outcome++) { /* all kept, one not kept, a stop */
-        struct folio_policy *p = make(4, 1, 3);
-        submit(p, 1, prompt, 14, 30, 0);
-        CHECK(plan(p));
-        answer1(p, 12);
-        CHECK(plan(p) && pv.seqs[0].num_draft == 4 && pv.token_ids[4] == 16);
-        memcpy(buf_b, plan_buf, plan_len);
-        struct folio_plan_view b, c;
-        char err[256];
-        CHECK(folio_plan_decode(buf_b, plan_len, &b, err, sizeof err) == 0);
-        /* "14 15 16" (the drafts in flight) recurs at 4: 17 for the verify step's last sample,
-         * then 18 19 1 3 drafted, at the positions after the drafts in flight. */
-        CHECK(plan(p) && pv.seqs[0].num_draft == 4 && pv.token_ids[0] == FOLIO_TOKEN_FROM_PREV);
-        CHECK(pv.token_ids[1] == 18 && pv.token_ids[4] == 3);
-        CHECK(pv.seqs[0].context_len == 24 && pv.seqs[0].output_index == 6);
-        CHECK(!folio_policy_has_work(p)); /* two steps in flight */
-        memcpy(buf_c, plan_buf, plan_len);
-        CHECK(folio_plan_decode(buf_c, plan_len, &c, err, sizeof err) == 0);
-        int32_t kept[1][FOLIO_MAX_DRAFT_TOKENS + 1] = {{13, 14, 15, 16, 17}};
-        int32_t not_kept[1][FOLIO_MAX_DRAFT_TOKENS + 1] = {{13, 14, 50, 16, 17}};
-        int32_t stop[1][FOLIO_MAX_DRAFT_TOKENS + 1] = {{13, 2, 15, 16, 17}};
-        int32_t after[1][FOLIO_MAX_DRAFT_TOKENS + 1] = {{18, 19, 1, 3, 99}};
-        pv = b;
-        answer(p, outcome == 0 ? kept : outcome == 1 ? not_kept : stop);
-        struct folio_policy_stats st = stats(p);
-        if (outcome == 0) {
-            CHECK(num_events == 6 && events[5].token == 17 && st.spec_steps_voided == 0);
-            pv = c;
-            answer(p, after);
-            CHECK(num_events == 11 && events[6].token == 18 && events[10].token == 99);
-            st = stats(p);
-            CHECK(st.spec_num_drafts == 2 && st.spec_num_accepted_tokens == 8);
-            CHECK(plan(p) && pv.token_ids[0] == 99 && pv.seqs[0].context_len == 25);
-        } else if (outcome == 1) {
-            CHECK(num_events == 4 && events[3].token == 50 && st.spec_steps_voided == 1);
-            CHECK(st.kv_blocks_used == 2);
-            /* Planned again from the kept token while the voided step is still in flight. */
-            CHECK(plan(p) && pv.token_ids[0] == 50 && pv.seqs[0].context_len == 18 &&
-                  pv.seqs[0].output_index == 4 && pv.seqs[0].num_draft == 0);
-            struct folio_plan_view d = pv;
-            pv = c;
-            answer(p, after); /* dropped */
-            CHECK(num_events == 4 && stats(p).tokens_discarded == 5);
-            pv = d;
-            answer1(p, 7);
-            CHECK(num_events == 5 && events[4].token == 7);
-        } else {
-            CHECK(num_events == 3 && events[2].token == 2 && events[2].finish == FOLIO_FINISH_STOP);
-            CHECK(!folio_policy_idle(p)); /* the step behind it is still in flight */
-            pv = c;
-            answer(p, after);
-            CHECK(num_events == 3 && folio_policy_idle(p) && stats(p).kv_blocks_used == 0);
-        }
-        folio_policy_destroy(p);
-    }
+    struct folio_policy *p = make(4, 1, 3);
+    submit(p, 1, prompt, 14, 30, 0);
+    submit(p, 2, prompt, 14, 30, 1.2f); /* a repetition penalty: never drafts */
+    CHECK(plan(p) && pv.hdr->num_seqs == 2);
+    int32_t first[2][FOLIO_MAX_DRAFT_TOKENS + 1] = {{12}, {40}};
+    answer(p, first);
+    CHECK(plan(p) && pv.hdr->num_seqs == 2 && pv.seqs[0].num_draft == 4 &&
+          pv.seqs[1].num_draft == 0);
+    CHECK(!folio_policy_has_work(p) && !plan(p)); /* sequence 2 waits for the verify step too */
+    int32_t rows[2][FOLIO_MAX_DRAFT_TOKENS + 1] = {{13, 14, 50, 16, 17}, {41}};
+    answer(p, rows);
+    CHECK(num_events == 6 && events[4].token == 50 && events[5].token == 41);
+    CHECK(plan(p) && pv.hdr->num_seqs == 2 && pv.token_ids[0] == 50 && pv.token_ids[1] == 41);
+    /* No drafts in it (50 and 41 occur nowhere before): the next step is planned behind it. */
+    CHECK(pv.seqs[0].num_draft == 0 && folio_policy_has_work(p));
+    folio_policy_destroy(p);
 }
 
 static void test_stops_inside_a_kept_run(void)
@@ -358,7 +315,7 @@ int main(void)
 {
     test_accept_reject_and_blocks();
     test_drafts_behind_a_step_in_flight();
-    test_planned_behind_a_verify_step();
+    test_a_verify_step_holds_the_next_step();
     test_stops_inside_a_kept_run();
     test_low_acceptance_turns_it_off();
     test_sequences_and_steps_that_do_not_draft();
