@@ -41,9 +41,9 @@ Checks:
      own logits with its counter, its logprob (and top logprobs) those of its own logits, the
      two runs' logits agree to float noise and their tokens are equal or split by a near-tie;
      the step after a verify step (explicit tokens, FROM_PREV of a sequence without drafts)
-     agrees too, and a step behind a verify step whose first token is FROM_PREV (the scheduler
-     plans it on the guess that every draft is kept) equals the same step with the verify
-     step's last sample written, bitwise. The same verify script on the CPU backend against
+     agrees too, and a step after a verify step whose first token is FROM_PREV equals the same
+     step with the verify step's last sample written, bitwise (FROM_PREV stands for a slot's
+     last sampled row). The same verify script on the CPU backend against
      CUDA (cross-check).
 Prints one line per check (PASS/FAIL, figures) and exits 1 if any failed.
 
@@ -361,40 +361,38 @@ def verify_drafts(drv, fx, vocab):
                 agree(f"verify steps ({mode}, {what}, {'eager' if eager else 'graphs'}) == one "
                       f"step at a time", pairs, sampler, sampler,
                       0 if drv.backend != "cuda" else 2e-2)
-        # Drafts behind a step in flight: the verify step's first token is FROM_PREV (the
-        # prefill's sample), which must give what the same step with that token written gives.
-        for eager in (False, True):
+        def from_prev_as_written(what, steps_with, written, at, eager):
+            """Step `at` of steps_with(first) gives the same tokens and logits with first =
+            FROM_PREV as with the token it stands for written."""
             runs = []
-            for first in (toks[0][0], FROM_PREV):
-                vs = [pre[:1], [seq(0, [first] + toks[0][1:], lens[0] + K + 1, tabs[0],
-                                    output_index=1, num_draft=K, **kw(0))]]
-                rv, lv = drv.run(fx, vs, vocab, paths={"keep_logits": True},
-                                 enforce_eager=eager, **opts)
-                runs.append((rv[1], lv[1]))
+            for first in (written, FROM_PREV):
+                r, lg = drv.run(fx, steps_with(first), vocab, paths={"keep_logits": True},
+                                enforce_eager=eager, **opts)
+                runs.append((r[at], lg[at]))
             (ra, la), (rb, lb) = runs
-            same = ra["token_ids"] == rb["token_ids"] and np.array_equal(la, lb)
-            check(f"verify step whose first token is FROM_PREV == written ({mode}, "
-                  f"{'eager' if eager else 'graphs'})", same,
+            check(f"{what} ({mode}, {'eager' if eager else 'graphs'})",
+                  ra["token_ids"] == rb["token_ids"] and np.array_equal(la, lb),
                   f"tokens {ra['token_ids']} vs {rb['token_ids']}")
-        # A step planned behind a verify step (on the guess that every draft is kept): its
-        # FROM_PREV is the verify step's last sample, the one after its last draft.
+
         for eager in (False, True):
+            # Drafts behind a step in flight: the verify step's first token is FROM_PREV (the
+            # prefill's sample).
+            from_prev_as_written(
+                "verify step whose first token is FROM_PREV == written",
+                lambda first: [pre[:1], [seq(0, [first] + toks[0][1:], lens[0] + K + 1, tabs[0],
+                                             output_index=1, num_draft=K, **kw(0))]],
+                toks[0][0], 1, eager)
+            # After a verify step FROM_PREV stands for its last row's sample, the one after its
+            # last draft (the worker's contract; the scheduler holds the next step for the
+            # verify step's samples instead of planning on it).
             verify = [seq(0, toks[0], lens[0] + K + 1, tabs[0], output_index=1, num_draft=K,
                           **kw(0))]
             rv, _ = drv.run(fx, [pre[:1], verify], vocab, enforce_eager=eager, **opts)
-            last = rv[1]["draft_token_ids"][K - 1]
-            runs = []
-            for first in (last, FROM_PREV):
-                vs = [pre[:1], verify, [seq(0, [first], lens[0] + K + 2, tabs[0],
-                                            output_index=K + 1, **kw(0))]]
-                rb, lb = drv.run(fx, vs, vocab, paths={"keep_logits": True},
-                                 enforce_eager=eager, **opts)
-                runs.append((rb[2], lb[2]))
-            (ra, la), (rb, lb) = runs
-            same = ra["token_ids"] == rb["token_ids"] and np.array_equal(la, lb)
-            check(f"FROM_PREV after a verify step == its last sample written ({mode}, "
-                  f"{'eager' if eager else 'graphs'})", same,
-                  f"tokens {ra['token_ids']} vs {rb['token_ids']}")
+            from_prev_as_written(
+                "FROM_PREV after a verify step == its last sample written",
+                lambda first: [pre[:1], verify, [seq(0, [first], lens[0] + K + 2, tabs[0],
+                                                     output_index=K + 1, **kw(0))]],
+                rv[1]["draft_token_ids"][K - 1], 2, eager)
         if drv.backend == "cuda":  # the same verify script on the CPU backend
             vs = [pre, entries(3, True)]
             rc, lc = drv.run(fx, vs, vocab, backend="cpu-ref", threads=4, **opts)
