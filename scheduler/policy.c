@@ -778,7 +778,6 @@ static void plan_prefills(struct folio_policy *p, int budget)
     plan_running_prefills(p, left);
 }
 
-/* The logit bias of a sequence's sampling entry (NULL: only counted). */
 /* Two steps in flight keep the worker busy while the next is planned; --no-async-scheduling
  * keeps one, so the worker waits for every plan, and so does a verify step in flight (DESIGN.md,
  * "Speculative decoding": a round trip costs less than its sequences sitting a step out). */

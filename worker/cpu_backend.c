@@ -523,9 +523,8 @@ static int cpu_launch(struct folio_backend *base, const struct folio_step_batch 
                      b->sample_err[j]);
             return -1;
         }
-        /* A sequence's rows come in order, so after a verify step FOLIO_TOKEN_FROM_PREV stands
-         * for the sample after its last draft: the next token if every draft is kept, the guess
-         * a step planned behind the verify step is made on (the scheduler drops it if not). */
+        /* A sequence's rows come in order, so FOLIO_TOKEN_FROM_PREV stands for its last row's
+         * sample, after a verify step the one after its last draft (as on CUDA). */
         b->last_sampled[batch->seqs[i].slot] = out->token_ids[b->sample_row[j]];
     }
     if (folio_cpu_prompt_logprobs(batch, c->vocab_size, row_logits, b, b->row_logits, &out->prompt,

@@ -141,10 +141,8 @@ int cuda_pack_step(struct cuda_backend *cb, const struct folio_step_batch *batch
         if (!q->sample)
             continue;
         /* The last 1 + num_draft positions sample, position j with RNG counter output_index + j.
-         * The draft positions' samples go to the discard entry of last_sampled: after a verify
-         * step FOLIO_TOKEN_FROM_PREV stands for the sample after its last draft, the next
-         * token if every draft is kept (a step planned behind it is made on that guess, and
-         * the scheduler drops it if one is not). */
+         * The draft positions' samples go to the discard entry of last_sampled, so
+         * FOLIO_TOKEN_FROM_PREV stands for the sequence's last row's sample (as on the CPU). */
         const int d = q->num_draft, first = t - 1 - d;
         int row = stride > 0 ? first : n_sample;
         fl->seq_row[i] = row;
